@@ -1,0 +1,174 @@
+// Backend: the table of operations a device offers the training loop (ggml-style). CpuBackend is
+// the reference; every other backend must match it within each operation's stated tolerance
+// (tests/gpu/ checks that, operation by operation).
+//
+// Conventions for every operation:
+//  * tensors are row-major and contiguous; matrices are [rows, cols];
+//  * floating-point inputs may be fp32, bf16 or fp16 (and fp8 where `supports` says so); every
+//    operation converts its inputs to fp32, computes and accumulates in fp32, and rounds its result
+//    to the output tensor's format (round to nearest even);
+//  * operations are asynchronous on devices that can be: results are valid on the host after
+//    download() or synchronize().
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace trainlab {
+
+enum class Activation : uint8_t { None, ReLU, GELU };
+const char* activation_name(Activation a);
+
+struct DeviceInfo {
+  DeviceKind kind = DeviceKind::Cpu;
+  int index = 0;
+  std::string name;                 // "CPU (2 threads, OpenBLAS)" or "NVIDIA H200"
+  int64_t total_bytes = 0;          // device memory (0 when unknown, e.g. host RAM)
+  int64_t used_bytes = 0;           // device-wide used memory (cudaMemGetInfo), all processes
+  int64_t runtime_context_bytes = 0;// the runtime's own context, shown apart from the lab's tensors
+  std::vector<DType> formats;       // number formats the device computes in
+  // Datasheet dense peak per format in TFLOP/s (for MFU); empty where unknown (the CPU).
+  std::vector<std::pair<DType, double>> peak_tflops;
+  std::string id() const;           // "cpu", "cuda:0"
+};
+
+// Values that change from step to step. Backends keep them in device memory so that a captured
+// step (CUDA graph) reads the current values on every replay.
+struct StepScalars {
+  float lr = 0.0f;
+  float loss_scale = 1.0f;  // the loss gradient is multiplied by this (fp16 dynamic loss scaling)
+  float grad_unscale = 1.0f;// the optimizer multiplies gradients by this (1 / loss_scale)
+  float step = 1.0f;        // optimizer step count t, from 1 (Adam's bias correction)
+};
+
+struct AdamWHyper {
+  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.01f;
+};
+struct SgdHyper {
+  float momentum = 0.9f, weight_decay = 0.0f;
+  bool nesterov = false;
+};
+
+// One parameter as the optimizer sees it. `master` is fp32 and receives the update; `value` is the
+// compute copy (the same tensor as master in fp32 runs), rewritten from master in the same pass.
+// `mask` (optional, same shape, fp32 0/1) keeps pruned weights at exactly zero.
+struct ParamSlot {
+  Tensor* master = nullptr;
+  Tensor* value = nullptr;
+  Tensor* grad = nullptr;
+  Tensor* m = nullptr;  // AdamW first moment / SGD momentum buffer (fp32)
+  Tensor* v = nullptr;  // AdamW second moment (fp32)
+  const Tensor* mask = nullptr;
+  bool decay = true;
+};
+
+// Per-kernel device time, for the "where does a step's time go" view.
+struct KernelTime {
+  std::string name;
+  double ms = 0.0;
+  int64_t calls = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual DeviceInfo info() const = 0;
+  virtual bool supports(DType t) const = 0;
+  MemoryLedger& ledger() { return m_ledger; }
+
+  // --- memory -------------------------------------------------------------------------------
+  virtual Tensor empty(const Shape& shape, DType dtype, MemCategory category) = 0;
+  // Host -> tensor. `src` holds numel() values of type src_type; they are converted (RNE) to the
+  // tensor's format.
+  virtual void upload(Tensor& dst, const void* src, DType src_type) = 0;
+  // Tensor -> host, converted to dst_type.
+  virtual void download(const Tensor& src, void* dst, DType dst_type) = 0;
+  // dst = src (same element count), converted to dst's format.
+  virtual void copy(const Tensor& src, Tensor& dst) = 0;
+  virtual void fill(Tensor& t, float value) = 0;
+  virtual void synchronize() {}
+
+  // --- per-step state -----------------------------------------------------------------------
+  virtual void set_step_scalars(const StepScalars& s) = 0;
+  // Matrix products round their fp32 inputs to tf32 (10-bit mantissa) when on.
+  virtual void set_tf32(bool on) { m_tf32 = on; }
+  bool tf32() const { return m_tf32; }
+
+  // --- operations ----------------------------------------------------------------------------
+  // C[M,N] = alpha * op(A) * op(B) + beta * C, op(X) = X or X^T.
+  virtual void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha,
+                    float beta) = 0;
+  // y[M,N] = act(x[M,K] * w[N,K]^T + bias[N]). When `pre` is given it receives the
+  // pre-activation (GELU's backward needs it; ReLU's uses y).
+  virtual void linear_forward(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, Tensor& y,
+                              Tensor* pre) = 0;
+  // Backward of linear_forward. `dy` is the gradient w.r.t. y; the backend may use it as scratch
+  // (its contents are undefined afterwards). The gradient w.r.t. the pre-activation is rounded to
+  // dy's format before the products, as a device that stores it would. `saved` is y for ReLU, pre
+  // for GELU, unused for None.
+  //   dw (=|+=) dy^T x;  dbias (=|+=) column sums of dy;  dx = dy w (skipped when dx is null).
+  virtual void linear_backward(const Tensor& x, const Tensor& w, Tensor& dy, Activation act, const Tensor* saved,
+                               Tensor& dw, Tensor* dbias, Tensor* dx, bool accumulate) = 0;
+  virtual void activation_forward(Activation act, const Tensor& x, Tensor& y) = 0;
+  // dx = dy * act'(x), given the input x and the output y.
+  virtual void activation_backward(Activation act, const Tensor& x, const Tensor& y, const Tensor& dy,
+                                   Tensor& dx) = 0;
+  // Fused softmax + cross-entropy over logits [B, C] with int32 labels [B]; softmax in fp32.
+  //   stats (fp32 [2]) (=|+=) {sum of per-row losses, number of rows whose argmax is the label}
+  //   dlogits = (softmax - onehot) * grad_multiplier * loss_scale   (when dlogits is given)
+  virtual void softmax_xent(const Tensor& logits, const Tensor& labels, Tensor* dlogits, float grad_multiplier,
+                            Tensor& stats, bool accumulate_stats) = 0;
+  // dst[i, :] = src[idx[i], :] for int32 idx; src and dst of any one format.
+  virtual void gather_rows(const Tensor& src, const Tensor& idx, Tensor& dst) = 0;
+
+  // --- optimizers (multi-tensor: one call updates every parameter) ---------------------------
+  // PyTorch's AdamW, in its order of operations:
+  //   g = grad * grad_unscale; master *= 1 - lr*wd; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+  //   master -= (lr / (1-b1^t)) * m / (sqrt(v) / sqrt(1-b2^t) + eps); master *= mask;
+  //   value = round(master) in value's format (same pass).
+  virtual void adamw_step(std::span<ParamSlot> params, const AdamWHyper& h) = 0;
+  // g = grad * grad_unscale + wd * master; buf = momentum * buf + g; master -= lr * (nesterov ? g + momentum*buf : buf).
+  virtual void sgd_step(std::span<ParamSlot> params, const SgdHyper& h) = 0;
+  // True when every element of every tensor is finite.
+  virtual bool all_finite(std::span<const Tensor* const> tensors) = 0;
+
+  // --- step capture --------------------------------------------------------------------------
+  // Runs `step`. Backends that can (CUDA graphs) run it eagerly the first time for `key` (so that
+  // its buffers get allocated), capture it on the second call and replay the capture afterwards;
+  // the step must then be static: same shapes and buffers on each call, with everything that
+  // changes from step to step read from device memory (StepScalars, uploaded batch indices).
+  virtual void run_step(const std::string& key, const std::function<void()>& step) { step(); }
+  // Forget every capture (shapes, precision or buffers changed).
+  virtual void invalidate_captures() {}
+  virtual void set_capture_enabled(bool on) { m_capture = on; }
+  bool capture_enabled() const { return m_capture; }
+
+  // Per-kernel timing (empty where the backend does not time kernels).
+  virtual void set_kernel_timing(bool on) { m_kernel_timing = on; }
+  virtual std::vector<KernelTime> kernel_times() const { return {}; }
+  virtual void reset_kernel_times() {}
+
+ protected:
+  MemoryLedger m_ledger;
+  bool m_tf32 = false;
+  bool m_capture = true;
+  bool m_kernel_timing = false;
+};
+
+// Creates a backend from a device string: "cpu", "cuda", "cuda:N" or "auto" (the GPU when one
+// works, else the CPU; `notice` then receives a one-line explanation). Throws Error with the
+// reason when the named device cannot be used.
+std::unique_ptr<Backend> create_backend(const std::string& device, std::string* notice = nullptr);
+// Devices usable on this machine, e.g. {"cpu", "cuda:0"}.
+std::vector<std::string> available_devices();
+// Whether this build includes the CUDA backend.
+bool built_with_cuda();
+
+}  // namespace trainlab

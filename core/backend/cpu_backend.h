@@ -1,0 +1,63 @@
+// CpuBackend: the reference implementation of every operation. Matrix products go through
+// OpenBLAS's cblas_sgemm (fp32 accumulate); everything else is plain loops in fp32. Tensors in
+// 16-bit formats are converted to fp32 in workspace buffers (counted in the ledger as workspace)
+// and results are rounded back to the output's format (round to nearest even).
+#pragma once
+#include <array>
+
+#include "backend/backend.h"
+
+namespace trainlab {
+
+class CpuBackend final : public Backend {
+ public:
+  // threads: OpenBLAS threads (0 = OpenBLAS's own choice).
+  explicit CpuBackend(int threads = 0);
+
+  DeviceInfo info() const override;
+  bool supports(DType t) const override;
+
+  Tensor empty(const Shape& shape, DType dtype, MemCategory category) override;
+  void upload(Tensor& dst, const void* src, DType src_type) override;
+  void download(const Tensor& src, void* dst, DType dst_type) override;
+  void copy(const Tensor& src, Tensor& dst) override;
+  void fill(Tensor& t, float value) override;
+
+  void set_step_scalars(const StepScalars& s) override { m_scalars = s; }
+  const StepScalars& step_scalars() const { return m_scalars; }
+
+  void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha,
+            float beta) override;
+  void linear_forward(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, Tensor& y,
+                      Tensor* pre) override;
+  void linear_backward(const Tensor& x, const Tensor& w, Tensor& dy, Activation act, const Tensor* saved,
+                       Tensor& dw, Tensor* dbias, Tensor* dx, bool accumulate) override;
+  void activation_forward(Activation act, const Tensor& x, Tensor& y) override;
+  void activation_backward(Activation act, const Tensor& x, const Tensor& y, const Tensor& dy,
+                           Tensor& dx) override;
+  void softmax_xent(const Tensor& logits, const Tensor& labels, Tensor* dlogits, float grad_multiplier,
+                    Tensor& stats, bool accumulate_stats) override;
+  void gather_rows(const Tensor& src, const Tensor& idx, Tensor& dst) override;
+
+  void adamw_step(std::span<ParamSlot> params, const AdamWHyper& h) override;
+  void sgd_step(std::span<ParamSlot> params, const SgdHyper& h) override;
+  bool all_finite(std::span<const Tensor* const> tensors) override;
+
+ private:
+  // fp32 views of tensors: the tensor's own memory when it is fp32 (and no tf32 rounding is
+  // asked for), else a converted copy in workspace slot `slot`.
+  const float* read_f32(const Tensor& t, int slot, bool tf32_round = false);
+  // Where to compute an output in fp32: the tensor itself when fp32, else workspace slot `slot`;
+  // when `load` is set the current contents are converted in first (for beta != 0).
+  float* write_f32(Tensor& t, int slot, bool load);
+  // Rounds the fp32 result back into t when t is not fp32.
+  void finish_write(Tensor& t, const float* computed);
+  float* slot_buffer(int slot, size_t n);
+
+  static constexpr int kSlots = 6;
+  std::array<Tensor, kSlots> m_workspace;
+  StepScalars m_scalars;
+  int m_threads;
+};
+
+}  // namespace trainlab

@@ -1,0 +1,108 @@
+#include <csignal>
+#include <cstdio>
+#include <memory>
+
+#include "cli/commands.h"
+#include "cli/progress.h"
+#include "train/trainer.h"
+#include "util/error.h"
+
+namespace trainlab::cli {
+
+namespace {
+Trainer* g_active = nullptr;
+void on_sigint(int) {
+  if (g_active) g_active->stop();
+}
+
+struct TrainOptions {
+  std::string config_file, model, optimizer, precision, device, out;
+  long epochs = -1, steps = -1, batch = -1, accumulate = -1, seed = -1;
+  double lr = -1;
+  std::vector<std::string> sets;
+  bool quiet = false;
+  bool print_config = false;
+};
+
+Config build_config(const TrainOptions& o) {
+  Config c = o.config_file.empty() ? Config() : Config::from_file(o.config_file);
+  if (!o.model.empty()) c.set("model.name", o.model);
+  if (o.epochs >= 0) c.set("train.epochs", std::to_string(o.epochs));
+  if (o.steps >= 0) c.set("train.steps", std::to_string(o.steps));
+  if (o.batch >= 0) c.set("train.batch", std::to_string(o.batch));
+  if (o.accumulate >= 0) c.set("train.accumulate", std::to_string(o.accumulate));
+  if (o.seed >= 0) c.set("train.seed", std::to_string(o.seed));
+  if (o.lr >= 0) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.17g", o.lr);
+    c.set("optim.lr", buf);
+  }
+  if (!o.optimizer.empty()) c.set("optim.name", o.optimizer);
+  if (!o.precision.empty()) c.set("precision.dtype", o.precision);
+  if (!o.device.empty()) c.set("device.name", o.device);
+  if (!o.out.empty()) c.set("run.out", o.out);
+  for (const auto& s : o.sets) {
+    const auto eq = s.find('=');
+    if (eq == std::string::npos) throw Error("--set " + s + ": expected key=value, e.g. --set train.batch=128");
+    c.set(s.substr(0, eq), s.substr(eq + 1));
+  }
+  return c;
+}
+}  // namespace
+
+Runner add_train_command(CLI::App& app) {
+  auto o = std::make_shared<TrainOptions>();
+  CLI::App* cmd = app.add_subcommand("train", "Train a model and write a run record (config, metrics, summary, weights)");
+  cmd->add_option("--config", o->config_file, "JSON config file (the same files the app saves as presets)");
+  cmd->add_option("--model", o->model, "Model: digits-mlp or mlp (sets model.name)");
+  cmd->add_option("--epochs", o->epochs, "Epochs (train.epochs)");
+  cmd->add_option("--steps", o->steps, "Optimizer steps; overrides epochs (train.steps)");
+  cmd->add_option("--batch", o->batch, "Samples per micro-batch (train.batch)");
+  cmd->add_option("--lr", o->lr, "Learning rate (optim.lr)");
+  cmd->add_option("--optimizer", o->optimizer, "adamw or sgd (optim.name)");
+  cmd->add_option("--precision", o->precision, "fp32, tf32, bf16, fp16 or fp8 (precision.dtype)");
+  cmd->add_option("--accumulate", o->accumulate, "Gradient accumulation: micro-batches per step (train.accumulate)");
+  cmd->add_option("--seed", o->seed, "Seed (train.seed)");
+  cmd->add_option("--device", o->device, "cpu, cuda, cuda:N or auto (device.name)");
+  cmd->add_option("--set", o->sets, "Any config key: --set key=value (repeatable), e.g. --set data.path=FILE");
+  cmd->add_option("--out", o->out, "Run record folder (run.out)");
+  cmd->add_flag("--quiet", o->quiet, "No progress output");
+  cmd->add_flag("--print-config", o->print_config, "Print the resolved config as JSON and exit");
+  return [o, cmd]() -> int {
+    if (!cmd->parsed()) return -1;
+    Config c = build_config(*o);
+    if (o->print_config) {
+      std::printf("%s\n", c.to_json().dump(2).c_str());
+      return 0;
+    }
+    Progress progress(o->quiet);
+    TrainerCallbacks cb;
+    cb.on_step = [&](const StepMetrics& m) { progress.update(m); };
+    cb.on_notice = [&](const std::string& s) { progress.notice(s); };
+    Trainer trainer(c, cb);
+    g_active = &trainer;
+    std::signal(SIGINT, on_sigint);
+    RunSummary s;
+    try {
+      s = trainer.run();
+    } catch (...) {
+      g_active = nullptr;
+      progress.finish();
+      throw;
+    }
+    g_active = nullptr;
+    progress.finish();
+    std::fprintf(stderr, "%s: %ld steps, %.2f epochs, train loss %.4f, test accuracy %.4f, test loss %.4f, %.0f samples/s, %.2f s\n",
+                 s.status.c_str(), s.steps, s.epochs, s.final_train_loss, s.test_accuracy, s.test_loss, s.samples_per_s,
+                 s.wall_s);
+    std::fprintf(stderr, "run record: %s\n", s.run_dir.c_str());
+    if (s.status == "diverged") {
+      std::fprintf(stderr, "error: %s; the run record keeps every step so far\n", s.message.c_str());
+      return 3;
+    }
+    if (s.status == "stopped") return 130;
+    return 0;
+  };
+}
+
+}  // namespace trainlab::cli

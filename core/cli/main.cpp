@@ -1,0 +1,39 @@
+// trainlab-cli: everything the app does, headless, from a JSON config and flags.
+#include <cstdio>
+
+#include "backend/backend.h"
+#include "cli/commands.h"
+#include "util/error.h"
+
+#ifndef TRAINLAB_VERSION
+#define TRAINLAB_VERSION "0.0.0"
+#endif
+
+int main(int argc, char** argv) {
+  CLI::App app{"TrainLab: train, compress and measure neural networks on the CPU or a GPU"};
+  app.set_version_flag("--version", std::string("trainlab-cli ") + TRAINLAB_VERSION +
+                                         (trainlab::built_with_cuda() ? " (CUDA backend built in)" : " (CPU only)"));
+  app.require_subcommand(1);
+  std::vector<trainlab::cli::Runner> runners;
+  runners.push_back(trainlab::cli::add_train_command(app));
+  runners.push_back(trainlab::cli::add_eval_command(app));
+  runners.push_back(trainlab::cli::add_bench_command(app));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    for (auto& r : runners) {
+      const int rc = r();
+      if (rc >= 0) return rc;
+    }
+  } catch (const trainlab::Error& e) {
+    std::fprintf(stderr, "\nerror: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "\nerror: %s\n", e.what());
+    return 1;
+  }
+  return 1;
+}

@@ -1,0 +1,66 @@
+#include "cli/progress.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+
+namespace trainlab::cli {
+
+namespace {
+std::string fmt_eta(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "--:--";
+  const long s = static_cast<long>(seconds + 0.5);
+  char buf[32];
+  if (s >= 3600)
+    std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", s / 3600, (s / 60) % 60, s % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%02ld:%02ld", s / 60, s % 60);
+  return buf;
+}
+}  // namespace
+
+Progress::Progress(bool quiet) : m_tty(isatty(fileno(stderr)) != 0), m_quiet(quiet), m_last(std::chrono::steady_clock::now()) {}
+
+void Progress::update(const StepMetrics& m) {
+  if (m.val_accuracy) m_last_val_acc = *m.val_accuracy;
+  if (m_quiet) return;
+  const auto now = std::chrono::steady_clock::now();
+  const double since = std::chrono::duration<double>(now - m_last).count();
+  const double frac = m.total_steps ? static_cast<double>(m.step) / static_cast<double>(m.total_steps) : 0.0;
+  const double eta = frac > 0 ? m.wall_s * (1.0 - frac) / frac : NAN;
+  char val[48] = "";
+  if (m_last_val_acc >= 0) std::snprintf(val, sizeof val, "  test acc %.4f", m_last_val_acc);
+  if (m_tty) {
+    if (since < 0.1 && m.step != m.total_steps && m.event.empty()) return;
+    const int width = 30;
+    const int filled = static_cast<int>(frac * width);
+    std::string bar(static_cast<size_t>(filled), '#');
+    bar.resize(width, '-');
+    std::fprintf(stderr, "\r[%s] %3.0f%%  step %ld/%ld  epoch %.2f  loss %.4f%s  %.0f samples/s  ETA %s   ", bar.c_str(),
+                 frac * 100, m.step, m.total_steps, m.epoch, m.loss, val, m.samples_per_s, fmt_eta(eta).c_str());
+    m_drawn = true;
+  } else {
+    // Plain lines: at most one every 2 s, plus every eval, event and the last step.
+    if (since < 2.0 && !m.val_accuracy && m.event.empty() && m.step != m.total_steps && m.step != 1) return;
+    std::fprintf(stderr, "step %ld/%ld  epoch %.2f  loss %.4f  train acc %.4f%s  lr %.3g  %.0f samples/s  ETA %s%s%s\n",
+                 m.step, m.total_steps, m.epoch, m.loss, m.train_accuracy, val, m.lr, m.samples_per_s, fmt_eta(eta).c_str(),
+                 m.event.empty() ? "" : "  event: ", m.event.c_str());
+  }
+  if (!m.event.empty() && m_tty) std::fprintf(stderr, "\n  %s\n", m.event.c_str());
+  m_last = now;
+  m_last_step = m.step;
+}
+
+void Progress::notice(const std::string& line) {
+  if (m_drawn) std::fprintf(stderr, "\n");
+  m_drawn = false;
+  std::fprintf(stderr, "notice: %s\n", line.c_str());
+}
+
+void Progress::finish() {
+  if (m_drawn) std::fprintf(stderr, "\n");
+  m_drawn = false;
+}
+
+}  // namespace trainlab::cli

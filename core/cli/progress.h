@@ -1,0 +1,27 @@
+// Progress display for trainlab-cli train: a bar with ETA on a terminal, plain periodic lines
+// otherwise (logs, CI).
+#pragma once
+#include <chrono>
+#include <string>
+
+#include "train/metrics.h"
+
+namespace trainlab::cli {
+
+class Progress {
+ public:
+  explicit Progress(bool quiet);
+  void update(const StepMetrics& m);
+  void notice(const std::string& line);
+  void finish();
+
+ private:
+  bool m_tty;
+  bool m_quiet;
+  bool m_drawn = false;
+  std::chrono::steady_clock::time_point m_last;
+  long m_last_step = 0;
+  double m_last_val_acc = -1;
+};
+
+}  // namespace trainlab::cli

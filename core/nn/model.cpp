@@ -1,0 +1,80 @@
+#include "nn/model.h"
+
+#include "nn/linear.h"
+#include "util/error.h"
+
+namespace trainlab {
+
+void Model::set_compute_dtype(Backend& be, DType dtype) {
+  for (Parameter* p : parameters()) p->set_compute_dtype(be, dtype);
+  m_dtype = dtype;
+  release_buffers();
+}
+
+int64_t Model::parameter_count() {
+  int64_t n = 0;
+  for (Parameter* p : parameters()) n += p->numel();
+  return n;
+}
+
+Parameter* Model::find_parameter(const std::string& name) {
+  for (Parameter* p : parameters())
+    if (p->name == name) return p;
+  return nullptr;
+}
+
+void Sequential::add(std::unique_ptr<Layer> layer, int index) {
+  layer->name = m_prefix + "." + std::to_string(index);
+  for (Parameter* p : layer->parameters()) p->name = layer->name + "." + p->name;
+  m_layers.push_back(std::move(layer));
+}
+
+Tensor Sequential::forward(Backend& be, const Tensor& x, bool training) {
+  Tensor h = x;
+  for (auto& l : m_layers) h = l->forward(be, h, training);
+  return h;
+}
+
+void Sequential::backward(Backend& be, Tensor& dlogits, bool accumulate) {
+  Tensor g = dlogits;
+  for (size_t i = m_layers.size(); i-- > 0;) g = m_layers[i]->backward(be, g, i > 0, accumulate);
+}
+
+std::vector<Parameter*> Sequential::parameters() {
+  std::vector<Parameter*> out;
+  for (auto& l : m_layers)
+    for (Parameter* p : l->parameters()) out.push_back(p);
+  return out;
+}
+
+void Sequential::release_buffers() {
+  for (auto& l : m_layers) l->release_buffers();
+}
+
+Mlp::Mlp(Backend& be, std::vector<int64_t> sizes, Activation act, uint64_t seed)
+    : Sequential("net"), m_sizes(std::move(sizes)), m_act(act) {
+  if (m_sizes.size() < 2) throw Error("an MLP needs at least an input and an output size");
+  std::mt19937_64 rng(seed);
+  int index = 0;
+  for (size_t i = 0; i + 1 < m_sizes.size(); ++i) {
+    const bool last = i + 2 == m_sizes.size();
+    add(std::make_unique<Linear>(be, m_sizes[i], m_sizes[i + 1], last ? Activation::None : act, true, rng), index);
+    index += last ? 1 : 2;  // the fused activation occupies the next index, as in nn.Sequential
+  }
+}
+
+nlohmann::json Mlp::architecture() const {
+  return {{"kind", "mlp"}, {"sizes", m_sizes}, {"activation", activation_name(m_act)}};
+}
+
+std::unique_ptr<Model> build_model(Backend& be, const nlohmann::json& arch, uint64_t seed) {
+  const std::string kind = arch.value("kind", "");
+  if (kind == "mlp") {
+    const std::string a = arch.value("activation", "relu");
+    Activation act = a == "gelu" ? Activation::GELU : a == "relu" ? Activation::ReLU : Activation::None;
+    return std::make_unique<Mlp>(be, arch.at("sizes").get<std::vector<int64_t>>(), act, seed);
+  }
+  throw Error("unknown model kind '" + kind + "': expected mlp");
+}
+
+}  // namespace trainlab

@@ -1,0 +1,72 @@
+// Model: what the trainer trains. forward() maps a batch to logits [N, classes]; backward() takes
+// the loss gradient w.r.t. those logits and fills every parameter's gradient.
+#pragma once
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "nn/layer.h"
+
+namespace trainlab {
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual std::string kind() const = 0;
+  virtual Tensor forward(Backend& be, const Tensor& x, bool training) = 0;
+  virtual void backward(Backend& be, Tensor& dlogits, bool accumulate) = 0;
+  virtual std::vector<Parameter*> parameters() = 0;
+  virtual void release_buffers() = 0;
+  // Enough to rebuild the model (stored in the weights file's metadata).
+  virtual nlohmann::json architecture() const = 0;
+
+  // Switches the compute format of every parameter (fp32 master copies are kept).
+  void set_compute_dtype(Backend& be, DType dtype);
+  DType compute_dtype() const { return m_dtype; }
+  int64_t parameter_count();
+  Parameter* find_parameter(const std::string& name);
+
+ protected:
+  DType m_dtype = DType::F32;
+};
+
+// A stack of layers named like PyTorch's nn.Sequential: the layer at index i owns "prefix.i.*".
+// An activation fused into a Linear still takes its own index, so that the names match a
+// PyTorch module that lists the activation as a separate layer.
+class Sequential : public Model {
+ public:
+  explicit Sequential(std::string prefix) : m_prefix(std::move(prefix)) {}
+  void add(std::unique_ptr<Layer> layer, int index_in_pytorch);
+  Tensor forward(Backend& be, const Tensor& x, bool training) override;
+  void backward(Backend& be, Tensor& dlogits, bool accumulate) override;
+  std::vector<Parameter*> parameters() override;
+  void release_buffers() override;
+  const std::vector<std::unique_ptr<Layer>>& layers() const { return m_layers; }
+
+ protected:
+  std::string m_prefix;
+  std::vector<std::unique_ptr<Layer>> m_layers;
+};
+
+// Multi-layer perceptron: sizes {in, hidden..., out}, the activation after every hidden layer.
+// The digits MLP is {64, 256, 256, 10} with ReLU: 85,002 parameters, named net.0, net.2, net.4
+// as in the PyTorch peer's nn.Sequential.
+class Mlp final : public Sequential {
+ public:
+  Mlp(Backend& be, std::vector<int64_t> sizes, Activation act, uint64_t seed);
+  std::string kind() const override { return "mlp"; }
+  nlohmann::json architecture() const override;
+  const std::vector<int64_t>& sizes() const { return m_sizes; }
+
+ private:
+  std::vector<int64_t> m_sizes;
+  Activation m_act;
+};
+
+// Builds a model from an architecture object (as written by architecture()); throws Error for an
+// unknown kind, naming the known ones.
+std::unique_ptr<Model> build_model(Backend& be, const nlohmann::json& arch, uint64_t seed);
+
+}  // namespace trainlab

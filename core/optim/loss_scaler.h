@@ -1,0 +1,29 @@
+// Dynamic loss scaling for fp16: the loss (hence every gradient) is multiplied by S before
+// backward so that small gradients do not underflow; the optimizer divides by S. When any
+// gradient is inf or NaN the update is skipped and S halves; after `growth_interval` good steps in
+// a row S doubles.
+#pragma once
+
+namespace trainlab {
+
+class LossScaler {
+ public:
+  LossScaler(double init_scale = 65536.0, long growth_interval = 2000, bool enabled = true);
+  double scale() const { return m_enabled ? m_scale : 1.0; }
+  bool enabled() const { return m_enabled; }
+  // Records the outcome of a step; returns true when the update should be applied.
+  bool update(bool grads_finite);
+  long skipped() const { return m_skipped; }
+  long good_steps() const { return m_good; }
+  long consecutive_skips() const { return m_consecutive_skips; }
+
+ private:
+  double m_scale;
+  long m_growth_interval;
+  bool m_enabled;
+  long m_good = 0;
+  long m_skipped = 0;
+  long m_consecutive_skips = 0;
+};
+
+}  // namespace trainlab

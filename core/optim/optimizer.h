@@ -1,0 +1,50 @@
+// Optimizers over a model's parameters. State (fp32, counted as optimizer memory) is created on
+// the first step, as PyTorch does, so the first step's memory differs from the later ones.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nn/parameter.h"
+
+namespace trainlab {
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  virtual std::string name() const = 0;
+  // One update of every parameter; lr, step count and gradient unscale come from the backend's
+  // StepScalars.
+  virtual void step(Backend& be, std::vector<Parameter*>& params) = 0;
+  // Bytes of state per parameter (for the memory prediction).
+  virtual int state_bytes_per_param() const = 0;
+
+ protected:
+  std::vector<ParamSlot> slots(std::vector<Parameter*>& params);
+  static void ensure_state(Backend& be, Tensor& t, const Shape& shape);
+};
+
+class AdamW final : public Optimizer {
+ public:
+  explicit AdamW(AdamWHyper h) : m_h(h) {}
+  std::string name() const override { return "adamw"; }
+  void step(Backend& be, std::vector<Parameter*>& params) override;
+  int state_bytes_per_param() const override { return 8; }
+  const AdamWHyper& hyper() const { return m_h; }
+
+ private:
+  AdamWHyper m_h;
+};
+
+class Sgd final : public Optimizer {
+ public:
+  explicit Sgd(SgdHyper h) : m_h(h) {}
+  std::string name() const override { return "sgd"; }
+  void step(Backend& be, std::vector<Parameter*>& params) override;
+  int state_bytes_per_param() const override { return m_h.momentum != 0.0f ? 4 : 0; }
+
+ private:
+  SgdHyper m_h;
+};
+
+}  // namespace trainlab

@@ -1,0 +1,37 @@
+// Number formats and their conversions.
+//
+// fp16 (1.5.10) and bf16 (1.8.7) are stored as uint16_t bit patterns. Conversions from fp32 round
+// to nearest, ties to even, keep subnormals (fp16: down to 2^-24) and overflow to +-inf exactly as
+// the formats do; NaN stays NaN. All arithmetic on these formats is done in fp32 by the caller.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace trainlab {
+
+enum class DType : uint8_t { F32, F16, BF16, F8E4M3, F8E5M2, I32, I8, I4 };
+
+const char* dtype_name(DType t);
+DType dtype_from_name(const std::string& name);  // throws Error listing valid names
+// Bytes for n elements (I4 packs two elements a byte).
+size_t dtype_bytes(DType t, size_t n);
+bool dtype_is_float(DType t);
+
+uint16_t f32_to_f16(float f);
+float f16_to_f32(uint16_t h);
+uint16_t f32_to_bf16(float f);
+float bf16_to_f32(uint16_t b);
+uint8_t f32_to_e4m3(float f);  // saturates to +-448 (the e4m3 "fn" variant has no inf)
+float e4m3_to_f32(uint8_t v);
+uint8_t f32_to_e5m2(float f);
+float e5m2_to_f32(uint8_t v);
+
+// The value f takes once stored in format t (identity for F32).
+float round_to(DType t, float f);
+
+// Bulk conversions between a typed buffer and fp32.
+void convert_to_f32(DType src_type, const void* src, float* dst, size_t n);
+void convert_from_f32(const float* src, DType dst_type, void* dst, size_t n);
+
+}  // namespace trainlab

@@ -1,0 +1,66 @@
+// Config: a run is fully described by one JSON object whose keys are declared in a schema
+// (config_schema()): type, default, range or choices, a one-line explanation (shown as --help
+// text and as the app's tooltips), and whether it may change while a run trains.
+//
+// Config files are nested JSON ({"train": {"epochs": 30}}); --set takes dotted keys
+// (train.epochs=30). Unknown keys, wrong types and out-of-range values throw Error naming the
+// file, line and key and what was expected.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace trainlab {
+
+using Json = nlohmann::json;
+
+enum class KeyType { Int, Float, Bool, String, Enum, IntList };
+
+struct ConfigKey {
+  std::string key;  // dotted: "train.epochs"
+  KeyType type;
+  Json default_value;
+  double min = -1e300, max = 1e300;  // inclusive range for Int/Float (and each IntList item)
+  std::vector<std::string> choices;  // Enum
+  std::string help;
+  bool mid_run = false;  // may change while a run trains (applies at the next step)
+};
+
+const std::vector<ConfigKey>& config_schema();
+const ConfigKey* find_config_key(const std::string& key);
+std::string describe_expected(const ConfigKey& k);
+
+class Config {
+ public:
+  Config();  // every key at its default
+
+  static Config from_file(const std::string& path);
+  static Config from_json(const Json& j, const std::string& source = "config");
+
+  // Merges a nested JSON object; `source` names it in errors (a file name).
+  void merge(const Json& j, const std::string& source, const std::string& raw_text = "");
+  // Sets one dotted key from text (the --set syntax and the CLI flags).
+  void set(const std::string& key, const std::string& text);
+  // Sets one dotted key from a JSON value (validated).
+  void set_json(const std::string& key, const Json& value, const std::string& source = "--set");
+
+  const Json& at(const std::string& key) const;
+  int64_t get_int(const std::string& key) const { return at(key).get<int64_t>(); }
+  double get_float(const std::string& key) const { return at(key).get<double>(); }
+  bool get_bool(const std::string& key) const { return at(key).get<bool>(); }
+  std::string get_string(const std::string& key) const { return at(key).get<std::string>(); }
+  std::vector<int64_t> get_int_list(const std::string& key) const { return at(key).get<std::vector<int64_t>>(); }
+
+  // The resolved config as nested JSON (every key present).
+  Json to_json() const;
+  // Keys whose values differ between two configs (for the runs table and reports).
+  static std::vector<std::string> differences(const Config& a, const Config& b);
+
+ private:
+  Json m_flat;  // dotted key -> value
+};
+
+// Validates one value for a key; returns it normalised (e.g. 3 -> 3.0 for floats) or throws.
+Json validate_config_value(const ConfigKey& k, const Json& v, const std::string& where);
+
+}  // namespace trainlab

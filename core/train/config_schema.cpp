@@ -1,0 +1,139 @@
+// The schema of every config key. Each section is one function; later features add a section.
+#include <cmath>
+
+#include "train/config.h"
+
+namespace trainlab {
+
+namespace {
+
+ConfigKey key_int(std::string k, int64_t def, double mn, double mx, std::string help, bool mid = false) {
+  return {std::move(k), KeyType::Int, def, mn, mx, {}, std::move(help), mid};
+}
+ConfigKey key_float(std::string k, double def, double mn, double mx, std::string help, bool mid = false) {
+  return {std::move(k), KeyType::Float, def, mn, mx, {}, std::move(help), mid};
+}
+ConfigKey key_bool(std::string k, bool def, std::string help, bool mid = false) {
+  return {std::move(k), KeyType::Bool, def, 0, 1, {}, std::move(help), mid};
+}
+ConfigKey key_string(std::string k, std::string def, std::string help) {
+  return {std::move(k), KeyType::String, def, 0, 0, {}, std::move(help), false};
+}
+ConfigKey key_enum(std::string k, std::string def, std::vector<std::string> choices, std::string help, bool mid = false) {
+  return {std::move(k), KeyType::Enum, def, 0, 0, std::move(choices), std::move(help), mid};
+}
+
+void model_keys(std::vector<ConfigKey>& s) {
+  s.push_back(key_enum("model.name", "digits-mlp", {"digits-mlp", "mlp"},
+                       "Network to train. digits-mlp: the 64-256-256-10 ReLU MLP (85,002 parameters); mlp: an MLP "
+                       "with the hidden sizes of model.hidden. Input and output sizes come from the data set."));
+  s.push_back({"model.hidden", KeyType::IntList, Json::array({256, 256}), 1, 1 << 20, {},
+               "Hidden layer widths of the MLP. Parameters = sum over layers of (in + 1) x out; training costs about "
+               "6 FLOPs per parameter per sample.",
+               false});
+  s.push_back(key_enum("model.activation", "relu", {"relu", "gelu"},
+                       "Activation after each hidden layer: ReLU max(0, x), or GELU x * Phi(x) (exact erf form)."));
+}
+
+void data_keys(std::vector<ConfigKey>& s) {
+  s.push_back(key_enum("data.name", "digits", {"digits", "fashion-mnist", "idx"},
+                       "Data set. digits: 1,797 8x8 handwritten digits shipped with the lab; fashion-mnist: 70,000 "
+                       "28x28 images from Debian's dataset-fashion-mnist; idx: MNIST-format files in data.path."));
+  s.push_back(key_string("data.path", "",
+                         "File (digits CSV, gzip or plain) or folder (IDX files) to read; empty means the shipped "
+                         "digits or /usr/share/datasets/fashion-mnist."));
+  s.push_back(key_float("data.test_fraction", 0.2, 0.01, 0.99,
+                        "Share of the digits held out as the test split after a seeded shuffle (0.2: 1,437 train / 360 "
+                        "test). IDX data sets use their own test files."));
+}
+
+void train_keys(std::vector<ConfigKey>& s) {
+  s.push_back(key_int("train.epochs", 30, 0, 1e9, "Passes over the training split (ignored when train.steps > 0)."));
+  s.push_back(key_int("train.steps", 0, 0, 1e12, "Optimizer steps to run; 0 means train.epochs decides."));
+  s.push_back(key_int("train.batch", 64, 1, 1 << 24,
+                      "Samples per micro-batch. An uneven last batch of an epoch is dropped (drop-last)."));
+  s.push_back(key_int("train.accumulate", 1, 1, 1 << 16,
+                      "Gradient accumulation: k micro-batches forward and backward (loss scaled by 1/k), then one "
+                      "optimizer step. Same gradient as a k-times larger batch, activation memory of one micro-batch.",
+                      true));
+  s.push_back(key_int("train.seed", 1, 0, 9.2e18, "Seed of the initial weights, the split and the shuffles. Same seed and "
+                                                  "config on the CPU: bit-identical results."));
+  s.push_back(key_int("train.eval_every", 0, 0, 1e12,
+                      "Evaluate on the test split every N optimizer steps (0: at the end of every epoch)."));
+}
+
+void optim_keys(std::vector<ConfigKey>& s) {
+  s.push_back(key_enum("optim.name", "adamw", {"adamw", "sgd"},
+                       "Optimizer. AdamW keeps two moments (8 bytes a parameter) with bias correction and decoupled "
+                       "weight decay; SGD with momentum keeps one buffer (4 bytes)."));
+  s.push_back(key_float("optim.lr", 1e-3, 1e-12, 1e3, "Peak learning rate (eta).", true));
+  s.push_back(key_float("optim.beta1", 0.9, 0, 0.999999, "AdamW first-moment decay: m = b1 m + (1-b1) g."));
+  s.push_back(key_float("optim.beta2", 0.999, 0, 0.99999999, "AdamW second-moment decay: v = b2 v + (1-b2) g^2."));
+  s.push_back(key_float("optim.eps", 1e-8, 0, 1, "AdamW denominator term: m_hat / (sqrt(v_hat) + eps)."));
+  s.push_back(key_float("optim.weight_decay", 0.01, 0, 10,
+                        "Decoupled weight decay: w -= lr * wd * w each step (AdamW), or added to the gradient (SGD)."));
+  s.push_back(key_float("optim.momentum", 0.9, 0, 0.999999, "SGD momentum: buf = mu buf + g; w -= lr buf."));
+  s.push_back(key_bool("optim.nesterov", false, "SGD with Nesterov momentum: w -= lr (g + mu buf)."));
+}
+
+void schedule_keys(std::vector<ConfigKey>& s) {
+  s.push_back(key_enum("schedule.name", "constant", {"constant", "warmup-cosine"},
+                       "Learning-rate schedule: constant (after an optional linear warm-up), or linear warm-up then a "
+                       "cosine decay to schedule.min_lr at the last step."));
+  s.push_back(key_int("schedule.warmup_steps", 0, 0, 1e12, "Steps of linear warm-up from lr/warmup to lr."));
+  s.push_back(key_float("schedule.min_lr", 0.0, 0, 1e3, "Learning rate at the end of the cosine decay."));
+}
+
+void precision_keys(std::vector<ConfigKey>& s) {
+  s.push_back(key_enum("precision.dtype", "fp32", {"fp32", "tf32", "bf16", "fp16", "fp8"},
+                       "Number format of weights, activations and gradients; fp32 master weights, fp32 accumulation, "
+                       "softmax and loss in fp32. bf16 keeps fp32's range with 8 bits of precision; fp16 has 11 bits "
+                       "but a range up to 65,504, so it needs loss scaling; tf32 rounds matrix-product inputs to 10 "
+                       "mantissa bits; fp8 (e4m3 forward, e5m2 gradients) is for matrix products on GPUs that have it. "
+                       "16-bit formats halve the bytes of weights, gradients and activations.",
+                       true));
+  s.push_back(key_float("precision.loss_scale.init", 65536.0, 1e-8, 1e30,
+                        "fp16 dynamic loss scaling: initial scale S. The loss is multiplied by S before backward and "
+                        "the gradients divided by S before the update."));
+  s.push_back(key_int("precision.loss_scale.growth_interval", 2000, 1, 1e12,
+                      "fp16 loss scaling: double S after this many good steps in a row (an inf/NaN gradient halves S "
+                      "and skips the update)."));
+  s.push_back(key_bool("precision.loss_scale.enabled", true, "Use dynamic loss scaling with fp16."));
+}
+
+void device_keys(std::vector<ConfigKey>& s) {
+  s.push_back(key_string("device.name", "auto",
+                         "cpu, cuda, cuda:N, or auto (the GPU when one works, otherwise the CPU with a notice)."));
+  s.push_back(key_bool("device.cuda_graph", true,
+                       "Capture the whole training step as a CUDA graph and replay it (removes launch overhead; a "
+                       "tiny network is launch-bound)."));
+  s.push_back(key_bool("device.kernel_timing", false, "Time every kernel with CUDA events (slower; shows where a step's time goes)."));
+}
+
+void run_keys(std::vector<ConfigKey>& s) {
+  s.push_back(key_string("run.out", "", "Run record folder; empty means runs/<date>-<time>-<model>-<precision>."));
+  s.push_back(key_string("run.name", "", "A label for the run (shown in the runs table and reports)."));
+  s.push_back(key_bool("run.save_weights", true, "Write the trained weights to model.safetensors."));
+}
+
+std::vector<ConfigKey> build_schema() {
+  std::vector<ConfigKey> s;
+  model_keys(s);
+  data_keys(s);
+  train_keys(s);
+  optim_keys(s);
+  schedule_keys(s);
+  precision_keys(s);
+  device_keys(s);
+  run_keys(s);
+  return s;
+}
+
+}  // namespace
+
+const std::vector<ConfigKey>& config_schema() {
+  static const std::vector<ConfigKey> schema = build_schema();
+  return schema;
+}
+
+}  // namespace trainlab

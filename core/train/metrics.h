@@ -1,0 +1,62 @@
+// Plain value structs the trainer reports (to the CLI, the app's worker thread and the run
+// record), and their JSON forms as written to metrics.jsonl and summary.json.
+#pragma once
+#include <array>
+#include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "train/config.h"
+
+namespace trainlab {
+
+struct MemoryBytes {
+  std::array<int64_t, kMemCategoryCount> by_category{};
+  int64_t total() const;
+  Json to_json() const;
+};
+
+struct StepMetrics {
+  long step = 0;         // optimizer step, from 1
+  long total_steps = 0;
+  double epoch = 0.0;    // fractional epochs completed
+  double loss = 0.0;     // mean training loss of the step's samples
+  double train_accuracy = 0.0;
+  double lr = 0.0;
+  double loss_scale = 1.0;
+  long skipped_steps = 0;
+  bool skipped = false;  // this step's update was skipped (fp16 overflow)
+  double samples_per_s = 0.0;
+  double step_ms = 0.0;
+  double wall_s = 0.0;
+  double mfu = 0.0;       // model FLOPs utilisation against the device peak of the format (GPU only)
+  std::string precision;
+  MemoryBytes mem_current, mem_peak, mem_predicted;
+  int64_t device_used_bytes = 0, device_total_bytes = 0, runtime_context_bytes = 0;
+  std::optional<double> val_loss, val_accuracy;
+  std::string event;      // marker label when a setting changed at this step
+  std::vector<KernelTime> kernel_times;
+  Json to_json() const;
+  static StepMetrics from_json(const Json& j);
+};
+
+struct RunSummary {
+  std::string status = "completed";  // completed | stopped | diverged | failed
+  std::string message;
+  long steps = 0;
+  double epochs = 0.0;
+  int64_t params = 0;
+  double final_train_loss = 0.0;
+  double test_accuracy = 0.0;
+  double test_loss = 0.0;
+  double samples_per_s = 0.0;
+  double wall_s = 0.0;
+  long skipped_steps = 0;
+  MemoryBytes peak_bytes;
+  std::string device, precision, run_dir;
+  Json to_json() const;
+};
+
+}  // namespace trainlab

@@ -1,0 +1,70 @@
+// Trainer: the training loop. Builds the backend, data, model and optimizer from a Config, runs
+// optimizer steps, evaluates, writes the run record, and reports through callbacks with plain
+// value structs. It can run on a worker thread: post() queues commands (pause, resume, stop,
+// change a setting) that take effect at the next step boundary, and nothing it does throws
+// across that boundary except setup errors from run() itself.
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "train/config.h"
+#include "train/metrics.h"
+
+namespace trainlab {
+
+struct TrainerCallbacks {
+  std::function<void(const StepMetrics&)> on_step;
+  std::function<void(const std::string&)> on_notice;  // one-line notices (device fallback, ...)
+};
+
+struct TrainerCommand {
+  enum class Kind { Pause, Resume, Stop, Set } kind;
+  std::string key;  // Set: a config key whose schema entry allows mid-run changes
+  Json value;
+};
+
+class Trainer {
+ public:
+  explicit Trainer(Config config, TrainerCallbacks callbacks = {});
+  ~Trainer();
+
+  // Runs to the end (or until stopped or diverged) and returns the summary; the summary is also
+  // written to the run record. Throws Error for setup problems (bad data, unwritable folder,
+  // unusable device) before any step runs.
+  RunSummary run();
+
+  // Thread-safe; applied at the next step boundary.
+  void post(TrainerCommand c);
+  void pause() { post({TrainerCommand::Kind::Pause, {}, {}}); }
+  void resume() { post({TrainerCommand::Kind::Resume, {}, {}}); }
+  void stop() { post({TrainerCommand::Kind::Stop, {}, {}}); }
+  void set(const std::string& key, Json value) { post({TrainerCommand::Kind::Set, key, std::move(value)}); }
+
+  const Config& config() const { return m_config; }
+  // The run folder (known once run() has started; empty before).
+  std::string run_dir() const;
+
+ private:
+  struct State;
+  Config m_config;
+  TrainerCallbacks m_callbacks;
+  std::mutex m_mutex;
+  std::condition_variable m_cv;
+  std::deque<TrainerCommand> m_commands;
+  std::string m_run_dir;
+  std::unique_ptr<State> m_state;
+
+  // Returns false when the run should stop. Blocks while paused.
+  bool drain_commands(std::string& event);
+  void apply_setting(const std::string& key, const Json& value, std::string& event);
+};
+
+// FLOPs per sample of one training step of an MLP (6 per weight: 2 forward, 4 backward).
+double mlp_train_flops_per_sample(int64_t params);
+
+}  // namespace trainlab

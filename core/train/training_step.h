@@ -1,0 +1,57 @@
+// TrainingStep: one optimizer step on the device with no host synchronisation: gather k
+// micro-batches from the resident data set by index, forward, fused softmax + cross-entropy,
+// backward (gradients accumulated over the micro-batches, loss scaled by 1/k), optimizer update.
+// The trainer (train/trainer.h) drives it and reads the loss back; the benchmark runs it bare.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "nn/model.h"
+#include "optim/optimizer.h"
+
+namespace trainlab {
+
+class TrainingStep {
+ public:
+  // `data_x` [n, features] fp32 and `data_y` [n] int32 live on the backend.
+  TrainingStep(Backend& be, Model& model, Optimizer& opt, Tensor data_x, Tensor data_y, int64_t batch, int accumulate);
+
+  // Uploads the step's k*batch sample indices (host ints) to the device.
+  void set_indices(const std::vector<int32_t>& idx);
+  // Forward and backward over the k micro-batches (no optimizer update). Stats accumulate
+  // {sum of losses, correct} over the micro-batches into stats().
+  void forward_backward();
+  // forward_backward and the optimizer update, as one capturable unit.
+  void full_step();
+  // Evaluates rows [begin, end) of an (x, y) data set with the training buffers; returns
+  // {loss sum, correct} accumulated into `acc`.
+  void eval_rows(const Tensor& x, const Tensor& y, int64_t begin, int64_t end, Tensor& acc, bool first);
+
+  void set_accumulate(int k);
+  // Call after the model's compute format changed: re-creates the batch buffers.
+  void on_format_changed();
+  std::vector<Parameter*>& params() { return m_params; }
+  Tensor& stats() { return m_stats; }
+  int64_t batch() const { return m_batch; }
+  int accumulate() const { return m_k; }
+
+ private:
+  void ensure_buffers();
+  void micro_batch(const Tensor& x_src, const Tensor& y_src, const Tensor& idx, bool first_micro, bool train);
+
+  Backend& m_be;
+  Model& m_model;
+  Optimizer& m_opt;
+  Tensor m_data_x, m_data_y;
+  int64_t m_batch;
+  int m_k;
+  std::vector<Parameter*> m_params;
+  Tensor m_idx;       // int32 [k * batch]
+  Tensor m_eval_idx;  // int32 [batch]
+  Tensor m_x32, m_x;  // gathered batch (fp32) and its compute-format copy
+  Tensor m_y;         // int32 [batch]
+  Tensor m_dlogits;
+  Tensor m_stats;     // fp32 [2]
+};
+
+}  // namespace trainlab
