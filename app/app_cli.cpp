@@ -1,0 +1,141 @@
+#include "app_cli.h"
+
+#include <QApplication>
+#include <QCommandLineParser>
+#include <QDir>
+#include <QFileInfo>
+#include <QTimer>
+#include <cstdio>
+
+#include "main_window.h"
+#include "report.h"
+#include "util/error.h"
+
+namespace trainlab::app {
+
+void set_application_names() {
+  QCoreApplication::setOrganizationName("TrainLab");
+  QCoreApplication::setApplicationName("trainlab");
+  QCoreApplication::setApplicationVersion(TRAINLAB_VERSION);
+}
+
+int run_report_command(int argc, char** argv) {
+  // Headless: no display needed.
+  if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM") && qEnvironmentVariableIsEmpty("DISPLAY") &&
+      qEnvironmentVariableIsEmpty("WAYLAND_DISPLAY"))
+    qputenv("QT_QPA_PLATFORM", "offscreen");
+  QApplication app(argc, argv);
+  set_application_names();
+  QCommandLineParser p;
+  p.setApplicationDescription("Write a report of one or several runs: PDF, self-contained HTML, or the metrics as CSV.");
+  p.addHelpOption();
+  p.addPositionalArgument("report", "the command");
+  p.addPositionalArgument("RUN_DIR", "run-record folders (runs/<date>-<model>-<precision>)", "RUN_DIR...");
+  QCommandLineOption out({"o", "output"}, "report file: .pdf, .html or .csv", "FILE");
+  p.addOption(out);
+  p.process(app);
+  QStringList dirs = p.positionalArguments();
+  if (!dirs.isEmpty() && dirs.first() == "report") dirs.removeFirst();
+  if (dirs.isEmpty() || !p.isSet(out)) {
+    std::fprintf(stderr, "usage: trainlab report RUN_DIR... -o report.pdf|report.html|metrics.csv\n");
+    return 2;
+  }
+  try {
+    Report::from_dirs(dirs).write(p.value(out));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  std::printf("wrote %s\n", qPrintable(QDir::toNativeSeparators(QFileInfo(p.value(out)).absoluteFilePath())));
+  return 0;
+}
+
+int run_window(int argc, char** argv) {
+  QApplication app(argc, argv);
+  set_application_names();
+  QCommandLineParser p;
+  p.setApplicationDescription(
+      "TrainLab: train the digits MLP (and more) with live plots of loss, accuracy, throughput and memory.\n"
+      "Headless report: trainlab report RUN_DIR... -o report.pdf|report.html|metrics.csv");
+  p.addHelpOption();
+  p.addVersionOption();
+  QCommandLineOption runs_dir("runs-dir", "folder of run records (default: remembered, else ./runs)", "DIR");
+  QCommandLineOption config("config", "load this config JSON into the controls", "FILE");
+  QCommandLineOption set("set", "set one config key in the controls (repeatable)", "KEY=VALUE");
+  QCommandLineOption start("start", "start a run at once");
+  QCommandLineOption change("change-at", "change a live key while the run trains, MS after start (repeatable)",
+                            "MS:KEY=VALUE");
+  QCommandLineOption overlay("overlay", "overlay this run folder on the plots (repeatable)", "DIR");
+  QCommandLineOption reopen("reopen", "show this run folder on the plots", "DIR");
+  QCommandLineOption shot("screenshot", "save a PNG of the window, then quit", "FILE");
+  QCommandLineOption shot_ms("screenshot-after-ms", "when to take the screenshot (default 2000)", "MS", "2000");
+  QCommandLineOption size("size", "window size", "WxH");
+  QCommandLineOption quit_done("quit-when-done", "quit when the started run ends");
+  for (const auto& o : {runs_dir, config, set, start, change, overlay, reopen, shot, shot_ms, size, quit_done}) p.addOption(o);
+  p.process(app);
+
+  MainWindow w(p.value(runs_dir));
+  if (p.isSet(size)) {
+    const QStringList wh = p.value(size).split('x');
+    if (wh.size() == 2) w.resize(wh[0].toInt(), wh[1].toInt());
+  }
+  if (p.isSet(config)) w.load_preset(p.value(config));
+  for (const QString& kv : p.values(set)) {
+    const int eq = kv.indexOf('=');
+    if (eq < 0) continue;
+    try {
+      Config c = w.form()->config();
+      c.set(kv.left(eq).toStdString(), kv.mid(eq + 1).toStdString());
+      w.form()->set_config(c);
+    } catch (const Error& e) {
+      w.show_message("error", QString::fromStdString(e.what()));
+    }
+  }
+  if (p.isSet(reopen)) w.reopen(QDir(p.value(reopen)).absolutePath());
+  if (p.isSet(overlay)) {
+    QStringList dirs;
+    for (const auto& d : p.values(overlay)) dirs << QDir(d).absolutePath();
+    w.runs()->set_checked(dirs);
+  }
+  w.show();
+  if (p.isSet(start)) {
+    QTimer::singleShot(0, &w, [&w] { w.start_run(); });
+    for (const QString& spec : p.values(change)) {
+      const int colon = spec.indexOf(':'), eq = spec.indexOf('=');
+      if (colon < 0 || eq < colon) continue;
+      const int ms = spec.left(colon).toInt();
+      const std::string key = spec.mid(colon + 1, eq - colon - 1).toStdString();
+      const QString value = spec.mid(eq + 1);
+      QTimer::singleShot(ms, &w, [&w, key, value] {
+        const ConfigKey* k = find_config_key(key);
+        if (!k) return;
+        Json v;
+        if (k->type == KeyType::Int) v = value.toLongLong();
+        else if (k->type == KeyType::Float) v = value.toDouble();
+        else if (k->type == KeyType::Bool) v = value == "true" || value == "1";
+        else v = value.toStdString();
+        w.form()->set_value(key, v);
+      });
+    }
+    if (p.isSet(quit_done))
+      QObject::connect(w.session(), &TrainingSession::finished, &app, [] { QTimer::singleShot(300, qApp, &QApplication::quit); });
+  }
+  if (p.isSet(shot)) {
+    const QString file = p.value(shot);
+    QTimer::singleShot(p.value(shot_ms).toInt(), &w, [&w, file] {
+      w.plots()->refresh();
+      QApplication::processEvents();
+      const bool ok = w.grab().save(file);
+      std::fprintf(stderr, "%s %s\n", ok ? "saved" : "could not save", qPrintable(file));
+      if (w.running()) {
+        w.session()->stop();
+      }
+      QTimer::singleShot(100, qApp, [] { QApplication::exit(0); });
+    });
+  }
+  const int rc = app.exec();
+  w.session()->shutdown();
+  return rc;
+}
+
+}  // namespace trainlab::app

@@ -1,0 +1,399 @@
+#include "config_form.h"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QFileDialog>
+#include <QFormLayout>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QRegularExpressionValidator>
+#include <QScrollArea>
+#include <QTimer>
+#include <QSpinBox>
+#include <QToolButton>
+#include <QVBoxLayout>
+#include <climits>
+#include <cmath>
+
+#include "backend/backend.h"
+#include "run_series.h"
+#include "util/error.h"
+
+namespace trainlab::app {
+
+namespace {
+
+// A double spin box that shows values as %g (1e-08, 0.001, 65536) and steps in proportion to the
+// value, so that learning rates and epsilons are editable with the arrows.
+class SciSpinBox : public QDoubleSpinBox {
+ public:
+  explicit SciSpinBox(QWidget* parent = nullptr) : QDoubleSpinBox(parent) {
+    setDecimals(323);
+    setKeyboardTracking(false);
+  }
+  QString textFromValue(double v) const override { return QString::number(v, 'g', 8); }
+  double valueFromText(const QString& text) const override { return QLocale::c().toDouble(text.trimmed()); }
+  QValidator::State validate(QString& text, int&) const override {
+    bool ok = false;
+    const double v = QLocale::c().toDouble(text.trimmed(), &ok);
+    if (!ok) return QValidator::Intermediate;
+    return (v >= minimum() && v <= maximum()) ? QValidator::Acceptable : QValidator::Intermediate;
+  }
+  void stepBy(int steps) override {
+    double v = value();
+    const double mag = v == 0 ? 0.1 : std::pow(10.0, std::floor(std::log10(std::fabs(v))));
+    double step = mag / 10.0;
+    if (std::fabs(v) < 1e-300) step = 0.1;
+    // Going below the current decade steps in the smaller decade.
+    if (steps < 0 && std::fabs(v - mag) < mag * 1e-9) step /= 10.0;
+    setValue(std::clamp(v + steps * step, minimum(), maximum()));
+  }
+};
+
+QString section_title(const QString& s) {
+  static const QHash<QString, QString> names = {
+      {"model", "Model"},        {"data", "Data set"},    {"train", "Training"},    {"optim", "Optimizer"},
+      {"schedule", "Learning-rate schedule"}, {"precision", "Precision"}, {"device", "Device"},
+      {"run", "Run record"},     {"checkpoint", "Activation checkpointing"}, {"prune", "Pruning"},
+      {"quant", "Quantization"}, {"distill", "Distillation"}};
+  if (names.contains(s)) return names[s];
+  QString t = s;
+  t.replace('_', ' ');
+  if (!t.isEmpty()) t[0] = t[0].toUpper();
+  return t;
+}
+
+QString pretty_leaf(const std::string& key) {
+  QString k = QString::fromStdString(key);
+  k = k.mid(k.indexOf('.') + 1);
+  k.replace('.', ' ').replace('_', ' ');
+  if (!k.isEmpty()) k[0] = k[0].toUpper();
+  return k;
+}
+
+QString tooltip_for(const ConfigKey& k) {
+  QString t = "<p><b>" + QString::fromStdString(k.key) + "</b></p><p>" + QString::fromStdString(k.help).toHtmlEscaped() +
+              "</p><p><i>Expects " + QString::fromStdString(describe_expected(k)).toHtmlEscaped() + "; default " +
+              json_value_text(k.default_value).toHtmlEscaped() + ".</i></p>";
+  if (k.mid_run) t += "<p><b>Live:</b> can change while a run trains; applies at the next step and leaves a marker on the plots.</p>";
+  return t;
+}
+
+// Which section order the panel uses: the common ones first, then whatever the schema adds.
+int section_rank(const QString& s) {
+  static const QStringList order = {"model", "data", "device", "precision", "train", "optim", "schedule"};
+  const int i = order.indexOf(s);
+  return i < 0 ? (s == "run" ? 1000 : 100) : i;
+}
+
+}  // namespace
+
+ConfigForm::ConfigForm(QWidget* parent) : QWidget(parent) {
+  auto* outer = new QVBoxLayout(this);
+  outer->setContentsMargins(4, 4, 4, 4);
+  outer->setSpacing(6);
+  m_filter = new QLineEdit(this);
+  m_filter->setPlaceholderText("Filter options (name or help text)");
+  m_filter->setClearButtonEnabled(true);
+  m_filter->setToolTip("Show only the options whose key or explanation contains this text.");
+  outer->addWidget(m_filter);
+  connect(m_filter, &QLineEdit::textChanged, this, &ConfigForm::apply_filter);
+
+  QStringList sections;
+  for (const auto& k : config_schema()) {
+    const QString sec = QString::fromStdString(k.key.substr(0, k.key.find('.')));
+    if (!sections.contains(sec)) sections << sec;
+  }
+  std::stable_sort(sections.begin(), sections.end(),
+                   [](const QString& a, const QString& b) { return section_rank(a) < section_rank(b); });
+
+  for (const QString& sec : sections) {
+    auto* box = new QGroupBox(section_title(sec), this);
+    box->setObjectName("section_" + sec);
+    auto* form = new QFormLayout(box);
+    form->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
+    form->setRowWrapPolicy(QFormLayout::DontWrapRows);
+    form->setLabelAlignment(Qt::AlignRight | Qt::AlignVCenter);
+    form->setContentsMargins(8, 6, 8, 6);
+    form->setVerticalSpacing(4);
+    for (const auto& k : config_schema()) {
+      if (QString::fromStdString(k.key.substr(0, k.key.find('.'))) != sec) continue;
+      Row r;
+      r.key = &k;
+      r.editor = make_editor(k);
+      r.editor->setObjectName(QString::fromStdString(k.key));
+      r.field = r.editor;
+      if (k.key == "data.path") {
+        auto* w = new QWidget(box);
+        auto* h = new QHBoxLayout(w);
+        h->setContentsMargins(0, 0, 0, 0);
+        h->addWidget(r.editor, 1);
+        auto* b = new QToolButton(w);
+        b->setText("...");
+        b->setToolTip("Choose a digits CSV file or a folder of IDX files");
+        auto* le = static_cast<QLineEdit*>(r.editor);
+        connect(b, &QToolButton::clicked, this, [this, le] {
+          const QString f = QFileDialog::getOpenFileName(this, "Data file", le->text(),
+                                                         "Data (*.csv *.csv.gz *.gz *-ubyte);;All files (*)");
+          if (!f.isEmpty()) le->setText(f);
+          on_user_edit("data.path");
+        });
+        h->addWidget(b);
+        r.field = w;
+      }
+      QString label = pretty_leaf(k.key);
+      r.label = new QLabel(label, box);
+      if (k.mid_run) {
+        r.label->setText(label + " <span style='color:#2a9d8f;font-weight:600'>&#9679;</span>");
+        r.label->setTextFormat(Qt::RichText);
+      }
+      const QString tip = tooltip_for(k);
+      r.label->setToolTip(tip);
+      r.editor->setToolTip(tip);
+      r.label->setBuddy(r.editor);
+      r.form = form;
+      r.group = box;
+      form->addRow(r.label, r.field);
+      m_rows[k.key] = r;
+      m_order.push_back(k.key);
+    }
+    outer->addWidget(box);
+  }
+  auto* legend = new QLabel("<span style='color:#2a9d8f'>&#9679;</span> live: can change while a run trains", this);
+  legend->setTextFormat(Qt::RichText);
+  legend->setEnabled(false);
+  outer->addWidget(legend);
+  outer->addStretch(1);
+  set_config(Config());
+}
+
+QWidget* ConfigForm::make_editor(const ConfigKey& k) {
+  const std::string key = k.key;
+  auto edited = [this, key] { on_user_edit(key); };
+  if (key == "device.name") {
+    auto* c = new QComboBox(this);
+    c->setEditable(true);
+    c->addItem("auto");
+    for (const auto& d : available_devices()) c->addItem(QString::fromStdString(d));
+    connect(c, &QComboBox::currentTextChanged, this, edited);
+    return c;
+  }
+  switch (k.type) {
+    case KeyType::Int: {
+      auto* s = new QSpinBox(this);
+      s->setRange(static_cast<int>(std::max<double>(k.min, INT_MIN)), static_cast<int>(std::min<double>(k.max, INT_MAX)));
+      s->setKeyboardTracking(false);
+      s->setAccelerated(true);
+      if (key == "train.steps" || key == "train.eval_every") s->setSpecialValueText("auto (0)");
+      connect(s, &QSpinBox::valueChanged, this, edited);
+      return s;
+    }
+    case KeyType::Float: {
+      auto* s = new SciSpinBox(this);
+      s->setRange(k.min, k.max);
+      connect(s, &QDoubleSpinBox::valueChanged, this, edited);
+      return s;
+    }
+    case KeyType::Bool: {
+      auto* c = new QCheckBox(this);
+      connect(c, &QCheckBox::toggled, this, edited);
+      return c;
+    }
+    case KeyType::Enum: {
+      auto* c = new QComboBox(this);
+      for (const auto& ch : k.choices) c->addItem(QString::fromStdString(ch));
+      connect(c, &QComboBox::currentTextChanged, this, edited);
+      return c;
+    }
+    case KeyType::IntList: {
+      auto* e = new QLineEdit(this);
+      e->setValidator(new QRegularExpressionValidator(QRegularExpression(R"(\s*\d+(\s*,\s*\d+)*\s*,?\s*)"), e));
+      e->setPlaceholderText("e.g. 256, 256");
+      connect(e, &QLineEdit::editingFinished, this, edited);
+      return e;
+    }
+    case KeyType::String:
+    default: {
+      auto* e = new QLineEdit(this);
+      if (key == "data.path") e->setPlaceholderText("shipped data set");
+      if (key == "run.out") e->setPlaceholderText("automatic (runs folder/date-model-precision)");
+      if (key == "run.name") e->setPlaceholderText("optional label");
+      connect(e, &QLineEdit::editingFinished, this, edited);
+      return e;
+    }
+  }
+}
+
+Json ConfigForm::read(const Row& r) const {
+  const ConfigKey& k = *r.key;
+  QWidget* w = r.editor;
+  if (auto* c = qobject_cast<QComboBox*>(w)) return c->currentText().trimmed().toStdString();
+  if (auto* s = qobject_cast<QSpinBox*>(w)) return static_cast<int64_t>(s->value());
+  if (auto* s = qobject_cast<QDoubleSpinBox*>(w)) return s->value();
+  if (auto* c = qobject_cast<QCheckBox*>(w)) return c->isChecked();
+  if (auto* e = qobject_cast<QLineEdit*>(w)) {
+    if (k.type == KeyType::IntList) {
+      Json a = Json::array();
+      for (const QString& p : e->text().split(',', Qt::SkipEmptyParts)) {
+        bool ok = false;
+        const qlonglong v = p.trimmed().toLongLong(&ok);
+        if (ok) a.push_back(static_cast<int64_t>(v));
+      }
+      return a;
+    }
+    return e->text().toStdString();
+  }
+  return k.default_value;
+}
+
+void ConfigForm::write(Row& r, const Json& v) {
+  QWidget* w = r.editor;
+  if (auto* c = qobject_cast<QComboBox*>(w)) {
+    const QString t = json_value_text(v);
+    const int i = c->findText(t);
+    if (i >= 0)
+      c->setCurrentIndex(i);
+    else if (c->isEditable())
+      c->setCurrentText(t);
+  } else if (auto* s = qobject_cast<QSpinBox*>(w)) {
+    s->setValue(static_cast<int>(std::clamp<double>(v.get<double>(), s->minimum(), s->maximum())));
+  } else if (auto* s = qobject_cast<QDoubleSpinBox*>(w)) {
+    s->setValue(v.get<double>());
+  } else if (auto* c = qobject_cast<QCheckBox*>(w)) {
+    c->setChecked(v.get<bool>());
+  } else if (auto* e = qobject_cast<QLineEdit*>(w)) {
+    e->setText(r.key->type == KeyType::IntList ? json_value_text(v).replace(",", ", ") : json_value_text(v));
+  }
+}
+
+void ConfigForm::set_config(const Config& c) {
+  m_loading = true;
+  for (auto& key : m_order) write(m_rows[key], c.at(key));
+  m_loading = false;
+  update_dependencies();
+}
+
+Config ConfigForm::config() const {
+  Config c;
+  for (const auto& key : m_order) {
+    const Row& r = m_rows[key];
+    c.set_json(key, read(r), "the '" + pretty_leaf(key).toStdString() + "' control (" + r.group->title().toStdString() + ")");
+  }
+  return c;
+}
+
+Json ConfigForm::value(const std::string& key) const {
+  auto it = m_rows.find(key);
+  return it == m_rows.end() ? Json() : read(*it);
+}
+
+void ConfigForm::set_value(const std::string& key, const Json& v) {
+  auto it = m_rows.find(key);
+  if (it == m_rows.end()) return;
+  write(*it, v);
+  // Line edits report edits on editingFinished, which a programmatic change does not send.
+  if (qobject_cast<QLineEdit*>(it->editor)) on_user_edit(key);
+}
+
+QWidget* ConfigForm::editor(const std::string& key) const {
+  auto it = m_rows.find(key);
+  return it == m_rows.end() ? nullptr : it->editor;
+}
+
+QStringList ConfigForm::keys() const {
+  QStringList l;
+  for (const auto& k : m_order) l << QString::fromStdString(k);
+  return l;
+}
+
+void ConfigForm::on_user_edit(const std::string& key) {
+  if (m_loading) return;
+  update_dependencies();
+  emit edited();
+  const Row& r = m_rows[key];
+  if (m_running && r.key->mid_run) {
+    try {
+      const Json v = validate_config_value(*r.key, read(r), "live change");
+      emit live_changed(QString::fromStdString(key), QString::fromStdString(v.dump()));
+    } catch (const Error&) {
+      // an incomplete entry; the value is sent once it is valid
+    }
+  }
+}
+
+// Hand-made niceties: controls that do nothing under the current choices are greyed out.
+void ConfigForm::update_dependencies() {
+  auto val = [this](const std::string& k) -> std::string {
+    auto it = m_rows.find(k);
+    if (it == m_rows.end()) return {};
+    const Json v = read(*it);
+    return v.is_string() ? v.get<std::string>() : v.dump();
+  };
+  struct Dep {
+    const char* key;
+    const char* on;
+    std::vector<std::string> values;
+  };
+  static const std::vector<Dep> deps = {
+      {"model.hidden", "model.name", {"mlp"}},
+      {"optim.beta1", "optim.name", {"adamw"}},
+      {"optim.beta2", "optim.name", {"adamw"}},
+      {"optim.eps", "optim.name", {"adamw"}},
+      {"optim.momentum", "optim.name", {"sgd"}},
+      {"optim.nesterov", "optim.name", {"sgd"}},
+      {"schedule.min_lr", "schedule.name", {"warmup-cosine"}},
+      {"precision.loss_scale.init", "precision.dtype", {"fp16"}},
+      {"precision.loss_scale.growth_interval", "precision.dtype", {"fp16"}},
+      {"precision.loss_scale.enabled", "precision.dtype", {"fp16"}},
+      {"data.test_fraction", "data.name", {"digits"}},
+  };
+  for (auto& key : m_order) {
+    Row& r = m_rows[key];
+    bool relevant = true;
+    for (const auto& d : deps)
+      if (key == d.key && m_rows.contains(d.on)) {
+        const std::string v = val(d.on);
+        relevant = std::find(d.values.begin(), d.values.end(), v) != d.values.end();
+      }
+    const bool editable = !m_running || r.key->mid_run;
+    r.field->setEnabled(editable && relevant);
+    r.label->setEnabled(editable && relevant);
+  }
+}
+
+void ConfigForm::highlight(const std::string& key) {
+  auto it = m_rows.find(key);
+  if (it == m_rows.end()) return;
+  QWidget* w = it->editor;
+  m_filter->clear();
+  w->setStyleSheet("border: 2px solid #d0302f; border-radius: 3px;");
+  w->setFocus(Qt::OtherFocusReason);
+  for (QWidget* p = parentWidget(); p; p = p->parentWidget())
+    if (auto* sa = qobject_cast<QScrollArea*>(p)) {
+      sa->ensureWidgetVisible(w);
+      break;
+    }
+  QTimer::singleShot(6000, w, [w] { w->setStyleSheet(QString()); });
+}
+
+void ConfigForm::set_running(bool running) {
+  m_running = running;
+  update_dependencies();
+}
+
+void ConfigForm::apply_filter(const QString& text) {
+  QHash<QGroupBox*, int> visible;
+  for (auto& key : m_order) {
+    Row& r = m_rows[key];
+    const bool show = text.isEmpty() || QString::fromStdString(key).contains(text, Qt::CaseInsensitive) ||
+                      QString::fromStdString(r.key->help).contains(text, Qt::CaseInsensitive) ||
+                      r.label->text().contains(text, Qt::CaseInsensitive);
+    r.form->setRowVisible(r.field, show);
+    visible[r.group] += show ? 1 : 0;
+  }
+  for (auto it = visible.begin(); it != visible.end(); ++it) it.key()->setVisible(it.value() > 0);
+}
+
+}  // namespace trainlab::app

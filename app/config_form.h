@@ -1,0 +1,66 @@
+// ConfigForm: one control per config key, generated from config_schema() and grouped by section
+// (so keys added to the schema by new features appear without touching the app). Int -> spin box,
+// Float -> spin box with scientific text, Bool -> check box, Enum -> combo box, IntList and String
+// -> line edit; hand-made niceties for the device (a combo of available_devices()) and data.path
+// (a file chooser). Each tooltip is the key's help text. While a run trains only the keys with
+// mid_run=true stay editable, and editing one emits live_changed(key, value).
+#pragma once
+#include <QHash>
+#include <QLineEdit>
+#include <QMap>
+#include <QWidget>
+#include <string>
+
+#include "train/config.h"
+
+class QFormLayout;
+class QGroupBox;
+class QLabel;
+
+namespace trainlab::app {
+
+class ConfigForm : public QWidget {
+  Q_OBJECT
+ public:
+  explicit ConfigForm(QWidget* parent = nullptr);
+
+  void set_config(const Config& c);
+  // The config the controls describe. Throws Error naming the key when a control holds a bad value.
+  Config config() const;
+  void set_running(bool running);
+  QWidget* editor(const std::string& key) const;
+  QStringList keys() const;
+  // Sets one control from a JSON value (as if the user had edited it).
+  void set_value(const std::string& key, const Json& v);
+  Json value(const std::string& key) const;
+  // Draws attention to a control (an error names its key): scrolls to it and outlines it.
+  void highlight(const std::string& key);
+
+ signals:
+  void live_changed(const QString& key, const QString& value_json);
+  void edited();
+
+ private:
+  struct Row {
+    const ConfigKey* key = nullptr;
+    QWidget* editor = nullptr;  // the input widget
+    QWidget* field = nullptr;   // what sits in the form (editor, or editor + button)
+    QLabel* label = nullptr;
+    QFormLayout* form = nullptr;
+    QGroupBox* group = nullptr;
+  };
+  QWidget* make_editor(const ConfigKey& k);
+  void on_user_edit(const std::string& key);
+  void update_dependencies();
+  void apply_filter(const QString& text);
+  Json read(const Row& r) const;
+  void write(Row& r, const Json& v);
+
+  QMap<std::string, Row> m_rows;
+  std::vector<std::string> m_order;
+  bool m_loading = false;
+  bool m_running = false;
+  QLineEdit* m_filter = nullptr;
+};
+
+}  // namespace trainlab::app

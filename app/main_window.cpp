@@ -1,0 +1,628 @@
+#include "main_window.h"
+
+#include <QAction>
+#include <QApplication>
+#include <QCloseEvent>
+#include <QComboBox>
+#include <QDir>
+#include <QFile>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QFrame>
+#include <QHBoxLayout>
+#include <QKeySequence>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QScrollArea>
+#include <QScrollBar>
+#include <QSettings>
+#include <QSplitter>
+#include <QStandardPaths>
+#include <QStatusBar>
+#include <QStyle>
+#include <QToolButton>
+#include <QVBoxLayout>
+#include <fstream>
+
+#include "backend/backend.h"
+#include "report.h"
+#include "train/run_record.h"
+#include "util/error.h"
+#include "util/paths.h"
+
+namespace trainlab::app {
+
+namespace {
+
+Config tolerant_config(const Json& nested) {
+  Config c;
+  const Json flat = flatten_config(nested);
+  for (auto it = flat.begin(); it != flat.end(); ++it) {
+    try {
+      c.set_json(it.key(), *it, "config.json");
+    } catch (const Error&) {
+    }
+  }
+  return c;
+}
+
+QStringList preset_dirs() {
+  QStringList d;
+  for (const auto& r : resource_roots()) {
+    const QString p = QString::fromStdString(r) + "/presets";
+    if (QDir(p).exists() && !d.contains(QDir(p).absolutePath())) d << QDir(p).absolutePath();
+  }
+  return d;
+}
+
+}  // namespace
+
+MainWindow::MainWindow(const QString& runs_root, QWidget* parent) : QMainWindow(parent) {
+  setWindowTitle("TrainLab");
+  try {
+    const QString icon = QString::fromStdString(find_resource("icons/trainlab-256.png"));
+    setWindowIcon(QIcon(icon));
+  } catch (const Error&) {
+  }
+  m_session = new TrainingSession(this);
+  build_ui();
+  build_menus();
+  connect(m_session, &TrainingSession::metrics_ready, this, &MainWindow::on_metrics);
+  connect(m_session, &TrainingSession::notice, this, [this](const QString& t) {
+    show_message(t.startsWith("setting not applied") ? "warning" : "info", t);
+  });
+  connect(m_session, &TrainingSession::finished, this, &MainWindow::on_finished);
+  connect(m_form, &ConfigForm::live_changed, this, [this](const QString& key, const QString& value) {
+    if (!m_session->running()) return;
+    m_session->set(key.toStdString(), Json::parse(value.toStdString()));
+    statusBar()->showMessage(key + " -> " + value + " at the next step", 5000);
+  });
+  connect(m_runs, &RunsPanel::overlay_changed, this, &MainWindow::update_overlays);
+  connect(m_runs, &RunsPanel::reopen_requested, this, &MainWindow::reopen);
+  connect(m_runs, &RunsPanel::export_requested, this, &MainWindow::export_dialog);
+
+  QSettings s;
+  QString root = runs_root;
+  if (root.isEmpty()) root = qEnvironmentVariable("TRAINLAB_RUNS_DIR");
+  if (root.isEmpty()) root = s.value("runs/root").toString();
+  if (root.isEmpty()) root = QDir::current().absoluteFilePath("runs");
+  m_runs->set_root(root);
+  connect(m_runs, &RunsPanel::root_changed, this, [](const QString& d) { QSettings().setValue("runs/root", d); });
+  restore_settings();
+  update_buttons();
+}
+
+MainWindow::~MainWindow() { m_session->shutdown(); }
+
+void MainWindow::build_ui() {
+  // --- left: run controls + the generated config form --------------------------------------------
+  auto* left = new QWidget(this);
+  auto* lv = new QVBoxLayout(left);
+  lv->setContentsMargins(6, 6, 2, 4);
+  lv->setSpacing(6);
+  auto* buttons = new QHBoxLayout;
+  m_start = new QPushButton(style()->standardIcon(QStyle::SP_MediaPlay), "Start", left);
+  m_start->setObjectName("start_button");
+  m_start->setToolTip("Start a run with these settings (Ctrl+R)");
+  m_start->setDefault(true);
+  m_pause = new QPushButton(style()->standardIcon(QStyle::SP_MediaPause), "Pause", left);
+  m_pause->setObjectName("pause_button");
+  m_pause->setToolTip("Pause or resume the run at the next step (Ctrl+P)");
+  m_stop = new QPushButton(style()->standardIcon(QStyle::SP_MediaStop), "Stop", left);
+  m_stop->setObjectName("stop_button");
+  m_stop->setToolTip("Stop the run at the next step; its record and summary are kept (Ctrl+.)");
+  for (auto* b : {m_start, m_pause, m_stop}) {
+    b->setMinimumHeight(30);
+    buttons->addWidget(b);
+  }
+  connect(m_start, &QPushButton::clicked, this, [this] { start_run(); });
+  connect(m_pause, &QPushButton::clicked, this, &MainWindow::toggle_pause);
+  connect(m_stop, &QPushButton::clicked, this, &MainWindow::stop_run);
+  lv->addLayout(buttons);
+
+  m_progress = new QProgressBar(left);
+  m_progress->setRange(0, 1);
+  m_progress->setValue(0);
+  m_progress->setTextVisible(true);
+  m_progress->setFormat("idle");
+  lv->addWidget(m_progress);
+  m_status = new QLabel("Choose settings and press Start.", left);
+  m_status->setObjectName("run_status");
+  m_status->setWordWrap(true);
+  m_status->setMinimumHeight(m_status->fontMetrics().height() * 2 + 4);
+  lv->addWidget(m_status);
+
+  auto* preset_row = new QHBoxLayout;
+  m_presets = new QComboBox(left);
+  m_presets->setObjectName("presets");
+  m_presets->setToolTip("Shipped and saved presets: JSON config files, the same that trainlab-cli --config takes");
+  auto* load = new QToolButton(left);
+  load->setText("Open...");
+  load->setToolTip("Load a config JSON file (Ctrl+O)");
+  auto* save = new QToolButton(left);
+  save->setText("Save...");
+  save->setToolTip("Save these settings as a config JSON file (Ctrl+S)");
+  preset_row->addWidget(new QLabel("Preset", left));
+  preset_row->addWidget(m_presets, 1);
+  preset_row->addWidget(load);
+  preset_row->addWidget(save);
+  lv->addLayout(preset_row);
+  connect(m_presets, &QComboBox::activated, this, [this](int i) {
+    const QString path = m_presets->itemData(i).toString();
+    if (!path.isEmpty()) load_preset(path);
+  });
+  connect(load, &QToolButton::clicked, this, [this] {
+    const QString f = QFileDialog::getOpenFileName(this, "Open config", preset_dirs().value(0), "Config (*.json)");
+    if (!f.isEmpty()) load_preset(f);
+  });
+  connect(save, &QToolButton::clicked, this, [this] {
+    const QString dir = QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) + "/presets";
+    QDir().mkpath(dir);
+    const QString f = QFileDialog::getSaveFileName(this, "Save config", dir + "/my-preset.json", "Config (*.json)");
+    if (!f.isEmpty()) save_preset(f);
+  });
+
+  m_form = new ConfigForm;
+  auto* scroll = new QScrollArea(left);
+  scroll->setWidget(m_form);
+  scroll->setWidgetResizable(true);
+  scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  scroll->setFrameShape(QFrame::NoFrame);
+  lv->addWidget(scroll, 1);
+  left->setMinimumWidth(m_form->sizeHint().width() + scroll->verticalScrollBar()->sizeHint().width() + 12);
+
+  // --- centre: message bar + plots; bottom: runs ------------------------------------------------
+  auto* centre = new QWidget(this);
+  auto* cv = new QVBoxLayout(centre);
+  cv->setContentsMargins(2, 4, 4, 0);
+  cv->setSpacing(2);
+  m_message = new QFrame(centre);
+  m_message->setObjectName("message_bar");
+  m_message->setFrameShape(QFrame::StyledPanel);
+  auto* mh = new QHBoxLayout(m_message);
+  mh->setContentsMargins(8, 4, 4, 4);
+  m_message_label = new QLabel(m_message);
+  m_message_label->setWordWrap(true);
+  m_message_label->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  auto* close = new QToolButton(m_message);
+  close->setText("Dismiss");
+  close->setAutoRaise(true);
+  connect(close, &QToolButton::clicked, m_message, &QWidget::hide);
+  mh->addWidget(m_message_label, 1);
+  mh->addWidget(close);
+  m_message->hide();
+  cv->addWidget(m_message);
+  m_plots = new PlotPanel(centre);
+  cv->addWidget(m_plots, 1);
+
+  m_runs = new RunsPanel(this);
+  m_vsplit = new QSplitter(Qt::Vertical, this);
+  m_vsplit->addWidget(centre);
+  m_vsplit->addWidget(m_runs);
+  m_vsplit->setStretchFactor(0, 4);
+  m_vsplit->setStretchFactor(1, 1);
+  m_vsplit->setSizes({720, 200});
+  m_hsplit = new QSplitter(Qt::Horizontal, this);
+  m_hsplit->addWidget(left);
+  m_hsplit->addWidget(m_vsplit);
+  m_hsplit->setStretchFactor(0, 0);
+  m_hsplit->setStretchFactor(1, 1);
+  m_hsplit->setCollapsible(1, false);
+  setCentralWidget(m_hsplit);
+  resize(1500, 940);
+  fill_presets();
+}
+
+void MainWindow::build_menus() {
+  QMenu* file = menuBar()->addMenu("&File");
+  file->addAction("&Open config...", QKeySequence::Open, this, [this] {
+    const QString f = QFileDialog::getOpenFileName(this, "Open config", preset_dirs().value(0), "Config (*.json)");
+    if (!f.isEmpty()) load_preset(f);
+  });
+  file->addAction("&Save config...", QKeySequence::Save, this, [this] {
+    const QString f = QFileDialog::getSaveFileName(this, "Save config", "preset.json", "Config (*.json)");
+    if (!f.isEmpty()) save_preset(f);
+  });
+  file->addSeparator();
+  file->addAction("&Export report...", QKeySequence("Ctrl+E"), this, [this] {
+    QStringList d = m_runs->checked_dirs();
+    if (d.isEmpty()) d = m_runs->selected_dirs();
+    if (d.isEmpty() && m_primary && !m_primary->dir.isEmpty()) d << m_primary->dir;
+    export_dialog(d);
+  });
+  file->addAction("Runs &folder...", this, [this] {
+    const QString d = QFileDialog::getExistingDirectory(this, "Runs folder", m_runs->root());
+    if (!d.isEmpty()) m_runs->set_root(d);
+  });
+  file->addSeparator();
+  file->addAction("&Quit", QKeySequence::Quit, this, &QWidget::close);
+
+  QMenu* run = menuBar()->addMenu("&Run");
+  run->addAction(style()->standardIcon(QStyle::SP_MediaPlay), "&Start", QKeySequence("Ctrl+R"), this, [this] { start_run(); });
+  run->addAction(style()->standardIcon(QStyle::SP_MediaPause), "&Pause / resume", QKeySequence("Ctrl+P"), this,
+                 &MainWindow::toggle_pause);
+  run->addAction(style()->standardIcon(QStyle::SP_MediaStop), "S&top", QKeySequence("Ctrl+."), this, &MainWindow::stop_run);
+
+  QMenu* view = menuBar()->addMenu("&View");
+  view->addAction("&Fit plots to data", QKeySequence("Ctrl+0"), this, [this] {
+    m_plots->set_follow(true);
+    m_plots->refresh();
+  });
+  view->addAction("&Clear overlays", this, [this] { m_runs->set_checked({}); });
+
+  QMenu* help = menuBar()->addMenu("&Help");
+  help->addAction("&About TrainLab", this, &MainWindow::about);
+  help->addAction("About &Qt", qApp, &QApplication::aboutQt);
+}
+
+void MainWindow::fill_presets() {
+  m_presets->clear();
+  m_presets->addItem("(choose a preset)", QString());
+  QStringList dirs = preset_dirs();
+  dirs << QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) + "/presets";
+  for (const auto& d : dirs)
+    for (const QFileInfo& fi : QDir(d).entryInfoList({"*.json"}, QDir::Files, QDir::Name))
+      m_presets->addItem(fi.completeBaseName(), fi.absoluteFilePath());
+}
+
+bool MainWindow::load_preset(const QString& path) {
+  try {
+    const Config c = Config::from_file(path.toStdString());
+    m_form->set_config(c);
+    statusBar()->showMessage("Loaded " + QFileInfo(path).fileName(), 4000);
+    return true;
+  } catch (const Error& e) {
+    show_message("error", "This config file cannot be used: " + QString::fromStdString(e.what()));
+    return false;
+  }
+}
+
+bool MainWindow::save_preset(const QString& path) {
+  try {
+    const Config c = m_form->config();
+    // Only what differs from the defaults, plus the essentials: short, readable presets.
+    const Config defaults;
+    const Json full = flatten_config(c.to_json());
+    Json out = Json::object();
+    for (const auto& k : config_schema()) {
+      const bool essential = k.key == "model.name" || k.key == "data.name" || k.key == "precision.dtype";
+      if (essential || c.at(k.key) != defaults.at(k.key)) {
+        std::string p = "/" + k.key;
+        for (auto& ch : p)
+          if (ch == '.') ch = '/';
+        out[Json::json_pointer(p)] = c.at(k.key);
+      }
+    }
+    std::ofstream f(path.toStdString(), std::ios::trunc);
+    if (!f) throw Error(path.toStdString() + ": cannot write");
+    f << out.dump(2) << "\n";
+    if (!f) throw Error(path.toStdString() + ": write failed");
+    fill_presets();
+    statusBar()->showMessage("Saved " + path, 4000);
+    return true;
+  } catch (const Error& e) {
+    show_message("error", QString::fromStdString(e.what()));
+    return false;
+  }
+}
+
+std::string MainWindow::key_in_message(const QString& msg) const {
+  for (const auto& k : config_schema())
+    if (msg.contains(QString::fromStdString(k.key))) return k.key;
+  const Json p = m_form->value("data.path");
+  if (p.is_string() && !p.get<std::string>().empty() && msg.contains(QString::fromStdString(p.get<std::string>())))
+    return "data.path";
+  return {};
+}
+
+bool MainWindow::start_run() {
+  if (m_session->running()) return false;
+  Config c;
+  try {
+    c = m_form->config();
+    if (c.get_string("run.out").empty()) {
+      const std::string tag = c.get_string("model.name") + "-" + c.get_string("precision.dtype");
+      c.set_json("run.out", RunRecord::default_dir(m_runs->root().toStdString(), tag));
+    }
+  } catch (const Error& e) {
+    const QString msg = QString::fromStdString(e.what());
+    show_message("error", "Cannot start: " + msg);
+    const std::string key = key_in_message(msg);
+    if (!key.empty()) m_form->highlight(key);
+    return false;
+  }
+  m_message->hide();
+  m_live = std::make_shared<RunSeries>();
+  m_live->dir = QDir(QString::fromStdString(c.get_string("run.out"))).absolutePath();
+  m_live->config = c.to_json();
+  m_live->name = RunSeries::display_name(m_live->config, m_live->dir);
+  m_live->color = run_color(0);
+  m_primary = m_live;
+  m_runs->set_live_dir(m_live->dir);
+  update_plots();
+  m_session->start(c);
+  m_form->set_running(true);
+  m_progress->setRange(0, 0);  // busy until the first step says how many
+  m_progress->setFormat("starting...");
+  m_status->setText("Starting " + m_live->name + " ...");
+  update_buttons();
+  return true;
+}
+
+void MainWindow::stop_run() {
+  if (!m_session->running()) return;
+  m_session->stop();
+  m_status->setText("Stopping at the next step...");
+}
+
+void MainWindow::toggle_pause() {
+  if (!m_session->running()) return;
+  if (m_session->paused()) {
+    m_session->resume();
+    m_progress->setFormat("step %v / %m");
+  } else {
+    m_session->pause();
+    m_progress->setFormat("paused at step %v / %m");
+  }
+  update_buttons();
+}
+
+void MainWindow::on_metrics() {
+  const auto batch = m_session->take_pending();
+  if (batch.empty() || !m_live) return;
+  for (const auto& m : batch) m_live->append(m);
+  const StepMetrics& m = batch.back();
+  if (m_progress->maximum() != m.total_steps) {
+    m_progress->setRange(0, static_cast<int>(std::min<long>(m.total_steps, INT_MAX)));
+    m_progress->setFormat(m_session->paused() ? "paused at step %v / %m" : "step %v / %m");
+  }
+  m_progress->setValue(static_cast<int>(std::min<long>(m.step, INT_MAX)));
+  QString s = QString("epoch %1 · loss %2 · train acc %3 % · %4 · %5 samples/s")
+                  .arg(m.epoch, 0, 'f', 2)
+                  .arg(m.loss, 0, 'g', 4)
+                  .arg(100 * m.train_accuracy, 0, 'f', 1)
+                  .arg(QString::fromStdString(m.precision))
+                  .arg(QLocale::system().toString(m.samples_per_s, 'f', 0));
+  if (!m_live->val_acc.isEmpty()) s += QString(" · val acc %1 %").arg(100 * m_live->val_acc.back(), 0, 'f', 1);
+  m_status->setText(s);
+  m_plots->notify_data();
+}
+
+void MainWindow::on_finished(const QString& status, const QString& message, const QString& dir) {
+  on_metrics();  // the last steps
+  m_form->set_running(false);
+  m_progress->setRange(0, 1);
+  m_progress->setValue(status == "completed" ? 1 : 0);
+  m_progress->setFormat(status);
+  m_runs->set_live_dir({});
+  if (m_live) {
+    QFile f(dir + "/summary.json");
+    if (f.open(QIODevice::ReadOnly)) {
+      try {
+        m_live->summary = Json::parse(f.readAll().toStdString());
+      } catch (const std::exception&) {
+      }
+    }
+    m_cache.remove(m_live->dir);
+  }
+  m_plots->refresh();
+  const QString where = dir.isEmpty() ? QString() : "\nThe run record is kept in " + QDir::toNativeSeparators(dir) + ".";
+  if (status == "completed") {
+    double acc = m_live && m_live->summary.is_object() ? m_live->summary.value("test_accuracy", 0.0) : 0.0;
+    m_status->setText(QString("Finished: test accuracy %1 %.").arg(100 * acc, 0, 'f', 2));
+    statusBar()->showMessage("Run finished: " + dir, 8000);
+  } else if (status == "stopped") {
+    m_status->setText("Stopped. " + message);
+    show_message("info", "Run stopped: " + message + "." + where);
+  } else if (status == "diverged") {
+    m_status->setText("Diverged.");
+    show_message("error", "The run diverged: " + message +
+                              ". Lower the learning rate (Optimizer → Lr) or use a warm-up, then start again." + where);
+    m_form->highlight("optim.lr");
+  } else {
+    m_status->setText("Failed.");
+    const std::string key = key_in_message(message);
+    QString hint;
+    if (message.contains("out of memory", Qt::CaseInsensitive))
+      hint = "";
+    else if (!key.empty())
+      hint = " Fix the highlighted setting (" + QString::fromStdString(key) + ") and start again.";
+    else
+      hint = " Check the settings and start again.";
+    show_message("error", "The run could not " + QString(m_live && m_live->size() ? "continue" : "start") + ": " + message +
+                              "." + hint + (QDir(dir).exists() ? where : QString()));
+    if (!key.empty()) m_form->highlight(key);
+  }
+  m_runs->reload();
+  if (m_live && QFile::exists(m_live->dir + "/config.json")) m_runs->select_dir(m_live->dir);
+  update_buttons();
+}
+
+std::shared_ptr<RunSeries> MainWindow::load_cached(const QString& dir) {
+  auto it = m_cache.find(dir);
+  if (it != m_cache.end() && (*it)->summary.is_object()) return *it;
+  auto r = std::make_shared<RunSeries>(RunSeries::load(dir));
+  m_cache[dir] = r;
+  return r;
+}
+
+void MainWindow::update_overlays(const QStringList& dirs) {
+  m_overlay_dirs = dirs;
+  QSettings().setValue("runs/overlays", dirs);
+  update_plots();
+}
+
+void MainWindow::update_plots() {
+  QVector<std::shared_ptr<RunSeries>> list;
+  if (m_primary) list << m_primary;
+  for (const auto& d : m_overlay_dirs) {
+    if (m_primary && d == m_primary->dir) continue;
+    try {
+      list << load_cached(d);
+    } catch (const Error& e) {
+      show_message("warning", "Cannot overlay " + d + ": " + QString::fromStdString(e.what()));
+    }
+  }
+  for (int i = 0; i < list.size(); ++i) list[i]->color = run_color(i);
+  m_plots->set_runs(list);
+}
+
+void MainWindow::reopen(const QString& dir) {
+  try {
+    std::shared_ptr<RunSeries> r;
+    if (m_live && m_live->dir == dir)
+      r = m_live;
+    else
+      r = load_cached(dir);
+    m_primary = r;
+    if (!m_session->running()) {
+      Config c = tolerant_config(r->config);
+      c.set_json("run.out", std::string());  // a new run gets a new folder
+      m_form->set_config(c);
+    }
+    update_plots();
+    QSettings().setValue("runs/last", dir);
+    statusBar()->showMessage("Reopened " + r->name + (m_session->running() ? "" : "; its settings are in the controls"), 5000);
+  } catch (const Error& e) {
+    show_message("error", "Cannot reopen " + dir + ": " + QString::fromStdString(e.what()));
+  }
+}
+
+void MainWindow::export_dialog(const QStringList& dirs_in) {
+  QStringList dirs = dirs_in;
+  if (dirs.isEmpty() && m_primary && QFile::exists(m_primary->dir + "/config.json")) dirs << m_primary->dir;
+  if (dirs.isEmpty()) {
+    show_message("info", "Select or tick the runs to export in the runs table first.");
+    return;
+  }
+  QString start = m_last_export_dir.isEmpty() ? QDir::homePath() : m_last_export_dir;
+  QString sel;
+  const QString f = QFileDialog::getSaveFileName(this, "Export report", start + "/trainlab-report.pdf",
+                                                 "PDF report (*.pdf);;HTML report (*.html);;Metrics CSV (*.csv)", &sel);
+  if (f.isEmpty()) return;
+  m_last_export_dir = QFileInfo(f).absolutePath();
+  if (export_report(dirs, f)) statusBar()->showMessage("Exported " + f, 6000);
+}
+
+bool MainWindow::export_report(const QStringList& dirs, const QString& path) {
+  QApplication::setOverrideCursor(Qt::WaitCursor);
+  bool ok = true;
+  try {
+    Report::from_dirs(dirs).write(path);
+  } catch (const Error& e) {
+    show_message("error", "Export failed: " + QString::fromStdString(e.what()));
+    ok = false;
+  } catch (const std::exception& e) {
+    show_message("error", "Export failed: " + QString::fromLocal8Bit(e.what()));
+    ok = false;
+  }
+  QApplication::restoreOverrideCursor();
+  return ok;
+}
+
+void MainWindow::show_message(const QString& kind, const QString& text) {
+  m_message_kind = kind;
+  QString bg = "#e8f1fb", border = "#7aa7d8", icon = "&#9432;";
+  if (kind == "error") bg = "#fde8e8", border = "#d0302f", icon = "&#9888;";
+  if (kind == "warning") bg = "#fff4dc", border = "#e0a030", icon = "&#9888;";
+  m_message->setStyleSheet(QString("QFrame#message_bar{background:%1;border:1px solid %2;border-radius:4px}"
+                                   "QFrame#message_bar QLabel{color:#1b1b1b}QFrame#message_bar QToolButton{color:#1b1b1b}")
+                               .arg(bg, border));
+  m_message_label->setText("<b>" + icon + "</b> " + text.toHtmlEscaped().replace("\n", "<br>"));
+  m_message->show();
+  statusBar()->showMessage(text.section('\n', 0, 0), 10000);
+}
+
+QString MainWindow::message_text() const { return m_message->isHidden() ? QString() : m_message_label->text(); }
+
+void MainWindow::update_buttons() {
+  const bool r = m_session->running();
+  m_start->setEnabled(!r);
+  m_pause->setEnabled(r);
+  m_stop->setEnabled(r);
+  m_presets->setEnabled(!r);
+  m_pause->setText(r && m_session->paused() ? "Resume" : "Pause");
+  m_pause->setIcon(style()->standardIcon(r && m_session->paused() ? QStyle::SP_MediaPlay : QStyle::SP_MediaPause));
+}
+
+void MainWindow::about() {
+  QStringList devices;
+  for (const auto& d : available_devices()) {
+    try {
+      auto be = create_backend(d);
+      devices << QString::fromStdString(d + ": " + be->info().name);
+    } catch (const Error&) {
+      devices << QString::fromStdString(d);
+    }
+  }
+  QMessageBox::about(this, "About TrainLab",
+                     QString("<h3>TrainLab %1</h3><p>A desktop lab for training, compressing and measuring neural "
+                             "networks.</p><p>Qt %2 (built with %3)<br>CUDA backend: %4<br>Devices:<br>&nbsp;&nbsp;%5</p>")
+                         .arg(TRAINLAB_VERSION, qVersion(), QT_VERSION_STR,
+                              built_with_cuda() ? "built in" : "not built (CPU only)", devices.join("<br>&nbsp;&nbsp;")));
+}
+
+void MainWindow::restore_settings() {
+  QSettings s;
+  if (s.contains("window/geometry")) restoreGeometry(s.value("window/geometry").toByteArray());
+  if (s.contains("window/state")) restoreState(s.value("window/state").toByteArray());
+  if (s.contains("window/hsplit")) m_hsplit->restoreState(s.value("window/hsplit").toByteArray());
+  if (s.contains("window/vsplit")) m_vsplit->restoreState(s.value("window/vsplit").toByteArray());
+  m_plots->set_smoothing(s.value("plots/smoothing", 0.6).toDouble());
+  const QString cfg = s.value("config/last").toString();
+  if (!cfg.isEmpty()) {
+    try {
+      m_form->set_config(tolerant_config(Json::parse(cfg.toStdString())));
+    } catch (const std::exception&) {
+    }
+  }
+  QStringList overlays;
+  for (const auto& d : s.value("runs/overlays").toStringList())
+    if (QFile::exists(d + "/config.json")) overlays << d;
+  const QString last = s.value("runs/last").toString();
+  if (!last.isEmpty() && QFile::exists(last + "/config.json")) {
+    try {
+      m_primary = load_cached(last);
+    } catch (const Error&) {
+    }
+  }
+  if (!overlays.isEmpty())
+    m_runs->set_checked(overlays);
+  else if (m_primary)
+    update_plots();
+}
+
+void MainWindow::save_settings() {
+  QSettings s;
+  s.setValue("window/geometry", saveGeometry());
+  s.setValue("window/state", saveState());
+  s.setValue("window/hsplit", m_hsplit->saveState());
+  s.setValue("window/vsplit", m_vsplit->saveState());
+  s.setValue("plots/smoothing", m_plots->smoothing());
+  s.setValue("runs/root", m_runs->root());
+  try {
+    Config c = m_form->config();
+    s.setValue("config/last", QString::fromStdString(c.to_json().dump()));
+  } catch (const Error&) {
+  }
+  if (m_primary && QFile::exists(m_primary->dir + "/config.json")) s.setValue("runs/last", m_primary->dir);
+}
+
+void MainWindow::closeEvent(QCloseEvent* e) {
+  if (m_session->running()) {
+    const auto a = QMessageBox::question(this, "Quit TrainLab",
+                                         "A run is training. Stop it and quit? (Its record so far is kept.)",
+                                         QMessageBox::Yes | QMessageBox::Cancel, QMessageBox::Cancel);
+    if (a != QMessageBox::Yes) {
+      e->ignore();
+      return;
+    }
+  }
+  save_settings();
+  m_session->shutdown();
+  e->accept();
+}
+
+}  // namespace trainlab::app

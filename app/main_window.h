@@ -1,0 +1,92 @@
+// The main window: controls (left), live plots (centre), runs table (bottom). The trainer runs on
+// a worker thread (TrainingSession); metrics arrive through queued signals into the live run's
+// RunSeries and the plots redraw from their own timer.
+#pragma once
+#include <QLabel>
+#include <QMainWindow>
+#include <QMap>
+#include <memory>
+
+#include "config_form.h"
+#include "plot_panel.h"
+#include "runs_panel.h"
+#include "trainer_worker.h"
+
+class QComboBox;
+class QProgressBar;
+class QPushButton;
+class QSplitter;
+class QFrame;
+
+namespace trainlab::app {
+
+class MainWindow : public QMainWindow {
+  Q_OBJECT
+ public:
+  // runs_root: the runs folder to use (empty: QSettings, else ./runs).
+  explicit MainWindow(const QString& runs_root = {}, QWidget* parent = nullptr);
+  ~MainWindow() override;
+
+  ConfigForm* form() const { return m_form; }
+  PlotPanel* plots() const { return m_plots; }
+  RunsPanel* runs() const { return m_runs; }
+  TrainingSession* session() const { return m_session; }
+  std::shared_ptr<RunSeries> live_run() const { return m_live; }
+  std::shared_ptr<RunSeries> primary_run() const { return m_primary; }
+  QPushButton* start_button() const { return m_start; }
+  QPushButton* pause_button() const { return m_pause; }
+  QPushButton* stop_button() const { return m_stop; }
+  bool running() const { return m_session->running(); }
+
+  // The message bar: kind is "error", "warning" or "info".
+  void show_message(const QString& kind, const QString& text);
+  QString message_text() const;
+  QString message_kind() const { return m_message_kind; }
+
+  bool start_run();
+  void stop_run();
+  void toggle_pause();
+  bool load_preset(const QString& path);
+  bool save_preset(const QString& path);
+  void reopen(const QString& dir);
+  // Writes a report of run folders (PDF, HTML or CSV by extension); shows errors in the window.
+  bool export_report(const QStringList& dirs, const QString& path);
+  void about();
+
+ protected:
+  void closeEvent(QCloseEvent* e) override;
+
+ private:
+  void build_ui();
+  void build_menus();
+  void on_metrics();
+  void on_finished(const QString& status, const QString& message, const QString& dir);
+  void update_overlays(const QStringList& dirs);
+  void update_plots();
+  void update_buttons();
+  void export_dialog(const QStringList& dirs);
+  void fill_presets();
+  std::shared_ptr<RunSeries> load_cached(const QString& dir);
+  void restore_settings();
+  void save_settings();
+  std::string key_in_message(const QString& msg) const;
+
+  ConfigForm* m_form = nullptr;
+  PlotPanel* m_plots = nullptr;
+  RunsPanel* m_runs = nullptr;
+  TrainingSession* m_session = nullptr;
+  QPushButton *m_start = nullptr, *m_pause = nullptr, *m_stop = nullptr;
+  QComboBox* m_presets = nullptr;
+  QProgressBar* m_progress = nullptr;
+  QLabel* m_status = nullptr;
+  QFrame* m_message = nullptr;
+  QLabel* m_message_label = nullptr;
+  QString m_message_kind;
+  QSplitter *m_hsplit = nullptr, *m_vsplit = nullptr;
+  std::shared_ptr<RunSeries> m_live, m_primary;
+  QStringList m_overlay_dirs;
+  QMap<QString, std::shared_ptr<RunSeries>> m_cache;
+  QString m_last_export_dir;
+};
+
+}  // namespace trainlab::app

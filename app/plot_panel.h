@@ -1,0 +1,99 @@
+// PlotPanel: the live plots (QCustomPlot), PlotJuggler-style: runs append metrics to their
+// RunSeries; the panel copies only the new points into the graphs and replots from a 40 ms timer
+// (never per step). All points are kept; QCustomPlot's adaptive sampling decimates them for
+// display (min/max per pixel column), so a million points per series stay smooth.
+//
+// Plots: loss (train + val), accuracy (train + val), throughput (samples/s, MFU on the right axis
+// when known), memory (stacked by category for the primary run, with the predicted total as a
+// dashed line and the device capacity), learning rate, fp16 loss scale + skipped steps. Every
+// `event` of a run becomes a labelled vertical marker on every plot. Several runs overlay.
+#pragma once
+#include <QCheckBox>
+#include <QSlider>
+#include <QTimer>
+#include <QWidget>
+#include <functional>
+#include <memory>
+
+#include "run_series.h"
+
+class QCustomPlot;
+class QCPGraph;
+class QLabel;
+class QCPPainter;
+
+namespace trainlab::app {
+
+enum class PlotKind { Loss, Accuracy, Throughput, Memory, LearningRate, LossScale };
+constexpr int kPlotCount = 6;
+
+class PlotPanel : public QWidget {
+  Q_OBJECT
+ public:
+  explicit PlotPanel(QWidget* parent = nullptr);
+
+  // The runs to draw; the first is the primary one (stacked memory). Colors are assigned here.
+  void set_runs(const QVector<std::shared_ptr<RunSeries>>& runs);
+  QVector<std::shared_ptr<RunSeries>> runs() const;
+  // New points were appended to some run: picked up at the next timer tick.
+  void notify_data() { m_dirty = true; }
+  // Copies new points into the graphs and replots now.
+  void refresh();
+
+  QCustomPlot* plot(PlotKind k) const { return m_plots[static_cast<int>(k)]; }
+  QList<QCustomPlot*> plots() const;
+  QString plot_title(PlotKind k) const;
+  // Graph "name" of a plot (run name + series), for tests; nullptr when absent.
+  QCPGraph* graph(PlotKind k, const QString& name) const;
+  int marker_count(PlotKind k) const;
+
+  void set_smoothing(double alpha);  // 0..0.99
+  double smoothing() const { return m_smoothing; }
+  void set_log_loss(bool on);
+  void set_follow(bool on);
+  // For reports: draw a plot onto any painter (PDF page, SVG) at the given size.
+  void render(PlotKind k, QCPPainter* painter, const QRectF& target);
+
+ protected:
+  void changeEvent(QEvent* e) override;
+  bool eventFilter(QObject* o, QEvent* e) override;
+
+ private:
+  struct Track {
+    QCPGraph* graph = nullptr;
+    std::function<int(const RunSeries&)> count;
+    std::function<double(const RunSeries&, int)> x, y;
+    bool smooth = false;
+    int drawn = 0;
+    double acc = 0, debias = 0;
+    bool have = false;
+  };
+  struct Drawn {
+    std::shared_ptr<RunSeries> run;
+    QVector<Track> tracks;
+    int events_drawn = 0;
+    bool primary = false;
+  };
+  void build_graphs(Drawn& d, int index);
+  void rebuild();
+  void add_marker(double step, const QString& label, const QColor& color);
+  void apply_palette();
+  void update_visibility();
+  void show_hover(QCustomPlot* p, const QPoint& pos);
+
+  QCustomPlot* m_plots[kPlotCount] = {};
+  QWidget* m_cells[kPlotCount] = {};
+  QVector<Drawn> m_drawn;
+  QTimer m_timer;
+  bool m_dirty = false;
+  bool m_follow = true;
+  double m_smoothing = 0.6;
+  QSlider* m_smooth_slider = nullptr;
+  QCheckBox* m_log_loss = nullptr;
+  QCheckBox* m_follow_box = nullptr;
+  QLabel* m_smooth_label = nullptr;
+};
+
+QColor run_color(int index);
+
+}  // namespace trainlab::app

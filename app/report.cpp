@@ -1,0 +1,322 @@
+#include "report.h"
+
+#include <QBuffer>
+#include <QDateTime>
+#include <QDir>
+#include <QFile>
+#include <QFileInfo>
+#include <QPdfWriter>
+#include <QSvgGenerator>
+#include <QTextDocument>
+#include <QAbstractTextDocumentLayout>
+#include <QTextStream>
+#include <qcustomplot.h>
+#include <set>
+
+#include "plot_panel.h"
+#include "util/error.h"
+
+namespace trainlab::app {
+
+namespace {
+
+QString esc(const QString& s) { return s.toHtmlEscaped(); }
+
+const char* kCss =
+    "body{font-family:'DejaVu Sans',Arial,sans-serif;font-size:10pt;color:#222;max-width:1100px;margin:24px auto;padding:0 16px}"
+    "h1{font-size:18pt;margin-bottom:2px}h2{font-size:13pt;margin-top:18px;border-bottom:1px solid #bbb}"
+    "table{border-collapse:collapse;margin:6px 0}td,th{border:1px solid #bbb;padding:3px 6px;font-size:9pt}"
+    "th{background:#eef1f5;text-align:left}td.num{text-align:right}tr.diff td{background:#fff3c4}"
+    ".muted{color:#666}.bad{color:#b00020;font-weight:bold}img.plot{width:100%;max-width:1000px;border:1px solid #ddd;margin:6px 0}";
+
+QVector<PlotKind> report_plots(const QVector<std::shared_ptr<RunSeries>>& runs) {
+  QVector<PlotKind> k = {PlotKind::Loss, PlotKind::Accuracy, PlotKind::Throughput, PlotKind::Memory, PlotKind::LearningRate};
+  for (const auto& r : runs)
+    if (r->has_loss_scale()) {
+      k << PlotKind::LossScale;
+      break;
+    }
+  return k;
+}
+
+QString num(double v, int prec = 4) { return QString::number(v, 'g', prec); }
+
+}  // namespace
+
+Report::Report(QVector<std::shared_ptr<RunSeries>> runs) : m_runs(std::move(runs)) {
+  for (int i = 0; i < m_runs.size(); ++i) m_runs[i]->color = run_color(i);
+}
+
+Report Report::from_dirs(const QStringList& dirs) {
+  if (dirs.isEmpty()) throw Error("no runs given for the report");
+  QVector<std::shared_ptr<RunSeries>> runs;
+  for (const auto& d : dirs) runs << std::make_shared<RunSeries>(RunSeries::load(d));
+  return Report(runs);
+}
+
+void Report::write(const QString& path) const {
+  const QString ext = QFileInfo(path).suffix().toLower();
+  if (ext == "pdf")
+    write_pdf(path);
+  else if (ext == "html" || ext == "htm")
+    write_html(path);
+  else if (ext == "csv")
+    write_csv(path);
+  else
+    throw Error(path.toStdString() + ": unknown report format '" + ext.toStdString() + "' (use .pdf, .html or .csv)");
+}
+
+QString Report::summary_html(bool for_pdf) const {
+  QString h;
+  QTextStream o(&h);
+  o << "<h1>TrainLab report</h1><p class='muted'>" << QDateTime::currentDateTime().toString("yyyy-MM-dd HH:mm")
+    << " &middot; " << m_runs.size() << " run" << (m_runs.size() == 1 ? "" : "s") << "</p>";
+
+  o << "<h2>Runs and final metrics</h2><table width='100%' cellspacing='0' cellpadding='3' border='1'><tr>"
+       "<th>Run</th><th>Status</th><th>Model</th><th>Precision</th><th>Device</th><th>Steps</th>"
+       "<th>Test accuracy</th><th>Test loss</th><th>Final train loss</th><th>Samples/s</th><th>Wall time</th>"
+       "<th>Peak memory</th></tr>";
+  for (const auto& r : m_runs) {
+    const Json flat = flatten_config(r->config);
+    const Json& s = r->summary;
+    auto sv = [&](const char* k) { return s.is_object() ? s.value(k, 0.0) : 0.0; };
+    auto cv = [&](const char* k) { return flat.contains(k) ? esc(json_value_text(flat[k])) : QString(); };
+    const QString status = r->status();
+    o << "<tr><td><span style='color:" << r->color.name() << "'>&#9632;</span> " << esc(r->name) << "</td><td"
+      << (status == "diverged" || status == "failed" ? " class='bad'" : "") << ">" << esc(status) << "</td><td>"
+      << cv("model.name") << "</td><td>" << cv("precision.dtype") << (r->precision.isEmpty() || r->precision == cv("precision.dtype") ? QString() : " &rarr; " + esc(r->precision))
+      << "</td><td>" << (s.is_object() ? esc(QString::fromStdString(s.value("device", std::string()))) : cv("device.name"))
+      << "</td>";
+    if (s.is_object()) {
+      const double peak = s.contains("peak_bytes") ? s["peak_bytes"].value("total", 0.0) : 0.0;
+      o << "<td class='num' align='right'>" << static_cast<long long>(sv("steps")) << "</td><td class='num' align='right'>"
+        << QString::number(100 * sv("test_accuracy"), 'f', 2) << " %</td><td class='num' align='right'>"
+        << QString::number(sv("test_loss"), 'f', 4) << "</td><td class='num' align='right'>"
+        << QString::number(sv("final_train_loss"), 'f', 4) << "</td><td class='num' align='right'>"
+        << QString::number(sv("samples_per_s"), 'f', 0) << "</td><td class='num' align='right'>"
+        << QString::number(sv("wall_s"), 'f', 1) << " s</td><td class='num' align='right'>" << format_bytes(peak) << "</td>";
+    } else {
+      o << "<td class='num' align='right'>" << r->size() << "</td><td colspan='6' class='muted'>no summary (run unfinished)</td>";
+    }
+    o << "</tr>";
+  }
+  o << "</table>";
+  for (const auto& r : m_runs)
+    if (r->summary.is_object() && r->summary.contains("message"))
+      o << "<p><b>" << esc(r->name) << ":</b> " << esc(QString::fromStdString(r->summary.value("message", std::string())))
+        << "</p>";
+
+  // Differences between the runs (against the first).
+  if (m_runs.size() > 1) {
+    std::vector<Json> flats;
+    for (const auto& r : m_runs) flats.push_back(flatten_config(r->config));
+    std::set<std::string> keys;
+    for (const auto& f : flats)
+      for (auto it = f.begin(); it != f.end(); ++it)
+        if (it.key().rfind("run.", 0) != 0)
+          for (const auto& g : flats)
+            if (!g.contains(it.key()) || g[it.key()] != *it) keys.insert(it.key());
+    o << "<h2>Config differences</h2>";
+    if (keys.empty()) {
+      o << "<p>The runs have the same config.</p>";
+    } else {
+      o << "<table cellspacing='0' cellpadding='3' border='1'><tr><th>Key</th>";
+      for (const auto& r : m_runs) o << "<th>" << esc(r->name) << "</th>";
+      o << "</tr>";
+      for (const auto& k : keys) {
+        o << "<tr class='diff'><td bgcolor='#fff3c4'><b>" << esc(QString::fromStdString(k)) << "</b></td>";
+        for (const auto& f : flats) o << "<td bgcolor='#fff3c4'>" << (f.contains(k) ? esc(json_value_text(f[k])) : "&ndash;") << "</td>";
+        o << "</tr>";
+      }
+      o << "</table>";
+    }
+  }
+
+  // Mid-run changes.
+  bool any_events = false;
+  for (const auto& r : m_runs) any_events = any_events || !r->events.isEmpty();
+  if (any_events) {
+    o << "<h2>Mid-run changes</h2><table cellspacing='0' cellpadding='3' border='1'><tr><th>Run</th><th>Step</th><th>Change</th></tr>";
+    for (const auto& r : m_runs)
+      for (const auto& e : r->events)
+        o << "<tr><td>" << esc(r->name) << "</td><td class='num' align='right'>" << e.step << "</td><td>" << esc(e.label) << "</td></tr>";
+    o << "</table>";
+  }
+
+  // Memory by category: measured peak vs predicted (at the last step).
+  o << "<h2>Memory by category: measured against predicted</h2><table cellspacing='0' cellpadding='3' border='1'><tr><th>Category</th>";
+  for (const auto& r : m_runs) o << "<th>" << esc(r->name) << " measured peak</th><th>predicted</th>";
+  o << "</tr>";
+  for (size_t c = 0; c <= kMemCategoryCount; ++c) {
+    const bool total = c == kMemCategoryCount;
+    o << "<tr><td>" << (total ? "<b>total</b>" : mem_category_name(static_cast<MemCategory>(c))) << "</td>";
+    for (const auto& r : m_runs) {
+      double meas = 0, pred = 0;
+      if (total) {
+        for (size_t k = 0; k < kMemCategoryCount; ++k) {
+          meas += r->last_peak[k];
+          pred += r->last_predicted[k];
+        }
+      } else {
+        meas = r->last_peak[c];
+        pred = r->last_predicted[c];
+      }
+      o << "<td class='num' align='right'>" << format_bytes(meas) << "</td><td class='num' align='right'>" << format_bytes(pred);
+      if (pred > 0 && meas > 0) o << " <span class='muted'>(" << num(100.0 * meas / pred, 3) << " %)</span>";
+      o << "</td>";
+    }
+    o << "</tr>";
+  }
+  o << "</table>";
+  if (for_pdf) o << "<p class='muted'>Plots follow on the next pages; the full configs are at the end.</p>";
+  return h;
+}
+
+QString Report::config_html() const {
+  QString h;
+  QTextStream o(&h);
+  std::vector<Json> flats;
+  for (const auto& r : m_runs) flats.push_back(flatten_config(r->config));
+  std::set<std::string> keys;
+  for (const auto& f : flats)
+    for (auto it = f.begin(); it != f.end(); ++it) keys.insert(it.key());
+  o << "<h2>Configs</h2><table cellspacing='0' cellpadding='2' border='1'><tr><th>Key</th>";
+  for (const auto& r : m_runs) o << "<th>" << esc(r->name) << "</th>";
+  o << "</tr>";
+  for (const auto& k : keys) {
+    bool diff = false;
+    for (const auto& f : flats) diff = diff || !f.contains(k) || f[k] != flats[0][k];
+    const QString bg = diff ? " bgcolor='#fff3c4'" : "";
+    o << "<tr" << (diff ? " class='diff'" : "") << "><td" << bg << ">" << esc(QString::fromStdString(k)) << "</td>";
+    for (const auto& f : flats) o << "<td" << bg << ">" << (f.contains(k) ? esc(json_value_text(f[k])) : "&ndash;") << "</td>";
+    o << "</tr>";
+  }
+  o << "</table>";
+  return h;
+}
+
+void Report::write_pdf(const QString& path) const {
+  PlotPanel panel;
+  panel.resize(1200, 900);
+  panel.set_smoothing(0.6);
+  panel.set_runs(m_runs);
+  panel.refresh();
+
+  QPdfWriter writer(path);
+  writer.setPageSize(QPageSize(QPageSize::A4));
+  writer.setPageMargins(QMarginsF(14, 14, 14, 14), QPageLayout::Millimeter);
+  writer.setResolution(96);
+  writer.setTitle("TrainLab report");
+  writer.setCreator("TrainLab " TRAINLAB_VERSION);
+  QCPPainter painter;
+  if (!painter.begin(&writer)) throw Error(path.toStdString() + ": cannot write the PDF (folder missing or read-only?)");
+  const QRectF page = writer.pageLayout().paintRectPixels(writer.resolution());
+  const double w = page.width(), h = page.height();
+  bool first_page = true;
+  auto new_page = [&] {
+    if (!first_page) writer.newPage();
+    first_page = false;
+  };
+  auto draw_doc = [&](const QString& html) {
+    QTextDocument doc;
+    doc.documentLayout()->setPaintDevice(&writer);
+    doc.setDefaultStyleSheet("body{font-size:9pt} h1{font-size:16pt} h2{font-size:12pt} th{background:#eef1f5}"
+                             " td,th{font-size:8pt} .muted{color:#666} .bad{color:#b00020}");
+    QFont f("DejaVu Sans");
+    f.setPointSizeF(9);
+    doc.setDefaultFont(f);
+    doc.setHtml(html);
+    doc.setPageSize(QSizeF(w, h));
+    const int pages = doc.pageCount();
+    for (int p = 0; p < pages; ++p) {
+      new_page();
+      painter.save();
+      painter.translate(0, -p * h);
+      doc.drawContents(&painter, QRectF(0, p * h, w, h));
+      painter.restore();
+    }
+  };
+  draw_doc(summary_html(true));
+  // Plots: two per page, as vector graphics.
+  const auto kinds = report_plots(m_runs);
+  const double gap = 16, ph = (h - gap) / 2;
+  for (int i = 0; i < kinds.size(); ++i) {
+    if (i % 2 == 0) new_page();
+    panel.render(kinds[i], &painter, QRectF(0, (i % 2) * (ph + gap), w, ph));
+  }
+  draw_doc(config_html());
+  painter.end();
+  if (!QFileInfo(path).exists() || QFileInfo(path).size() == 0) throw Error(path.toStdString() + ": PDF not written");
+}
+
+void Report::write_html(const QString& path) const {
+  PlotPanel panel;
+  panel.resize(1200, 900);
+  panel.set_smoothing(0.6);
+  panel.set_runs(m_runs);
+  panel.refresh();
+
+  QString html;
+  QTextStream o(&html);
+  o << "<!DOCTYPE html><html><head><meta charset='utf-8'><title>TrainLab report</title><style>" << kCss
+    << "</style></head><body>";
+  o << summary_html(false);
+  o << "<h2>Plots</h2>";
+  for (PlotKind k : report_plots(m_runs)) {
+    QBuffer buf;
+    buf.open(QIODevice::WriteOnly);
+    QSvgGenerator gen;
+    gen.setOutputDevice(&buf);
+    const QSize size(1000, 380);
+    gen.setSize(size);
+    gen.setViewBox(QRect(QPoint(0, 0), size));
+    gen.setTitle(panel.plot_title(k));
+    {
+      QCPPainter p(&gen);
+      panel.render(k, &p, QRectF(QPointF(0, 0), size));
+    }
+    o << "<img class='plot' alt='" << esc(panel.plot_title(k)) << "' src='data:image/svg+xml;base64,"
+      << QString::fromLatin1(buf.data().toBase64()) << "'>\n";
+  }
+  o << config_html();
+  o << "<p class='muted'>Written by TrainLab " TRAINLAB_VERSION ".</p></body></html>\n";
+  QFile f(path);
+  if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate))
+    throw Error(path.toStdString() + ": cannot write the HTML report (" + f.errorString().toStdString() + ")");
+  f.write(html.toUtf8());
+}
+
+void Report::write_csv(const QString& path) const {
+  QFile f(path);
+  if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate))
+    throw Error(path.toStdString() + ": cannot write the CSV (" + f.errorString().toStdString() + ")");
+  QTextStream o(&f);
+  o << "run,step,epoch,loss,train_accuracy,val_loss,val_accuracy,lr,samples_per_s,mfu,loss_scale,skipped_steps,wall_s";
+  for (size_t c = 0; c < kMemCategoryCount; ++c) o << ",mem_" << mem_category_name(static_cast<MemCategory>(c));
+  o << ",mem_total,mem_predicted,event\n";
+  for (const auto& r : m_runs) {
+    int vi = 0;
+    QString name = r->name;
+    name.replace('"', "'");
+    QHash<double, QString> events;
+    for (const auto& e : r->events) events[e.step] = e.label;
+    for (int i = 0; i < r->size(); ++i) {
+      QString vl, va;
+      while (vi < r->val_step.size() && r->val_step[vi] < r->step[i]) ++vi;
+      if (vi < r->val_step.size() && r->val_step[vi] == r->step[i]) {
+        vl = QString::number(r->val_loss[vi], 'g', 8);
+        va = QString::number(r->val_acc[vi], 'g', 8);
+      }
+      o << '"' << name << "\"," << r->step[i] << ',' << QString::number(r->epoch[i], 'g', 8) << ','
+        << QString::number(r->loss[i], 'g', 8) << ',' << QString::number(r->train_acc[i], 'g', 8) << ',' << vl << ','
+        << va << ',' << QString::number(r->lr[i], 'g', 8) << ',' << QString::number(r->samples_per_s[i], 'g', 8) << ','
+        << QString::number(r->mfu[i], 'g', 6) << ',' << r->loss_scale[i] << ',' << r->skipped_steps[i] << ','
+        << QString::number(r->wall_s[i], 'g', 8);
+      for (size_t c = 0; c < kMemCategoryCount; ++c) o << ',' << QString::number(r->mem[c][i], 'f', 0);
+      o << ',' << QString::number(r->mem_total[i], 'f', 0) << ',' << QString::number(r->mem_predicted[i], 'f', 0) << ",\""
+        << events.value(r->step[i]).replace('"', "'") << "\"\n";
+    }
+  }
+}
+
+}  // namespace trainlab::app

@@ -1,0 +1,139 @@
+#include "run_series.h"
+
+#include <QDir>
+#include <QFileInfo>
+#include <cmath>
+
+#include "train/run_record.h"
+
+namespace trainlab::app {
+
+void RunSeries::append(const StepMetrics& m) {
+  const double s = static_cast<double>(m.step);
+  step.push_back(s);
+  epoch.push_back(m.epoch);
+  loss.push_back(m.loss);
+  train_acc.push_back(m.train_accuracy);
+  lr.push_back(m.lr);
+  samples_per_s.push_back(m.samples_per_s);
+  mfu.push_back(m.mfu);
+  loss_scale.push_back(m.loss_scale);
+  skipped_steps.push_back(static_cast<double>(m.skipped_steps));
+  wall_s.push_back(m.wall_s);
+  if (m.val_loss) {
+    val_step.push_back(s);
+    val_loss.push_back(*m.val_loss);
+    val_acc.push_back(m.val_accuracy.value_or(std::nan("")));
+  }
+  for (size_t c = 0; c < kMemCategoryCount; ++c) mem[c].push_back(static_cast<double>(m.mem_current.by_category[c]));
+  mem_total.push_back(static_cast<double>(m.mem_current.total()));
+  mem_predicted.push_back(static_cast<double>(m.mem_predicted.total()));
+  mem_peak_total.push_back(static_cast<double>(m.mem_peak.total()));
+  for (size_t c = 0; c < kMemCategoryCount; ++c) {
+    last_predicted[c] = static_cast<double>(m.mem_predicted.by_category[c]);
+    last_peak[c] = static_cast<double>(m.mem_peak.by_category[c]);
+  }
+  if (m.device_total_bytes > 0) device_total_bytes = static_cast<double>(m.device_total_bytes);
+  if (!m.event.empty()) events.push_back({s, QString::fromStdString(m.event)});
+  precision = QString::fromStdString(m.precision);
+}
+
+bool RunSeries::has_mfu() const {
+  for (double v : mfu)
+    if (v > 0) return true;
+  return false;
+}
+
+bool RunSeries::has_loss_scale() const {
+  const std::string p = config.is_object() ? config.value("/precision/dtype"_json_pointer, std::string()) : "";
+  if (p == "fp16" || precision == "fp16") return true;
+  for (const auto& e : events)
+    if (e.label.contains("fp16")) return true;
+  return false;
+}
+
+QString RunSeries::status() const {
+  if (summary.is_object()) return QString::fromStdString(summary.value("status", std::string("completed")));
+  return dir.isEmpty() ? QStringLiteral("running") : QStringLiteral("unfinished");
+}
+
+QString RunSeries::display_name(const Json& config, const QString& dir) {
+  std::string n;
+  try {
+    n = config.value("/run/name"_json_pointer, std::string());
+  } catch (...) {
+  }
+  if (!n.empty()) return QString::fromStdString(n);
+  return QFileInfo(dir).fileName();
+}
+
+RunSeries RunSeries::load(const QString& dir) {
+  const LoadedRun r = load_run(dir.toStdString());
+  RunSeries s;
+  s.dir = QDir(dir).absolutePath();
+  s.config = r.config;
+  s.summary = r.summary;
+  s.name = display_name(r.config, s.dir);
+  for (const auto& m : r.steps) s.append(m);
+  return s;
+}
+
+QVector<double> smooth_ema(const QVector<double>& v, double alpha) {
+  if (alpha <= 0) return v;
+  QVector<double> out(v.size());
+  double acc = 0;
+  bool have = false;
+  double debias = 0;
+  for (int i = 0; i < v.size(); ++i) {
+    const double x = v[i];
+    if (!std::isfinite(x)) {
+      out[i] = x;
+      continue;
+    }
+    // Debiased EMA (TensorBoard style): no pull towards 0 at the start.
+    acc = have ? alpha * acc + (1 - alpha) * x : (1 - alpha) * x;
+    debias = have ? alpha * debias + (1 - alpha) : (1 - alpha);
+    have = true;
+    out[i] = acc / debias;
+  }
+  return out;
+}
+
+static void flatten_into(const Json& j, const std::string& prefix, Json& out) {
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string k = prefix.empty() ? it.key() : prefix + "." + it.key();
+    if (it->is_object() && !find_config_key(k))
+      flatten_into(*it, k, out);
+    else
+      out[k] = *it;
+  }
+}
+
+Json flatten_config(const Json& nested) {
+  Json out = Json::object();
+  if (nested.is_object()) flatten_into(nested, "", out);
+  return out;
+}
+
+QString format_bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (std::fabs(b) >= 1024 && u < 4) {
+    b /= 1024;
+    ++u;
+  }
+  return QString::number(b, 'f', u == 0 ? 0 : (b < 10 ? 2 : 1)) + " " + units[u];
+}
+
+QString json_value_text(const Json& v) {
+  if (v.is_string()) return QString::fromStdString(v.get<std::string>());
+  if (v.is_array()) {
+    QStringList parts;
+    for (const auto& e : v) parts << json_value_text(e);
+    return parts.join(",");
+  }
+  if (v.is_number_float()) return QString::number(v.get<double>(), 'g', 6);
+  return QString::fromStdString(v.dump());
+}
+
+}  // namespace trainlab::app

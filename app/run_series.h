@@ -1,0 +1,56 @@
+// RunSeries: one run's metrics as plain columns (every step kept), filled live from StepMetrics or
+// read back from a run-record folder. The plots, the runs table and the reports all read these.
+#pragma once
+#include <QColor>
+#include <QString>
+#include <QVector>
+#include <array>
+
+#include "train/config.h"
+#include "train/metrics.h"
+
+namespace trainlab::app {
+
+struct RunEvent {
+  double step = 0;
+  QString label;
+};
+
+struct RunSeries {
+  QString dir;       // run folder ("" for a run that has not written one yet)
+  QString name;      // run.name, or the folder's name
+  Json config;       // nested config JSON
+  Json summary;      // summary.json (null while running)
+  QColor color;
+
+  QVector<double> step, epoch, loss, train_acc, lr, samples_per_s, mfu, loss_scale, skipped_steps, wall_s;
+  QVector<double> val_step, val_loss, val_acc;
+  std::array<QVector<double>, kMemCategoryCount> mem;  // current bytes by category
+  QVector<double> mem_total, mem_predicted, mem_peak_total;
+  std::array<double, kMemCategoryCount> last_predicted{}, last_peak{};  // by category, at the last step
+  double device_total_bytes = 0;
+  QVector<RunEvent> events;
+  QString precision;  // of the last step
+
+  void append(const StepMetrics& m);
+  int size() const { return static_cast<int>(step.size()); }
+  bool has_mfu() const;
+  bool has_loss_scale() const;  // any fp16 step with loss scaling
+  QString status() const;       // summary.status, or "running"/"unfinished"
+
+  // Reads a run folder (load_run); throws trainlab::Error.
+  static RunSeries load(const QString& dir);
+  // Display name of a folder's run: run.name from config, else the folder name.
+  static QString display_name(const Json& config, const QString& dir);
+};
+
+// Exponential moving average with weight `alpha` in [0, 1) (0: raw). NaNs are passed through.
+QVector<double> smooth_ema(const QVector<double>& v, double alpha);
+
+// Flat "a.b" -> value view of a nested config JSON.
+Json flatten_config(const Json& nested);
+// Human-readable bytes: "1.2 MiB".
+QString format_bytes(double bytes);
+QString json_value_text(const Json& v);
+
+}  // namespace trainlab::app

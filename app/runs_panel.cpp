@@ -1,0 +1,361 @@
+#include "runs_panel.h"
+
+#include <QDesktopServices>
+#include <QDir>
+#include <QFile>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QInputDialog>
+#include <QLabel>
+#include <QMenu>
+#include <QMessageBox>
+#include <QPushButton>
+#include <QTableWidget>
+#include <QToolButton>
+#include <QUrl>
+#include <QVBoxLayout>
+#include <fstream>
+
+#include "run_series.h"
+#include "util/error.h"
+
+namespace trainlab::app {
+
+namespace {
+
+enum Col { CName, CStatus, CModel, CPrecision, CDevice, CSteps, CTestAcc, CTestLoss, CSpeed, CPeak, CDiff, CCount };
+const char* kHeaders[CCount] = {"Run", "Status", "Model", "Precision", "Device", "Steps",
+                                "Test acc", "Test loss", "Samples/s", "Peak memory", "Differences from baseline"};
+
+Json read_json(const QString& path) {
+  std::ifstream in(path.toStdString());
+  if (!in) return nullptr;
+  try {
+    Json j;
+    in >> j;
+    return j;
+  } catch (const std::exception&) {
+    return nullptr;
+  }
+}
+
+Config config_of(const Json& j) {
+  // A record written by an older or newer build may hold keys this build does not know: keep what
+  // it understands.
+  Config c;
+  const Json flat = flatten_config(j);
+  for (auto it = flat.begin(); it != flat.end(); ++it) {
+    try {
+      c.set_json(it.key(), *it, "config.json");
+    } catch (const Error&) {
+    }
+  }
+  return c;
+}
+
+}  // namespace
+
+RunsPanel::RunsPanel(QWidget* parent) : QWidget(parent) {
+  auto* v = new QVBoxLayout(this);
+  v->setContentsMargins(4, 2, 4, 4);
+  v->setSpacing(3);
+  auto* bar = new QHBoxLayout;
+  auto* title = new QLabel("<b>Runs</b>", this);
+  m_root_label = new QLabel(this);
+  m_root_label->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  m_root_label->setEnabled(false);
+  auto button = [&](const QString& text, const QString& tip, auto fn) {
+    auto* b = new QToolButton(this);
+    b->setText(text);
+    b->setToolTip(tip);
+    b->setAutoRaise(true);
+    connect(b, &QToolButton::clicked, this, fn);
+    bar->addWidget(b);
+    return b;
+  };
+  bar->addWidget(title);
+  bar->addWidget(m_root_label, 1);
+  auto* hint = new QLabel("tick runs to overlay them on the plots", this);
+  hint->setEnabled(false);
+  bar->addWidget(hint);
+  button("Baseline", "Compare every run with the selected one (differences are highlighted)", [this] {
+    const auto s = selected_dirs();
+    if (!s.isEmpty()) set_baseline(s.first());
+  });
+  button("Reopen", "Show the selected run on the plots and load its settings into the controls", [this] {
+    const auto s = selected_dirs();
+    if (!s.isEmpty()) emit reopen_requested(s.first());
+  });
+  button("Rename...", "Give the selected run a label (run.name in its config.json)", [this] {
+    const auto s = selected_dirs();
+    if (s.isEmpty()) return;
+    QString cur;
+    for (const auto& r : m_rows)
+      if (r.dir == s.first()) cur = r.name;
+    bool ok = false;
+    const QString n = QInputDialog::getText(this, "Rename run", "Label:", QLineEdit::Normal, cur, &ok);
+    if (ok) rename_run(s.first(), n);
+  });
+  button("Delete...", "Delete the selected run folders (asks first)", [this] { delete_runs(selected_dirs(), true); });
+  button("Export...", "Export a report (PDF or HTML) of the ticked runs, or of the selected ones", [this] {
+    QStringList d = checked_dirs();
+    if (d.isEmpty()) d = selected_dirs();
+    emit export_requested(d);
+  });
+  button("Folder...", "Choose the folder that holds the run records", [this] { choose_root(); });
+  v->addLayout(bar);
+
+  m_table = new QTableWidget(0, CCount, this);
+  m_table->setObjectName("runs_table");
+  for (int c = 0; c < CCount; ++c) m_table->setHorizontalHeaderItem(c, new QTableWidgetItem(kHeaders[c]));
+  m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
+  m_table->setSelectionMode(QAbstractItemView::ExtendedSelection);
+  m_table->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  m_table->setAlternatingRowColors(true);
+  m_table->verticalHeader()->setVisible(false);
+  m_table->verticalHeader()->setDefaultSectionSize(m_table->fontMetrics().height() + 8);
+  m_table->horizontalHeader()->setStretchLastSection(true);
+  m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::Interactive);
+  m_table->setContextMenuPolicy(Qt::CustomContextMenu);
+  m_table->setWordWrap(false);
+  connect(m_table, &QTableWidget::customContextMenuRequested, this, &RunsPanel::context_menu);
+  connect(m_table, &QTableWidget::itemChanged, this, [this](QTableWidgetItem* it) {
+    if (m_filling || it->column() != CName) return;
+    const QString dir = it->data(Qt::UserRole).toString();
+    if (it->checkState() == Qt::Checked)
+      m_checked.insert(dir);
+    else
+      m_checked.remove(dir);
+    emit overlay_changed(checked_dirs());
+  });
+  connect(m_table, &QTableWidget::cellDoubleClicked, this, [this](int row, int) {
+    if (row >= 0 && row < m_rows.size()) emit reopen_requested(m_rows[row].dir);
+  });
+  v->addWidget(m_table, 1);
+
+  m_reload_timer.setSingleShot(true);
+  m_reload_timer.setInterval(400);
+  connect(&m_reload_timer, &QTimer::timeout, this, &RunsPanel::reload);
+  connect(&m_watcher, &QFileSystemWatcher::directoryChanged, this, [this] { m_reload_timer.start(); });
+}
+
+void RunsPanel::set_root(const QString& dir) {
+  const QString abs = QDir(dir).absolutePath();
+  QDir().mkpath(abs);
+  if (!m_watcher.directories().isEmpty()) m_watcher.removePaths(m_watcher.directories());
+  m_root = abs;
+  m_watcher.addPath(abs);
+  m_root_label->setText(QDir::toNativeSeparators(abs));
+  reload();
+  emit root_changed(abs);
+}
+
+void RunsPanel::choose_root() {
+  const QString d = QFileDialog::getExistingDirectory(this, "Runs folder", m_root);
+  if (!d.isEmpty()) set_root(d);
+}
+
+void RunsPanel::reload() {
+  m_rows.clear();
+  QDir root(m_root);
+  const auto entries = root.entryInfoList(QDir::Dirs | QDir::NoDotAndDotDot, QDir::Name | QDir::Reversed);
+  for (const QFileInfo& fi : entries) {
+    const QString dir = fi.absoluteFilePath();
+    if (!QFile::exists(dir + "/config.json")) continue;
+    RunRow r;
+    r.dir = dir;
+    r.config = read_json(dir + "/config.json");
+    if (!r.config.is_object()) continue;
+    r.summary = read_json(dir + "/summary.json");
+    r.name = RunSeries::display_name(r.config, dir);
+    r.status = r.summary.is_object() ? QString::fromStdString(r.summary.value("status", std::string("completed")))
+                                     : (dir == m_live ? "running" : "unfinished");
+    m_rows.push_back(r);
+  }
+  if (!m_baseline.isEmpty() && !QFile::exists(m_baseline + "/config.json")) m_baseline.clear();
+  if (m_baseline.isEmpty() && !m_rows.isEmpty()) m_baseline = m_rows.back().dir;  // the oldest run
+  QSet<QString> still;
+  for (const auto& r : m_rows)
+    if (m_checked.contains(r.dir)) still.insert(r.dir);
+  const bool checked_changed = still != m_checked;
+  m_checked = still;
+  fill();
+  if (checked_changed) emit overlay_changed(checked_dirs());
+}
+
+QStringList RunsPanel::differences(const QString& dir) const {
+  const RunRow *a = nullptr, *b = nullptr;
+  for (const auto& r : m_rows) {
+    if (r.dir == dir) a = &r;
+    if (r.dir == m_baseline) b = &r;
+  }
+  if (!a || !b || a == b) return {};
+  QStringList out;
+  for (const auto& k : Config::differences(config_of(a->config), config_of(b->config)))
+    if (k.rfind("run.", 0) != 0) out << QString::fromStdString(k);
+  return out;
+}
+
+void RunsPanel::fill() {
+  m_filling = true;
+  const QStringList sel = selected_dirs();
+  m_table->setRowCount(m_rows.size());
+  QColor hl = palette().color(QPalette::Highlight);
+  hl.setAlpha(70);
+  const QColor warn(220, 120, 0, 90), bad(220, 40, 40, 90);
+  for (int i = 0; i < m_rows.size(); ++i) {
+    const RunRow& r = m_rows[i];
+    const Json flat = flatten_config(r.config);
+    auto cfg = [&](const char* k) { return flat.contains(k) ? json_value_text(flat[k]) : QString(); };
+    auto sum_num = [&](const char* k) -> double { return r.summary.is_object() ? r.summary.value(k, 0.0) : 0.0; };
+    const QStringList diffs = differences(r.dir);
+    auto set = [&](int c, const QString& text, const QString& key = {}) {
+      auto* it = new QTableWidgetItem(text);
+      it->setData(Qt::UserRole, r.dir);
+      if (!key.isEmpty() && diffs.contains(key)) {
+        it->setBackground(hl);
+        QFont f = it->font();
+        f.setBold(true);
+        it->setFont(f);
+      }
+      if (c >= CSteps && c <= CPeak) it->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
+      m_table->setItem(i, c, it);
+      return it;
+    };
+    QString name = r.name;
+    if (r.dir == m_baseline) name += "  [baseline]";
+    auto* n = set(CName, name);
+    n->setFlags(n->flags() | Qt::ItemIsUserCheckable);
+    n->setCheckState(m_checked.contains(r.dir) ? Qt::Checked : Qt::Unchecked);
+    n->setToolTip(QDir::toNativeSeparators(r.dir));
+    auto* st = set(CStatus, r.status);
+    if (r.status == "diverged" || r.status == "failed") st->setBackground(bad);
+    if (r.status == "stopped" || r.status == "unfinished") st->setBackground(warn);
+    if (r.summary.is_object() && r.summary.contains("message"))
+      st->setToolTip(QString::fromStdString(r.summary.value("message", std::string())));
+    set(CModel, cfg("model.name"), "model.name");
+    set(CPrecision, cfg("precision.dtype"), "precision.dtype");
+    set(CDevice, r.summary.is_object() ? QString::fromStdString(r.summary.value("device", std::string())) : cfg("device.name"),
+        "device.name");
+    if (r.summary.is_object()) {
+      set(CSteps, QString::number(static_cast<long long>(sum_num("steps"))));
+      set(CTestAcc, QString::number(100 * sum_num("test_accuracy"), 'f', 2) + " %");
+      set(CTestLoss, QString::number(sum_num("test_loss"), 'f', 4));
+      set(CSpeed, QLocale::system().toString(sum_num("samples_per_s"), 'f', 0));
+      const double peak = r.summary.contains("peak_bytes") ? r.summary["peak_bytes"].value("total", 0.0) : 0.0;
+      set(CPeak, format_bytes(peak));
+    } else {
+      for (int c = CSteps; c <= CPeak; ++c) set(c, "");
+    }
+    QStringList dtext;
+    for (const QString& k : diffs) dtext << k + " = " + (flat.contains(k.toStdString()) ? json_value_text(flat[k.toStdString()]) : "?");
+    auto* d = set(CDiff, r.dir == m_baseline ? "(baseline)" : dtext.isEmpty() ? "same config" : dtext.join(", "));
+    if (!diffs.isEmpty()) d->setBackground(hl);
+    d->setToolTip(dtext.join("\n"));
+  }
+  m_table->resizeColumnsToContents();
+  for (int c = 0; c < CCount - 1; ++c) m_table->setColumnWidth(c, std::min(m_table->columnWidth(c) + 8, 260));
+  for (const QString& s : sel) select_dir(s);
+  m_filling = false;
+}
+
+QStringList RunsPanel::checked_dirs() const {
+  QStringList l;
+  for (const auto& r : m_rows)  // table order: newest first
+    if (m_checked.contains(r.dir)) l << r.dir;
+  return l;
+}
+
+void RunsPanel::set_checked(const QStringList& dirs) {
+  m_checked.clear();
+  for (const auto& d : dirs) m_checked.insert(QDir(d).absolutePath());
+  fill();
+  emit overlay_changed(checked_dirs());
+}
+
+QStringList RunsPanel::selected_dirs() const {
+  QStringList l;
+  for (auto* it : m_table->selectedItems())
+    if (it->column() == CName) l << it->data(Qt::UserRole).toString();
+  return l;
+}
+
+void RunsPanel::select_dir(const QString& dir) {
+  for (int i = 0; i < m_rows.size(); ++i)
+    if (m_rows[i].dir == dir) m_table->selectRow(i);
+}
+
+void RunsPanel::set_baseline(const QString& dir) {
+  m_baseline = QDir(dir).absolutePath();
+  fill();
+}
+
+void RunsPanel::set_live_dir(const QString& dir) {
+  m_live = dir.isEmpty() ? QString() : QDir(dir).absolutePath();
+  reload();
+}
+
+bool RunsPanel::rename_run(const QString& dir, const QString& name) {
+  Json j = read_json(dir + "/config.json");
+  if (!j.is_object()) return false;
+  j["run"]["name"] = name.toStdString();
+  const std::string path = (dir + "/config.json").toStdString();
+  {
+    std::ofstream out(path + ".part", std::ios::trunc);
+    if (!out) {
+      QMessageBox::warning(this, "Rename run", "Cannot write " + dir + "/config.json (read-only folder?).");
+      return false;
+    }
+    out << j.dump(2) << "\n";
+  }
+  QFile::remove(dir + "/config.json");
+  QFile::rename(QString::fromStdString(path + ".part"), dir + "/config.json");
+  reload();
+  return true;
+}
+
+int RunsPanel::delete_runs(const QStringList& dirs, bool confirm) {
+  if (dirs.isEmpty()) return 0;
+  QStringList names;
+  for (const auto& d : dirs) names << QFileInfo(d).fileName();
+  if (confirm) {
+    const auto answer = QMessageBox::question(
+        this, "Delete runs",
+        QString("Delete %1 run folder(s) and everything in them?\n\n%2").arg(dirs.size()).arg(names.join("\n")),
+        QMessageBox::Yes | QMessageBox::Cancel, QMessageBox::Cancel);
+    if (answer != QMessageBox::Yes) return 0;
+  }
+  int n = 0;
+  for (const auto& d : dirs) {
+    if (d == m_live) continue;  // the running run keeps its folder
+    // Only folders that are run records, and only below the runs folder or holding config.json.
+    if (!QFile::exists(d + "/config.json")) continue;
+    if (QDir(d).removeRecursively()) ++n;
+    m_checked.remove(d);
+  }
+  reload();
+  emit overlay_changed(checked_dirs());
+  return n;
+}
+
+void RunsPanel::context_menu(const QPoint& pos) {
+  const auto sel = selected_dirs();
+  if (sel.isEmpty()) return;
+  QMenu m(this);
+  m.addAction("Reopen", this, [this, sel] { emit reopen_requested(sel.first()); });
+  m.addAction("Overlay selected", this, [this, sel] {
+    for (const auto& d : sel) m_checked.insert(d);
+    fill();
+    emit overlay_changed(checked_dirs());
+  });
+  m.addAction("Set as baseline", this, [this, sel] { set_baseline(sel.first()); });
+  m.addAction("Export report...", this, [this, sel] { emit export_requested(sel); });
+  m.addAction("Open folder", this, [sel] { QDesktopServices::openUrl(QUrl::fromLocalFile(sel.first())); });
+  m.addSeparator();
+  m.addAction("Delete...", this, [this, sel] { delete_runs(sel, true); });
+  m.exec(m_table->viewport()->mapToGlobal(pos));
+}
+
+}  // namespace trainlab::app

@@ -1,0 +1,70 @@
+// RunsPanel: a table of the run-record folders under a runs folder (remembered in QSettings), with
+// final metrics from summary.json and the config differences from a chosen baseline run
+// highlighted (Config::differences). Checked rows overlay on the plots; reopen, rename (run.name in
+// config.json), delete (after confirmation), set baseline, open the folder.
+#pragma once
+#include <QFileSystemWatcher>
+#include <QSet>
+#include <QTimer>
+#include <QWidget>
+
+#include "train/config.h"
+
+class QTableWidget;
+class QLabel;
+class QPushButton;
+
+namespace trainlab::app {
+
+struct RunRow {
+  QString dir, name, status;
+  Json config, summary;
+};
+
+class RunsPanel : public QWidget {
+  Q_OBJECT
+ public:
+  explicit RunsPanel(QWidget* parent = nullptr);
+
+  void set_root(const QString& dir);
+  QString root() const { return m_root; }
+  void reload();
+  const QVector<RunRow>& rows() const { return m_rows; }
+  QTableWidget* table() const { return m_table; }
+
+  QStringList checked_dirs() const;
+  void set_checked(const QStringList& dirs);
+  QStringList selected_dirs() const;
+  void select_dir(const QString& dir);
+  void set_baseline(const QString& dir);
+  QString baseline() const { return m_baseline; }
+  void set_live_dir(const QString& dir);
+  // Keys in which run `dir` differs from the baseline (run.* keys left out).
+  QStringList differences(const QString& dir) const;
+
+  bool rename_run(const QString& dir, const QString& name);
+  // Deletes run folders; asks first when `confirm`. Returns how many were removed.
+  int delete_runs(const QStringList& dirs, bool confirm = true);
+
+ signals:
+  void overlay_changed(const QStringList& dirs);
+  void reopen_requested(const QString& dir);
+  void export_requested(const QStringList& dirs);
+  void root_changed(const QString& dir);
+
+ private:
+  void fill();
+  void context_menu(const QPoint& pos);
+  void choose_root();
+
+  QString m_root, m_baseline, m_live;
+  QVector<RunRow> m_rows;
+  QSet<QString> m_checked;
+  QTableWidget* m_table = nullptr;
+  QLabel* m_root_label = nullptr;
+  QFileSystemWatcher m_watcher;
+  QTimer m_reload_timer;
+  bool m_filling = false;
+};
+
+}  // namespace trainlab::app

@@ -1,0 +1,90 @@
+// The plots: incremental updates from a timer, smoothing recomputed from the full data, markers on
+// every plot, and a million points per series kept in full and drawn quickly (decimated).
+#include <QElapsedTimer>
+#include <QtTest>
+#include <cmath>
+#include <qcustomplot.h>
+
+#include "gui_support.h"
+#include "plot_panel.h"
+
+using namespace trainlab;
+using namespace trainlab::app;
+
+namespace {
+StepMetrics fake_step(long i) {
+  StepMetrics m;
+  m.step = i;
+  m.total_steps = 1000000;
+  m.loss = 2.3 * std::exp(-i / 2e5) + 0.05 * std::sin(i * 0.01);
+  m.train_accuracy = 1 - std::exp(-i / 1e5);
+  m.lr = 1e-3;
+  m.samples_per_s = 5e4 + (i % 100);
+  m.precision = "fp32";
+  m.mem_current.by_category[0] = 340000;
+  m.mem_current.by_category[3] = 120000;
+  m.mem_predicted.by_category[0] = 340000;
+  if (i % 1000 == 0) {
+    m.val_loss = m.loss;
+    m.val_accuracy = m.train_accuracy;
+  }
+  return m;
+}
+}  // namespace
+
+class TestPlotPanel : public QObject {
+  Q_OBJECT
+ private slots:
+  void initTestCase() { gui_test::isolate_settings("test_plot_panel"); }
+
+  void incrementalAndMarkers() {
+    PlotPanel p;
+    p.resize(1000, 700);
+    p.show();
+    auto run = std::make_shared<RunSeries>();
+    run->name = "r";
+    p.set_runs({run});
+    for (long i = 1; i <= 100; ++i) run->append(fake_step(i));
+    p.notify_data();
+    // The timer picks the data up (no explicit refresh).
+    QTRY_COMPARE(p.graph(PlotKind::Loss, "train")->dataCount(), 100);
+    StepMetrics m = fake_step(101);
+    m.event = "dtype: fp32 -> bf16";
+    run->append(m);
+    p.refresh();
+    for (int k = 0; k < kPlotCount; ++k) QCOMPARE(p.marker_count(static_cast<PlotKind>(k)), 1);
+    QCOMPARE(p.graph(PlotKind::Loss, "train")->dataCount(), 101);
+    // Smoothing changes recompute the curve but keep every point.
+    const double raw_last = run->loss.back();
+    p.set_smoothing(0.0);
+    QCOMPARE(p.graph(PlotKind::Loss, "train")->data()->at(100)->value, raw_last);
+    p.set_smoothing(0.9);
+    QCOMPARE(p.graph(PlotKind::Loss, "train")->dataCount(), 101);
+    QVERIFY(p.graph(PlotKind::Loss, "train")->data()->at(100)->value != raw_last);
+  }
+
+  void millionPoints() {
+    PlotPanel p;
+    p.resize(1200, 800);
+    p.show();
+    auto run = std::make_shared<RunSeries>();
+    run->name = "big";
+    p.set_runs({run});
+    const long n = 1000000;
+    for (long i = 1; i <= n; ++i) run->append(fake_step(i));
+    QElapsedTimer t;
+    t.start();
+    p.refresh();
+    QCOMPARE(p.graph(PlotKind::Loss, "train")->dataCount(), static_cast<int>(n));
+    // A replot of all six plots with a million points each: decimated, so well under a frame budget
+    // of a slow machine.
+    t.restart();
+    for (auto* pl : p.plots()) pl->replot(QCustomPlot::rpImmediateRefresh);
+    const qint64 ms = t.elapsed();
+    qInfo("replot of %d plots with %ld points each: %lld ms", kPlotCount, n, ms);
+    QVERIFY2(ms < 1500, qPrintable(QString::number(ms)));
+  }
+};
+
+QTEST_MAIN(TestPlotPanel)
+#include "test_plot_panel.moc"
