@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "tensor/tensor.h"
+#include "util/error.h"
 
 namespace trainlab {
 
@@ -128,6 +129,47 @@ class Backend {
   // dst[i, :] = src[idx[i], :] for int32 idx; src and dst of any one format.
   virtual void gather_rows(const Tensor& src, const Tensor& idx, Tensor& dst) = 0;
 
+  // --- transformer operations (issue 4). Defaults throw, so a backend that lacks one still builds
+  // and says which operation is missing; CpuBackend implements all of them.
+  // out[i, :] = tok[idx[i], :] + pos[i % T, :] for int32 idx [B*T] (B*T rows, T = positions used).
+  virtual void embedding_forward(const Tensor& tok, const Tensor& pos, const Tensor& idx, int64_t T, Tensor& out) {
+    throw_not_implemented("embedding_forward");
+  }
+  // dtok (=|+=) scatter-add of dout rows by idx; dpos[t] (=|+=) sum over b of dout[b*T + t]
+  // (rows of dpos past T untouched when accumulating, zeroed otherwise). fp32 accumulation in
+  // row order, so the result is deterministic.
+  virtual void embedding_backward(const Tensor& dout, const Tensor& idx, int64_t T, Tensor& dtok, Tensor& dpos,
+                                  bool accumulate) {
+    throw_not_implemented("embedding_backward");
+  }
+  // y = (x - mean) * rstd * gamma + beta per row of x [N, D]; mean, rstd (fp32 [N]) are saved for
+  // backward. var is the biased variance (as PyTorch), rstd = 1/sqrt(var + eps), all in fp32.
+  virtual void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& y,
+                                 Tensor& mean, Tensor& rstd) {
+    throw_not_implemented("layernorm_forward");
+  }
+  // dx (=|+= when accumulate_dx: the residual add fused) = rstd * (g - mean(g) - xhat * mean(g*xhat)),
+  // g = dy * gamma; dgamma (=|+=) sum_rows dy*xhat; dbeta (=|+=) sum_rows dy (accumulate_params).
+  virtual void layernorm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
+                                  const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta, bool accumulate_dx,
+                                  bool accumulate_params) {
+    throw_not_implemented("layernorm_backward");
+  }
+  // Causal multi-head attention over a fused projection qkv [B*T, 3D] (per row: q | k | v, head h
+  // in columns h*D/H .. (h+1)*D/H of each): y [B*T, D] = softmax(q k^T / sqrt(D/H), causal) v per
+  // (batch, head). lse (fp32 [B, H, T]) receives each row's log-sum-exp of the scaled scores so
+  // that backward can rebuild the probabilities without a stored T x T matrix.
+  virtual void attention_forward(const Tensor& qkv, int64_t B, int64_t T, int64_t H, Tensor& y, Tensor& lse) {
+    throw_not_implemented("attention_forward");
+  }
+  // dqkv [B*T, 3D] (overwritten) from dy [B*T, D], the forward's qkv, y and lse.
+  virtual void attention_backward(const Tensor& qkv, const Tensor& y, const Tensor& lse, const Tensor& dy, int64_t B,
+                                  int64_t T, int64_t H, Tensor& dqkv) {
+    throw_not_implemented("attention_backward");
+  }
+  // out = a + b (same element count; out may alias a or b).
+  virtual void add(const Tensor& a, const Tensor& b, Tensor& out) { throw_not_implemented("add"); }
+
   // --- optimizers (multi-tensor: one call updates every parameter) ---------------------------
   // PyTorch's AdamW, in its order of operations:
   //   g = grad * grad_unscale; master *= 1 - lr*wd; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
@@ -156,6 +198,9 @@ class Backend {
   virtual void reset_kernel_times() {}
 
  protected:
+  [[noreturn]] void throw_not_implemented(const char* op) const {
+    throw Error(std::string(op) + " is not implemented on " + info().name);
+  }
   MemoryLedger m_ledger;
   bool m_tf32 = false;
   bool m_capture = true;

@@ -39,6 +39,19 @@ class CpuBackend final : public Backend {
                     Tensor& stats, bool accumulate_stats) override;
   void gather_rows(const Tensor& src, const Tensor& idx, Tensor& dst) override;
 
+  // Transformer operations: cpu_transformer_ops.cpp.
+  void embedding_forward(const Tensor& tok, const Tensor& pos, const Tensor& idx, int64_t T, Tensor& out) override;
+  void embedding_backward(const Tensor& dout, const Tensor& idx, int64_t T, Tensor& dtok, Tensor& dpos,
+                          bool accumulate) override;
+  void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& y, Tensor& mean,
+                         Tensor& rstd) override;
+  void layernorm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd, const Tensor& dy,
+                          Tensor& dx, Tensor& dgamma, Tensor& dbeta, bool accumulate_dx, bool accumulate_params) override;
+  void attention_forward(const Tensor& qkv, int64_t B, int64_t T, int64_t H, Tensor& y, Tensor& lse) override;
+  void attention_backward(const Tensor& qkv, const Tensor& y, const Tensor& lse, const Tensor& dy, int64_t B, int64_t T,
+                          int64_t H, Tensor& dqkv) override;
+  void add(const Tensor& a, const Tensor& b, Tensor& out) override;
+
   void adamw_step(std::span<ParamSlot> params, const AdamWHyper& h) override;
   void sgd_step(std::span<ParamSlot> params, const SgdHyper& h) override;
   bool all_finite(std::span<const Tensor* const> tensors) override;
@@ -54,7 +67,7 @@ class CpuBackend final : public Backend {
   void finish_write(Tensor& t, const float* computed);
   float* slot_buffer(int slot, size_t n);
 
-  static constexpr int kSlots = 6;
+  static constexpr int kSlots = 12;  // 0-5: the MLP ops, 6-11: the transformer ops (cpu_transformer_ops.cpp)
   std::array<Tensor, kSlots> m_workspace;
   StepScalars m_scalars;
   int m_threads;

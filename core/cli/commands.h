@@ -11,5 +11,6 @@ using Runner = std::function<int()>;
 Runner add_train_command(CLI::App& app);
 Runner add_eval_command(CLI::App& app);
 Runner add_bench_command(CLI::App& app);
+Runner add_generate_command(CLI::App& app);  // char-gpt text generation (issue 4): cmd_generate.cpp
 
 }  // namespace trainlab::cli

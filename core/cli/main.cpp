@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   runners.push_back(trainlab::cli::add_train_command(app));
   runners.push_back(trainlab::cli::add_eval_command(app));
   runners.push_back(trainlab::cli::add_bench_command(app));
+  runners.push_back(trainlab::cli::add_generate_command(app));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -4,7 +4,9 @@
 #include <cmath>
 
 #include "backend/backend.h"
+#include "data/text.h"
 #include "nn/model.h"
+#include "nn/transformer.h"
 #include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
@@ -12,6 +14,7 @@
 #include "train/run_record.h"
 #include "train/training_step.h"
 #include "util/error.h"
+#include "util/paths.h"
 
 namespace trainlab {
 
@@ -38,6 +41,15 @@ struct Trainer::State {
   long epoch_index = 0;
   long optimizer_steps = 0;  // applied updates (Adam's t)
   bool paused = false;
+  // The character model (model.name = char-gpt): token windows instead of samples.
+  bool text = false;
+  TextCorpus corpus;
+  Tensor train_tok, val_tok;
+  int64_t ctx = 0;
+  CharGpt* gpt = nullptr;
+  std::mt19937_64 window_rng;
+  std::vector<int64_t> val_starts;  // fixed, seeded validation windows
+  double tokens_seen = 0.0;
 };
 
 namespace {
@@ -125,6 +137,9 @@ void Trainer::apply_setting(const std::string& key, const Json& value, std::stri
   } else if (key == "train.accumulate") {
     s.accumulate = static_cast<int>(now.get<int64_t>());
     s.step->set_accumulate(s.accumulate);
+  } else if ((key == "checkpoint.policy" || key == "checkpoint.k") && s.gpt) {
+    s.gpt->set_checkpointing(checkpoint_policy_from_name(m_config.get_string("checkpoint.policy")),
+                             m_config.get_int("checkpoint.k"));
   }
   s.be->invalidate_captures();
   std::string label = key.substr(key.rfind('.') + 1) + ": " + (old.is_string() ? old.get<std::string>() : old.dump()) +
@@ -143,10 +158,37 @@ RunSummary Trainer::run() {
   if (!notice.empty() && m_callbacks.on_notice) m_callbacks.on_notice(notice);
   s.be->set_capture_enabled(m_config.get_bool("device.cuda_graph"));
   s.be->set_kernel_timing(m_config.get_bool("device.kernel_timing"));
-  s.data = load_classification_data(m_config);
+  s.text = m_config.get_string("model.name") == "char-gpt";
+  const auto seed = static_cast<uint64_t>(m_config.get_int("train.seed"));
+  CharGptConfig gpt_cfg;
+  if (s.text) {
+    const std::string dn = m_config.get_string("data.name");
+    std::string path = m_config.get_string("data.path");
+    if (dn == "text" && path.empty()) throw Error("data.name=text needs data.path: the text file to train on");
+    if (dn != "text" && dn != "tinyshakespeare" && dn != "digits")
+      throw Error("model.name=char-gpt trains on text: data.name must be tinyshakespeare or text, not " + dn);
+    if (dn != "text" || path.empty()) path = find_resource("data/tinyshakespeare.txt");
+    s.corpus = load_text_corpus(path, m_config.get_float("data.val_fraction"), seed);
+    gpt_cfg = CharGptConfig::preset(m_config.get_string("model.preset"));
+    if (m_config.get_int("model.layers") > 0) gpt_cfg.layers = m_config.get_int("model.layers");
+    if (m_config.get_int("model.heads") > 0) gpt_cfg.heads = m_config.get_int("model.heads");
+    if (m_config.get_int("model.dim") > 0) gpt_cfg.dim = m_config.get_int("model.dim");
+    if (m_config.get_int("model.context") > 0) gpt_cfg.context = m_config.get_int("model.context");
+    gpt_cfg.pad_vocab = m_config.get_bool("model.pad_vocab");
+    gpt_cfg.dropout = m_config.get_float("model.dropout");
+    gpt_cfg.vocab = s.corpus.vocab();
+    gpt_cfg.chars = s.corpus.chars;
+    gpt_cfg.validate();
+    s.ctx = gpt_cfg.context;
+    if (s.corpus.val.window_count(s.ctx) <= 0 || s.corpus.train.window_count(s.ctx) <= 0)
+      throw Error("model.context " + std::to_string(s.ctx) + " is longer than a text chunk (" +
+                  std::to_string(kTextChunk) + " characters)");
+  } else {
+    s.data = load_classification_data(m_config);
+  }
   s.batch = m_config.get_int("train.batch");
   s.accumulate = static_cast<int>(m_config.get_int("train.accumulate"));
-  if (s.data.train.size() < s.batch * s.accumulate)
+  if (!s.text && s.data.train.size() < s.batch * s.accumulate)
     throw Error("train.batch x train.accumulate = " + std::to_string(s.batch * s.accumulate) +
                 " is larger than the training split (" + std::to_string(s.data.train.size()) + " samples)");
   s.precision = m_config.get_string("precision.dtype");
@@ -160,12 +202,19 @@ RunSummary Trainer::run() {
 
   const std::string model_name = m_config.get_string("model.name");
   std::vector<int64_t> sizes{s.data.train.features};
-  for (auto h : m_config.get_int_list("model.hidden")) sizes.push_back(h);
-  if (model_name == "digits-mlp") sizes = {s.data.train.features, 256, 256};
-  sizes.push_back(s.data.train.classes);
-  const auto seed = static_cast<uint64_t>(m_config.get_int("train.seed"));
-  s.model = build_model(*s.be, {{"kind", "mlp"}, {"sizes", sizes}, {"activation", m_config.get_string("model.activation")}},
-                        seed);
+  if (s.text) {
+    auto gpt = std::make_unique<CharGpt>(*s.be, gpt_cfg, seed);
+    gpt->set_checkpointing(checkpoint_policy_from_name(m_config.get_string("checkpoint.policy")),
+                           m_config.get_int("checkpoint.k"));
+    s.gpt = gpt.get();
+    s.model = std::move(gpt);
+  } else {
+    for (auto h : m_config.get_int_list("model.hidden")) sizes.push_back(h);
+    if (model_name == "digits-mlp") sizes = {s.data.train.features, 256, 256};
+    sizes.push_back(s.data.train.classes);
+    s.model = build_model(*s.be, {{"kind", "mlp"}, {"sizes", sizes}, {"activation", m_config.get_string("model.activation")}},
+                          seed);
+  }
   s.model->set_compute_dtype(*s.be, s.dtype);
 
   if (m_config.get_string("optim.name") == "adamw") {
@@ -189,12 +238,28 @@ RunSummary Trainer::run() {
     y = s.be->empty({d.size()}, DType::I32, MemCategory::Workspace);
     s.be->upload(y, d.y.data(), DType::I32);
   };
-  upload_split(s.data.train, s.train_x, s.train_y);
-  upload_split(s.data.test, s.test_x, s.test_y);
-  s.step = std::make_unique<TrainingStep>(*s.be, *s.model, *s.opt, s.train_x, s.train_y, s.batch, s.accumulate);
+  if (s.text) {
+    auto upload_tokens = [&](const TokenSplit& t, Tensor& x) {
+      x = s.be->empty({static_cast<int64_t>(t.tokens.size())}, DType::I32, MemCategory::Workspace);
+      s.be->upload(x, t.tokens.data(), DType::I32);
+    };
+    upload_tokens(s.corpus.train, s.train_tok);
+    upload_tokens(s.corpus.val, s.val_tok);
+    s.step = std::make_unique<TrainingStep>(*s.be, *s.model, *s.opt, s.train_tok, s.batch, s.ctx, s.accumulate);
+    s.window_rng.seed(seed * 1000003ULL + 7);
+    std::mt19937_64 vr(seed * 1000003ULL + 11);
+    const int64_t nv = m_config.get_int("train.eval_windows");
+    for (int64_t i = 0; i < nv; ++i) s.val_starts.push_back(s.corpus.val.random_window(vr, s.ctx));
+  } else {
+    upload_split(s.data.train, s.train_x, s.train_y);
+    upload_split(s.data.test, s.test_x, s.test_y);
+    s.step = std::make_unique<TrainingStep>(*s.be, *s.model, *s.opt, s.train_x, s.train_y, s.batch, s.accumulate);
+  }
 
-  const int64_t n_train = s.data.train.size();
-  const long steps_per_epoch = static_cast<long>(n_train / (s.batch * s.accumulate));
+  // Text: a "sample" is one token (n_train tokens; an epoch is as many windows' tokens).
+  const int64_t n_train = s.text ? static_cast<int64_t>(s.corpus.train.tokens.size()) : s.data.train.size();
+  const int64_t tps = s.text ? s.ctx : 1;  // tokens per sample
+  const long steps_per_epoch = std::max(1L, static_cast<long>(n_train / (s.batch * tps * s.accumulate)));
   long total_steps = m_config.get_int("train.steps");
   if (total_steps == 0) total_steps = steps_per_epoch * m_config.get_int("train.epochs");
   if (total_steps <= 0) throw Error("nothing to train: train.steps and train.epochs are both 0");
@@ -218,10 +283,24 @@ RunSummary Trainer::run() {
 
   const long eval_every = m_config.get_int("train.eval_every");
   const int64_t params = s.model->parameter_count();
-  const int64_t data_bytes = static_cast<int64_t>(s.train_x.bytes() + s.train_y.bytes() + s.test_x.bytes() + s.test_y.bytes());
+  const int64_t data_bytes =
+      s.text ? static_cast<int64_t>(s.train_tok.bytes() + s.val_tok.bytes())
+             : static_cast<int64_t>(s.train_x.bytes() + s.train_y.bytes() + s.test_x.bytes() + s.test_y.bytes());
 
   auto evaluate = [&](double& loss, double& acc) {
     Tensor acc_t = s.step->stats();  // reuse the stats buffer; training stats were read already
+    if (s.text) {  // the fixed validation windows, every token scored
+      const int64_t nw = static_cast<int64_t>(s.val_starts.size());
+      for (int64_t b = 0; b < nw; b += s.batch) {
+        std::vector<int64_t> chunk(s.val_starts.begin() + b, s.val_starts.begin() + std::min(nw, b + s.batch));
+        s.step->eval_windows(s.val_tok, chunk, acc_t, b == 0);
+      }
+      float st[2];
+      s.be->download(acc_t, st, DType::F32);
+      loss = st[0] / static_cast<double>(nw * s.ctx);
+      acc = st[1] / static_cast<double>(nw * s.ctx);
+      return;
+    }
     const int64_t n = s.data.test.size();
     for (int64_t b = 0; b < n; b += s.batch) s.step->eval_rows(s.test_x, s.test_y, b, std::min(n, b + s.batch), acc_t, b == 0);
     float st[2];
@@ -237,6 +316,11 @@ RunSummary Trainer::run() {
     m.by_category[static_cast<size_t>(MemCategory::Gradients)] = params * sb;
     m.by_category[static_cast<size_t>(MemCategory::Optimizer)] =
         params * (s.opt->state_bytes_per_param() + (sb == 4 ? 0 : 4));
+    m.by_category[static_cast<size_t>(MemCategory::Workspace)] = data_bytes;
+    if (s.text) {  // DOMAIN.md: s*b*h*34 per layer (fused attention), for the layers the policy keeps
+      m.by_category[static_cast<size_t>(MemCategory::Activations)] = s.gpt->predicted_activation_bytes(s.batch, s.ctx, sb);
+      return m;
+    }
     // Activations of one micro-batch: the batch (fp32 gather + its 16-bit copy), labels, each
     // layer's output (+ pre-activation for GELU), each hidden layer's input gradient, dlogits.
     int64_t act = s.batch * sizes.front() * 4 + (sb == 4 ? 0 : s.batch * sizes.front() * sb) + s.batch * 4;
@@ -261,9 +345,9 @@ RunSummary Trainer::run() {
   long step = 0;
   double last_loss = 0.0;
   std::vector<int32_t> idx;
-  const double flops_per_sample = mlp_train_flops_per_sample(params);
+  const double flops_per_sample = s.text ? s.gpt->train_flops_per_token(s.ctx) : mlp_train_flops_per_sample(params);
 
-  s.perm = seeded_permutation(n_train, seed * 1000003ULL + 1);
+  if (!s.text) s.perm = seeded_permutation(n_train, seed * 1000003ULL + 1);
   s.cursor = 0;
 
   for (step = 0; step < total_steps; ++step) {
@@ -275,13 +359,21 @@ RunSummary Trainer::run() {
     }
     const int k = s.accumulate;
     const int64_t need = s.batch * k;
-    if (s.cursor + static_cast<size_t>(need) > s.perm.size()) {  // drop-last, new epoch
+    if (!s.text && s.cursor + static_cast<size_t>(need) > s.perm.size()) {  // drop-last, new epoch
       ++s.epoch_index;
       s.perm = seeded_permutation(n_train, seed * 1000003ULL + 1 + static_cast<uint64_t>(s.epoch_index));
       s.cursor = 0;
     }
-    idx.assign(s.perm.begin() + static_cast<long>(s.cursor), s.perm.begin() + static_cast<long>(s.cursor + need));
-    s.cursor += static_cast<size_t>(need);
+    if (s.text) {  // random windows: one index per input token (window start + position)
+      idx.resize(static_cast<size_t>(need * s.ctx));
+      for (int64_t w = 0; w < need; ++w) {
+        const int64_t start = s.corpus.train.random_window(s.window_rng, s.ctx);
+        for (int64_t t = 0; t < s.ctx; ++t) idx[static_cast<size_t>(w * s.ctx + t)] = static_cast<int32_t>(start + t);
+      }
+    } else {
+      idx.assign(s.perm.begin() + static_cast<long>(s.cursor), s.perm.begin() + static_cast<long>(s.cursor + need));
+      s.cursor += static_cast<size_t>(need);
+    }
 
     const auto t0 = Clock::now();
     const double lr = s.schedule.at(step);
@@ -306,7 +398,7 @@ RunSummary Trainer::run() {
     float st[2];
     s.be->download(s.step->stats(), st, DType::F32);
     const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
-    samples_done += static_cast<double>(need);
+    samples_done += static_cast<double>(need * tps);
     train_seconds += dt;
 
     StepMetrics m;
@@ -315,14 +407,18 @@ RunSummary Trainer::run() {
     // Fractional epochs by batches: with drop-last an epoch is steps_per_epoch * k micro-batches.
     m.epoch = static_cast<double>(s.epoch_index) +
               static_cast<double>(s.cursor) / static_cast<double>((n_train / need) * need);
-    m.loss = st[0] / static_cast<double>(need);
-    m.train_accuracy = st[1] / static_cast<double>(need);
+    if (s.text) {
+      s.tokens_seen += static_cast<double>(need * tps);
+      m.epoch = s.tokens_seen / static_cast<double>(n_train);
+    }
+    m.loss = st[0] / static_cast<double>(need * tps);
+    m.train_accuracy = st[1] / static_cast<double>(need * tps);
     m.lr = lr;
     m.loss_scale = s.scaler->scale();
     m.skipped = !applied;
     m.skipped_steps = s.scaler->skipped();
     m.step_ms = dt * 1e3;
-    m.samples_per_s = static_cast<double>(need) / dt;
+    m.samples_per_s = static_cast<double>(need * tps) / dt;  // text: tokens per second
     m.wall_s = std::chrono::duration<double>(Clock::now() - t_start).count();
     m.precision = s.precision;
     const MemorySnapshot snap = s.be->ledger().snapshot();
@@ -342,7 +438,10 @@ RunSummary Trainer::run() {
     }
     m.event = event;
 
-    const bool end_of_epoch = s.cursor + static_cast<size_t>(need) > s.perm.size();
+    const bool end_of_epoch =
+        s.text ? std::floor(s.tokens_seen / static_cast<double>(n_train)) >
+                     std::floor((s.tokens_seen - static_cast<double>(need * tps)) / static_cast<double>(n_train))
+               : s.cursor + static_cast<size_t>(need) > s.perm.size();
     const bool last = step + 1 == total_steps;
     if (last || (eval_every > 0 ? (step + 1) % eval_every == 0 : end_of_epoch)) {
       double vl = 0, va = 0;

@@ -14,7 +14,30 @@ TrainingStep::TrainingStep(Backend& be, Model& model, Optimizer& opt, Tensor dat
   ensure_buffers();
 }
 
+TrainingStep::TrainingStep(Backend& be, Model& model, Optimizer& opt, Tensor tokens, int64_t batch, int64_t ctx,
+                           int accumulate)
+    : m_be(be), m_model(model), m_opt(opt), m_data_x(std::move(tokens)), m_batch(batch), m_k(accumulate), m_ctx(ctx) {
+  if (ctx <= 0 || m_data_x.dtype() != DType::I32 || m_data_x.numel() <= ctx)
+    throw Error("internal: token windows need int32 tokens longer than the context");
+  m_params = m_model.parameters();
+  m_stats = m_be.empty({2}, DType::F32, MemCategory::Workspace);
+  m_be.fill(m_stats, 0.0f);
+  ensure_buffers();
+}
+
 void TrainingStep::ensure_buffers() {
+  if (m_ctx > 0) {
+    const int64_t n = m_batch * m_ctx;
+    if (!m_idx.defined() || m_idx.numel() != n * m_k) {
+      m_idx = Tensor();
+      m_idx = m_be.empty({n * m_k}, DType::I32, MemCategory::Workspace);
+      m_be.fill(m_idx, 0.0f);
+    }
+    if (!m_eval_idx.defined()) m_eval_idx = m_be.empty({n}, DType::I32, MemCategory::Workspace);
+    if (!m_tok_x.defined()) m_tok_x = m_be.empty({n, 1}, DType::I32, MemCategory::Activations);
+    if (!m_y.defined()) m_y = m_be.empty({n, 1}, DType::I32, MemCategory::Activations);
+    return;
+  }
   const int64_t features = m_data_x.dim(1);
   if (!m_idx.defined() || m_idx.numel() != m_batch * m_k) {
     m_idx = Tensor();
@@ -45,12 +68,28 @@ void TrainingStep::set_accumulate(int k) {
 }
 
 void TrainingStep::set_indices(const std::vector<int32_t>& idx) {
-  if (static_cast<int64_t>(idx.size()) != m_batch * m_k)
-    throw Error("internal: expected " + std::to_string(m_batch * m_k) + " batch indices, got " + std::to_string(idx.size()));
+  if (static_cast<int64_t>(idx.size()) != m_batch * m_k * tokens_per_sample())
+    throw Error("internal: expected " + std::to_string(m_batch * m_k * tokens_per_sample()) + " batch indices, got " +
+                std::to_string(idx.size()));
   m_be.upload(m_idx, idx.data(), DType::I32);
 }
 
 void TrainingStep::micro_batch(const Tensor& x_src, const Tensor& y_src, const Tensor& idx, bool first, bool train) {
+  if (m_ctx > 0) {  // token windows: inputs at idx, labels at idx + 1 (the same tokens shifted by one)
+    const int64_t n = m_data_x.numel();
+    m_be.gather_rows(m_data_x.reshape({n, 1}), idx, m_tok_x);
+    Tensor next = m_data_x.slice_rows(1, n).reshape({n - 1, 1});
+    m_be.gather_rows(next, idx, m_y);
+    Tensor logits = m_model.forward(m_be, m_tok_x.reshape({m_batch, m_ctx}), train);
+    if (!m_dlogits.defined() || m_dlogits.shape() != logits.shape() || m_dlogits.dtype() != logits.dtype()) {
+      m_dlogits = Tensor();
+      m_dlogits = m_be.empty(logits.shape(), logits.dtype(), MemCategory::Activations);
+    }
+    const float mult = 1.0f / static_cast<float>(m_batch * m_ctx * m_k);
+    m_be.softmax_xent(logits, m_y.reshape({m_batch * m_ctx}), &m_dlogits, mult, m_stats, !first);
+    m_model.backward(m_be, m_dlogits, !first);
+    return;
+  }
   m_be.gather_rows(x_src, idx, m_x32);
   if (!m_x.same_storage(m_x32)) m_be.copy(m_x32, m_x);
   m_be.gather_rows(y_src, idx, m_y);
@@ -67,8 +106,9 @@ void TrainingStep::micro_batch(const Tensor& x_src, const Tensor& y_src, const T
 }
 
 void TrainingStep::forward_backward() {
+  const int64_t per = m_batch * tokens_per_sample();
   for (int j = 0; j < m_k; ++j) {
-    Tensor idx = m_idx.slice_rows(j * m_batch, (j + 1) * m_batch);
+    Tensor idx = m_idx.slice_rows(j * per, (j + 1) * per);
     micro_batch(m_data_x, m_data_y, idx, j == 0, true);
   }
 }
@@ -91,6 +131,25 @@ void TrainingStep::eval_rows(const Tensor& x, const Tensor& y, int64_t begin, in
   m_be.gather_rows(y, m_eval_idx, m_y);
   Tensor logits = m_model.forward(m_be, m_x, false);
   m_be.softmax_xent(logits.slice_rows(0, rows), m_y.slice_rows(0, rows), nullptr, 1.0f, acc, !first);
+}
+
+void TrainingStep::eval_windows(const Tensor& tokens, const std::vector<int64_t>& starts, Tensor& acc, bool first) {
+  const int64_t rows = static_cast<int64_t>(starts.size());
+  if (m_ctx <= 0 || rows <= 0 || rows > m_batch) throw Error("internal: eval of " + std::to_string(rows) + " windows");
+  // The training batch shape (the model's buffers are reused); windows past `rows` repeat the
+  // first one and are left out of the statistics.
+  std::vector<int32_t> idx(static_cast<size_t>(m_batch * m_ctx));
+  for (int64_t b = 0; b < m_batch; ++b)
+    for (int64_t t = 0; t < m_ctx; ++t)
+      idx[static_cast<size_t>(b * m_ctx + t)] = static_cast<int32_t>(starts[static_cast<size_t>(b < rows ? b : 0)] + t);
+  m_be.upload(m_eval_idx, idx.data(), DType::I32);
+  const int64_t n = tokens.numel();
+  m_be.gather_rows(tokens.reshape({n, 1}), m_eval_idx, m_tok_x);
+  Tensor next = tokens.slice_rows(1, n).reshape({n - 1, 1});
+  m_be.gather_rows(next, m_eval_idx, m_y);
+  Tensor logits = m_model.forward(m_be, m_tok_x.reshape({m_batch, m_ctx}), false);
+  m_be.softmax_xent(logits.slice_rows(0, rows * m_ctx), m_y.reshape({m_batch * m_ctx}).slice_rows(0, rows * m_ctx), nullptr,
+                    1.0f, acc, !first);
 }
 
 }  // namespace trainlab

@@ -15,6 +15,10 @@ class TrainingStep {
  public:
   // `data_x` [n, features] fp32 and `data_y` [n] int32 live on the backend.
   TrainingStep(Backend& be, Model& model, Optimizer& opt, Tensor data_x, Tensor data_y, int64_t batch, int accumulate);
+  // Token windows (the character model): `tokens` int32 [n] on the backend; a micro-batch is
+  // `batch` windows of `ctx` inputs, labels the next token. Indices (set_indices) are then one per
+  // input token, k * batch * ctx of them: window start + position; labels are read at index + 1.
+  TrainingStep(Backend& be, Model& model, Optimizer& opt, Tensor tokens, int64_t batch, int64_t ctx, int accumulate);
 
   // Uploads the step's k*batch sample indices (host ints) to the device.
   void set_indices(const std::vector<int32_t>& idx);
@@ -26,6 +30,11 @@ class TrainingStep {
   // Evaluates rows [begin, end) of an (x, y) data set with the training buffers; returns
   // {loss sum, correct} accumulated into `acc`.
   void eval_rows(const Tensor& x, const Tensor& y, int64_t begin, int64_t end, Tensor& acc, bool first);
+  // Token mode: evaluates windows starting at `starts` (at most batch of them) of `tokens`;
+  // {loss sum over their tokens, correct} accumulated into `acc`.
+  void eval_windows(const Tensor& tokens, const std::vector<int64_t>& starts, Tensor& acc, bool first);
+  // Input positions per sample: 1 for classification, ctx for token windows.
+  int64_t tokens_per_sample() const { return m_ctx > 0 ? m_ctx : 1; }
 
   void set_accumulate(int k);
   // Call after the model's compute format changed: re-creates the batch buffers.
@@ -52,6 +61,8 @@ class TrainingStep {
   Tensor m_y;         // int32 [batch]
   Tensor m_dlogits;
   Tensor m_stats;     // fp32 [2]
+  int64_t m_ctx = 0;  // token mode: window length (0: classification)
+  Tensor m_tok_x;     // token mode: int32 [batch * ctx, 1] inputs
 };
 
 }  // namespace trainlab

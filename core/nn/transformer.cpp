@@ -1,0 +1,349 @@
+#include "nn/transformer.h"
+
+#include <cmath>
+
+#include "nn/linear.h"
+#include "util/error.h"
+
+namespace trainlab {
+
+namespace {
+constexpr float kLnEps = 1e-5f;
+
+Parameter make_param(Backend& be, std::string name, Shape shape, const std::vector<float>& init) {
+  Parameter p;
+  p.name = std::move(name);
+  p.shape = shape;
+  p.master = be.empty(shape, DType::F32, MemCategory::Weights);
+  be.upload(p.master, init.data(), DType::F32);
+  p.value = p.master;
+  p.grad = be.empty(shape, DType::F32, MemCategory::Gradients);
+  be.fill(p.grad, 0.0f);
+  return p;
+}
+
+std::vector<float> uniform_init(std::mt19937_64& rng, int64_t n, float bound) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = uniform_pm(rng, bound);
+  return v;
+}
+
+// N(0, 1) by Box-Muller from 24-bit uniforms (portable: the same numbers on every platform).
+std::vector<float> normal_init(std::mt19937_64& rng, int64_t n) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (size_t i = 0; i < v.size(); i += 2) {
+    const double u1 = (static_cast<double>(rng() >> 40) + 1.0) * (1.0 / 16777217.0);  // (0, 1]
+    const double u2 = static_cast<double>(rng() >> 40) * (1.0 / 16777216.0);
+    const double r = std::sqrt(-2.0 * std::log(u1));
+    v[i] = static_cast<float>(r * std::cos(6.283185307179586 * u2));
+    if (i + 1 < v.size()) v[i + 1] = static_cast<float>(r * std::sin(6.283185307179586 * u2));
+  }
+  return v;
+}
+}  // namespace
+
+CheckpointPolicy checkpoint_policy_from_name(const std::string& s) {
+  if (s == "off") return CheckpointPolicy::Off;
+  if (s == "every-block") return CheckpointPolicy::EveryBlock;
+  if (s == "every-k") return CheckpointPolicy::EveryK;
+  if (s == "selective") return CheckpointPolicy::Selective;
+  throw Error("checkpoint.policy '" + s + "': expected off, every-block, every-k or selective");
+}
+
+const char* checkpoint_policy_name(CheckpointPolicy p) {
+  switch (p) {
+    case CheckpointPolicy::Off: return "off";
+    case CheckpointPolicy::EveryBlock: return "every-block";
+    case CheckpointPolicy::EveryK: return "every-k";
+    case CheckpointPolicy::Selective: return "selective";
+  }
+  return "?";
+}
+
+nlohmann::json CharGptConfig::to_json() const {
+  return {{"kind", "char-gpt"}, {"vocab", vocab},   {"pad_vocab", pad_vocab}, {"layers", layers}, {"heads", heads},
+          {"dim", dim},         {"context", context}, {"dropout", dropout},   {"chars", chars}};
+}
+
+CharGptConfig CharGptConfig::from_json(const nlohmann::json& j) {
+  CharGptConfig c;
+  c.vocab = j.at("vocab").get<int64_t>();
+  c.pad_vocab = j.value("pad_vocab", false);
+  c.layers = j.at("layers").get<int64_t>();
+  c.heads = j.at("heads").get<int64_t>();
+  c.dim = j.at("dim").get<int64_t>();
+  c.context = j.at("context").get<int64_t>();
+  c.dropout = j.value("dropout", 0.0);
+  c.chars = j.value("chars", std::string());
+  c.validate();
+  return c;
+}
+
+CharGptConfig CharGptConfig::preset(const std::string& name) {
+  CharGptConfig c;
+  if (name == "tiny") {
+    c.layers = 2, c.heads = 4, c.dim = 128, c.context = 64;
+  } else if (name == "small") {
+    c.layers = 6, c.heads = 6, c.dim = 384, c.context = 256;
+  } else if (name == "gpt2") {
+    c.layers = 12, c.heads = 12, c.dim = 768, c.context = 1024;
+  } else {
+    throw Error("model.preset '" + name + "': expected tiny, small or gpt2");
+  }
+  return c;
+}
+
+void CharGptConfig::validate() const {
+  if (vocab < 2) throw Error("char-gpt: the vocabulary needs at least 2 tokens, got " + std::to_string(vocab));
+  if (layers < 1) throw Error("model.layers must be >= 1, got " + std::to_string(layers));
+  if (heads < 1) throw Error("model.heads must be >= 1, got " + std::to_string(heads));
+  if (dim < 1 || dim % heads != 0)
+    throw Error("model.dim (" + std::to_string(dim) + ") must be a positive multiple of model.heads (" +
+                std::to_string(heads) + ")");
+  if (context < 1) throw Error("model.context must be >= 1, got " + std::to_string(context));
+  if (dropout != 0.0)
+    throw Error("model.dropout = " + std::to_string(dropout) + ": dropout is not implemented yet; use 0");
+  if (!chars.empty() && static_cast<int64_t>(chars.size()) != vocab)
+    throw Error("char-gpt: the stored vocabulary has " + std::to_string(chars.size()) + " characters, vocab says " +
+                std::to_string(vocab));
+}
+
+CharGpt::CharGpt(Backend& be, CharGptConfig cfg, uint64_t seed) : m_cfg(std::move(cfg)) {
+  m_cfg.validate();
+  std::mt19937_64 rng(seed);
+  const int64_t V = m_cfg.padded_vocab(), D = m_cfg.dim, L = m_cfg.layers;
+  m_tok = make_param(be, "tok.weight", {V, D}, normal_init(rng, V * D));
+  m_pos = make_param(be, "pos.weight", {m_cfg.context, D}, normal_init(rng, m_cfg.context * D));
+  const std::vector<float> ones(static_cast<size_t>(D), 1.0f), zeros(static_cast<size_t>(D), 0.0f);
+  auto linear = [&](const std::string& name, int64_t in, int64_t out, Parameter& w, Parameter* b) {
+    const float bound = 1.0f / std::sqrt(static_cast<float>(in));
+    w = make_param(be, name + ".weight", {out, in}, uniform_init(rng, out * in, bound));
+    if (b) *b = make_param(be, name + ".bias", {out}, uniform_init(rng, out, bound));
+  };
+  m_blocks.resize(static_cast<size_t>(L));
+  for (int64_t l = 0; l < L; ++l) {
+    Block& b = m_blocks[static_cast<size_t>(l)];
+    const std::string p = "blocks." + std::to_string(l) + ".";
+    b.ln1_w = make_param(be, p + "ln1.weight", {D}, ones);
+    b.ln1_b = make_param(be, p + "ln1.bias", {D}, zeros);
+    b.ln2_w = make_param(be, p + "ln2.weight", {D}, ones);
+    b.ln2_b = make_param(be, p + "ln2.bias", {D}, zeros);
+    linear(p + "qkv", D, 3 * D, b.qkv_w, &b.qkv_b);
+    linear(p + "proj", D, D, b.proj_w, &b.proj_b);
+    linear(p + "fc", D, 4 * D, b.fc_w, &b.fc_b);
+    linear(p + "out", 4 * D, D, b.out_w, &b.out_b);
+  }
+  m_ln_w = make_param(be, "ln.weight", {D}, ones);
+  m_ln_b = make_param(be, "ln.bias", {D}, zeros);
+  linear("head", D, V, m_head, nullptr);
+}
+
+std::vector<Parameter*> CharGpt::parameters() {
+  std::vector<Parameter*> out{&m_tok, &m_pos};
+  for (Block& b : m_blocks)
+    for (Parameter* p : {&b.ln1_w, &b.ln1_b, &b.ln2_w, &b.ln2_b, &b.qkv_w, &b.qkv_b, &b.proj_w, &b.proj_b, &b.fc_w,
+                         &b.fc_b, &b.out_w, &b.out_b})
+      out.push_back(p);
+  out.push_back(&m_ln_w);
+  out.push_back(&m_ln_b);
+  out.push_back(&m_head);
+  return out;
+}
+
+nlohmann::json CharGpt::architecture() const { return m_cfg.to_json(); }
+
+int64_t CharGpt::non_embedding_params() { return parameter_count() - m_pos.numel(); }
+
+double CharGpt::train_flops_per_token(int64_t T) {
+  return 6.0 * static_cast<double>(non_embedding_params()) +
+         12.0 * static_cast<double>(m_cfg.layers * m_cfg.dim * T);
+}
+
+void CharGpt::set_checkpointing(CheckpointPolicy p, int64_t k) {
+  const int64_t L = m_cfg.layers;
+  if (k <= 0) k = std::max<int64_t>(1, std::llround(std::sqrt(static_cast<double>(L))));
+  if (p == CheckpointPolicy::EveryBlock) k = 1;
+  m_policy = p;
+  m_k = std::min(k, L);
+  release_buffers();
+}
+
+int64_t CharGpt::predicted_activation_bytes(int64_t B, int64_t T, int64_t eb) const {
+  const int64_t L = m_cfg.layers, D = m_cfg.dim, V = m_cfg.padded_vocab();
+  const int64_t sbh = B * T * D;
+  const int64_t per_layer = 34 * sbh * eb / 2;  // fused attention: no s x s term
+  int64_t layers = 0;
+  switch (m_policy) {
+    case CheckpointPolicy::Off: layers = L * per_layer; break;
+    case CheckpointPolicy::Selective: layers = L * (34 - 12) * sbh * eb / 2; break;  // LN outputs, GELU output recomputed
+    case CheckpointPolicy::EveryBlock:
+    case CheckpointPolicy::EveryK: {
+      const int64_t segs = (L + m_k - 1) / m_k;
+      layers = segs * sbh * eb + m_k * per_layer;
+      break;
+    }
+  }
+  // Embedding output, final LayerNorm output, logits and their gradient.
+  return layers + 2 * sbh * eb + 2 * B * T * V * eb;
+}
+
+void CharGpt::release_buffers() {
+  m_idx = Tensor();
+  m_x0 = Tensor();
+  m_acts.clear();
+  m_seg_in.clear();
+  m_shared = Acts();
+  m_x_final = m_hf = m_meanf = m_rstdf = m_logits = m_tmp = Tensor();
+  m_dx = m_g = m_dh = m_datt = m_dqkv = m_df = Tensor();
+}
+
+Tensor& CharGpt::buf(Backend& be, Tensor& t, const Shape& s, DType dt) {
+  if (!t.defined() || t.shape() != s || t.dtype() != dt) {
+    t = Tensor();
+    t = be.empty(s, dt, MemCategory::Activations);
+  }
+  return t;
+}
+
+Tensor& CharGpt::f32(Backend& be, Tensor& t, int64_t n) { return buf(be, t, {n}, DType::F32); }
+
+void CharGpt::block_forward(Backend& be, int64_t l, Acts& a, const Tensor& x_in) {
+  const Block& p = m_blocks[static_cast<size_t>(l)];
+  const int64_t N = m_B * m_T, D = m_cfg.dim, H = m_cfg.heads;
+  const DType dt = m_tok.value.dtype();
+  const bool sel = m_policy == CheckpointPolicy::Selective;
+  a.x_in = x_in;
+  Tensor& h1 = buf(be, sel ? m_shared.h1 : a.h1, {N, D}, dt);
+  be.layernorm_forward(x_in, p.ln1_w.value, p.ln1_b.value, kLnEps, h1, f32(be, a.mean1, N), f32(be, a.rstd1, N));
+  be.linear_forward(h1, p.qkv_w.value, &p.qkv_b.value, Activation::None, buf(be, a.qkv, {N, 3 * D}, dt), nullptr);
+  be.attention_forward(a.qkv, m_B, m_T, H, buf(be, a.att, {N, D}, dt), f32(be, a.lse, m_B * H * m_T));
+  Tensor& tmp = buf(be, m_tmp, {N, D}, dt);
+  be.linear_forward(a.att, p.proj_w.value, &p.proj_b.value, Activation::None, tmp, nullptr);
+  be.add(x_in, tmp, buf(be, a.x_mid, {N, D}, dt));
+  Tensor& h2 = buf(be, sel ? m_shared.h2 : a.h2, {N, D}, dt);
+  be.layernorm_forward(a.x_mid, p.ln2_w.value, p.ln2_b.value, kLnEps, h2, f32(be, a.mean2, N), f32(be, a.rstd2, N));
+  Tensor& f = buf(be, sel ? m_shared.f : a.f, {N, 4 * D}, dt);
+  be.linear_forward(h2, p.fc_w.value, &p.fc_b.value, Activation::GELU, f, &buf(be, a.pre, {N, 4 * D}, dt));
+  be.linear_forward(f, p.out_w.value, &p.out_b.value, Activation::None, tmp, nullptr);
+  be.add(a.x_mid, tmp, buf(be, a.x_out, {N, D}, dt));
+}
+
+void CharGpt::recompute_selective(Backend& be, int64_t l, Acts& a) {
+  const Block& p = m_blocks[static_cast<size_t>(l)];
+  const int64_t N = m_B * m_T, D = m_cfg.dim;
+  const DType dt = m_tok.value.dtype();
+  // Same operations on the same inputs as the forward: bit-identical h1, h2, f (and statistics).
+  be.layernorm_forward(a.x_in, p.ln1_w.value, p.ln1_b.value, kLnEps, buf(be, m_shared.h1, {N, D}, dt), a.mean1, a.rstd1);
+  be.layernorm_forward(a.x_mid, p.ln2_w.value, p.ln2_b.value, kLnEps, buf(be, m_shared.h2, {N, D}, dt), a.mean2, a.rstd2);
+  be.activation_forward(Activation::GELU, a.pre, buf(be, m_shared.f, {N, 4 * D}, dt));
+}
+
+void CharGpt::block_backward(Backend& be, int64_t l, Acts& a, Tensor& dx, bool acc) {
+  Block& p = m_blocks[static_cast<size_t>(l)];
+  const int64_t N = m_B * m_T, D = m_cfg.dim, H = m_cfg.heads;
+  const DType dt = m_tok.value.dtype();
+  const bool sel = m_policy == CheckpointPolicy::Selective;
+  if (sel) recompute_selective(be, l, a);
+  const Tensor& h1 = sel ? m_shared.h1 : a.h1;
+  const Tensor& h2 = sel ? m_shared.h2 : a.h2;
+  const Tensor& f = sel ? m_shared.f : a.f;
+  // MLP branch: dx is the gradient w.r.t. x_out; g a copy the products may use as scratch.
+  Tensor& g = buf(be, m_g, {N, D}, dt);
+  be.copy(dx, g);
+  Tensor& df = buf(be, m_df, {N, 4 * D}, dt);
+  be.linear_backward(f, p.out_w.value, g, Activation::None, nullptr, p.out_w.grad, &p.out_b.grad, &df, acc);
+  Tensor& dh = buf(be, m_dh, {N, D}, dt);
+  be.linear_backward(h2, p.fc_w.value, df, Activation::GELU, &a.pre, p.fc_w.grad, &p.fc_b.grad, &dh, acc);
+  be.layernorm_backward(a.x_mid, p.ln2_w.value, a.mean2, a.rstd2, dh, dx, p.ln2_w.grad, p.ln2_b.grad, true, acc);
+  // Attention branch: dx is now the gradient w.r.t. x_mid.
+  be.copy(dx, g);
+  Tensor& datt = buf(be, m_datt, {N, D}, dt);
+  be.linear_backward(a.att, p.proj_w.value, g, Activation::None, nullptr, p.proj_w.grad, &p.proj_b.grad, &datt, acc);
+  Tensor& dqkv = buf(be, m_dqkv, {N, 3 * D}, dt);
+  be.attention_backward(a.qkv, a.att, a.lse, datt, m_B, m_T, H, dqkv);
+  be.linear_backward(h1, p.qkv_w.value, dqkv, Activation::None, nullptr, p.qkv_w.grad, &p.qkv_b.grad, &dh, acc);
+  be.layernorm_backward(a.x_in, p.ln1_w.value, a.mean1, a.rstd1, dh, dx, p.ln1_w.grad, p.ln1_b.grad, true, acc);
+}
+
+Tensor CharGpt::forward(Backend& be, const Tensor& x, bool training) {
+  if (x.dtype() != DType::I32 || x.rank() != 2)
+    throw Error("char-gpt expects int32 tokens [batch, time], got " + std::string(dtype_name(x.dtype())) + " " +
+                shape_str(x.shape()));
+  if (x.dim(1) > m_cfg.context || x.dim(1) < 1)
+    throw Error("char-gpt: a window of " + std::to_string(x.dim(1)) + " tokens does not fit the context of " +
+                std::to_string(m_cfg.context));
+  m_B = x.dim(0);
+  m_T = x.dim(1);
+  const int64_t N = m_B * m_T, D = m_cfg.dim, L = m_cfg.layers;
+  const DType dt = m_tok.value.dtype();
+  m_idx = x.reshape({N});
+  be.embedding_forward(m_tok.value, m_pos.value, m_idx, m_T, buf(be, m_x0, {N, D}, dt));
+  Tensor h = m_x0;
+  if (m_policy == CheckpointPolicy::EveryK || m_policy == CheckpointPolicy::EveryBlock) {
+    const int64_t segs = (L + m_k - 1) / m_k;
+    m_acts.resize(static_cast<size_t>(m_k));
+    m_seg_in.resize(static_cast<size_t>(segs));
+    for (int64_t l = 0; l < L; ++l) {
+      const int64_t s = l / m_k, j = l % m_k;
+      if (j == 0) {
+        if (s == 0) {
+          m_seg_in[0] = m_x0;
+        } else {
+          be.copy(h, buf(be, m_seg_in[static_cast<size_t>(s)], {N, D}, dt));
+          h = m_seg_in[static_cast<size_t>(s)];
+        }
+      }
+      Acts& a = m_acts[static_cast<size_t>(j)];
+      block_forward(be, l, a, h);
+      h = a.x_out;
+    }
+  } else {
+    m_acts.resize(static_cast<size_t>(L));
+    for (int64_t l = 0; l < L; ++l) {
+      block_forward(be, l, m_acts[static_cast<size_t>(l)], h);
+      h = m_acts[static_cast<size_t>(l)].x_out;
+    }
+  }
+  m_x_final = h;
+  be.layernorm_forward(h, m_ln_w.value, m_ln_b.value, kLnEps, buf(be, m_hf, {N, D}, dt), f32(be, m_meanf, N),
+                       f32(be, m_rstdf, N));
+  be.linear_forward(m_hf, m_head.value, nullptr, Activation::None, buf(be, m_logits, {N, m_cfg.padded_vocab()}, dt),
+                    nullptr);
+  return m_logits;
+}
+
+void CharGpt::backward(Backend& be, Tensor& dlogits, bool acc) {
+  if (!m_x_final.defined()) throw Error("char-gpt: backward without a forward");
+  const int64_t N = m_B * m_T, D = m_cfg.dim, L = m_cfg.layers;
+  const DType dt = m_tok.value.dtype();
+  Tensor& dh = buf(be, m_dh, {N, D}, dt);
+  be.linear_backward(m_hf, m_head.value, dlogits, Activation::None, nullptr, m_head.grad, nullptr, &dh, acc);
+  Tensor& dx = buf(be, m_dx, {N, D}, dt);
+  be.layernorm_backward(m_x_final, m_ln_w.value, m_meanf, m_rstdf, dh, dx, m_ln_w.grad, m_ln_b.grad, false, acc);
+  if (m_policy == CheckpointPolicy::EveryK || m_policy == CheckpointPolicy::EveryBlock) {
+    const int64_t segs = (L + m_k - 1) / m_k;
+    for (int64_t s = segs - 1; s >= 0; --s) {
+      const int64_t first = s * m_k, last = std::min(L, first + m_k);  // [first, last)
+      if (s != segs - 1) {  // the last segment is still resident from the forward
+        Tensor h = m_seg_in[static_cast<size_t>(s)];
+        for (int64_t l = first; l < last; ++l) {
+          Acts& a = m_acts[static_cast<size_t>(l - first)];
+          block_forward(be, l, a, h);
+          h = a.x_out;
+        }
+      }
+      for (int64_t l = last - 1; l >= first; --l) block_backward(be, l, m_acts[static_cast<size_t>(l - first)], dx, acc);
+    }
+  } else {
+    for (int64_t l = L - 1; l >= 0; --l) block_backward(be, l, m_acts[static_cast<size_t>(l)], dx, acc);
+  }
+  be.embedding_backward(dx, m_idx, m_T, m_tok.grad, m_pos.grad, acc);
+}
+
+std::unique_ptr<CharGpt> build_char_gpt(Backend& be, const nlohmann::json& arch, uint64_t seed) {
+  if (arch.value("kind", "") != "char-gpt")
+    throw Error("not a char-gpt architecture: kind '" + arch.value("kind", "") + "'");
+  return std::make_unique<CharGpt>(be, CharGptConfig::from_json(arch), seed);
+}
+
+}  // namespace trainlab

@@ -1,0 +1,116 @@
+// CharGpt: the character-level GPT of issue 4, exactly the PyTorch peer's module
+// (../shared/bench/peer_torch.py, CharGPT):
+//
+//   x = tok[idx] + pos[t]                                         tok [V, d], pos [ctx, d]
+//   per block i (blocks.i.*), pre-norm:
+//     x = x + proj(attn(qkv(ln1(x))))      qkv: Linear(d, 3d) (q | k | v), causal, H heads, scale 1/sqrt(d/H)
+//     x = x + out(gelu(fc(ln2(x))))        fc: Linear(d, 4d), exact erf GELU (F.gelu), out: Linear(4d, d)
+//   logits = head(ln(x))                   head: Linear(d, V) without bias (untied from tok)
+//
+// Names and layouts are the peer's state_dict: tok.weight, pos.weight, blocks.i.{ln1,ln2,qkv,proj,
+// fc,out}.{weight,bias}, ln.{weight,bias}, head.weight; Linear weights are [out, in].
+// Initialisation is PyTorch's default for these modules: Linear W, b ~ U(-1/sqrt(in), 1/sqrt(in));
+// Embedding ~ N(0, 1); LayerNorm weight 1, bias 0 (eps 1e-5). (nanoGPT's N(0, 0.02) scheme is
+// not used: the peer does not use it either.)
+//
+// Vocabulary padding (model.pad_vocab): tok and head get ceil(V/64)*64 rows; the extra tokens
+// never occur, their logits take part in the softmax and are trained down (as nanoGPT's 50304).
+// Padded files have [Vpad, d] shapes, so the peer loads them only when built with that vocabulary.
+//
+// Activation checkpointing (CheckpointPolicy), with bit-identical gradients for every policy
+// (recomputation repeats the same deterministic operations on the same inputs):
+//   Off        every block keeps its activations (x_in, h1, qkv, att, lse, x_mid, h2, pre, f).
+//   EveryK     the residual stream is kept at the start of every segment of k blocks; backward
+//              recomputes one segment's forward at a time (the last segment's activations are
+//              still resident after the forward, so it is not recomputed). EveryBlock is k = 1.
+//   Selective  keeps the residual stream and the matrix-product outputs (qkv, attention output,
+//              fc pre-activation, softmax statistics); recomputes the LayerNorm outputs and the
+//              GELU output during backward. Attention scores are never kept by any policy.
+// Dropout is not implemented (model.dropout must be 0).
+#pragma once
+#include <random>
+#include <string>
+#include <vector>
+
+#include "nn/model.h"
+
+namespace trainlab {
+
+enum class CheckpointPolicy : uint8_t { Off, EveryBlock, EveryK, Selective };
+CheckpointPolicy checkpoint_policy_from_name(const std::string& s);
+const char* checkpoint_policy_name(CheckpointPolicy p);
+
+struct CharGptConfig {
+  int64_t vocab = 65;         // real vocabulary (characters)
+  bool pad_vocab = false;     // pad tok/head rows to a multiple of 64
+  int64_t layers = 2, heads = 4, dim = 128, context = 64;
+  double dropout = 0.0;
+  std::string chars;          // the vocabulary itself (stored in the weights file for generation)
+  int64_t padded_vocab() const { return pad_vocab ? (vocab + 63) / 64 * 64 : vocab; }
+  nlohmann::json to_json() const;
+  static CharGptConfig from_json(const nlohmann::json& j);
+  // Preset by name: tiny (2 x 4 x 128, ctx 64), small (6 x 6 x 384, ctx 256), gpt2 (12 x 12 x 768, ctx 1024).
+  static CharGptConfig preset(const std::string& name);
+  void validate() const;  // throws Error naming the bad dimension
+};
+
+class CharGpt final : public Model {
+ public:
+  CharGpt(Backend& be, CharGptConfig cfg, uint64_t seed);
+  std::string kind() const override { return "char-gpt"; }
+  // x: int32 tokens [B, T] (T <= context). Returns logits [B*T, padded vocab].
+  Tensor forward(Backend& be, const Tensor& x, bool training) override;
+  void backward(Backend& be, Tensor& dlogits, bool accumulate) override;
+  std::vector<Parameter*> parameters() override;
+  void release_buffers() override;
+  nlohmann::json architecture() const override;
+
+  const CharGptConfig& config() const { return m_cfg; }
+  void set_checkpointing(CheckpointPolicy p, int64_t k);  // k <= 0: round(sqrt(L))
+  CheckpointPolicy checkpoint_policy() const { return m_policy; }
+  int64_t checkpoint_k() const { return m_k; }
+  // Parameters without the position embedding (the peer's n_nonemb for FLOPs per token).
+  int64_t non_embedding_params();
+  // Training FLOPs per token as in the peer: 6 * n_nonemb + 12 * L * d * T.
+  double train_flops_per_token(int64_t T);
+  // The DOMAIN.md prediction of the activation bytes held for one micro-batch of B x T with
+  // `elem_bytes` per element: per layer s*b*h*34 (16-bit; the attention here never stores the
+  // T x T scores, the fused case) scaled to elem_bytes/2, for the layers the policy keeps.
+  int64_t predicted_activation_bytes(int64_t B, int64_t T, int64_t elem_bytes) const;
+
+ private:
+  struct Block {
+    Parameter ln1_w, ln1_b, ln2_w, ln2_b, qkv_w, qkv_b, proj_w, proj_b, fc_w, fc_b, out_w, out_b;
+  };
+  struct Acts {
+    Tensor x_in, h1, mean1, rstd1, qkv, att, lse, x_mid, h2, mean2, rstd2, pre, f, x_out;
+  };
+  void block_forward(Backend& be, int64_t l, Acts& a, const Tensor& x_in);
+  void block_backward(Backend& be, int64_t l, Acts& a, Tensor& dx, bool accumulate);
+  void recompute_selective(Backend& be, int64_t l, Acts& a);
+  Tensor& buf(Backend& be, Tensor& t, const Shape& s, DType dt);
+  Tensor& f32(Backend& be, Tensor& t, int64_t n);
+
+  CharGptConfig m_cfg;
+  Parameter m_tok, m_pos, m_ln_w, m_ln_b, m_head;
+  std::vector<Block> m_blocks;
+  CheckpointPolicy m_policy = CheckpointPolicy::Off;
+  int64_t m_k = 1;
+
+  // Activations of the last forward.
+  int64_t m_B = 0, m_T = 0;
+  Tensor m_idx;                 // int32 [B*T] tokens (the caller's buffer)
+  Tensor m_x0;                  // embedding output
+  std::vector<Acts> m_acts;     // Off / Selective: one per block; EveryK: k scratch sets
+  std::vector<Tensor> m_seg_in; // EveryK: residual stream at each segment start
+  Acts m_shared;                // Selective: h1, h2, f shared by all blocks
+  Tensor m_x_final, m_hf, m_meanf, m_rstdf, m_logits;
+  Tensor m_tmp;                 // [N, d] projection outputs before the residual add
+  // Backward buffers.
+  Tensor m_dx, m_g, m_dh, m_datt, m_dqkv, m_df;
+};
+
+// Builds a CharGpt from an architecture object (CharGpt::architecture()).
+std::unique_ptr<CharGpt> build_char_gpt(Backend& be, const nlohmann::json& arch, uint64_t seed);
+
+}  // namespace trainlab

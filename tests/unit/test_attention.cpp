@@ -1,0 +1,116 @@
+// Causal attention on the CPU backend: forward against a double-precision reference (including
+// the saved log-sum-exp), backward against central finite differences of sum(y * R).
+#include <QtTest>
+#include <cmath>
+#include <random>
+
+#include "backend/cpu_backend.h"
+
+using namespace trainlab;
+
+namespace {
+std::vector<float> randn(std::mt19937& g, size_t n, float scale) {
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(g);
+  return v;
+}
+}  // namespace
+
+class TestAttention : public QObject {
+  Q_OBJECT
+ private slots:
+  void forwardMatchesDouble() {
+    CpuBackend be(1);
+    std::mt19937 g(4);
+    const int64_t B = 2, T = 7, H = 3, D = 12, hd = D / H;
+    auto qv = randn(g, B * T * 3 * D, 1.0f);
+    Tensor qkv = be.empty({B * T, 3 * D}, DType::F32, MemCategory::Activations);
+    be.upload(qkv, qv.data(), DType::F32);
+    Tensor y = be.empty({B * T, D}, DType::F32, MemCategory::Activations);
+    Tensor lse = be.empty({B * H * T}, DType::F32, MemCategory::Activations);
+    be.attention_forward(qkv, B, T, H, y, lse);
+    std::vector<float> yv(B * T * D), lv(B * H * T);
+    be.download(y, yv.data(), DType::F32);
+    be.download(lse, lv.data(), DType::F32);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t i = 0; i < T; ++i) {
+          std::vector<double> s(i + 1);
+          double mx = -1e300;
+          for (int64_t j = 0; j <= i; ++j) {
+            double dot = 0;
+            for (int64_t c = 0; c < hd; ++c)
+              dot += double(qv[(b * T + i) * 3 * D + h * hd + c]) * qv[(b * T + j) * 3 * D + D + h * hd + c];
+            s[j] = dot / std::sqrt(double(hd));
+            mx = std::max(mx, s[j]);
+          }
+          double sum = 0;
+          for (auto& v : s) sum += std::exp(v - mx);
+          QVERIFY(std::fabs(lv[(b * H + h) * T + i] - (mx + std::log(sum))) < 1e-5);
+          for (int64_t c = 0; c < hd; ++c) {
+            double o = 0;
+            for (int64_t j = 0; j <= i; ++j) o += std::exp(s[j] - mx) / sum * qv[(b * T + j) * 3 * D + 2 * D + h * hd + c];
+            QVERIFY2(std::fabs(yv[(b * T + i) * D + h * hd + c] - o) < 1e-5, "attention forward");
+          }
+        }
+  }
+
+  void backwardMatchesFiniteDifferences() {
+    CpuBackend be(1);
+    std::mt19937 g(5);
+    const int64_t B = 2, T = 5, H = 2, D = 8;
+    auto qv = randn(g, B * T * 3 * D, 1.0f), R = randn(g, B * T * D, 1.0f);
+    Tensor qkv = be.empty({B * T, 3 * D}, DType::F32, MemCategory::Activations);
+    Tensor y = be.empty({B * T, D}, DType::F32, MemCategory::Activations);
+    Tensor lse = be.empty({B * H * T}, DType::F32, MemCategory::Activations);
+    auto objective = [&](const std::vector<float>& q) {
+      be.upload(qkv, q.data(), DType::F32);
+      be.attention_forward(qkv, B, T, H, y, lse);
+      std::vector<float> yv(B * T * D);
+      be.download(y, yv.data(), DType::F32);
+      double s = 0;
+      for (size_t i = 0; i < yv.size(); ++i) s += double(yv[i]) * R[i];
+      return s;
+    };
+    objective(qv);
+    Tensor dy = be.empty({B * T, D}, DType::F32, MemCategory::Activations);
+    be.upload(dy, R.data(), DType::F32);
+    Tensor dqkv = be.empty({B * T, 3 * D}, DType::F32, MemCategory::Activations);
+    be.attention_backward(qkv, y, lse, dy, B, T, H, dqkv);
+    std::vector<float> an(qv.size());
+    be.download(dqkv, an.data(), DType::F32);
+    const float h = 1e-2f;
+    double err = 0, ref = 0, worst = 0;
+    for (size_t i = 0; i < qv.size(); ++i) {
+      auto p = qv, m = qv;
+      p[i] += h, m[i] -= h;
+      const double fd = (objective(p) - objective(m)) / (2 * h);
+      err += std::pow(an[i] - fd, 2), ref += fd * fd;
+      worst = std::max(worst, std::fabs(an[i] - fd));
+    }
+    QVERIFY2(std::sqrt(err / ref) < 5e-3, qPrintable(QString("rel err %1 worst %2").arg(std::sqrt(err / ref)).arg(worst)));
+  }
+
+  void causal() {  // the output at position i does not depend on later positions
+    CpuBackend be(1);
+    std::mt19937 g(6);
+    const int64_t B = 1, T = 6, H = 2, D = 8;
+    auto qv = randn(g, T * 3 * D, 1.0f);
+    Tensor qkv = be.empty({T, 3 * D}, DType::F32, MemCategory::Activations);
+    Tensor y = be.empty({T, D}, DType::F32, MemCategory::Activations);
+    Tensor lse = be.empty({H * T}, DType::F32, MemCategory::Activations);
+    be.upload(qkv, qv.data(), DType::F32);
+    be.attention_forward(qkv, B, T, H, y, lse);
+    std::vector<float> a(T * D), b(T * D);
+    be.download(y, a.data(), DType::F32);
+    for (int64_t c = 0; c < 3 * D; ++c) qv[(T - 1) * 3 * D + c] += 5.0f;  // change the last position
+    be.upload(qkv, qv.data(), DType::F32);
+    be.attention_forward(qkv, B, T, H, y, lse);
+    be.download(y, b.data(), DType::F32);
+    for (int64_t i = 0; i < (T - 1) * D; ++i) QCOMPARE(a[i], b[i]);
+  }
+};
+
+QTEST_APPLESS_MAIN(TestAttention)
+#include "test_attention.moc"

@@ -1,0 +1,234 @@
+// The character transformer on the CPU: embedding gradients, a whole-model finite-difference
+// check on a tiny config, gradient accumulation equivalence, the peer's tensor names, save/load,
+// and a short run through the Trainer (run record with validation loss).
+// core headers first: optimizer.h has a member named `slots`, which Qt defines as a macro.
+#include "backend/cpu_backend.h"
+#include "data/text.h"
+#include "nn/transformer.h"
+#include "optim/optimizer.h"
+#include "train/run_record.h"
+#include "train/trainer.h"
+#include "train/training_step.h"
+#include "util/paths.h"
+
+#include <QtTest>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+using namespace trainlab;
+
+namespace {
+CharGptConfig tiny_cfg() {
+  CharGptConfig c;
+  c.vocab = 11;
+  c.layers = 2, c.heads = 2, c.dim = 8, c.context = 6;
+  return c;
+}
+
+Tensor tokens_tensor(CpuBackend& be, const std::vector<int32_t>& v, int64_t B, int64_t T) {
+  Tensor t = be.empty({B, T}, DType::I32, MemCategory::Activations);
+  be.upload(t, v.data(), DType::I32);
+  return t;
+}
+
+// Sum of per-token losses (softmax_xent over logits); fills gradients when `grad`.
+double loss_sum(CpuBackend& be, CharGpt& m, const Tensor& x, const Tensor& y, bool grad) {
+  Tensor logits = m.forward(be, x, grad);
+  Tensor stats = be.empty({2}, DType::F32, MemCategory::Workspace);
+  Tensor dl = be.empty(logits.shape(), logits.dtype(), MemCategory::Activations);
+  be.softmax_xent(logits, y, grad ? &dl : nullptr, 1.0f, stats, false);
+  if (grad) m.backward(be, dl, false);
+  float st[2];
+  be.download(stats, st, DType::F32);
+  return st[0];
+}
+
+std::vector<float> host(CpuBackend& be, const Tensor& t) {
+  std::vector<float> v(static_cast<size_t>(t.numel()));
+  be.download(t, v.data(), DType::F32);
+  return v;
+}
+}  // namespace
+
+class TestTransformer : public QObject {
+  Q_OBJECT
+ private slots:
+  void peerNamesAndShapes() {
+    CpuBackend be(1);
+    CharGptConfig c = CharGptConfig::preset("tiny");
+    CharGpt m(be, c, 1);
+    QStringList names;
+    for (Parameter* p : m.parameters()) names << QString::fromStdString(p->name);
+    QCOMPARE(names.first(), QString("tok.weight"));
+    QVERIFY(names.contains("blocks.1.qkv.weight"));
+    QVERIFY(names.contains("blocks.0.out.bias"));
+    QCOMPARE(names.last(), QString("head.weight"));
+    QVERIFY(!names.contains("head.bias"));
+    QCOMPARE(m.find_parameter("blocks.0.qkv.weight")->shape, (Shape{384, 128}));
+    QCOMPARE(m.find_parameter("blocks.0.out.weight")->shape, (Shape{128, 512}));
+    QCOMPARE(m.find_parameter("pos.weight")->shape, (Shape{64, 128}));
+    // The peer's CharGPT(65, 2, 4, 128, 64) has 2*(4*128 + 12*128*128 + 9*128) + 65*128 + 64*128 + 2*128 + 65*128 parameters.
+    QCOMPARE(m.parameter_count(), int64_t(2 * (4 * 128 + 12 * 128 * 128 + 9 * 128) + 65 * 128 + 64 * 128 + 2 * 128 + 65 * 128));
+    CharGptConfig p = c;
+    p.pad_vocab = true;
+    CharGpt mp(be, p, 1);
+    QCOMPARE(mp.find_parameter("tok.weight")->shape, (Shape{128, 128}));
+    QCOMPARE(mp.find_parameter("head.weight")->shape, (Shape{128, 128}));
+  }
+
+  void embeddingGradient() {
+    CpuBackend be(1);
+    const int64_t V = 5, D = 3, T = 4, B = 2;
+    std::vector<float> tok(V * D), pos(T * D), g(B * T * D);
+    for (size_t i = 0; i < tok.size(); ++i) tok[i] = 0.1f * i;
+    for (size_t i = 0; i < pos.size(); ++i) pos[i] = -0.05f * i;
+    for (size_t i = 0; i < g.size(); ++i) g[i] = 0.01f * (i % 7) - 0.02f;
+    std::vector<int32_t> ix{1, 3, 3, 0, 4, 1, 1, 2};
+    Tensor tt = be.empty({V, D}, DType::F32, MemCategory::Weights), tp = be.empty({T, D}, DType::F32, MemCategory::Weights);
+    be.upload(tt, tok.data(), DType::F32);
+    be.upload(tp, pos.data(), DType::F32);
+    Tensor idx = be.empty({B * T}, DType::I32, MemCategory::Activations);
+    be.upload(idx, ix.data(), DType::I32);
+    Tensor out = be.empty({B * T, D}, DType::F32, MemCategory::Activations);
+    be.embedding_forward(tt, tp, idx, T, out);
+    auto o = host(be, out);
+    for (int64_t i = 0; i < B * T; ++i)
+      for (int64_t j = 0; j < D; ++j) QCOMPARE(o[i * D + j], tok[ix[i] * D + j] + pos[(i % T) * D + j]);
+    // The objective sum(out * g) is linear: its gradient is exact, check it element by element.
+    Tensor dout = be.empty({B * T, D}, DType::F32, MemCategory::Activations);
+    be.upload(dout, g.data(), DType::F32);
+    Tensor dt = be.empty({V, D}, DType::F32, MemCategory::Gradients), dp = be.empty({T, D}, DType::F32, MemCategory::Gradients);
+    be.embedding_backward(dout, idx, T, dt, dp, false);
+    auto dtv = host(be, dt), dpv = host(be, dp);
+    for (int64_t v = 0; v < V; ++v)
+      for (int64_t j = 0; j < D; ++j) {
+        double ref = 0;
+        for (int64_t i = 0; i < B * T; ++i)
+          if (ix[i] == v) ref += g[i * D + j];
+        QVERIFY(std::fabs(dtv[v * D + j] - ref) < 1e-6);
+      }
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t j = 0; j < D; ++j) {
+        double ref = 0;
+        for (int64_t b = 0; b < B; ++b) ref += g[(b * T + t) * D + j];
+        QVERIFY(std::fabs(dpv[t * D + j] - ref) < 1e-6);
+      }
+  }
+
+  void wholeModelFiniteDifferences() {
+    CpuBackend be(1);
+    CharGpt m(be, tiny_cfg(), 3);
+    const int64_t B = 2, T = 6;
+    std::mt19937 g(9);
+    std::vector<int32_t> xs(B * T), ys(B * T);
+    for (auto& v : xs) v = static_cast<int32_t>(g() % 11);
+    for (auto& v : ys) v = static_cast<int32_t>(g() % 11);
+    Tensor x = tokens_tensor(be, xs, B, T);
+    Tensor y = be.empty({B * T}, DType::I32, MemCategory::Activations);
+    be.upload(y, ys.data(), DType::I32);
+    loss_sum(be, m, x, y, true);
+    const float h = 1e-2f;
+    int checked = 0;
+    for (Parameter* p : m.parameters()) {
+      auto grad = host(be, p->grad);
+      auto w = host(be, p->master);
+      // A few elements of every tensor (all of the small ones).
+      const size_t n = w.size(), stride = std::max<size_t>(1, n / 6);
+      for (size_t i = 0; i < n; i += stride) {
+        auto set = [&](float v) {
+          auto c = w;
+          c[i] = v;
+          be.upload(p->master, c.data(), DType::F32);
+        };
+        set(w[i] + h);
+        const double lp = loss_sum(be, m, x, y, false);
+        set(w[i] - h);
+        const double lm = loss_sum(be, m, x, y, false);
+        set(w[i]);
+        const double fd = (lp - lm) / (2 * h);
+        QVERIFY2(std::fabs(grad[i] - fd) < 3e-3 + 2e-2 * std::fabs(fd),
+                 qPrintable(QString("%1[%2]: analytic %3, finite difference %4")
+                                .arg(QString::fromStdString(p->name)).arg(i).arg(grad[i]).arg(fd)));
+        ++checked;
+      }
+    }
+    QVERIFY(checked > 100);
+  }
+
+  void accumulationEquivalence() {
+    // Batch 4 in one micro-batch == 2 micro-batches of 2 (loss scaled by 1/k), to rounding.
+    const std::string path = find_resource("data/tinyshakespeare.txt");
+    TextCorpus c = load_text_corpus(path, 0.1, 1);
+    std::vector<std::vector<float>> grads[2];
+    for (int run = 0; run < 2; ++run) {
+      CpuBackend be(1);
+      CharGptConfig cfg = tiny_cfg();
+      cfg.vocab = c.vocab();
+      CharGpt m(be, cfg, 5);
+      AdamW opt(AdamWHyper{});
+      Tensor toks = be.empty({static_cast<int64_t>(c.train.tokens.size())}, DType::I32, MemCategory::Workspace);
+      be.upload(toks, c.train.tokens.data(), DType::I32);
+      const int64_t T = 6;
+      TrainingStep step(be, m, opt, toks, run == 0 ? 4 : 2, T, run == 0 ? 1 : 2);
+      std::vector<int32_t> idx;
+      for (int64_t w = 0; w < 4; ++w)
+        for (int64_t t = 0; t < T; ++t) idx.push_back(static_cast<int32_t>(1000 * w + 17 + t));
+      step.set_indices(idx);
+      step.forward_backward();
+      for (Parameter* p : m.parameters()) grads[run].push_back(host(be, p->grad));
+    }
+    for (size_t i = 0; i < grads[0].size(); ++i)
+      for (size_t j = 0; j < grads[0][i].size(); ++j)
+        QVERIFY2(std::fabs(grads[0][i][j] - grads[1][i][j]) < 1e-6 + 1e-4 * std::fabs(grads[0][i][j]), "accumulated gradient");
+  }
+
+  void saveAndLoad() {
+    CpuBackend be(1);
+    CharGptConfig cfg = tiny_cfg();
+    cfg.chars = "abcdefghijk";
+    CharGpt a(be, cfg, 7), b(be, cfg, 8);
+    const std::string path = QDir::tempPath().toStdString() + "/trainlab_test_chargpt.safetensors";
+    save_model_weights(be, a, Config(), path);
+    load_model_weights(be, b, path);
+    std::vector<int32_t> xs{1, 2, 3, 4, 5, 6, 0, 1, 2, 3, 4, 5};
+    Tensor x = tokens_tensor(be, xs, 2, 6);
+    auto la = host(be, a.forward(be, x, false));
+    auto lb = host(be, b.forward(be, x, false));
+    QCOMPARE(la, lb);
+    std::filesystem::remove(path);
+  }
+
+  void trainsThroughTheTrainer() {
+    const std::string dir = QDir::tempPath().toStdString() + "/trainlab_test_chargpt_run";
+    std::filesystem::remove_all(dir);
+    Config c;
+    c.set("model.name", "char-gpt");
+    c.set("model.layers", "1");
+    c.set("model.dim", "32");
+    c.set("model.heads", "2");
+    c.set("model.context", "16");
+    c.set("train.batch", "8");
+    c.set("train.steps", "30");
+    c.set("train.eval_every", "10");
+    c.set("train.eval_windows", "16");
+    c.set("optim.lr", "0.003");
+    c.set("device.name", "cpu");
+    c.set("run.out", dir);
+    Trainer t(c);
+    RunSummary s = t.run();
+    QCOMPARE(QString::fromStdString(s.status), QString("completed"));
+    QVERIFY(s.test_loss < std::log(65.0));  // learnt something in 30 steps
+    LoadedRun r = load_run(dir);
+    QCOMPARE(int(r.steps.size()), 30);
+    QVERIFY(r.steps[9].val_loss.has_value());
+    QVERIFY(!r.steps[8].val_loss.has_value());
+    QVERIFY(r.steps[0].mem_predicted.by_category[static_cast<size_t>(MemCategory::Activations)] > 0);
+    QVERIFY(std::filesystem::exists(dir + "/model.safetensors"));
+    std::filesystem::remove_all(dir);
+  }
+};
+
+QTEST_APPLESS_MAIN(TestTransformer)
+#include "test_transformer.moc"
