@@ -149,10 +149,26 @@ PlotPanel::PlotPanel(QWidget* parent) : QWidget(parent) {
   plot(PlotKind::LossScale)->yAxis->setScaleType(QCPAxis::stLogarithmic);
   plot(PlotKind::LossScale)->yAxis->setTicker(QSharedPointer<QCPAxisTicker>(new QCPAxisTickerLog));
   plot(PlotKind::LossScale)->yAxis2->setLabel("skipped steps");
+  {
+    // The memory stack's legend sits right of the plot, where it hides no data.
+    QCustomPlot* mp = plot(PlotKind::Memory);
+    mp->axisRect()->insetLayout()->take(mp->legend);
+    mp->axisRect()->insetLayout()->simplify();
+    auto* side = new QCPLayoutGrid;
+    mp->plotLayout()->addElement(1, 1, side);
+    side->addElement(0, 0, mp->legend);
+    side->addElement(1, 0, new QCPLayoutElement(mp));  // filler below the legend
+    side->setRowStretchFactor(0, 0.01);
+    side->setMargins(QMargins(0, 10, 6, 0));
+    mp->plotLayout()->setColumnStretchFactor(1, 0.01);
+  }
   for (int i = 0; i < kPlotCount; ++i) {
     m_cells[i] = m_plots[i];
     grid->addWidget(m_plots[i], i / 2, i % 2);
   }
+  grid->setRowStretch(0, 3);
+  grid->setRowStretch(1, 3);
+  grid->setRowStretch(2, 2);
   outer->addLayout(grid, 1);
   apply_palette();
   set_smoothing(m_smoothing);
@@ -271,6 +287,7 @@ void PlotPanel::build_graphs(Drawn& d, int index) {
                           for (size_t k = 0; k <= cat; ++k) s += r.mem[k][i];
                           return s;
                         }, false);
+      d.tracks.back().category = static_cast<int>(cat);
       cc.setAlpha(150);
       g->setBrush(cc);
       if (below) g->setChannelFillGraph(below);
@@ -384,10 +401,17 @@ void PlotPanel::refresh() {
         }
         xs.push_back(t.x(r, i));
         ys.push_back(y);
+        if (t.category >= 0 && !t.nonzero && r.mem[static_cast<size_t>(t.category)][i] > 0) t.nonzero = true;
       }
       t.graph->addData(xs, ys, true);
       t.drawn = n;
     }
+    for (auto& t : d.tracks)
+      if (t.category >= 0) {
+        // Categories that stay at zero (communication on one device) stay out of the stack's legend.
+        t.graph->setVisible(t.nonzero);
+        if (t.nonzero) t.graph->addToLegend(); else t.graph->removeFromLegend();
+      }
     while (d.events_drawn < r.events.size()) {
       const RunEvent& e = r.events[d.events_drawn++];
       add_marker(e.step, (m_drawn.size() > 1 ? r.name + ": " : QString()) + e.label, d.primary ? QColor(120, 60, 200) : d.run->color);
@@ -417,10 +441,27 @@ void PlotPanel::refresh() {
       // Some headroom so that lines do not sit on the frame and labels have room.
       for (QCPAxis* ax : {p->yAxis, p->yAxis2}) {
         if (!ax->visible() && ax == p->yAxis2) continue;
-        QCPRange r = ax->range();
-        if (ax->scaleType() == QCPAxis::stLinear) {
-          const double pad = std::max(r.size() * 0.06, std::fabs(r.upper) * 1e-3 + 1e-12);
-          ax->setRange(r.lower >= 0 && r.lower - pad < 0 ? 0 : r.lower - pad, r.upper + pad * 1.6);
+        if (ax->scaleType() != QCPAxis::stLinear) continue;
+        // The data's own range (rescaleAxes widens a constant series arbitrarily).
+        bool any = false;
+        QCPRange dr;
+        for (int g = 0; g < p->graphCount(); ++g) {
+          QCPGraph* gr = p->graph(g);
+          if (gr->valueAxis() != ax || !gr->visible() || gr->dataCount() == 0) continue;
+          bool found = false;
+          const QCPRange r = gr->getValueRange(found);
+          if (!found) continue;
+          dr = any ? QCPRange(std::min(dr.lower, r.lower), std::max(dr.upper, r.upper)) : r;
+          any = true;
+        }
+        if (!any) continue;
+        if (dr.size() <= std::fabs(dr.center()) * 1e-6) {
+          // A constant series (a fixed learning rate): show it with room around it.
+          const double v = dr.center();
+          ax->setRange(v >= 0 ? 0 : v * 1.3, v > 0 ? v * 1.3 : (v == 0 ? 1 : 0));
+        } else {
+          const double pad = dr.size() * 0.06;
+          ax->setRange(dr.lower >= 0 && dr.lower - pad < 0 ? 0 : dr.lower - pad, dr.upper + pad * 1.6);
         }
       }
     }
@@ -490,7 +531,11 @@ void PlotPanel::render(PlotKind k, QCPPainter* painter, const QRectF& target) {
   painter->translate(target.topLeft());
   painter->setMode(QCPPainter::pmVectorized);
   painter->setMode(QCPPainter::pmNoCaching);
-  p->toPainter(painter, static_cast<int>(target.width()), static_cast<int>(target.height()));
+  // Large targets (a PDF page) draw at a smaller logical size scaled up, so that text keeps its
+  // proportion to the plot.
+  const double s = std::max(1.0, target.width() / 860.0);
+  painter->scale(s, s);
+  p->toPainter(painter, static_cast<int>(target.width() / s), static_cast<int>(target.height() / s));
   painter->restore();
   (void)was_hidden;
 }

@@ -67,6 +67,8 @@ class PlotPanel : public QWidget {
     int drawn = 0;
     double acc = 0, debias = 0;
     bool have = false;
+    int category = -1;  // memory category of a stacked graph (hidden while it stays at zero)
+    bool nonzero = false;
   };
   struct Drawn {
     std::shared_ptr<RunSeries> run;

@@ -203,8 +203,7 @@ void Report::write_pdf(const QString& path) const {
   panel.refresh();
 
   QPdfWriter writer(path);
-  writer.setPageSize(QPageSize(QPageSize::A4));
-  writer.setPageMargins(QMarginsF(14, 14, 14, 14), QPageLayout::Millimeter);
+  writer.setPageLayout(QPageLayout(QPageSize(QPageSize::A4), QPageLayout::Landscape, QMarginsF(12, 12, 12, 12), QPageLayout::Millimeter));
   writer.setResolution(96);
   writer.setTitle("TrainLab report");
   writer.setCreator("TrainLab " TRAINLAB_VERSION);

@@ -122,7 +122,8 @@ QString format_bytes(double b) {
     b /= 1024;
     ++u;
   }
-  return QString::number(b, 'f', u == 0 ? 0 : (b < 10 ? 2 : 1)) + " " + units[u];
+  // 512 KiB, 1.5 MiB, 2.01 MiB, 12.3 GiB: three significant digits, no trailing zeros.
+  return QString::number(b, 'g', std::fabs(b) >= 100 ? 4 : 3) + " " + units[u];
 }
 
 QString json_value_text(const Json& v) {

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Renders the README screenshots into docs/screenshots/ under Xvfb:
+#   main-window.png      the window during a digits run that flips fp32 -> bf16 mid-run
+#   runs-comparison.png  two finished runs (fp32, bf16) overlaid, differences highlighted
+#   report-page.png      pages of a PDF report exported headless (trainlab report ... -o x.pdf)
+# Usage: tools/screenshots.sh [BUILD_DIR]   (default: build-app, else build)
+# Needs xvfb-run, pdftoppm (poppler-utils) and ImageMagick's convert.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-}
+if [[ -z "$build" ]]; then
+  for b in "$root/build-app" "$root/build"; do [[ -x "$b/app/trainlab" ]] && build=$b && break; done
+fi
+app=$build/app/trainlab
+cli=$build/core/trainlab-cli
+[[ -x "$app" && -x "$cli" ]] || { echo "build trainlab and trainlab-cli first (looked in '$build')" >&2; exit 1; }
+out=$root/docs/screenshots
+mkdir -p "$out"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+# A clean profile: no remembered window state, runs folder or overlays.
+export XDG_CONFIG_HOME=$work/config XDG_DATA_HOME=$work/data XDG_CACHE_HOME=$work/cache
+export TRAINLAB_DATA_DIR=${TRAINLAB_DATA_DIR:-$root/resources}
+xvfb=(xvfb-run -a -s "-screen 0 1600x1000x24")
+runs=$work/runs
+
+echo "training two short runs for the comparison..."
+"$cli" train --quiet --steps 1200 --precision fp32 --device cpu --set run.name="digits fp32" \
+  --set run.save_weights=false --out "$runs/20260101-100000-digits-mlp-fp32"
+"$cli" train --quiet --steps 1200 --precision bf16 --device cpu --set run.name="digits bf16" --set optim.lr=0.002 \
+  --set run.save_weights=false --out "$runs/20260101-100500-digits-mlp-bf16"
+
+echo "main window during a run..."
+"${xvfb[@]}" "$app" --runs-dir "$runs" --size 1600x1000 --set device.name=cpu --set train.steps=4000 \
+  --set train.eval_every=100 --set run.name="live digits" --start --change-at 2500:precision.dtype=bf16 \
+  --screenshot "$out/main-window.png" --screenshot-after-ms 6000
+
+echo "runs comparison..."
+"${xvfb[@]}" "$app" --runs-dir "$runs" --size 1600x1000 --reopen "$runs/20260101-100000-digits-mlp-fp32" \
+  --overlay "$runs/20260101-100000-digits-mlp-fp32" --overlay "$runs/20260101-100500-digits-mlp-bf16" \
+  --screenshot "$out/runs-comparison.png" --screenshot-after-ms 1500
+
+echo "report..."
+"$app" report "$runs/20260101-100000-digits-mlp-fp32" "$runs/20260101-100500-digits-mlp-bf16" -o "$work/report.pdf"
+pdftoppm -png -r 80 -f 1 -l 2 "$work/report.pdf" "$work/page"
+convert "$work"/page-*1.png "$work"/page-*2.png -background "#888" -splice 0x12 -append -chop 0x12 "$out/report-page.png"
+ls -l "$out"
