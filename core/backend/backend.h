@@ -101,6 +101,11 @@ class Backend {
   // Matrix products round their fp32 inputs to tf32 (10-bit mantissa) when on.
   virtual void set_tf32(bool on) { m_tf32 = on; }
   bool tf32() const { return m_tf32; }
+  // fp8 runs: matrix products cast their inputs to fp8 (e4m3 forward, e5m2 gradients) with
+  // per-tensor scales from a history of maxima, on backends that have fp8 matrix units (the
+  // parameters stay bf16). Backends without them ignore it and compute fp8 runs in bf16.
+  virtual void set_fp8(bool on) { m_fp8_matmul = on; }
+  bool fp8() const { return m_fp8_matmul; }
 
   // --- operations ----------------------------------------------------------------------------
   // C[M,N] = alpha * op(A) * op(B) + beta * C, op(X) = X or X^T.
@@ -217,3 +222,4 @@ std::vector<std::string> available_devices();
 bool built_with_cuda();
 
 }  // namespace trainlab
+  bool m_fp8_matmul = false;

@@ -4,6 +4,12 @@
 #include "backend/cpu_backend.h"
 #include "util/error.h"
 #ifdef TRAINLAB_WITH_CUDA
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <climits>
+#include <vector>
+
 #include "backend/cuda_entry.h"
 #endif
 
@@ -18,6 +24,82 @@ bool built_with_cuda() {
 }
 
 namespace {
+#ifdef TRAINLAB_WITH_CUDA
+// The CUDA backend module (see cuda_entry.h), loaded once on first use. Looked up in
+// $TRAINLAB_CUDA_MODULE, next to the executable, in ../lib and ../lib/trainlab beside it, and in
+// the build tree it was built in.
+struct CudaModule {
+  trainlab_cuda_device_count_fn count = nullptr;
+  trainlab_cuda_create_fn create = nullptr;
+  std::string error;  // why it could not be loaded
+};
+
+const CudaModule& cuda_module() {
+  static const CudaModule mod = [] {
+    CudaModule m;
+    std::vector<std::string> candidates;
+    if (const char* env = std::getenv("TRAINLAB_CUDA_MODULE")) candidates.emplace_back(env);
+    char exe[PATH_MAX];
+    const ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (len > 0) {
+      std::string dir(exe, static_cast<size_t>(len));
+      dir = dir.substr(0, dir.rfind('/'));
+      candidates.push_back(dir + "/libtrainlab_cuda.so");
+      candidates.push_back(dir + "/../lib/libtrainlab_cuda.so");
+      candidates.push_back(dir + "/../lib/trainlab/libtrainlab_cuda.so");
+    }
+#ifdef TRAINLAB_CUDA_MODULE_DIR
+    candidates.push_back(std::string(TRAINLAB_CUDA_MODULE_DIR) + "/libtrainlab_cuda.so");
+#endif
+    std::string first_error;
+    for (const auto& path : candidates) {
+      if (access(path.c_str(), F_OK) != 0) continue;
+      void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (!h) {
+        if (first_error.empty()) first_error = dlerror();
+        continue;
+      }
+      auto abi = reinterpret_cast<trainlab_cuda_abi_fn>(dlsym(h, "trainlab_cuda_abi"));
+      m.count = reinterpret_cast<trainlab_cuda_device_count_fn>(dlsym(h, "trainlab_cuda_device_count"));
+      m.create = reinterpret_cast<trainlab_cuda_create_fn>(dlsym(h, "trainlab_cuda_create"));
+      if (!abi || abi() != TRAINLAB_CUDA_MODULE_ABI || !m.count || !m.create) {
+        m.count = nullptr;
+        m.create = nullptr;
+        if (first_error.empty()) first_error = path + " is not a matching TrainLab CUDA module";
+        dlclose(h);
+        continue;
+      }
+      return m;
+    }
+    m.error = first_error.empty() ? "the CUDA backend module libtrainlab_cuda.so was not found"
+                                  : "the CUDA backend cannot load (" + first_error + ")";
+    return m;
+  }();
+  return mod;
+}
+
+int cuda_device_count(std::string* why) {
+  const CudaModule& m = cuda_module();
+  if (!m.count) {
+    if (why) *why = m.error;
+    return 0;
+  }
+  char buf[512] = {0};
+  const int n = m.count(buf, sizeof(buf));
+  if (n == 0 && why) *why = buf;
+  return n;
+}
+
+std::unique_ptr<Backend> create_cuda_backend(int index) {
+  const CudaModule& m = cuda_module();
+  if (!m.create) throw Error(m.error);
+  char buf[1024] = {0};
+  Backend* b = m.create(index, buf, sizeof(buf));
+  if (!b) throw Error("cannot use cuda:" + std::to_string(index) + ": " + buf);
+  return std::unique_ptr<Backend>(b);
+}
+#endif
+
 int gpu_count(std::string* why) {
 #ifdef TRAINLAB_WITH_CUDA
   return cuda_device_count(why);

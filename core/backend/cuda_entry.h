@@ -1,15 +1,21 @@
-// The CUDA backend's entry points, seen by backend_factory.cpp only (the one place where
-// TRAINLAB_WITH_CUDA is tested). Implemented in core/backend/cuda/.
+// The CUDA backend's entry points. The backend is a separate shared module (libtrainlab_cuda.so,
+// built from core/backend/cuda/) that backend_factory.cpp -- the one place where
+// TRAINLAB_WITH_CUDA is tested -- loads with dlopen at run time, so a binary built with CUDA
+// still runs on a machine with no GPU, no driver and no CUDA libraries. The module exports these
+// C symbols; errors come back as text in `err` (C++ exceptions do not cross the boundary).
 #pragma once
-#include <memory>
-#include <string>
-
-#include "backend/backend.h"
 
 namespace trainlab {
+class Backend;
+}
 
-// Number of usable CUDA devices; 0 with `why` set (no driver, driver too old, no device) otherwise.
-int cuda_device_count(std::string* why);
-std::unique_ptr<Backend> create_cuda_backend(int device_index);
+#define TRAINLAB_CUDA_MODULE_ABI 1
 
-}  // namespace trainlab
+extern "C" {
+// TRAINLAB_CUDA_MODULE_ABI of the module.
+typedef int (*trainlab_cuda_abi_fn)();
+// Number of usable CUDA devices; 0 with the reason in `why` (no driver, driver too old, no device).
+typedef int (*trainlab_cuda_device_count_fn)(char* why, int why_len);
+// A new CudaBackend on device `index`, or nullptr with the reason in `err`.
+typedef trainlab::Backend* (*trainlab_cuda_create_fn)(int index, char* err, int err_len);
+}

@@ -40,6 +40,7 @@ Json bench_digits_step(const std::string& device, const std::string& mode, long 
   const DType dt = precision == "bf16" ? DType::BF16 : precision == "fp16" ? DType::F16 : precision == "fp8" ? DType::F8E4M3 : DType::F32;
   if (!be->supports(dt)) throw Error(device + " has no " + precision);
   be->set_tf32(precision == "tf32");
+  be->set_fp8(precision == "fp8");
   TrainTestSplit data = load_classification_data(c);
   const ClassificationData& d = data.train;
   Tensor x = be->empty({d.size(), d.features}, DType::F32, MemCategory::Workspace);

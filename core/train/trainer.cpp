@@ -128,6 +128,7 @@ void Trainer::apply_setting(const std::string& key, const Json& value, std::stri
     s.be->set_tf32(p == "tf32");
     s.dtype = dt;
     s.precision = p;
+    s.be->set_fp8(p == "fp8");
     s.step->on_format_changed();
     s.scaler = std::make_unique<LossScaler>(m_config.get_float("precision.loss_scale.init"),
                                             m_config.get_int("precision.loss_scale.growth_interval"),
@@ -202,6 +203,7 @@ RunSummary Trainer::run() {
 
   const std::string model_name = m_config.get_string("model.name");
   std::vector<int64_t> sizes{s.data.train.features};
+  s.be->set_fp8(s.precision == "fp8");
   if (s.text) {
     auto gpt = std::make_unique<CharGpt>(*s.be, gpt_cfg, seed);
     gpt->set_checkpointing(checkpoint_policy_from_name(m_config.get_string("checkpoint.policy")),

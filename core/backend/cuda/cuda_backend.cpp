@@ -1,0 +1,543 @@
+#include "backend/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "backend/cuda/fp8_gemm.h"
+#include "elementwise.cuh"
+#include "gemm.cuh"
+#include "optim.cuh"
+#include "softmax_xent.cuh"
+#include "util/error.h"
+
+namespace trainlab::cuda {
+
+using namespace trainlab::kern;
+
+namespace {
+void check_matrix(const Tensor& t, const char* what) {
+  if (t.rank() != 2) throw Error(std::string(what) + " must be a matrix, got shape " + shape_str(t.shape()));
+}
+bool gemm_format(DType t) { return t == DType::F32 || t == DType::BF16 || t == DType::F16; }
+int act_code(Activation a) { return a == Activation::ReLU ? 1 : a == Activation::GELU ? 2 : 0; }
+}  // namespace
+
+// --- timing ----------------------------------------------------------------------------------
+TimedOp::TimedOp(CudaBackend* be, const char* name, bool on) : m_be(be), m_on(on && !be->m_ctx.capturing) {
+  if (m_on) m_be->timing_begin(name);
+}
+TimedOp::~TimedOp() {
+  if (m_on) m_be->timing_end();
+}
+#define TL_TIMED(name) TimedOp tl_timed_op_(this, name, m_kernel_timing)
+
+void CudaBackend::timing_begin(const char* name) {
+  auto take = [&]() {
+    cudaEvent_t e;
+    if (!m_ctx.free_events.empty()) {
+      e = m_ctx.free_events.back();
+      m_ctx.free_events.pop_back();
+    } else {
+      TL_CUDA_CHECK(cudaEventCreate(&e));
+    }
+    return e;
+  };
+  PendingTiming p{name, take(), take()};
+  TL_CUDA_CHECK(cudaEventRecord(p.start, m_ctx.stream));
+  m_ctx.pending.push_back(p);
+}
+void CudaBackend::timing_end() { TL_CUDA_CHECK(cudaEventRecord(m_ctx.pending.back().stop, m_ctx.stream)); }
+
+void CudaBackend::collect_timings() const {
+  if (m_ctx.pending.empty()) return;
+  TL_CUDA_CHECK(cudaStreamSynchronize(m_ctx.stream));
+  for (auto& p : m_ctx.pending) {
+    float ms = 0.0f;
+    TL_CUDA_CHECK(cudaEventElapsedTime(&ms, p.start, p.stop));
+    KernelTime& k = m_ctx.times[p.name];
+    k.name = p.name;
+    k.ms += ms;
+    k.calls += 1;
+    m_ctx.free_events.push_back(p.start);
+    m_ctx.free_events.push_back(p.stop);
+  }
+  m_ctx.pending.clear();
+}
+
+void CudaBackend::set_kernel_timing(bool on) {
+  Backend::set_kernel_timing(on);
+  invalidate_captures();
+}
+std::vector<KernelTime> CudaBackend::kernel_times() const {
+  bind();
+  collect_timings();
+  std::vector<KernelTime> out;
+  for (auto& [n, k] : m_ctx.times) out.push_back(k);
+  std::sort(out.begin(), out.end(), [](const KernelTime& a, const KernelTime& b) { return a.ms > b.ms; });
+  return out;
+}
+void CudaBackend::reset_kernel_times() {
+  collect_timings();
+  m_ctx.times.clear();
+}
+
+// --- lifetime, info --------------------------------------------------------------------------
+CudaBackend::CudaBackend(int device) {
+  m_ctx.device = device;
+  TL_CUDA_CHECK(cudaSetDevice(device));
+  TL_CUDA_CHECK(cudaFree(nullptr));  // creates the runtime context
+  size_t free_b = 0, total_b = 0;
+  TL_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  m_ctx.context_bytes = static_cast<int64_t>(total_b - free_b);
+  TL_CUDA_CHECK(cudaGetDeviceProperties(&m_ctx.props, device));
+  TL_CUDA_CHECK(cudaStreamCreateWithFlags(&m_ctx.stream, cudaStreamNonBlocking));
+  m_ctx.alloc = std::make_shared<DeviceAllocator>(device);
+  TL_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&m_ctx.scalars), sizeof(DevScalars)));
+  TL_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&m_ctx.flag), sizeof(int)));
+  TL_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&m_ctx.flag_host), sizeof(int)));
+  TL_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&m_ctx.pinned), CudaContext::kSlots * CudaContext::kSlotBytes));
+  for (auto& e : m_ctx.slot_done) TL_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  const DevScalars init{0.0f, 1.0f, 1.0f, 1.0f};
+  TL_CUDA_CHECK(cudaMemcpy(m_ctx.scalars, &init, sizeof(init), cudaMemcpyHostToDevice));
+  m_fp8_gemm = std::make_unique<Fp8Gemm>(*this);
+}
+
+CudaBackend::~CudaBackend() {
+  cudaSetDevice(m_ctx.device);
+  cudaStreamSynchronize(m_ctx.stream);
+  for (auto& [k, g] : m_ctx.graphs)
+    if (g.exec) cudaGraphExecDestroy(g.exec);
+  m_fp8_gemm.reset();
+  for (auto& w : m_workspace) w = Tensor();
+  for (auto& p : m_ctx.pending) m_ctx.free_events.push_back(p.start), m_ctx.free_events.push_back(p.stop);
+  for (auto e : m_ctx.free_events) cudaEventDestroy(e);
+  for (auto e : m_ctx.slot_done) cudaEventDestroy(e);
+  cudaFreeHost(m_ctx.pinned);
+  cudaFreeHost(m_ctx.flag_host);
+  cudaFree(m_ctx.scalars);
+  cudaFree(m_ctx.flag);
+  cudaStreamDestroy(m_ctx.stream);
+  // m_ctx.alloc lives on while tensors that still hold blocks exist (their deleters own a share).
+}
+
+void CudaBackend::bind() const { cudaSetDevice(m_ctx.device); }
+
+DeviceInfo CudaBackend::info() const {
+  bind();
+  DeviceInfo d;
+  d.kind = DeviceKind::Cuda;
+  d.index = m_ctx.device;
+  d.name = m_ctx.props.name;
+  size_t free_b = 0, total_b = 0;
+  if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) {
+    d.total_bytes = static_cast<int64_t>(total_b);
+    d.used_bytes = static_cast<int64_t>(total_b - free_b);
+  }
+  d.runtime_context_bytes = m_ctx.context_bytes;
+  const int cc = m_ctx.props.major * 10 + m_ctx.props.minor;
+  d.formats = {DType::F32, DType::F16};
+  if (cc >= 80) d.formats.push_back(DType::BF16);
+  if (cc >= 89) {
+    d.formats.push_back(DType::F8E4M3);
+    d.formats.push_back(DType::F8E5M2);
+  }
+  // Datasheet dense peaks (TFLOP/s). The trainer looks tf32 runs up under fp32.
+  if (cc == 90) {
+    d.peak_tflops = {{DType::F32, m_tf32 ? 494.7 : 66.9}, {DType::BF16, 989.4}, {DType::F16, 989.4},
+                     {DType::F8E4M3, 1978.9}, {DType::F8E5M2, 1978.9}};
+  } else if (cc == 80) {
+    d.peak_tflops = {{DType::F32, m_tf32 ? 156.0 : 19.5}, {DType::BF16, 312.0}, {DType::F16, 312.0}};
+  }
+  return d;
+}
+
+bool CudaBackend::supports(DType t) const {
+  const int cc = m_ctx.props.major * 10 + m_ctx.props.minor;
+  switch (t) {
+    case DType::F32:
+    case DType::F16:
+    case DType::I32: return true;
+    case DType::BF16: return cc >= 80;
+    case DType::F8E4M3:
+    case DType::F8E5M2: return cc >= 89;
+    default: return false;
+  }
+}
+
+// --- memory ------------------------------------------------------------------------------------
+Tensor CudaBackend::empty(const Shape& shape, DType dtype, MemCategory category) {
+  bind();
+  const size_t bytes = dtype_bytes(dtype, static_cast<size_t>(shape_numel(shape)));
+  std::shared_ptr<DeviceAllocator> alloc = m_ctx.alloc;
+  void* p = alloc->allocate(bytes);
+  auto storage = std::make_shared<Storage>(p, bytes, category, DeviceKind::Cuda, &m_ledger,
+                                           [alloc](void* q, size_t) { alloc->release(q); });
+  return Tensor(std::move(storage), shape, dtype);
+}
+
+Tensor CudaBackend::as_format(const Tensor& t, DType want, int slot) {
+  if (t.dtype() == want) return t;
+  Tensor& w = m_workspace[slot];
+  const size_t need = dtype_bytes(want, static_cast<size_t>(t.numel()));
+  if (!w.defined() || w.bytes() < need) {
+    w = Tensor();
+    w = empty({static_cast<int64_t>((need + 3) / 4)}, DType::F32, MemCategory::Workspace);
+  }
+  Tensor out(w.storage(), t.shape(), want);
+  launch_convert(t.raw(), dcode(t.dtype()), out.raw(), dcode(want), t.numel(), m_ctx.stream);
+  return out;
+}
+
+void CudaBackend::stage_h2d(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  if (bytes <= CudaContext::kSlotBytes && !m_ctx.capturing) {
+    const int slot = m_ctx.next_slot;
+    m_ctx.next_slot = (slot + 1) % CudaContext::kSlots;
+    TL_CUDA_CHECK(cudaEventSynchronize(m_ctx.slot_done[slot]));  // the slot's last copy has run
+    char* host = m_ctx.pinned + static_cast<size_t>(slot) * CudaContext::kSlotBytes;
+    std::memcpy(host, src, bytes);
+    TL_CUDA_CHECK(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, m_ctx.stream));
+    TL_CUDA_CHECK(cudaEventRecord(m_ctx.slot_done[slot], m_ctx.stream));
+  } else {
+    TL_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, m_ctx.stream));
+    TL_CUDA_CHECK(cudaStreamSynchronize(m_ctx.stream));
+  }
+}
+
+void CudaBackend::upload(Tensor& dst, const void* src, DType src_type) {
+  bind();
+  const size_t n = static_cast<size_t>(dst.numel());
+  if (src_type == dst.dtype()) {
+    stage_h2d(dst.raw(), src, dst.bytes());
+    return;
+  }
+  std::vector<float> f(n);
+  convert_to_f32(src_type, src, f.data(), n);
+  std::vector<char> conv(dst.bytes());
+  convert_from_f32(f.data(), dst.dtype(), conv.data(), n);
+  stage_h2d(dst.raw(), conv.data(), conv.size());
+}
+
+void CudaBackend::download(const Tensor& src, void* dst, DType dst_type) {
+  bind();
+  collect_timings();
+  const size_t n = static_cast<size_t>(src.numel());
+  TL_CUDA_CHECK(cudaStreamSynchronize(m_ctx.stream));
+  if (dst_type == src.dtype()) {
+    TL_CUDA_CHECK(cudaMemcpy(dst, src.raw(), src.bytes(), cudaMemcpyDeviceToHost));
+    return;
+  }
+  std::vector<char> raw(src.bytes());
+  TL_CUDA_CHECK(cudaMemcpy(raw.data(), src.raw(), src.bytes(), cudaMemcpyDeviceToHost));
+  std::vector<float> f(n);
+  convert_to_f32(src.dtype(), raw.data(), f.data(), n);
+  if (dst_type == DType::F32)
+    std::memcpy(dst, f.data(), n * sizeof(float));
+  else
+    convert_from_f32(f.data(), dst_type, dst, n);
+}
+
+void CudaBackend::copy(const Tensor& src, Tensor& dst) {
+  bind();
+  if (src.numel() != dst.numel())
+    throw Error("copy between tensors of different sizes: " + shape_str(src.shape()) + " -> " + shape_str(dst.shape()));
+  TL_TIMED("copy");
+  if (src.dtype() == dst.dtype()) {
+    TL_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), src.raw(), src.bytes(), cudaMemcpyDeviceToDevice, m_ctx.stream));
+    return;
+  }
+  launch_convert(src.raw(), dcode(src.dtype()), dst.raw(), dcode(dst.dtype()), src.numel(), m_ctx.stream);
+}
+
+void CudaBackend::fill(Tensor& t, float value) {
+  bind();
+  TL_TIMED("fill");
+  if (value == 0.0f) {
+    TL_CUDA_CHECK(cudaMemsetAsync(t.raw(), 0, t.bytes(), m_ctx.stream));
+    return;
+  }
+  launch_fill(t.raw(), dcode(t.dtype()), value, t.numel(), m_ctx.stream);
+}
+
+void CudaBackend::synchronize() {
+  bind();
+  TL_CUDA_CHECK(cudaStreamSynchronize(m_ctx.stream));
+}
+
+void CudaBackend::set_step_scalars(const StepScalars& s) {
+  bind();
+  const DevScalars d{s.lr, s.loss_scale, s.grad_unscale, s.step};
+  stage_h2d(m_ctx.scalars, &d, sizeof(d));
+}
+
+void CudaBackend::set_fp8(bool on) {
+  if (on != m_fp8_matmul) invalidate_captures();
+  Backend::set_fp8(on && supports(DType::F8E4M3));
+}
+
+// --- matrix products ---------------------------------------------------------------------------
+void CudaBackend::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha,
+                       float beta) {
+  bind();
+  check_matrix(a, "gemm A");
+  check_matrix(b, "gemm B");
+  check_matrix(c, "gemm C");
+  const int64_t m = trans_a ? a.dim(1) : a.dim(0);
+  const int64_t k = trans_a ? a.dim(0) : a.dim(1);
+  const int64_t kb = trans_b ? b.dim(1) : b.dim(0);
+  const int64_t n = trans_b ? b.dim(0) : b.dim(1);
+  if (k != kb || c.dim(0) != m || c.dim(1) != n)
+    throw Error("gemm shape mismatch: " + shape_str(a.shape()) + (trans_a ? "^T" : "") + " x " +
+                shape_str(b.shape()) + (trans_b ? "^T" : "") + " -> " + shape_str(c.shape()));
+  TL_TIMED("gemm");
+  const DType in = (a.dtype() == b.dtype() && gemm_format(a.dtype())) ? a.dtype() : DType::F32;
+  const Tensor pa = as_format(a, in, 1), pb = as_format(b, in, 2);
+  GemmProblem p;
+  p.a = pa.raw();
+  p.sam = trans_a ? 1 : a.dim(1);
+  p.sak = trans_a ? a.dim(1) : 1;
+  p.b = pb.raw();
+  p.sbk = trans_b ? 1 : b.dim(1);
+  p.sbn = trans_b ? b.dim(1) : 1;
+  p.c = c.raw();
+  p.ldc = n;
+  p.c_dt = dcode(c.dtype());
+  p.m = static_cast<int>(m), p.n = static_cast<int>(n), p.k = static_cast<int>(k);
+  p.alpha = alpha, p.beta = beta;
+  p.tf32 = m_tf32 && in == DType::F32;
+  launch_gemm(dcode(in), &p, 1, m_ctx.stream);
+}
+
+void CudaBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, Tensor& y,
+                                 Tensor* pre) {
+  bind();
+  check_matrix(x, "linear input");
+  check_matrix(w, "linear weight");
+  const int64_t m = x.dim(0), k = x.dim(1), n = w.dim(0);
+  if (w.dim(1) != k || y.dim(0) != m || y.dim(1) != n)
+    throw Error("linear shape mismatch: x " + shape_str(x.shape()) + ", w " + shape_str(w.shape()) + ", y " +
+                shape_str(y.shape()));
+  TL_TIMED("linear_forward");
+  if (m_fp8_matmul && m_fp8_gemm->forward(x, w, bias, act, y, pre)) return;
+  const DType in = gemm_format(w.dtype()) ? w.dtype() : DType::F32;
+  const Tensor px = as_format(x, in, 1), pw = as_format(w, in, 2);
+  GemmProblem p;
+  p.a = px.raw(), p.sam = k, p.sak = 1;
+  p.b = pw.raw(), p.sbk = 1, p.sbn = k;
+  p.c = y.raw(), p.ldc = n, p.c_dt = dcode(y.dtype());
+  p.m = static_cast<int>(m), p.n = static_cast<int>(n), p.k = static_cast<int>(k);
+  if (bias) p.bias = bias->raw(), p.bias_dt = dcode(bias->dtype());
+  if (pre) {
+    if (pre->dtype() != y.dtype()) throw Error("linear_forward: pre-activation and output formats differ");
+    p.pre = pre->raw();
+  }
+  p.act = act_code(act);
+  p.tf32 = m_tf32 && in == DType::F32;
+  launch_gemm(dcode(in), &p, 1, m_ctx.stream);
+}
+
+void CudaBackend::linear_backward(const Tensor& x, const Tensor& w, Tensor& dy, Activation act, const Tensor* saved,
+                                  Tensor& dw, Tensor* dbias, Tensor* dx, bool accumulate) {
+  bind();
+  const int64_t m = x.dim(0), k = x.dim(1), n = w.dim(0);
+  if (dy.dim(0) != m || dy.dim(1) != n || dw.dim(0) != n || dw.dim(1) != k)
+    throw Error("linear backward shape mismatch: dy " + shape_str(dy.shape()) + ", dw " + shape_str(dw.shape()));
+  if (act != Activation::None && !saved) throw Error("linear backward with an activation needs the saved tensor");
+  TL_TIMED("linear_backward");
+  if (m_fp8_matmul && m_fp8_gemm->backward(x, w, dy, act, saved, dw, dbias, dx, accumulate)) return;
+  const DType in = gemm_format(dy.dtype()) ? dy.dtype() : DType::F32;
+  const Tensor g = as_format(dy, in, 0), px = as_format(x, in, 1), pw = as_format(w, in, 2);
+  Tensor ps;
+  if (act != Activation::None) ps = as_format(*saved, in, 3);
+  const bool tf32 = m_tf32 && in == DType::F32;
+  // One launch: dW[n, k] (+)= sum_b g'[b, n] x[b, k];  dbias[n] (+)= sum_b g'[b, n] (the ones column,
+  // never tf32-rounded, as the CPU sums the unrounded g');  dx[b, k] = sum_n g'[b, n] w[n, k].
+  GemmProblem probs[3];
+  int count = 0;
+  const bool separate_bias = dbias && tf32;
+  {
+    GemmProblem& p = probs[count++];
+    p.a = g.raw(), p.sam = 1, p.sak = n;
+    p.b = px.raw(), p.sbk = k, p.sbn = 1;
+    p.c = dw.raw(), p.ldc = k, p.c_dt = dcode(dw.dtype());
+    p.m = static_cast<int>(n), p.n = static_cast<int>(k), p.k = static_cast<int>(m);
+    p.beta = accumulate ? 1.0f : 0.0f;
+    p.tf32 = tf32;
+    if (act != Activation::None) p.a_mask = ps.raw(), p.a_mask_act = act_code(act);
+    if (dbias && !separate_bias) {
+      p.ones_col = true;
+      p.bias_grad = dbias->raw();
+      p.bias_grad_dt = dcode(dbias->dtype());
+    }
+  }
+  if (separate_bias) {
+    GemmProblem& p = probs[count++];
+    p = probs[0];
+    p.n = 0, p.c = nullptr, p.tf32 = false;
+    p.ones_col = true;
+    p.bias_grad = dbias->raw();
+    p.bias_grad_dt = dcode(dbias->dtype());
+  }
+  if (dx) {
+    GemmProblem& p = probs[count++];
+    p.a = g.raw(), p.sam = n, p.sak = 1;
+    p.b = pw.raw(), p.sbk = k, p.sbn = 1;
+    p.c = dx->raw(), p.ldc = k, p.c_dt = dcode(dx->dtype());
+    p.m = static_cast<int>(m), p.n = static_cast<int>(k), p.k = static_cast<int>(n);
+    p.tf32 = tf32;
+    if (act != Activation::None) p.a_mask = ps.raw(), p.a_mask_act = act_code(act);
+  }
+  launch_gemm(dcode(in), probs, count, m_ctx.stream);
+}
+
+// --- elementwise, loss, gather ---------------------------------------------------------------
+void CudaBackend::activation_forward(Activation act, const Tensor& x, Tensor& y) {
+  bind();
+  TL_TIMED("activation_forward");
+  launch_activation_forward(act_code(act), x.raw(), dcode(x.dtype()), y.raw(), dcode(y.dtype()), x.numel(), m_ctx.stream);
+}
+
+void CudaBackend::activation_backward(Activation act, const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx) {
+  bind();
+  TL_TIMED("activation_backward");
+  launch_activation_backward(act_code(act), x.raw(), dcode(x.dtype()), dy.raw(), dcode(dy.dtype()), dx.raw(),
+                             dcode(dx.dtype()), x.numel(), m_ctx.stream);
+}
+
+void CudaBackend::softmax_xent(const Tensor& logits, const Tensor& labels, Tensor* dlogits, float grad_multiplier,
+                               Tensor& stats, bool accumulate_stats) {
+  bind();
+  check_matrix(logits, "logits");
+  const int64_t b = logits.dim(0), c = logits.dim(1);
+  if (labels.dtype() != DType::I32 || labels.numel() != b)
+    throw Error("softmax_xent: labels must be int32 of length " + std::to_string(b));
+  if (stats.dtype() != DType::F32 || stats.numel() < 2) throw Error("softmax_xent: stats must be fp32 [2]");
+  TL_TIMED("softmax_xent");
+  launch_softmax_xent(logits.raw(), dcode(logits.dtype()), b, c, labels.data<int32_t>(), dlogits ? dlogits->raw() : nullptr,
+                      dlogits ? dcode(dlogits->dtype()) : 0, grad_multiplier, m_ctx.scalars, stats.data<float>(),
+                      accumulate_stats, m_ctx.stream);
+}
+
+void CudaBackend::gather_rows(const Tensor& src, const Tensor& idx, Tensor& dst) {
+  bind();
+  if (idx.dtype() != DType::I32) throw Error("gather_rows: indices must be int32");
+  if (src.dtype() != dst.dtype()) throw Error("gather_rows: source and destination formats differ");
+  const int64_t rows = idx.numel();
+  const size_t row_bytes = src.shape()[0] ? src.bytes() / static_cast<size_t>(src.shape()[0]) : 0;
+  if (dst.shape()[0] != rows || dst.bytes() != row_bytes * static_cast<size_t>(rows))
+    throw Error("gather_rows: destination " + shape_str(dst.shape()) + " does not fit " + std::to_string(rows) +
+                " rows of " + shape_str(src.shape()));
+  TL_TIMED("gather_rows");
+  launch_gather_rows(src.raw(), src.shape()[0], static_cast<int64_t>(row_bytes), idx.data<int32_t>(), rows, dst.raw(),
+                     m_ctx.stream);
+}
+
+// --- optimizers ------------------------------------------------------------------------------
+namespace {
+std::vector<OptTensor> opt_table(std::span<ParamSlot> params, bool with_v) {
+  std::vector<OptTensor> t;
+  t.reserve(params.size());
+  for (auto& p : params) {
+    OptTensor o;
+    o.master = p.master->data<float>();
+    o.value = (p.value && p.value->defined() && !p.value->same_storage(*p.master)) ? p.value->raw() : nullptr;
+    o.value_dt = o.value ? dcode(p.value->dtype()) : 0;
+    o.grad = p.grad->raw();
+    o.grad_dt = dcode(p.grad->dtype());
+    o.m = p.m && p.m->defined() ? p.m->data<float>() : nullptr;
+    o.v = with_v && p.v && p.v->defined() ? p.v->data<float>() : nullptr;
+    o.mask = p.mask && p.mask->defined() ? p.mask->data<float>() : nullptr;
+    o.n = p.master->numel();
+    o.decay = p.decay ? 1.0f : 0.0f;
+    t.push_back(o);
+  }
+  return t;
+}
+}  // namespace
+
+void CudaBackend::adamw_step(std::span<ParamSlot> params, const AdamWHyper& h) {
+  bind();
+  TL_TIMED("adamw");
+  auto t = opt_table(params, true);
+  for (auto& o : t)
+    if (!o.m || !o.v) throw Error("adamw_step: optimizer state (m, v) missing");
+  launch_adamw(t.data(), static_cast<int>(t.size()), OptHyper{h.beta1, h.beta2, h.eps, h.weight_decay, false},
+               m_ctx.scalars, m_ctx.stream);
+}
+
+void CudaBackend::sgd_step(std::span<ParamSlot> params, const SgdHyper& h) {
+  bind();
+  TL_TIMED("sgd");
+  auto t = opt_table(params, false);
+  launch_sgd(t.data(), static_cast<int>(t.size()), OptHyper{h.momentum, 0.0f, 0.0f, h.weight_decay, h.nesterov},
+             m_ctx.scalars, m_ctx.stream);
+}
+
+bool CudaBackend::all_finite(std::span<const Tensor* const> tensors) {
+  bind();
+  std::vector<OptTensor> t;
+  for (const Tensor* x : tensors) {
+    OptTensor o;
+    o.grad = x->raw();
+    o.grad_dt = dcode(x->dtype());
+    o.n = x->numel();
+    t.push_back(o);
+  }
+  {
+    TL_TIMED("all_finite");
+    TL_CUDA_CHECK(cudaMemsetAsync(m_ctx.flag, 0, sizeof(int), m_ctx.stream));
+    launch_all_finite(t.data(), static_cast<int>(t.size()), m_ctx.flag, m_ctx.stream);
+    TL_CUDA_CHECK(cudaMemcpyAsync(m_ctx.flag_host, m_ctx.flag, sizeof(int), cudaMemcpyDeviceToHost, m_ctx.stream));
+  }
+  TL_CUDA_CHECK(cudaStreamSynchronize(m_ctx.stream));
+  return *m_ctx.flag_host == 0;
+}
+
+// --- step capture ------------------------------------------------------------------------------
+void CudaBackend::run_step(const std::string& key, const std::function<void()>& step) {
+  bind();
+  if (!m_capture || m_kernel_timing) {
+    step();
+    return;
+  }
+  CudaContext::Graph& g = m_ctx.graphs[key];
+  if (g.exec) {
+    TL_CUDA_CHECK(cudaGraphLaunch(g.exec, m_ctx.stream));
+    return;
+  }
+  if (++g.calls < 2) {  // eager first: buffers and optimizer state get allocated
+    step();
+    return;
+  }
+  cudaGraph_t graph = nullptr;
+  TL_CUDA_CHECK(cudaStreamBeginCapture(m_ctx.stream, cudaStreamCaptureModeRelaxed));
+  m_ctx.capturing = true;
+  try {
+    step();
+  } catch (...) {
+    m_ctx.capturing = false;
+    cudaStreamEndCapture(m_ctx.stream, &graph);
+    if (graph) cudaGraphDestroy(graph);
+    cudaGetLastError();
+    throw;
+  }
+  m_ctx.capturing = false;
+  TL_CUDA_CHECK(cudaStreamEndCapture(m_ctx.stream, &graph));
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  TL_CUDA_CHECK(e);
+  g.exec = exec;
+  TL_CUDA_CHECK(cudaGraphLaunch(g.exec, m_ctx.stream));
+}
+
+void CudaBackend::invalidate_captures() {
+  bind();
+  if (m_ctx.graphs.empty()) return;
+  cudaStreamSynchronize(m_ctx.stream);
+  for (auto& [k, g] : m_ctx.graphs)
+    if (g.exec) cudaGraphExecDestroy(g.exec);
+  m_ctx.graphs.clear();
+}
+
+}  // namespace trainlab::cuda

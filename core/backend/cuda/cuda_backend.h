@@ -1,0 +1,131 @@
+// CudaBackend: every Backend operation on one NVIDIA GPU, over the kernels in kernels/ (fused
+// matrix products with bias/activation epilogues, fused softmax + cross-entropy, multi-tensor
+// optimizers) and cuBLASLt (fp8 products with per-tensor delayed scaling, large products).
+//
+// Everything the backend owns lives in its CudaContext: the stream all work is queued on, the
+// cuBLASLt handle and workspace, the caching allocator behind Backend::empty, pinned staging
+// buffers for host->device copies, the device-side StepScalars, captured step graphs and the
+// timing events. There are no globals: two backends on two devices are independent.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <array>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cuda/device_allocator.h"
+#include "common.cuh"
+
+namespace trainlab::cuda {
+
+class Fp8Gemm;
+
+// Per-kernel timing with CUDA events: begin()/end() around each launch while timing is on.
+struct PendingTiming {
+  std::string name;
+  cudaEvent_t start, stop;
+};
+
+struct CudaContext {
+  int device = 0;
+  cudaDeviceProp props{};
+  cudaStream_t stream = nullptr;
+  std::shared_ptr<DeviceAllocator> alloc;
+  kern::DevScalars* scalars = nullptr;   // device
+  int* flag = nullptr;                    // device int for all_finite
+  int* flag_host = nullptr;               // pinned
+  // Pinned staging ring for small host->device copies (indices, step scalars).
+  static constexpr int kSlots = 64;
+  static constexpr size_t kSlotBytes = 64 << 10;
+  char* pinned = nullptr;
+  std::array<cudaEvent_t, kSlots> slot_done{};
+  int next_slot = 0;
+  int64_t context_bytes = 0;  // device memory in use right after the runtime context was created
+  struct Graph {
+    int calls = 0;
+    cudaGraphExec_t exec = nullptr;
+  };
+  std::map<std::string, Graph> graphs;
+  bool capturing = false;
+  std::vector<cudaEvent_t> free_events;
+  std::vector<PendingTiming> pending;
+  std::map<std::string, KernelTime> times;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int device);
+  ~CudaBackend() override;
+
+  DeviceInfo info() const override;
+  bool supports(DType t) const override;
+
+  Tensor empty(const Shape& shape, DType dtype, MemCategory category) override;
+  void upload(Tensor& dst, const void* src, DType src_type) override;
+  void download(const Tensor& src, void* dst, DType dst_type) override;
+  void copy(const Tensor& src, Tensor& dst) override;
+  void fill(Tensor& t, float value) override;
+  void synchronize() override;
+
+  void set_step_scalars(const StepScalars& s) override;
+  void set_fp8(bool on) override;
+
+  void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha,
+            float beta) override;
+  void linear_forward(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, Tensor& y,
+                      Tensor* pre) override;
+  void linear_backward(const Tensor& x, const Tensor& w, Tensor& dy, Activation act, const Tensor* saved,
+                       Tensor& dw, Tensor* dbias, Tensor* dx, bool accumulate) override;
+  void activation_forward(Activation act, const Tensor& x, Tensor& y) override;
+  void activation_backward(Activation act, const Tensor& x, const Tensor& y, const Tensor& dy,
+                           Tensor& dx) override;
+  void softmax_xent(const Tensor& logits, const Tensor& labels, Tensor* dlogits, float grad_multiplier,
+                    Tensor& stats, bool accumulate_stats) override;
+  void gather_rows(const Tensor& src, const Tensor& idx, Tensor& dst) override;
+
+  void adamw_step(std::span<ParamSlot> params, const AdamWHyper& h) override;
+  void sgd_step(std::span<ParamSlot> params, const SgdHyper& h) override;
+  bool all_finite(std::span<const Tensor* const> tensors) override;
+
+  void run_step(const std::string& key, const std::function<void()>& step) override;
+  void invalidate_captures() override;
+
+  void set_kernel_timing(bool on) override;
+  std::vector<KernelTime> kernel_times() const override;
+  void reset_kernel_times() override;
+
+  CudaContext& context() { return m_ctx; }
+
+ private:
+  friend class Fp8Gemm;
+  friend class TimedOp;
+  void bind() const;
+  // `t` in format `want`: the tensor itself, or a converted copy in workspace slot `slot`.
+  Tensor as_format(const Tensor& t, DType want, int slot);
+  void stage_h2d(void* dst, const void* src, size_t bytes);
+  void timing_begin(const char* name);
+  void timing_end();
+  void collect_timings() const;
+
+  mutable CudaContext m_ctx;
+  static constexpr int kWorkspaceSlots = 6;
+  std::array<Tensor, kWorkspaceSlots> m_workspace;
+  std::unique_ptr<Fp8Gemm> m_fp8_gemm;
+  bool m_lt_ok = true;
+};
+
+// RAII: per-kernel timing around one operation.
+class TimedOp {
+ public:
+  TimedOp(CudaBackend* be, const char* name, bool on);
+  ~TimedOp();
+
+ private:
+  CudaBackend* m_be;
+  bool m_on;
+};
+
+}  // namespace trainlab::cuda

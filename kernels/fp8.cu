@@ -1,0 +1,67 @@
+// kernels/fp8.cu: see fp8.cuh for the math, layout and precision.
+#include "device_common.cuh"
+#include "fp8.cuh"
+
+namespace trainlab::kern {
+
+namespace {
+constexpr int kTile = 32;
+
+__global__ void __launch_bounds__(kTile * 8) cast_fp8_kernel(const void* x, int xdt, const void* mask, int64_t rows,
+                                                            int64_t cols, void* out, void* out_t, int fdt,
+                                                            float* hist, float* inv_scale_out, const DevScalars* sc) {
+  __shared__ float tile[kTile][kTile + 1];
+  __shared__ float s_max[8];
+  const int slot = static_cast<int>(sc->step) % kFp8History;
+  const int next = (slot + 1) % kFp8History;
+  float amax = 0.0f;
+  for (int j = 0; j < kFp8History; ++j)
+    if (j != slot && j != next) amax = fmaxf(amax, hist[j]);
+  const float fmax = fdt == kE4M3 ? 448.0f : 57344.0f;
+  const float scale = amax > 0.0f ? fmax / amax : 1.0f;
+  if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0 && threadIdx.y == 0) {
+    *inv_scale_out = 1.0f / scale;
+    hist[next] = 0.0f;
+  }
+  const int64_t r0 = int64_t(blockIdx.y) * kTile, c0 = int64_t(blockIdx.x) * kTile;
+  float local = 0.0f;
+  for (int i = threadIdx.y; i < kTile; i += 8) {
+    const int64_t r = r0 + i, c = c0 + threadIdx.x;
+    float v = 0.0f;
+    if (r < rows && c < cols) {
+      v = ld(x, r * cols + c, xdt);
+      if (mask && !(ld(mask, r * cols + c, xdt) > 0.0f)) v = 0.0f;
+      local = fmaxf(local, fabsf(v));
+      st(out, r * cols + c, fdt, v * scale);
+    }
+    tile[i][threadIdx.x] = v;
+  }
+  if (out_t) {
+    __syncthreads();
+    for (int i = threadIdx.y; i < kTile; i += 8) {
+      const int64_t c = c0 + i, r = r0 + threadIdx.x;  // out_t[c, r] = x[r, c]
+      if (r < rows && c < cols) st(out_t, c * rows + r, fdt, tile[threadIdx.x][i] * scale);
+    }
+  }
+  for (int o = 16; o > 0; o >>= 1) local = fmaxf(local, __shfl_xor_sync(0xffffffffu, local, o));
+  if (threadIdx.x == 0) s_max[threadIdx.y] = local;
+  __syncthreads();
+  if (threadIdx.x == 0 && threadIdx.y == 0) {
+    float m = 0.0f;
+    for (int w = 0; w < 8; ++w) m = fmaxf(m, s_max[w]);
+    if (isfinite(m) && m > 0.0f) atomicMax(reinterpret_cast<int*>(hist + slot), __float_as_int(m));
+  }
+}
+}  // namespace
+
+void launch_cast_fp8(const void* x, int x_dt, const void* relu_mask, int64_t rows, int64_t cols, void* out,
+                     void* out_t, int fp8_dt, float* history, float* inv_scale_out, const DevScalars* sc,
+                     cudaStream_t s) {
+  if (rows <= 0 || cols <= 0) return;
+  dim3 grid(static_cast<unsigned>((cols + kTile - 1) / kTile), static_cast<unsigned>((rows + kTile - 1) / kTile));
+  cast_fp8_kernel<<<grid, dim3(kTile, 8), 0, s>>>(x, x_dt, relu_mask, rows, cols, out, out_t, fp8_dt, history,
+                                                  inv_scale_out, sc);
+  TL_LAUNCH_CHECK("cast_fp8");
+}
+
+}  // namespace trainlab::kern

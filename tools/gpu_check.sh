@@ -1,0 +1,58 @@
+#!/bin/bash
+# tools/gpu_check.sh: the CUDA backend's check on the GPU machine (issue 3). Run from the repo root
+# by the device tool, with $OUT set; writes its logs under $OUT.
+#   1. builds the lab there (no Qt: -DTRAINLAB_BUILD_APP=OFF, sm_90) when the build's dependencies
+#      are present; otherwise uses binaries built on the development machine and carried in
+#      .gpubin/ (with the libraries they need);
+#   2. runs the GPU parity tests;
+#   3. trains the digits MLP on cuda in each precision (run records under $OUT/runs);
+#   4. runs `trainlab-cli bench --case digits --device cuda --modes fp32,bf16` and the PyTorch peer
+#      (.peer/peer_torch.py, carried) in the same command, for BENCHMARKS.md.
+set -o pipefail
+OUT=${OUT:-/tmp/gpu_check_out}
+mkdir -p "$OUT"
+export PATH=/usr/local/cuda/bin:$PATH
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$LD_LIBRARY_PATH
+export TRAINLAB_DATA_DIR=$PWD/resources/data
+STAGES=${STAGES:-build,test,train,bench}
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$OUT/device.txt" 2>&1
+BIN=""
+if [[ $STAGES == *build* ]] && [ -f /usr/include/cblas.h -o -d /usr/include/openblas -o -d /usr/include/x86_64-linux-gnu/openblas-pthread ] \
+   && [ -d /usr/include/nlohmann ] && [ -d /usr/include/CLI ]; then
+  (cmake -S . -B build-gpu -G Ninja -DTRAINLAB_BUILD_APP=OFF -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
+    && ninja -C build-gpu -j16 trainlab-cli trainlab_cuda test_cuda_parity) > "$OUT/build.log" 2>&1 && BIN=build-gpu
+fi
+if [ -z "$BIN" ]; then
+  echo "building there skipped or failed: using the carried .gpubin" | tee -a "$OUT/build.log"
+  mkdir -p /tmp/tlbin && cp -a .gpubin/. /tmp/tlbin/
+  export LD_LIBRARY_PATH=/tmp/tlbin:$LD_LIBRARY_PATH
+  CLI=/tmp/tlbin/trainlab-cli; PARITY=/tmp/tlbin/test_cuda_parity
+else
+  CLI=$BIN/core/trainlab-cli; PARITY=$BIN/tests/test_cuda_parity
+fi
+echo "binaries: $CLI" | tee -a "$OUT/build.log"
+if [[ $STAGES == *test* ]]; then
+  if [ -n "$BIN" ]; then (cd $BIN && ctest -L gpu --output-on-failure) > "$OUT/ctest.log" 2>&1; fi
+  timeout 300 $PARITY > "$OUT/parity.log" 2>&1; echo "parity exit $?" >> "$OUT/parity.log"
+  grep -E "FAIL|passed" "$OUT/parity.log" | tail -30
+fi
+if [[ $STAGES == *train* ]]; then
+  for p in ${PRECISIONS:-fp32 tf32 bf16 fp16 fp8}; do
+    timeout 120 $CLI train --device cuda --precision $p --out /tmp/runs/$p --quiet > /tmp/train_$p.log 2>&1
+    echo "$p exit=$? $(python3 -c "import json;s=json.load(open('/tmp/runs/$p/summary.json'));print('test_accuracy',s.get('test_accuracy'),'status',s.get('status'),'steps',s.get('steps'),'samples_per_s',round(s.get('samples_per_s',0)))" 2>&1)" | tee -a "$OUT/train.log"
+    tail -3 /tmp/train_$p.log >> "$OUT/train.log"
+  done
+  tail -1 /tmp/runs/bf16/metrics.jsonl > "$OUT/last_metrics_bf16.json" 2>/dev/null
+fi
+if [[ $STAGES == *bench* ]]; then
+  $CLI bench --case digits --device cuda --modes ${MODES:-fp32,bf16,fp32-nograph} 2>&1 | tee "$OUT/bench_lab.jsonl"
+  PYTHONUNBUFFERED=1 timeout 240 python3 .peer/peer_torch.py --data resources/data --cases digits 2>&1 | tee "$OUT/bench_peer.txt" | tail -15
+fi
+if [[ $STAGES == *profile* ]]; then
+  # Per-kernel times from the lab's own CUDA-event timing (device.kernel_timing), last step's line.
+  $CLI train --device cuda --precision bf16 --steps 60 --set device.kernel_timing=true --out /tmp/runs/kt --quiet > /dev/null 2>&1
+  python3 -c "import json;m=json.loads(open('/tmp/runs/kt/metrics.jsonl').readlines()[-1]);print(json.dumps(m.get('kernel_times')))" | tee "$OUT/kernel_times.json"
+  timeout 120 ncu --clock-control none --launch-skip 300 --launch-count 14 --metrics gpu__time_duration.sum \
+    $CLI bench --case digits --device cuda --modes bf16-nograph --steps 40 --warmup 20 > "$OUT/ncu.txt" 2>&1
+  grep -E "^\s+[a-z_].*\(|gpu__time_duration" "$OUT/ncu.txt" | paste - - | awk '{print $1, $(NF)}' | tail -16
+fi
