@@ -175,6 +175,37 @@ class Backend {
   // out = a + b (same element count; out may alias a or b).
   virtual void add(const Tensor& a, const Tensor& b, Tensor& out) { throw_not_implemented("add"); }
 
+  // --- compression operations (issue 5). Defaults throw "<op> is not implemented on <device>" so
+  // a backend without them still builds; CpuBackend implements all of them.
+  // Symmetric fake quantization (quantize then dequantize) of w into out (any float formats):
+  // elements are taken in groups of `group` consecutive values in row-major order (group = numel:
+  // per tensor; group = columns: per output channel; else per group inside a row), per group
+  //   s = fp16(max|w| / qmax), qmax = 2^(bits-1) - 1;  out = s * clamp(rne(w / s), -qmax, qmax)
+  // (s = 0 gives 0). The scale is rounded to fp16 because that is how it is stored.
+  virtual void fake_quantize(const Tensor& w, Tensor& out, int bits, int64_t group) {
+    throw_not_implemented("fake_quantize");
+  }
+  // q (int8) = clamp(rne(x / scale), -127, 127) for float x.
+  virtual void quantize_i8(const Tensor& x, float scale, Tensor& q) { throw_not_implemented("quantize_i8"); }
+  // c (int32 [M, N]) = a (int8 [M, K]) * b (int8 [N, K])^T, exact int32 accumulation.
+  virtual void gemm_i8(const Tensor& a, const Tensor& b, Tensor& c) { throw_not_implemented("gemm_i8"); }
+  // W8A8 linear layer: y [M, N] = act((xq wq^T)_int32 * (x_scale * w_scales[n]) + bias[n]), the
+  // integer product accumulated exactly in int32 and rescaled once. xq int8 [M, K], wq int8
+  // [N, K], w_scales fp32 [N] (or [1] for one scale), bias fp32 [N] or null.
+  virtual void int8_linear(const Tensor& xq, float x_scale, const Tensor& wq, const Tensor& w_scales,
+                           const Tensor* bias, Activation act, Tensor& y) {
+    throw_not_implemented("int8_linear");
+  }
+  // Knowledge distillation on top of softmax_xent's gradient, per row of the student logits zs
+  // and teacher logits zt [B, C]:
+  //   dlogits = (1 - alpha) * dlogits + alpha * T * (softmax(zs / T) - softmax(zt / T)) * grad_multiplier * loss_scale,
+  // the gradient of alpha * T^2 * KL(p_t^T || p_s^T) + (1 - alpha) * CE. When kl_sum (fp32 [1]) is
+  // given it receives (=|+= with accumulate) the sum over rows of T^2 * KL.
+  virtual void distill_backward(const Tensor& student_logits, const Tensor& teacher_logits, float temperature,
+                                float alpha, float grad_multiplier, Tensor& dlogits, Tensor* kl_sum, bool accumulate) {
+    throw_not_implemented("distill_backward");
+  }
+
   // --- optimizers (multi-tensor: one call updates every parameter) ---------------------------
   // PyTorch's AdamW, in its order of operations:
   //   g = grad * grad_unscale; master *= 1 - lr*wd; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
@@ -203,6 +234,9 @@ class Backend {
   virtual void reset_kernel_times() {}
 
  protected:
+  [[noreturn]] void throw_not_implemented(const char* op) const {
+    throw Error(std::string(op) + " is not implemented on " + info().name);
+  }
   [[noreturn]] void throw_not_implemented(const char* op) const {
     throw Error(std::string(op) + " is not implemented on " + info().name);
   }

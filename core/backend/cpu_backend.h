@@ -39,6 +39,15 @@ class CpuBackend final : public Backend {
                     Tensor& stats, bool accumulate_stats) override;
   void gather_rows(const Tensor& src, const Tensor& idx, Tensor& dst) override;
 
+  // Compression operations (issue 5); defined in compress/cpu_compress_ops.cpp.
+  void fake_quantize(const Tensor& w, Tensor& out, int bits, int64_t group) override;
+  void quantize_i8(const Tensor& x, float scale, Tensor& q) override;
+  void gemm_i8(const Tensor& a, const Tensor& b, Tensor& c) override;
+  void int8_linear(const Tensor& xq, float x_scale, const Tensor& wq, const Tensor& w_scales, const Tensor* bias,
+                   Activation act, Tensor& y) override;
+  void distill_backward(const Tensor& student_logits, const Tensor& teacher_logits, float temperature, float alpha,
+                        float grad_multiplier, Tensor& dlogits, Tensor* kl_sum, bool accumulate) override;
+
   // Transformer operations: cpu_transformer_ops.cpp.
   void embedding_forward(const Tensor& tok, const Tensor& pos, const Tensor& idx, int64_t T, Tensor& out) override;
   void embedding_backward(const Tensor& dout, const Tensor& idx, int64_t T, Tensor& dtok, Tensor& dpos,

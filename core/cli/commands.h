@@ -12,5 +12,8 @@ Runner add_train_command(CLI::App& app);
 Runner add_eval_command(CLI::App& app);
 Runner add_bench_command(CLI::App& app);
 Runner add_generate_command(CLI::App& app);  // char-gpt text generation (issue 4): cmd_generate.cpp
+Runner add_quantize_command(CLI::App& app);  // compression (issue 5): cmd_quantize.cpp
+Runner add_prune_command(CLI::App& app);
+Runner add_sweep_command(CLI::App& app);     // cmd_sweep.cpp
 
 }  // namespace trainlab::cli

@@ -19,6 +19,9 @@ int main(int argc, char** argv) {
   runners.push_back(trainlab::cli::add_eval_command(app));
   runners.push_back(trainlab::cli::add_bench_command(app));
   runners.push_back(trainlab::cli::add_generate_command(app));
+  runners.push_back(trainlab::cli::add_quantize_command(app));
+  runners.push_back(trainlab::cli::add_prune_command(app));
+  runners.push_back(trainlab::cli::add_sweep_command(app));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

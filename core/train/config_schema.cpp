@@ -150,6 +150,96 @@ void transformer_keys(std::vector<ConfigKey>& s) {
                       "Text data: validation windows (a fixed, seeded set) averaged for the validation loss."));
 }
 
+// Compression (issue 5): quantization-aware training, pruning, distillation. The logic is in
+// core/compress/compression.cpp.
+void compress_keys(std::vector<ConfigKey>& s) {
+  s.push_back(key_enum("quant.mode", "none", {"none", "qat"},
+                       "Quantization-aware training: qat rounds every linear weight to quant.bits in the forward pass "
+                       "(s = max|w|/qmax per granularity, q = clamp(round(w/s), -qmax, qmax)) and passes the gradient "
+                       "through the rounding unchanged (straight-through estimator) to the fp32 master. Can be switched "
+                       "on and off mid-run (applies at the next step).",
+                       true));
+  s.push_back(key_int("quant.bits", 4, 2, 8, "Bits a weight for QAT and the quantized weights file (2..8; qmax = 2^(b-1)-1).",
+                      true));
+  s.push_back(key_enum("quant.granularity", "channel", {"tensor", "channel", "group"},
+                       "One scale for the whole tensor, per output channel (row), or per group of quant.group consecutive "
+                       "weights along the input dimension. Finer scales cost 16 bits each: 4 bits with groups of 32 is "
+                       "4.5 bits a weight.",
+                       true));
+  s.push_back(key_int("quant.group", 32, 1, 4096, "Weights per scale with granularity group (32, 64 or 128; must divide each "
+                                                  "layer's input size).",
+                      true));
+  s.push_back(key_string("quant.overrides", "",
+                         "Per-layer choices that replace the defaults: layer:bits[:granularity[:group]], comma separated, "
+                         "e.g. net.4:8:channel keeps the classifier at 8 bits."));
+  s.push_back(key_int("quant.calibration_batches", 8, 1, 1 << 20,
+                      "W8A8: batches of the training split used to calibrate the activation scales (max |x| / 127 per "
+                      "layer input)."));
+  s.push_back(key_enum("prune.method", "none", {"none", "magnitude", "gradual", "2:4"},
+                       "Pruning: magnitude removes the smallest |w| once at prune.start_step (fine-tuning for the rest of "
+                       "the run); gradual raises sparsity on Zhu and Gupta's cubic schedule s_t = s_f + (s_i - s_f)(1 - "
+                       "(t - t0)/(n dt))^3 at t0, t0+dt, ..., t0+n dt; 2:4 keeps the 2 largest of every 4 weights along "
+                       "the input dimension. Masks stay applied through every later update."));
+  s.push_back(key_float("prune.sparsity", 0.9, 0.0, 0.999, "Target (final) fraction of linear weights set to zero."));
+  s.push_back(key_float("prune.initial_sparsity", 0.0, 0.0, 0.999, "Gradual pruning: sparsity s_i at the first pruning step."));
+  s.push_back(key_int("prune.start_step", 0, 0, 1e12, "Step of one-shot or 2:4 pruning, or t0 of the gradual schedule."));
+  s.push_back(key_int("prune.interval", 10, 1, 1e12, "Gradual pruning: steps dt between pruning steps (fine-tuning between)."));
+  s.push_back(key_int("prune.n_steps", 10, 1, 1e9, "Gradual pruning: number n of pruning steps after t0; the final sparsity "
+                                                   "is reached at t0 + n dt."));
+  s.push_back(key_enum("prune.scope", "layer", {"layer", "global"},
+                       "Magnitude threshold per layer (each matrix to the target sparsity) or one global threshold over "
+                       "all pruned matrices (layers end up with different sparsities)."));
+  s.push_back(key_bool("prune.include_output", true, "Prune the output (classifier) layer too."));
+  s.push_back(key_bool("prune.rewind", false,
+                       "Lottery ticket: after one-shot magnitude pruning, reset the surviving weights (and all biases) to "
+                       "their values at prune.rewind_step and restart the optimizer's moments."));
+  s.push_back(key_int("prune.rewind_step", 0, 0, 1e12, "Lottery ticket: step whose weights the ticket rewinds to (0: the "
+                                                       "initialisation)."));
+  s.push_back(key_float("prune.now", 0.0, 0.0, 0.999,
+                        "Prune now: set mid-run to a sparsity to remove the smallest weights at the next step (by magnitude, "
+                        "prune.scope); 0 does nothing.",
+                        true));
+  s.push_back(key_string("compress.init_from", "",
+                         "Weights file (fp32 or quantized) to start from instead of the seeded initialisation: fine-tuning "
+                         "a trained run (pruning + fine-tune, QAT from a trained model)."));
+  s.push_back(key_string("distill.teacher", "",
+                         "Teacher weights file (a finished run's model.safetensors, any MLP size): the student learns "
+                         "L = alpha T^2 KL(p_t^T || p_s^T) + (1 - alpha) CE. Empty: no distillation."));
+  s.push_back(key_float("distill.alpha", 0.5, 0.0, 1.0, "Distillation: weight alpha of the soft (teacher) term."));
+  s.push_back(key_float("distill.temperature", 4.0, 0.05, 100.0,
+                        "Distillation: temperature T softening both distributions; T^2 keeps the soft gradient's size."));
+}
+
+// The character transformer (issue 4): nn/transformer.h.
+void transformer_keys(std::vector<ConfigKey>& s) {
+  s.push_back(key_enum("model.preset", "tiny", {"tiny", "small", "gpt2"},
+                       "char-gpt size: tiny 2 layers x 4 heads x 128 wide, context 64 (0.4M parameters; the peer "
+                       "uses batch 32); small 6 x 6 x 384, context 256 (10.7M; batch 64); gpt2 12 x 12 x 768, context "
+                       "1024 (85M; batch 16). model.layers/heads/dim/context override single dimensions."));
+  s.push_back(key_int("model.layers", 0, 0, 1024, "char-gpt transformer blocks (0: from model.preset)."));
+  s.push_back(key_int("model.heads", 0, 0, 1024, "char-gpt attention heads; must divide model.dim (0: from model.preset)."));
+  s.push_back(key_int("model.dim", 0, 0, 65536, "char-gpt width d of the residual stream; the MLP is 4d wide (0: from "
+                                                "model.preset)."));
+  s.push_back(key_int("model.context", 0, 0, 1 << 20, "char-gpt context: characters a window holds (0: from model.preset)."));
+  s.push_back(key_bool("model.pad_vocab", false,
+                       "Pad the vocabulary (65 characters) up to a multiple of 64 (128): the embedding and the "
+                       "classifier get rows for tokens that never occur, in exchange for matrix shapes that tile "
+                       "evenly. The weights then have 128-row shapes."));
+  s.push_back(key_float("model.dropout", 0.0, 0.0, 0.9, "char-gpt dropout probability (only 0 is implemented so far)."));
+  s.push_back(key_enum("checkpoint.policy", "off", {"off", "every-block", "every-k", "selective"},
+                       "Activation checkpointing: off keeps every activation for backward; every-block keeps only each "
+                       "block's input and recomputes the block during backward; every-k keeps the input of every "
+                       "k-th block (k = checkpoint.k, memory ~ L/k + k blocks); selective keeps the matrix-product "
+                       "outputs and recomputes LayerNorm and GELU outputs. Gradients are bit-identical in every mode.",
+                       true));
+  s.push_back(key_int("checkpoint.k", 0, 0, 1024, "Blocks per segment for every-k (0: round(sqrt(layers))).", true));
+  s.push_back(key_float("data.val_fraction", 0.1, 0.01, 0.9,
+                        "Text data: share of the text held out for validation, as whole chunks of 16,384 characters "
+                        "chosen by a seeded shuffle (0.1: 90/10)."));
+  s.push_back(key_int("train.eval_windows", 256, 1, 1 << 24,
+                      "Text data: validation windows (a fixed, seeded set) averaged for the validation loss."));
+}
+
 std::vector<ConfigKey> build_schema() {
   std::vector<ConfigKey> s;
   model_keys(s);
@@ -160,6 +250,7 @@ std::vector<ConfigKey> build_schema() {
   precision_keys(s);
   device_keys(s);
   run_keys(s);
+  compress_keys(s);
   transformer_keys(s);
   return s;
 }

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "backend/backend.h"
+#include "compress/compression.h"
 #include "data/text.h"
 #include "nn/model.h"
 #include "nn/transformer.h"
@@ -32,6 +33,7 @@ struct Trainer::State {
   std::unique_ptr<RunRecord> record;
   LrSchedule schedule;
   std::unique_ptr<LossScaler> scaler;
+  std::unique_ptr<Compression> compress;  // QAT, pruning, distillation (compress/compression.h)
   DType dtype = DType::F32;
   std::string precision;
   int64_t batch = 0;
@@ -142,6 +144,7 @@ void Trainer::apply_setting(const std::string& key, const Json& value, std::stri
     s.gpt->set_checkpointing(checkpoint_policy_from_name(m_config.get_string("checkpoint.policy")),
                              m_config.get_int("checkpoint.k"));
   }
+  if (s.compress) s.compress->on_setting(key);
   s.be->invalidate_captures();
   std::string label = key.substr(key.rfind('.') + 1) + ": " + (old.is_string() ? old.get<std::string>() : old.dump()) +
                       " -> " + (now.is_string() ? now.get<std::string>() : now.dump());
@@ -218,6 +221,8 @@ RunSummary Trainer::run() {
                           seed);
   }
   s.model->set_compute_dtype(*s.be, s.dtype);
+  s.compress = std::make_unique<Compression>(m_config, *s.be);
+  s.model = s.compress->attach(std::move(s.model), s.batch, s.accumulate);
 
   if (m_config.get_string("optim.name") == "adamw") {
     AdamWHyper h;
@@ -385,6 +390,7 @@ RunSummary Trainer::run() {
     sc.grad_unscale = static_cast<float>(1.0 / s.scaler->scale());
     sc.step = static_cast<float>(s.optimizer_steps + 1);
     s.be->set_step_scalars(sc);
+    if (const std::string e = s.compress->before_step(step); !e.empty()) event += (event.empty() ? "" : "; ") + e;
     s.step->set_indices(idx);
     bool applied = true;
     if (s.scaler->enabled()) {
@@ -397,6 +403,7 @@ RunSummary Trainer::run() {
       s.be->run_step("train_step", [&] { s.step->full_step(); });
     }
     if (applied) ++s.optimizer_steps;
+    s.compress->after_step();
     float st[2];
     s.be->download(s.step->stats(), st, DType::F32);
     const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -484,6 +491,7 @@ RunSummary Trainer::run() {
   if (m_config.get_bool("run.save_weights") && sum.status != "diverged")
     save_model_weights(*s.be, *s.model, m_config, s.record->weights_path());
   sum.wall_s = std::chrono::duration<double>(Clock::now() - t_start).count();
+  s.compress->finish(dir);
   s.record->write_summary(sum);
   return sum;
 }

@@ -1,0 +1,294 @@
+// Quantization (DOMAIN.md section 5): fake quantization against the formula, granularity on a
+// tensor with one huge row, packed int4 (and other widths) round trips, the quantized weights
+// file with its exact size (4-bit groups of 32 = 4.5 bits a weight), the straight-through
+// estimator of QAT, and QAT switched on mid-run through the trainer.
+#include <QtTest>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+
+#include "backend/cpu_backend.h"
+#include "compress/compression.h"
+#include "compress/quant.h"
+#include "io/safetensors.h"
+#include "nn/linear.h"
+#include "nn/model.h"
+#include "tensor/dtype.h"
+#include "train/data_setup.h"
+#include "train/trainer.h"
+
+using namespace trainlab;
+
+namespace {
+// The formula, written out independently of the library.
+float formula(float w, float amax, int bits) {
+  const float qmax = static_cast<float>((1 << (bits - 1)) - 1);
+  const float s = round_to(DType::F16, amax / qmax);
+  if (s == 0.0f) return 0.0f;
+  float q = std::nearbyint(w / s);
+  q = std::fmax(-qmax, std::fmin(qmax, q));
+  return s * q;
+}
+
+std::vector<float> huge_row_tensor(int64_t rows, int64_t cols) {
+  std::mt19937_64 rng(3);
+  std::vector<float> w(static_cast<size_t>(rows * cols));
+  for (auto& v : w) v = uniform_pm(rng, 0.1f);
+  for (int64_t c = 0; c < cols; ++c) w[static_cast<size_t>(c)] *= 1000.0f;  // row 0 is huge
+  return w;
+}
+
+double mean_abs_err_excluding_row0(const std::vector<float>& w, const std::vector<float>& q, int64_t cols) {
+  double e = 0.0;
+  for (size_t i = static_cast<size_t>(cols); i < w.size(); ++i) e += std::fabs(w[i] - q[i]);
+  return e / static_cast<double>(w.size() - static_cast<size_t>(cols));
+}
+}  // namespace
+
+class TestQuant : public QObject {
+  Q_OBJECT
+ private slots:
+  void errorAgainstFormula() {
+    CpuBackend be(1);
+    const int64_t rows = 6, cols = 64;
+    const auto w = huge_row_tensor(rows, cols);
+    Tensor tw = be.empty({rows, cols}, DType::F32, MemCategory::Workspace);
+    Tensor tq = be.empty({rows, cols}, DType::F32, MemCategory::Workspace);
+    be.upload(tw, w.data(), DType::F32);
+    for (int bits : {2, 3, 4, 8}) {
+      for (QuantGranularity g : {QuantGranularity::Tensor, QuantGranularity::Channel, QuantGranularity::Group}) {
+        QuantSpec spec;
+        spec.bits = bits;
+        spec.granularity = g;
+        spec.group = 32;
+        const int64_t group = spec.group_size(rows, cols);
+        be.fake_quantize(tw, tq, bits, group);
+        std::vector<float> q(w.size());
+        be.download(tq, q.data(), DType::F32);
+        for (int64_t g0 = 0; g0 < rows * cols; g0 += group) {
+          float amax = 0.0f;
+          for (int64_t i = g0; i < g0 + group; ++i) amax = std::fmax(amax, std::fabs(w[static_cast<size_t>(i)]));
+          const float s = round_to(DType::F16, amax / static_cast<float>((1 << (bits - 1)) - 1));
+          for (int64_t i = g0; i < g0 + group; ++i) {
+            QCOMPARE(q[static_cast<size_t>(i)], formula(w[static_cast<size_t>(i)], amax, bits));
+            QVERIFY(std::fabs(q[static_cast<size_t>(i)] - w[static_cast<size_t>(i)]) <= 0.5f * s * 1.001f);
+          }
+        }
+      }
+    }
+    // One huge row: a per-tensor scale is coarse for every other row, per channel is not.
+    std::vector<float> qt(w.size()), qc(w.size());
+    be.fake_quantize(tw, tq, 4, rows * cols);
+    be.download(tq, qt.data(), DType::F32);
+    be.fake_quantize(tw, tq, 4, cols);
+    be.download(tq, qc.data(), DType::F32);
+    const double et = mean_abs_err_excluding_row0(w, qt, cols), ec = mean_abs_err_excluding_row0(w, qc, cols);
+    // per tensor: s = 100/7, so every small weight (|w| < 0.1) rounds to 0: error = mean |w| ~ 0.05
+    QVERIFY2(et > 0.03, qPrintable(QString("per-tensor error %1").arg(et)));
+    for (size_t i = static_cast<size_t>(cols); i < w.size(); ++i) QCOMPARE(qt[i], 0.0f);
+    // per channel: s ~ 0.1/7, error <= s/2 ~ 0.007 and on average ~ s/4
+    QVERIFY2(ec < 0.005, qPrintable(QString("per-channel error %1").arg(ec)));
+    QVERIFY(et > 10.0 * ec);
+  }
+
+  void zeroGroupAndClamp() {
+    std::vector<float> w = {0, 0, 0, 0, 1.0f, -1.0f, 0.5f, -0.25f};
+    std::vector<float> s(2);
+    std::vector<int8_t> q(8);
+    quantize_groups(w.data(), 8, 3, 4, s.data(), q.data());
+    QCOMPARE(s[0], 0.0f);
+    for (int i = 0; i < 4; ++i) QCOMPARE(int(q[i]), 0);
+    QCOMPARE(int(q[4]), 3);
+    QCOMPARE(int(q[5]), -3);
+    QCOMPARE(s[1], round_to(DType::F16, 1.0f / 3.0f));
+  }
+
+  void packedInt4RoundTrip() {
+    std::mt19937 rng(5);
+    std::vector<int8_t> codes(1001);
+    for (auto& c : codes) c = static_cast<int8_t>(static_cast<int>(rng() % 16) - 8);  // -8..7
+    const auto packed = pack_codes(codes, 4);
+    QCOMPARE(packed.size(), size_t(501));  // two a byte
+    QCOMPARE(unpack_codes(packed, 1001, 4), codes);
+    // Same layout as DType::I4 (low nibble first, two's complement).
+    std::vector<float> f(codes.size());
+    convert_to_f32(DType::I4, packed.data(), f.data(), f.size());
+    for (size_t i = 0; i < codes.size(); ++i) QCOMPARE(f[i], static_cast<float>(codes[i]));
+    QCOMPARE(int(packed[0] & 0xF), codes[0] & 0xF);
+    for (int bits = 2; bits <= 8; ++bits) {
+      const int qmax = (1 << (bits - 1)) - 1;
+      std::vector<int8_t> c(777);
+      for (auto& v : c) v = static_cast<int8_t>(static_cast<int>(rng() % (2 * qmax + 1)) - qmax);
+      const auto p = pack_codes(c, bits);
+      QCOMPARE(p.size(), (c.size() * bits + 7) / 8);
+      QCOMPARE(unpack_codes(p, 777, bits), c);
+    }
+  }
+
+  void quantizedFileSizeAndRoundTrip() {
+    std::mt19937_64 rng(9);
+    SafeTensorsFile f;
+    f.metadata["trainlab_architecture"] = R"({"kind":"mlp","sizes":[64,128,10],"activation":"relu"})";
+    auto add = [&](const std::string& name, Shape shape) {
+      SafeTensor t;
+      t.name = name;
+      t.dtype = "F32";
+      t.shape = shape;
+      std::vector<float> v(static_cast<size_t>(shape_numel(shape)));
+      for (auto& x : v) x = uniform_pm(rng, 0.2f);
+      t.bytes.resize(v.size() * 4);
+      std::memcpy(t.bytes.data(), v.data(), t.bytes.size());
+      f.tensors.push_back(t);
+    };
+    add("net.0.weight", {128, 64});
+    add("net.0.bias", {128});
+    add("net.2.weight", {10, 128});
+    add("net.2.bias", {10});
+    QuantSpec spec;
+    spec.bits = 4;
+    spec.granularity = QuantGranularity::Group;
+    spec.group = 32;
+    QuantFileReport rep;
+    SafeTensorsFile q = quantize_weights(f, QuantPlan::parse(spec, ""), &rep);
+    QCOMPARE(rep.bits_per_weight(), 4.5);  // exactly: 4 + 16/32
+    const int64_t n = 128 * 64 + 10 * 128;
+    QCOMPARE(rep.code_bytes, n / 2);
+    QCOMPARE(rep.scale_bytes, n / 32 * 2);
+    QCOMPARE(rep.other_bytes, int64_t((128 + 10) * 4));
+    const std::string path = (std::filesystem::temp_directory_path() / "trainlab_test_quant.safetensors").string();
+    write_safetensors(path, q);
+    const SafeTensorsFile back = read_safetensors(path);
+    QVERIFY(is_quantized_file(back));
+    QCOMPARE(back.find("net.0.weight.qweight")->dtype, std::string("U8"));
+    QCOMPARE(back.find("net.0.weight.scales")->dtype, std::string("F16"));
+    const SafeTensorsFile dq = dequantize_weights(back);
+    for (const char* name : {"net.0.weight", "net.2.weight"}) {
+      const SafeTensor* o = f.find(name);
+      const SafeTensor* d = dq.find(name);
+      QVERIFY(d && d->shape == o->shape);
+      const int64_t k = shape_numel(o->shape);
+      std::vector<float> expect(static_cast<size_t>(k));
+      fake_quantize_host(reinterpret_cast<const float*>(o->bytes.data()), expect.data(), k, 4, 32);
+      const float* got = reinterpret_cast<const float*>(d->bytes.data());
+      for (int64_t i = 0; i < k; ++i) QCOMPARE(got[i], expect[static_cast<size_t>(i)]);
+    }
+    QCOMPARE(std::memcmp(f.find("net.0.bias")->bytes.data(), dq.find("net.0.bias")->bytes.data(), 128 * 4), 0);
+    // Per-layer override: the classifier at 8 bits per channel, stored as int8.
+    SafeTensorsFile q8 = quantize_weights(f, QuantPlan::parse(spec, "net.2:8:channel"), &rep);
+    QCOMPARE(q8.find("net.2.weight.qweight")->dtype, std::string("I8"));
+    QCOMPARE(rep.code_bytes, int64_t(128 * 64 / 2 + 10 * 128));
+    std::filesystem::remove(path);
+  }
+
+  // QAT's straight-through estimator: forward and the input gradients use Q(w), and the weight
+  // gradient handed to the fp32 master is dL/dQ(w) unchanged (the rounding treated as identity).
+  void steGradient() {
+    CpuBackend be(1);
+    Config c;
+    c.set("quant.mode", "qat");
+    c.set("quant.bits", "3");
+    c.set("quant.granularity", "channel");
+    const int64_t B = 5;
+    auto qat_model = std::unique_ptr<Model>(new Mlp(be, {8, 12, 4}, Activation::ReLU, 11));
+    Compression comp(c, be);
+    auto model = comp.attach(std::move(qat_model), B, 1);
+    comp.before_step(0);
+    // Reference: a plain model whose weights ARE Q(w).
+    Mlp ref(be, {8, 12, 4}, Activation::ReLU, 99);
+    auto mp = model->parameters(), rp = ref.parameters();
+    for (size_t i = 0; i < mp.size(); ++i) {
+      QVERIFY(i % 2 == 1 || !mp[i]->value.same_storage(mp[i]->master));
+      be.copy(mp[i]->value, rp[i]->master);  // value = Q(master) for weights, = master for biases
+    }
+    std::mt19937_64 rng(4);
+    std::vector<float> hx(static_cast<size_t>(B * 8));
+    for (auto& v : hx) v = uniform_pm(rng, 1.0f);
+    std::vector<int32_t> hy = {0, 1, 2, 3, 1};
+    Tensor x = be.empty({B, 8}, DType::F32, MemCategory::Workspace);
+    Tensor y = be.empty({B}, DType::I32, MemCategory::Workspace);
+    be.upload(x, hx.data(), DType::F32);
+    be.upload(y, hy.data(), DType::I32);
+    Tensor stats = be.empty({2}, DType::F32, MemCategory::Workspace);
+    auto loss_and_grads = [&](Model& m) {
+      Tensor z = m.forward(be, x, true);
+      Tensor dz = be.empty(z.shape(), DType::F32, MemCategory::Workspace);
+      be.softmax_xent(z, y, &dz, 1.0f / B, stats, false);
+      m.backward(be, dz, false);
+      float st[2];
+      be.download(stats, st, DType::F32);
+      return st[0] / B;
+    };
+    const float lq = loss_and_grads(*model);
+    const float lr = loss_and_grads(ref);
+    QCOMPARE(lq, lr);
+    for (size_t i = 0; i < mp.size(); ++i) {
+      std::vector<float> g1(static_cast<size_t>(mp[i]->numel())), g2(g1.size());
+      be.download(mp[i]->grad, g1.data(), DType::F32);
+      be.download(rp[i]->grad, g2.data(), DType::F32);
+      QCOMPARE(g1, g2);
+    }
+    // ... and that gradient is dL/dQ(w): central differences on the reference's weights.
+    Parameter* w0 = rp[0];
+    std::vector<float> g(static_cast<size_t>(w0->numel())), wv(g.size());
+    be.download(w0->grad, g.data(), DType::F32);
+    be.download(w0->master, wv.data(), DType::F32);
+    for (size_t k : {size_t(0), size_t(17), size_t(50), size_t(95)}) {
+      const float h = 1e-2f, keep = wv[k];
+      wv[k] = keep + h;
+      be.upload(w0->master, wv.data(), DType::F32);
+      const float lp = loss_and_grads(ref);
+      wv[k] = keep - h;
+      be.upload(w0->master, wv.data(), DType::F32);
+      const float lm = loss_and_grads(ref);
+      wv[k] = keep;
+      be.upload(w0->master, wv.data(), DType::F32);
+      const float fd = (lp - lm) / (2 * h);
+      QVERIFY2(std::fabs(fd - g[k]) < 2e-3f + 0.05f * std::fabs(g[k]), qPrintable(QString("%1 vs %2").arg(fd).arg(g[k])));
+    }
+    // The master keeps full precision: only the compute copy is on the grid.
+    std::vector<float> master(static_cast<size_t>(mp[0]->numel())), value(master.size());
+    be.download(mp[0]->master, master.data(), DType::F32);
+    be.download(mp[0]->value, value.data(), DType::F32);
+    QVERIFY(master != value);
+  }
+
+  // QAT switched on in the middle of a run applies at the next step and ends with a real
+  // quantized weights file whose accuracy is the trainer's.
+  void qatMidRun() {
+    const std::string dir = (std::filesystem::temp_directory_path() / "trainlab_test_qat_run").string();
+    std::filesystem::remove_all(dir);
+    Config c;
+    c.set("device.name", "cpu");
+    c.set("train.steps", "60");
+    c.set("model.name", "mlp");
+    c.set("model.hidden", "[32]");
+    c.set("run.out", dir);
+    c.set("quant.bits", "4");
+    c.set("quant.granularity", "group");
+    c.set("quant.group", "32");
+    Trainer* tp = nullptr;
+    std::vector<std::string> events(61);
+    TrainerCallbacks cb;
+    cb.on_step = [&](const StepMetrics& m) {
+      events[static_cast<size_t>(m.step)] = m.event;
+      if (m.step == 20) tp->set("quant.mode", Json("qat"));
+    };
+    Trainer t(c, cb);
+    tp = &t;
+    const RunSummary s = t.run();
+    QCOMPARE(s.status, std::string("completed"));
+    QVERIFY2(events[21].find("qat") != std::string::npos, events[21].c_str());
+    QVERIFY(events[20].empty());
+    const SafeTensorsFile q = read_safetensors(dir + "/model.quant.safetensors");
+    QVERIFY(is_quantized_file(q));
+    CpuBackend be(1);
+    Config dc;
+    const TrainTestSplit data = load_classification_data(dc);
+    QVERIFY(std::fabs(file_accuracy(be, q, data.test) - s.test_accuracy) <= 1.5 / data.test.size());
+    std::filesystem::remove_all(dir);
+  }
+};
+
+QTEST_APPLESS_MAIN(TestQuant)
+#include "test_quant.moc"
