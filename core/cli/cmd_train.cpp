@@ -1,5 +1,7 @@
+#include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <limits>
 #include <memory>
 
 #include "cli/commands.h"
@@ -17,8 +19,11 @@ void on_sigint(int) {
 
 struct TrainOptions {
   std::string config_file, model, optimizer, precision, device, out;
-  long epochs = -1, steps = -1, batch = -1, accumulate = -1, seed = -1;
-  double lr = -1;
+  // kUnset marks a flag that was not given; any other value (negative ones too) goes to the
+  // config, whose validation names the key and its range.
+  static constexpr long kUnset = std::numeric_limits<long>::min();
+  long epochs = kUnset, steps = kUnset, batch = kUnset, accumulate = kUnset, seed = kUnset;
+  double lr = std::numeric_limits<double>::quiet_NaN();
   std::vector<std::string> sets;
   bool quiet = false;
   bool print_config = false;
@@ -27,12 +32,12 @@ struct TrainOptions {
 Config build_config(const TrainOptions& o) {
   Config c = o.config_file.empty() ? Config() : Config::from_file(o.config_file);
   if (!o.model.empty()) c.set("model.name", o.model);
-  if (o.epochs >= 0) c.set("train.epochs", std::to_string(o.epochs));
-  if (o.steps >= 0) c.set("train.steps", std::to_string(o.steps));
-  if (o.batch >= 0) c.set("train.batch", std::to_string(o.batch));
-  if (o.accumulate >= 0) c.set("train.accumulate", std::to_string(o.accumulate));
-  if (o.seed >= 0) c.set("train.seed", std::to_string(o.seed));
-  if (o.lr >= 0) {
+  if (o.epochs != TrainOptions::kUnset) c.set("train.epochs", std::to_string(o.epochs));
+  if (o.steps != TrainOptions::kUnset) c.set("train.steps", std::to_string(o.steps));
+  if (o.batch != TrainOptions::kUnset) c.set("train.batch", std::to_string(o.batch));
+  if (o.accumulate != TrainOptions::kUnset) c.set("train.accumulate", std::to_string(o.accumulate));
+  if (o.seed != TrainOptions::kUnset) c.set("train.seed", std::to_string(o.seed));
+  if (!std::isnan(o.lr)) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.17g", o.lr);
     c.set("optim.lr", buf);
@@ -77,7 +82,11 @@ Runner add_train_command(CLI::App& app) {
     }
     Progress progress(o->quiet);
     TrainerCallbacks cb;
-    cb.on_step = [&](const StepMetrics& m) { progress.update(m); };
+    double last_scale = 1.0;
+    cb.on_step = [&](const StepMetrics& m) {
+      progress.update(m);
+      last_scale = m.loss_scale;
+    };
     cb.on_notice = [&](const std::string& s) { progress.notice(s); };
     Trainer trainer(c, cb);
     g_active = &trainer;
@@ -95,6 +104,8 @@ Runner add_train_command(CLI::App& app) {
     std::fprintf(stderr, "%s: %ld steps, %.2f epochs, train loss %.4f, test accuracy %.4f, test loss %.4f, %.0f samples/s, %.2f s\n",
                  s.status.c_str(), s.steps, s.epochs, s.final_train_loss, s.test_accuracy, s.test_loss, s.samples_per_s,
                  s.wall_s);
+    if (s.precision == "fp16")
+      std::fprintf(stderr, "fp16 loss scaling: scale %g at the end, %ld skipped steps\n", last_scale, s.skipped_steps);
     std::fprintf(stderr, "run record: %s\n", s.run_dir.c_str());
     if (s.status == "diverged") {
       std::fprintf(stderr, "error: %s; the run record keeps every step so far\n", s.message.c_str());

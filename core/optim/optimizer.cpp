@@ -9,7 +9,7 @@ void Optimizer::ensure_state(Backend& be, Tensor& t, const Shape& shape) {
   }
 }
 
-std::vector<ParamSlot> Optimizer::slots(std::vector<Parameter*>& params) {
+std::vector<ParamSlot> Optimizer::param_slots(std::vector<Parameter*>& params) {
   std::vector<ParamSlot> out;
   out.reserve(params.size());
   for (Parameter* p : params) out.push_back(p->slot());
@@ -21,14 +21,14 @@ void AdamW::step(Backend& be, std::vector<Parameter*>& params) {
     ensure_state(be, p->m, p->shape);
     ensure_state(be, p->v, p->shape);
   }
-  auto s = slots(params);
+  auto s = param_slots(params);
   be.adamw_step(s, m_h);
 }
 
 void Sgd::step(Backend& be, std::vector<Parameter*>& params) {
   if (m_h.momentum != 0.0f)
     for (Parameter* p : params) ensure_state(be, p->m, p->shape);
-  auto s = slots(params);
+  auto s = param_slots(params);
   if (m_h.momentum == 0.0f)
     for (auto& slot : s) slot.m = nullptr;
   be.sgd_step(s, m_h);

@@ -20,7 +20,8 @@ class Optimizer {
   virtual int state_bytes_per_param() const = 0;
 
  protected:
-  std::vector<ParamSlot> slots(std::vector<Parameter*>& params);
+  // (Not named "slots": that is a Qt keyword macro, and the app and the tests include this header.)
+  std::vector<ParamSlot> param_slots(std::vector<Parameter*>& params);
   static void ensure_state(Backend& be, Tensor& t, const Shape& shape);
 };
 
