@@ -1,0 +1,199 @@
+// trainlab-cli as a user runs it (QProcess on the built binary): exit code 0 only on success,
+// one "error:" line naming the file/key on bad input, 3 for a diverged run, --help on every verb,
+// and `eval` of a run's weights giving the accuracy in its summary.
+#include <QProcess>
+#include <QtTest>
+#include <filesystem>
+
+#include "test_support.h"
+
+using namespace trainlab;
+using namespace trainlab::test;
+
+namespace {
+
+struct Result {
+  int code = -1;
+  QString out, err;
+};
+
+Result cli(const QStringList& args, int timeout_ms = 120000) {
+  QProcess p;
+  p.start(QStringLiteral(TRAINLAB_CLI_PATH), args);
+  Result r;
+  if (!p.waitForStarted(10000)) {
+    r.err = "could not start " + QStringLiteral(TRAINLAB_CLI_PATH);
+    return r;
+  }
+  p.closeWriteChannel();
+  if (!p.waitForFinished(timeout_ms)) {
+    p.kill();
+    p.waitForFinished();
+    r.err = "timed out";
+    return r;
+  }
+  r.code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -2;  // -2: crashed
+  r.out = QString::fromUtf8(p.readAllStandardOutput());
+  r.err = QString::fromUtf8(p.readAllStandardError());
+  return r;
+}
+
+// The lines of stderr that start with "error:".
+QStringList error_lines(const Result& r) {
+  QStringList out;
+  for (const QString& l : r.err.split('\n'))
+    if (l.startsWith("error:")) out << l;
+  return out;
+}
+
+QString describe(const Result& r) { return QString("exit %1\nstdout: %2\nstderr: %3").arg(r.code).arg(r.out, r.err); }
+
+}  // namespace
+
+class TestCli : public QObject {
+  Q_OBJECT
+  QTemporaryDir m_tmp;
+  QString dir(const QString& name) { return m_tmp.path() + "/" + name; }
+
+ private slots:
+  void versionAndHelp() {
+    Result r = cli({"--version"});
+    QVERIFY2(r.code == 0, qPrintable(describe(r)));
+    QVERIFY(r.out.contains("trainlab-cli "));
+    for (const char* verb : {"train", "eval", "bench"}) {
+      r = cli({verb, "--help"});
+      QVERIFY2(r.code == 0, qPrintable(describe(r)));
+      QVERIFY2(r.out.contains("--"), qPrintable(describe(r)));
+    }
+    r = cli({"train", "--help"});
+    for (const char* opt : {"--config", "--model", "--epochs", "--steps", "--batch", "--lr", "--optimizer", "--precision",
+                            "--accumulate", "--seed", "--device", "--set", "--out"})
+      QVERIFY2(r.out.contains(opt), opt);
+  }
+
+  void usageErrors() {
+    Result r = cli({});
+    QVERIFY2(r.code != 0 && r.code != -2, qPrintable(describe(r)));
+    r = cli({"frobnicate"});
+    QVERIFY2(r.code != 0 && r.code != -2, qPrintable(describe(r)));
+    r = cli({"train", "--epochs", "three"});
+    QVERIFY2(r.code != 0 && r.code != -2, qPrintable(describe(r)));
+    r = cli({"eval"});  // --weights is required
+    QVERIFY2(r.code != 0 && r.code != -2, qPrintable(describe(r)));
+  }
+
+  void printConfig() {
+    const Result r = cli({"train", "--print-config", "--epochs", "7", "--set", "optim.lr=0.01"});
+    QVERIFY2(r.code == 0, qPrintable(describe(r)));
+    const Json j = Json::parse(r.out.toStdString());
+    QCOMPARE(j.at("train").at("epochs").get<int64_t>(), int64_t(7));
+    QCOMPARE(j.at("optim").at("lr").get<double>(), 0.01);
+    QVERIFY(j.at("precision").contains("loss_scale"));
+  }
+
+  // Train, then eval the weights: the same test accuracy as the summary.
+  void trainThenEval() {
+    const QString out = dir("ok");
+    Result r = cli({"train", "--model", "digits-mlp", "--epochs", "3", "--seed", "1", "--device", "cpu", "--out", out});
+    QVERIFY2(r.code == 0, qPrintable(describe(r)));
+    QVERIFY2(r.err.contains("completed"), qPrintable(describe(r)));  // plain progress lines (not a terminal)
+    QVERIFY2(r.err.contains("step 1/66"), qPrintable(describe(r)));
+    const Json sum = read_json((out + "/summary.json").toStdString());
+    QCOMPARE(sum.at("status").get<std::string>(), std::string("completed"));
+    QCOMPARE(sum.at("steps").get<long>(), 66L);
+    r = cli({"eval", "--weights", out + "/model.safetensors", "--device", "cpu"});
+    QVERIFY2(r.code == 0, qPrintable(describe(r)));
+    const Json ev = Json::parse(r.out.toStdString());
+    QCOMPARE(ev.at("test_samples").get<int64_t>(), int64_t(360));
+    QCOMPARE(ev.at("test_accuracy").get<double>(), sum.at("test_accuracy").get<double>());
+    QVERIFY(std::fabs(ev.at("test_loss").get<double>() - sum.at("test_loss").get<double>()) < 1e-5);
+  }
+
+  void flagsReachTheConfig() {
+    const QString out = dir("flags");
+    const Result r = cli({"train", "--steps", "4", "--batch", "32", "--lr", "0.002", "--optimizer", "sgd", "--precision",
+                          "bf16", "--accumulate", "2", "--seed", "3", "--device", "cpu", "--set", "run.save_weights=false",
+                          "--quiet", "--out", out});
+    QVERIFY2(r.code == 0, qPrintable(describe(r)));
+    const Json c = read_json((out + "/config.json").toStdString());
+    QCOMPARE(c.at("train").at("steps").get<int64_t>(), int64_t(4));
+    QCOMPARE(c.at("train").at("batch").get<int64_t>(), int64_t(32));
+    QCOMPARE(c.at("train").at("accumulate").get<int64_t>(), int64_t(2));
+    QCOMPARE(c.at("train").at("seed").get<int64_t>(), int64_t(3));
+    QCOMPARE(c.at("optim").at("lr").get<double>(), 0.002);
+    QCOMPARE(c.at("optim").at("name").get<std::string>(), std::string("sgd"));
+    QCOMPARE(c.at("precision").at("dtype").get<std::string>(), std::string("bf16"));
+    QVERIFY(!std::filesystem::exists((out + "/model.safetensors").toStdString()));
+    QCOMPARE(metrics_lines(out.toStdString()).size(), size_t(4));
+  }
+
+  void configFile() {
+    const QString cfg = dir("run.json"), out = dir("fromfile");
+    write_text(cfg.toStdString(), R"({"train": {"steps": 3, "batch": 16}, "device": {"name": "cpu"}})");
+    const Result r = cli({"train", "--config", cfg, "--quiet", "--out", out});
+    QVERIFY2(r.code == 0, qPrintable(describe(r)));
+    QCOMPARE(read_json((out + "/summary.json").toStdString()).at("steps").get<long>(), 3L);
+  }
+
+  // Bad input: non-zero exit, one error line naming what is wrong, no crash.
+  void badInput_data() {
+    QTest::addColumn<QStringList>("args");
+    QTest::addColumn<QStringList>("mentions");
+    const QString data = dir("bad.csv.gz");
+    write_gzip(data.toStdString(), digits_line(1, 1) + "\n" + digits_line(2, 12) + "\n");
+    const QString cfg = dir("bad.json");
+    write_text(cfg.toStdString(), "{\n  \"optim\": {\n    \"lerning_rate\": 0.1\n  }\n}\n");
+    const QString file = dir("afile");
+    write_text(file.toStdString(), "x");
+    QTest::newRow("unknown key") << QStringList{"train", "--set", "train.epohcs=3"}
+                                 << QStringList{"train.epohcs", "valid keys", "train.epochs"};
+    QTest::newRow("unknown key in file") << QStringList{"train", "--config", cfg}
+                                         << QStringList{cfg + ":3", "optim.lerning_rate", "optim.lr"};
+    QTest::newRow("wrong type") << QStringList{"train", "--set", "train.batch=big"}
+                                << QStringList{"train.batch", "an integer"};
+    QTest::newRow("out of range") << QStringList{"train", "--set", "optim.beta1=2"} << QStringList{"optim.beta1", "0.999999"};
+    QTest::newRow("negative lr") << QStringList{"train", "--lr", "-5"} << QStringList{"optim.lr", "1e-12"};
+    QTest::newRow("negative epochs") << QStringList{"train", "--epochs", "-3"} << QStringList{"train.epochs", "an integer from 0"};
+    QTest::newRow("bad precision") << QStringList{"train", "--precision", "fp64"} << QStringList{"precision.dtype", "bf16"};
+    QTest::newRow("missing data") << QStringList{"train", "--device", "cpu", "--set", "data.path=" + dir("none.csv.gz")}
+                                  << QStringList{dir("none.csv.gz")};
+    QTest::newRow("bad label") << QStringList{"train", "--device", "cpu", "--set", "data.path=" + data}
+                               << QStringList{data + ":2", "label 12"};
+    QTest::newRow("unwritable out") << QStringList{"train", "--device", "cpu", "--steps", "1", "--out", file + "/run"}
+                                    << QStringList{file + "/run"};
+    QTest::newRow("missing weights") << QStringList{"eval", "--weights", dir("none.safetensors")}
+                                     << QStringList{dir("none.safetensors")};
+    QTest::newRow("weights not safetensors") << QStringList{"eval", "--weights", cfg} << QStringList{cfg};
+    QTest::newRow("unknown bench case") << QStringList{"bench", "--case", "nope", "--device", "cpu"} << QStringList{"nope"};
+  }
+  void badInput() {
+    QFETCH(QStringList, args);
+    QFETCH(QStringList, mentions);
+    const Result r = cli(args);
+    QVERIFY2(r.code != 0 && r.code != -2, qPrintable(describe(r)));
+    const QStringList errors = error_lines(r);
+    QVERIFY2(errors.size() == 1, qPrintable(describe(r)));
+    for (const QString& m : mentions) QVERIFY2(errors.front().contains(m), qPrintable(m + " not in: " + errors.front()));
+  }
+
+  // fp16 reports its loss scale and skipped steps.
+  void fp16LossScale() {
+    const Result r = cli({"train", "--device", "cpu", "--steps", "5", "--precision", "fp16", "--out", dir("fp16")});
+    QVERIFY2(r.code == 0, qPrintable(describe(r)));
+    QVERIFY2(r.err.contains("fp16 loss scaling: scale 65536 at the end, 0 skipped steps"), qPrintable(describe(r)));
+  }
+
+  // A diverged run: exit 3, the message, and the record kept.
+  void divergedRun() {
+    const QString out = dir("diverged");
+    const Result r = cli({"train", "--device", "cpu", "--steps", "300", "--optimizer", "sgd", "--lr", "1000", "--out", out});
+    QVERIFY2(r.code == 3, qPrintable(describe(r)));
+    QVERIFY2(r.err.contains("diverged at step"), qPrintable(describe(r)));
+    const Json sum = read_json((out + "/summary.json").toStdString());
+    QCOMPARE(sum.at("status").get<std::string>(), std::string("diverged"));
+    QCOMPARE(static_cast<long>(metrics_lines(out.toStdString()).size()), sum.at("steps").get<long>());
+  }
+};
+
+QTEST_GUILESS_MAIN(TestCli)
+#include "test_cli.moc"
