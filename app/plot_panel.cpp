@@ -129,6 +129,11 @@ PlotPanel::PlotPanel(QWidget* parent) : QWidget(parent) {
     p->installEventFilter(this);
     connect(p, &QCustomPlot::mouseMove, this, [this, p](QMouseEvent* e) { show_hover(p, e->pos()); });
     connect(p, &QCustomPlot::mouseWheel, this, [this] { m_follow_box->setChecked(false); });
+    connect(p->xAxis, qOverload<const QCPRange&>(&QCPAxis::rangeChanged), this, [this] {
+      if (m_in_refresh || m_follow) return;
+      m_range_dirty = true;  // a zoom or pan: rebuild the envelopes for the new view
+      m_dirty = true;
+    });
     connect(p, &QCustomPlot::mousePress, this, [this](QMouseEvent* e) {
       if (e->button() == Qt::LeftButton) m_follow_box->setChecked(false);
     });
@@ -383,27 +388,93 @@ void PlotPanel::refresh() {
     return;
   }
   const double a = m_smoothing;
+  constexpr int kRawLimit = 8000, kBuckets = 4000;
+  m_in_refresh = true;
   for (auto& d : m_drawn) {
     const RunSeries& r = *d.run;
     for (auto& t : d.tracks) {
       const int n = t.count(r);
-      if (n <= t.drawn) continue;
-      QVector<double> xs, ys;
-      xs.reserve(n - t.drawn);
-      ys.reserve(n - t.drawn);
-      for (int i = t.drawn; i < n; ++i) {
-        double y = t.y(r, i);
-        if (t.smooth && a > 0 && std::isfinite(y)) {
-          t.acc = t.have ? a * t.acc + (1 - a) * y : (1 - a) * y;
-          t.debias = t.have ? a * t.debias + (1 - a) : (1 - a);
-          t.have = true;
-          y = t.acc / t.debias;
+      if (n == 0) continue;
+      if (t.smooth && a > 0) {
+        for (int i = t.smoothed.size(); i < n; ++i) {
+          double y = t.y(r, i);
+          if (std::isfinite(y)) {
+            t.acc = t.have ? a * t.acc + (1 - a) * y : (1 - a) * y;
+            t.debias = t.have ? a * t.debias + (1 - a) : (1 - a);
+            t.have = true;
+            y = t.acc / t.debias;
+          }
+          t.smoothed.push_back(y);
         }
-        xs.push_back(t.x(r, i));
-        ys.push_back(y);
-        if (t.category >= 0 && !t.nonzero && r.mem[static_cast<size_t>(t.category)][i] > 0) t.nonzero = true;
       }
-      t.graph->addData(xs, ys, true);
+      const bool use_smoothed = t.smooth && a > 0;
+      auto val = [&](int i) { return use_smoothed ? t.smoothed[i] : t.y(r, i); };
+      if (t.category >= 0 && !t.nonzero)
+        for (int i = t.drawn; i < n && !t.nonzero; ++i) t.nonzero = r.mem[static_cast<size_t>(t.category)][i] > 0;
+      const bool big = n > kRawLimit;
+      const bool rebuild = big && (!t.decimated || m_range_dirty || n > t.built_n + t.built_n / 100);
+      if (!rebuild) {
+        if (n <= t.drawn) continue;
+        // Append the new points as they are (a decimated graph gets its raw tail until the next rebuild).
+        QVector<double> xs, ys;
+        xs.reserve(n - t.drawn);
+        ys.reserve(n - t.drawn);
+        for (int i = t.drawn; i < n; ++i) {
+          xs.push_back(t.x(r, i));
+          ys.push_back(val(i));
+        }
+        t.graph->addData(xs, ys, true);
+        t.drawn = n;
+        continue;
+      }
+      // Envelope of the visible range: per bucket its minimum and maximum, in step order.
+      double lo = t.x(r, 0), hi = t.x(r, n - 1);
+      if (!m_follow) {
+        lo = std::max(lo, t.graph->keyAxis()->range().lower);
+        hi = std::min(hi, t.graph->keyAxis()->range().upper);
+      }
+      auto index_of = [&](double x) {  // first index with key >= x
+        int l = 0, h = n;
+        while (l < h) {
+          const int m = (l + h) / 2;
+          if (t.x(r, m) < x) l = m + 1; else h = m;
+        }
+        return l;
+      };
+      const int i0 = std::max(0, index_of(lo) - 1), i1 = std::min(n, index_of(hi) + 2);
+      QVector<QCPGraphData> out;
+      if (i1 - i0 <= kRawLimit) {
+        out.reserve(i1 - i0);
+        for (int i = i0; i < i1; ++i) out.push_back({t.x(r, i), val(i)});
+      } else {
+        // One bucket per pixel column (at least kBuckets when the plot has no size yet).
+        const int px = t.graph->keyAxis()->axisRect()->width();
+        const int buckets = px > 50 ? std::min(kBuckets, px) : kBuckets;
+        const int bucket = (i1 - i0 + buckets - 1) / buckets;
+        out.reserve(2 * buckets + 2);
+        for (int b = i0; b < i1; b += bucket) {
+          const int e = std::min(i1, b + bucket);
+          int imin = b, imax = b;
+          double vmin = val(b), vmax = vmin;
+          for (int i = b + 1; i < e; ++i) {
+            const double v = val(i);
+            if (v < vmin || !std::isfinite(vmin)) vmin = v, imin = i;
+            if (v > vmax || !std::isfinite(vmax)) vmax = v, imax = i;
+          }
+          const int first = std::min(imin, imax), second = std::max(imin, imax);
+          out.push_back({t.x(r, first), val(first)});
+          if (second != first) out.push_back({t.x(r, second), val(second)});
+        }
+      }
+      t.graph->data()->set(out, true);
+      if (!t.decimated) {
+        // A dense envelope draws fast only with a thin pen (wide pens go through QPainter's stroker).
+        QPen pen = t.graph->pen();
+        pen.setWidthF(1.0);
+        t.graph->setPen(pen);
+      }
+      t.decimated = true;
+      t.built_n = n;
       t.drawn = n;
     }
     for (auto& t : d.tracks)
@@ -470,6 +541,8 @@ void PlotPanel::refresh() {
     QCustomPlot* mp = plot(PlotKind::Memory);
     mp->yAxis->setRangeLower(0);
   }
+  m_range_dirty = false;
+  m_in_refresh = false;
   update_visibility();
   for (auto* p : m_plots)
     if (p->isVisible() || !isVisible()) p->replot(QCustomPlot::rpQueuedReplot);
@@ -505,6 +578,8 @@ void PlotPanel::set_smoothing(double alpha) {
         t.graph->data()->clear();
         t.drawn = 0;
         t.have = false;
+        t.smoothed.clear();
+        t.decimated = false;
       }
   m_dirty = true;
   if (!m_drawn.isEmpty()) refresh();

@@ -1,7 +1,9 @@
 // PlotPanel: the live plots (QCustomPlot), PlotJuggler-style: runs append metrics to their
 // RunSeries; the panel copies only the new points into the graphs and replots from a 40 ms timer
-// (never per step). All points are kept; QCustomPlot's adaptive sampling decimates them for
-// display (min/max per pixel column), so a million points per series stay smooth.
+// (never per step). All points are kept in the RunSeries; a graph holds every point up to 8,000,
+// beyond that a min/max envelope of the visible range (about 4,000 buckets, rebuilt when the data
+// grew by 1 % or the view was zoomed or panned, raw points again when zoomed in far enough), so a
+// million points per series stay smooth.
 //
 // Plots: loss (train + val), accuracy (train + val), throughput (samples/s, MFU on the right axis
 // when known), memory (stacked by category for the primary run, with the predicted total as a
@@ -69,6 +71,9 @@ class PlotPanel : public QWidget {
     bool have = false;
     int category = -1;  // memory category of a stacked graph (hidden while it stays at zero)
     bool nonzero = false;
+    QVector<double> smoothed;  // smoothed values of every point (smooth tracks only)
+    bool decimated = false;    // the graph holds a min/max envelope, not every point
+    int built_n = 0;           // points when the envelope was built
   };
   struct Drawn {
     std::shared_ptr<RunSeries> run;
@@ -89,6 +94,8 @@ class PlotPanel : public QWidget {
   QTimer m_timer;
   bool m_dirty = false;
   bool m_follow = true;
+  bool m_range_dirty = false;
+  bool m_in_refresh = false;
   double m_smoothing = 0.6;
   QSlider* m_smooth_slider = nullptr;
   QCheckBox* m_log_loss = nullptr;
