@@ -9,8 +9,8 @@
 //    schedule over the fine-tune steps)}, plus 2:4 + fine-tune, structured (hidden units removed,
 //    smaller dense MLP, fine-tuned) and a lottery ticket (rewound to the initialisation);
 // 4. QAT vs PTQ at 2, 3, 4 bits (per channel): QAT fine-tunes from the baseline;
-// 5. distillation: a 64-64 student from the baseline teacher vs the same student on labels alone
-//    (same steps and seed);
+// 5. distillation: 64-64 and 16-16 students from the baseline teacher (alpha 0.5, T = 1 and 4) vs
+//    the same students on labels alone (same steps and seed);
 // 6. measured forward speed of dense vs 2:4-masked dense vs structurally pruned models.
 // Writes DIR/sweep.csv and DIR/sweep.json (one row a point: method, granularity, bits, sparsity
 // in per cent, test_accuracy, model_bytes, bits_per_weight, train_steps, forward_ms, run_dir), and
@@ -116,7 +116,9 @@ struct Sweep {
     r.sparsity = 100.0 * comp.at("sparsity").at("sparsity").get<double>();
     r.test_accuracy = acc;
     r.model_bytes = comp.at("sparsity").at("sparse_bytes").get<int64_t>();
-    r.bits_per_weight = 8.0 * static_cast<double>(r.model_bytes) / static_cast<double>(weights_count);
+    // Bits a weight of the weight matrices alone (the biases stay dense fp32 in model_bytes).
+    const int64_t bias_bytes = comp.at("sparsity").at("dense_bytes").get<int64_t>() - 4 * weights_count;
+    r.bits_per_weight = 8.0 * static_cast<double>(r.model_bytes - bias_bytes) / static_cast<double>(weights_count);
     r.train_steps = steps;
     r.run_dir = dir(name);
     return r;
@@ -130,6 +132,7 @@ Runner add_sweep_command(CLI::App& app) {
     std::string model = "digits-mlp", out, device = "cpu";
     long steps = 0, finetune = 300;
     double min_accuracy = 0.97;
+    int64_t speed_rows = 4096;
     std::vector<std::string> sets;
   };
   auto o = std::make_shared<Opts>();
@@ -140,6 +143,7 @@ Runner add_sweep_command(CLI::App& app) {
   cmd->add_option("--steps", o->steps, "Baseline optimizer steps (0: train.epochs of the config)");
   cmd->add_option("--finetune-steps", o->finetune, "Steps of each fine-tuning point (pruning, QAT)");
   cmd->add_option("--min-accuracy", o->min_accuracy, "Fail unless the fp32 baseline reaches this test accuracy");
+  cmd->add_option("--speed-rows", o->speed_rows, "Batch rows of the forward-speed measurement");
   cmd->add_option("--set", o->sets, "Any config key of the baseline: --set key=value (repeatable)");
   return [o, cmd]() -> int {
     if (!cmd->parsed()) return -1;
@@ -177,7 +181,6 @@ Runner add_sweep_command(CLI::App& app) {
       r.test_accuracy = s.test_accuracy;
       r.model_bytes = tensor_bytes(sw.base_file);
       r.train_steps = s.steps;
-      r.forward_ms = time_forward_ms(*sw.be, *m, 4096, 30);
       r.run_dir = sw.dir("baseline");
       sw.add(r);
       if (s.test_accuracy < o->min_accuracy) {
@@ -289,8 +292,6 @@ Runner add_sweep_command(CLI::App& app) {
       const std::string name = "prune-2of4-ft";
       auto [s, comp] = sw.train(name, {{"prune.method", "2:4"}}, ft);
       Row r = sw.sparse_row("prune-2:4+ft", "2:4", comp, s.test_accuracy, ft, name);
-      auto m = load_model_file(*sw.be, sw.dir(name) + "/model.safetensors");
-      r.forward_ms = time_forward_ms(*sw.be, *m, 4096, 30);
       r.note = "dense kernels: the zeros do not make it faster";
       sw.add(r);
     }
@@ -330,7 +331,6 @@ Runner add_sweep_command(CLI::App& app) {
       r.model_bytes = small->parameter_count() * 4;
       r.bits_per_weight = 32.0;
       r.train_steps = ft;
-      r.forward_ms = time_forward_ms(*sw.be, *small, 4096, 30);
       r.run_dir = sw.dir(name);
       char note[160];
       std::snprintf(note, sizeof note, "hidden %s (%d%% of units removed); %.4f before fine-tuning", hidden.c_str(), pct, acc0);
@@ -383,24 +383,57 @@ Runner add_sweep_command(CLI::App& app) {
     }
 
     // 5. distillation --------------------------------------------------------------------------
-    std::fprintf(stderr, "sweep: distillation (64-64 student)\n");
-    for (bool distill : {false, true}) {
-      const std::string name = distill ? "student-64-64-distilled" : "student-64-64-labels";
-      std::vector<std::pair<std::string, std::string>> sets = {{"model.name", "mlp"}, {"model.hidden", "[64,64]"}};
-      if (distill) sets.insert(sets.end(), {{"distill.teacher", sw.base_weights}, {"distill.alpha", "0.5"}, {"distill.temperature", "4"}});
-      auto [s, comp] = sw.train(name, sets, base_steps, true);
-      Row r;
-      r.method = distill ? "distill-student" : "labels-student";
-      r.granularity = "64-64";
-      r.test_accuracy = s.test_accuracy;
-      r.model_bytes = s.params * 4;
-      r.train_steps = base_steps;
-      r.run_dir = sw.dir(name);
-      r.note = distill ? "teacher = baseline, T=4, alpha=0.5" : "same steps and seed, labels only";
-      sw.add(r);
+    std::fprintf(stderr, "sweep: distillation (students 64-64 and 16-16)\n");
+    for (const char* hidden : {"64,64", "16,16"})
+      for (const auto& [alpha, temp] : std::vector<std::pair<std::string, std::string>>{{"0", "1"}, {"0.5", "1"}, {"0.5", "4"}}) {
+        const bool distill = alpha != "0";
+        std::string tag = hidden;
+        tag[tag.find(',')] = '-';
+        const std::string name = "student-" + tag + (distill ? "-kd-a" + alpha + "-T" + temp : "-labels");
+        std::vector<std::pair<std::string, std::string>> sets = {{"model.name", "mlp"}, {"model.hidden", std::string("[") + hidden + "]"}};
+        if (distill) sets.insert(sets.end(), {{"distill.teacher", sw.base_weights}, {"distill.alpha", alpha}, {"distill.temperature", temp}});
+        auto [s, comp] = sw.train(name, sets, base_steps, true);
+        Row r;
+        r.method = distill ? "distill-student" : "labels-student";
+        r.granularity = tag;
+        r.test_accuracy = s.test_accuracy;
+        r.model_bytes = s.params * 4;
+        r.train_steps = base_steps;
+        r.run_dir = sw.dir(name);
+        char note[160];
+        std::snprintf(note, sizeof note, distill ? "teacher = baseline, alpha=%s, T=%s; final train CE %.4f" : "%s%slabels only, same steps and seed; final train CE %.4f",
+                      distill ? alpha.c_str() : "", distill ? temp.c_str() : "", s.final_train_loss);
+        r.note = note;
+        sw.add(r);
+      }
+
+    // 6. speed: dense vs 2:4-masked dense vs structurally pruned, measured interleaved (rounds of
+    // each model in turn, the best round's median kept) so that a busy machine affects them alike.
+    std::fprintf(stderr, "sweep: forward speed (%lld rows)\n", static_cast<long long>(o->speed_rows));
+    Json speed = Json::array();
+    {
+      std::vector<std::pair<size_t, std::unique_ptr<Model>>> timed;
+      for (size_t i = 0; i < sw.rows.size(); ++i) {
+        const Row& r = sw.rows[i];
+        if (r.method == "fp32" || r.method == "prune-2:4+ft" || r.method == "prune-structured+ft")
+          timed.emplace_back(i, load_model_file(*sw.be, r.run_dir + "/model.safetensors"));
+      }
+      std::vector<double> best(timed.size(), 1e30);
+      for (int round = 0; round < 5; ++round)
+        for (size_t i = 0; i < timed.size(); ++i)
+          best[i] = std::min(best[i], time_forward_ms(*sw.be, *timed[i].second, o->speed_rows, 15));
+      for (size_t i = 0; i < timed.size(); ++i) {
+        Row& r = sw.rows[timed[i].first];
+        r.forward_ms = best[i];
+        speed.push_back({{"method", r.method}, {"granularity", r.granularity}, {"sparsity", r.sparsity},
+                         {"params", timed[i].second->parameter_count()}, {"forward_ms", best[i]},
+                         {"speedup_vs_dense", best[0] / best[i]}});
+        std::fprintf(stderr, "  %-22s %-6s sparsity %5.1f%%  %8.3f ms  x%.2f\n", r.method.c_str(), r.granularity.c_str(),
+                     r.sparsity, best[i], best[0] / best[i]);
+      }
     }
 
-    // 6. table ---------------------------------------------------------------------------------
+    // 7. table ---------------------------------------------------------------------------------
     Json rows = Json::array();
     for (const auto& r : sw.rows) rows.push_back(r.to_json());
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
@@ -410,6 +443,8 @@ Runner add_sweep_command(CLI::App& app) {
                   {"finetune_steps", ft},
                   {"baseline_steps", base_steps},
                   {"wall_s", wall},
+                  {"speed_rows", o->speed_rows},
+                  {"speed", speed},
                   {"rows", rows}};
     write_json(sw.out + "/sweep.json", table);
     std::ofstream csv(sw.out + "/sweep.csv", std::ios::trunc);
