@@ -3,6 +3,7 @@
 
 #include "backend/backend.h"
 #include "cli/commands.h"
+#include "compress/quant.h"
 #include "io/safetensors.h"
 #include "nn/model.h"
 #include "train/data_setup.h"
@@ -39,7 +40,7 @@ Runner add_eval_command(CLI::App& app) {
     auto be = create_backend(o->device, &notice);
     if (!notice.empty()) std::fprintf(stderr, "notice: %s\n", notice.c_str());
     auto model = build_model(*be, Json::parse(arch_it->second), 0);
-    load_model_weights(*be, *model, o->weights);
+    load_weights_any(*be, *model, f, o->weights);  // fp32, or quantized (dequantized on load)
     TrainTestSplit data = load_classification_data(c);
     Tensor x = be->empty({data.test.size(), data.test.features}, DType::F32, MemCategory::Workspace);
     be->upload(x, data.test.x.data(), DType::F32);

@@ -6,6 +6,7 @@
 // structurally pruned forward passes.
 #include <cstdio>
 #include <filesystem>
+#include <algorithm>
 #include <memory>
 
 #include "backend/backend.h"
@@ -117,7 +118,6 @@ Runner add_prune_command(CLI::App& app) {
     auto* mlp = dynamic_cast<Mlp*>(dense.get());
     Json out = {{"weights", o->weights}, {"method", o->method}};
     out["dense_test_accuracy"] = model_accuracy(*be, *dense, data.test);
-    out["dense_forward_ms"] = time_forward_ms(*be, *dense, o->rows, 30);
     auto pruned = load_model_file(*be, o->weights);
     std::unique_ptr<Mlp> small;
     auto ps = prunable_parameters(*pruned);
@@ -137,13 +137,21 @@ Runner add_prune_command(CLI::App& app) {
       apply_structured_masks(*be, *pm, plan);
       out["structured_sizes"] = small->sizes();
       out["structured_test_accuracy"] = model_accuracy(*be, *small, data.test);
-      out["structured_forward_ms"] = time_forward_ms(*be, *small, o->rows, 30);
       out["structured_bytes"] = small->parameter_count() * 4;
     } else {
       throw Error("unknown pruning method '" + o->method + "': expected magnitude, 2:4 or structured");
     }
     out["test_accuracy"] = model_accuracy(*be, *pruned, data.test);
-    out["masked_dense_forward_ms"] = time_forward_ms(*be, *pruned, o->rows, 30);
+    // Speed, measured interleaved (5 rounds of each model in turn, the best round's median) so that
+    // a busy machine affects them alike.
+    std::vector<Model*> timed = {dense.get(), pruned.get()};
+    if (small) timed.push_back(small.get());
+    std::vector<double> best(timed.size(), 1e30);
+    for (int round = 0; round < 5; ++round)
+      for (size_t i = 0; i < timed.size(); ++i) best[i] = std::min(best[i], time_forward_ms(*be, *timed[i], o->rows, 15));
+    out["dense_forward_ms"] = best[0];
+    out["masked_dense_forward_ms"] = best[1];
+    if (small) out["structured_forward_ms"] = best[2];
     out["sparsity"] = sparsity_report(*be, *pruned).to_json();
     if (!o->out.empty()) {
       SafeTensorsFile w = model_to_file(*be, small ? *small : *pruned);
