@@ -43,7 +43,40 @@ __global__ void gather_kernel(const W* src, int64_t src_rows, int64_t words, con
     dst[i] = (s >= 0 && s < src_rows) ? src[s * words + w] : W{};
   }
 }
+struct GatherJobs {
+  GatherJob j[kMaxGatherJobs];
+  int64_t first[kMaxGatherJobs + 1];
+  int count;
+};
+__global__ void gather_multi_kernel(GatherJobs jobs) {
+  const int64_t total = jobs.first[jobs.count];
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    int q = 0;
+    while (q + 1 < jobs.count && i >= jobs.first[q + 1]) ++q;
+    const GatherJob& g = jobs.j[q];
+    const int64_t e = i - jobs.first[q], r = e / g.words, w = e % g.words;
+    const int32_t s = g.idx[r];
+    const uint32_t v = (s >= 0 && s < g.src_rows) ? g.src[s * g.words + w] : 0u;
+    g.dst[e] = v;
+    if (g.dst2) st(g.dst2, e, g.dst2_dt, __uint_as_float(v));
+  }
+}
 }  // namespace
+
+void launch_gather_multi(const GatherJob* jobs, int count, cudaStream_t s) {
+  GatherJobs b{};
+  b.count = count;
+  int64_t total = 0;
+  for (int q = 0; q < count; ++q) {
+    b.j[q] = jobs[q];
+    b.first[q] = total;
+    total += jobs[q].rows * jobs[q].words;
+  }
+  b.first[count] = total;
+  if (total <= 0) return;
+  gather_multi_kernel<<<blocks_for(total, 256, 1024), 256, 0, s>>>(b);
+  TL_LAUNCH_CHECK("gather_multi");
+}
 
 void launch_convert(const void* src, int src_dt, void* dst, int dst_dt, int64_t n, cudaStream_t s) {
   if (n <= 0) return;

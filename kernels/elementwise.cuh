@@ -24,6 +24,20 @@ void launch_activation_backward(int act, const void* x, int x_dt, const void* dy
 // y[m, n] = act(y[m, n] + bias[n]) in place (an epilogue for products that could not fuse it).
 void launch_bias_act(void* y, int y_dt, const void* bias, int bias_dt, int64_t rows, int64_t cols, int act,
                      cudaStream_t s);
+// Several gathers of 4-byte rows in one launch (the batch's inputs and labels of a step): job j
+// copies rows idx[i] of src into dst and, when dst2 is set, also into dst2 converted from fp32 to
+// dst2_dt (the compute-format copy of the batch).
+struct GatherJob {
+  const uint32_t* src = nullptr;
+  int64_t src_rows = 0, words = 0;  // words (4-byte elements) per row
+  const int32_t* idx = nullptr;
+  int64_t rows = 0;
+  uint32_t* dst = nullptr;
+  void* dst2 = nullptr;
+  int dst2_dt = 0;
+};
+constexpr int kMaxGatherJobs = 4;
+void launch_gather_multi(const GatherJob* jobs, int count, cudaStream_t s);
 void launch_gather_rows(const void* src, int64_t src_rows, int64_t row_bytes, const int32_t* idx, int64_t rows,
                         void* dst, cudaStream_t s);
 

@@ -76,6 +76,8 @@ __global__ void __launch_bounds__(kThreads) finite_kernel(OptTable tab, int* fla
   if (__syncthreads_or(bad) && threadIdx.x == 0) *flag = 1;
 }
 
+__global__ void set_scalars_kernel(DevScalars* dst, DevScalars v) { *dst = v; }
+
 template <class Launch>
 void for_tables(const OptTensor* t, int count, Launch&& launch) {
   for (int off = 0; off < count; off += kMaxTensors) {
@@ -95,6 +97,10 @@ void for_tables(const OptTensor* t, int count, Launch&& launch) {
 }
 }  // namespace
 
+void launch_set_scalars(DevScalars* dst, const DevScalars& v, cudaStream_t s) {
+  set_scalars_kernel<<<1, 1, 0, s>>>(dst, v);
+  TL_LAUNCH_CHECK("set_scalars");
+}
 void launch_adamw(const OptTensor* t, int count, const OptHyper& h, const DevScalars* sc, cudaStream_t s) {
   for_tables(t, count, [&](const OptTable& tab, int blocks) {
     adamw_kernel<<<blocks, kThreads, 0, s>>>(tab, h, sc);

@@ -39,6 +39,9 @@ struct OptHyper {
   bool nesterov;
 };
 
+// *dst = v: the step scalars travel as a kernel argument (no host buffer to keep alive, no copy
+// engine round trip in front of each replayed step).
+void launch_set_scalars(DevScalars* dst, const DevScalars& v, cudaStream_t s);
 void launch_adamw(const OptTensor* t, int count, const OptHyper& h, const DevScalars* sc, cudaStream_t s);
 void launch_sgd(const OptTensor* t, int count, const OptHyper& h, const DevScalars* sc, cudaStream_t s);
 // t[i].grad / grad_dt / n are the tensors to check.

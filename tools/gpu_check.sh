@@ -40,7 +40,7 @@ if [[ $STAGES == *train* ]]; then
   for p in ${PRECISIONS:-fp32 tf32 bf16 fp16 fp8}; do
     timeout 120 $CLI train --device cuda --precision $p --out /tmp/runs/$p --quiet > /tmp/train_$p.log 2>&1
     echo "$p exit=$? $(python3 -c "import json;s=json.load(open('/tmp/runs/$p/summary.json'));print('test_accuracy',s.get('test_accuracy'),'status',s.get('status'),'steps',s.get('steps'),'samples_per_s',round(s.get('samples_per_s',0)))" 2>&1)" | tee -a "$OUT/train.log"
-    tail -3 /tmp/train_$p.log >> "$OUT/train.log"
+    grep -v "cublasLt\]\[" /tmp/train_$p.log | tail -4 >> "$OUT/train.log"
   done
   tail -1 /tmp/runs/bf16/metrics.jsonl > "$OUT/last_metrics_bf16.json" 2>/dev/null
 fi
@@ -51,8 +51,8 @@ fi
 if [[ $STAGES == *profile* ]]; then
   # Per-kernel times from the lab's own CUDA-event timing (device.kernel_timing), last step's line.
   $CLI train --device cuda --precision bf16 --steps 60 --set device.kernel_timing=true --out /tmp/runs/kt --quiet > /dev/null 2>&1
-  python3 -c "import json;m=json.loads(open('/tmp/runs/kt/metrics.jsonl').readlines()[-1]);print(json.dumps(m.get('kernel_times')))" | tee "$OUT/kernel_times.json"
-  timeout 120 ncu --clock-control none --launch-skip 300 --launch-count 14 --metrics gpu__time_duration.sum \
+  python3 -c "import json;m=json.loads(open('/tmp/runs/kt/metrics.jsonl').readlines()[-1]);print(json.dumps(m.get('kernels')))" | tee "$OUT/kernel_times.json"
+  [ -n "$NCU" ] && timeout 120 ncu --clock-control none --launch-skip 300 --launch-count 14 --metrics gpu__time_duration.sum \
     $CLI bench --case digits --device cuda --modes bf16-nograph --steps 40 --warmup 20 > "$OUT/ncu.txt" 2>&1
-  grep -E "^\s+[a-z_].*\(|gpu__time_duration" "$OUT/ncu.txt" | paste - - | awk '{print $1, $(NF)}' | tail -16
+  [ -n "$NCU" ] && grep -E "^\s+[a-z_].*\(|gpu__time_duration" "$OUT/ncu.txt" | paste - - | awk '{print $1, $(NF)}' | tail -16
 fi

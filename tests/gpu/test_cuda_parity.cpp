@@ -324,10 +324,12 @@ int main() {
                         {"fp16", DType::F16, false, 1e-2}};
   try {
     for (const auto& pr : precs) op_tests(P, pr);
-    // Whole training, relative error of the parameters' change over 10 steps: fp32 1e-3, tf32 1e-2,
-    // bf16/fp16 5e-2, fp8 (against the CPU's bf16) 0.25.
+    // Whole training, relative error of the parameters' change over 10 steps: fp32 1e-3, tf32 5e-2,
+    // bf16/fp16 5e-2, fp8 (against the CPU's bf16) 0.25. tf32 is as loose as the 16-bit formats: a
+    // last-bit difference in an fp32 sum flips that element's tf32 rounding (2^-11 relative, not
+    // fp32's 2^-24) in the next product, and Adam's normalised updates carry it into the weights.
     training_test(P, precs[0], false, 1e-3);
-    training_test(P, precs[1], false, 1e-2);
+    training_test(P, precs[1], false, 5e-2);
     training_test(P, precs[2], false, 5e-2);
     training_test(P, precs[3], false, 5e-2);
     if (gpu->supports(DType::F8E4M3)) training_test(P, precs[2], true, 0.25);

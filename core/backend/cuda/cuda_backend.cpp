@@ -120,7 +120,21 @@ CudaBackend::~CudaBackend() {
   // m_ctx.alloc lives on while tensors that still hold blocks exist (their deleters own a share).
 }
 
-void CudaBackend::bind() const { cudaSetDevice(m_ctx.device); }
+void CudaBackend::bind() const {
+  cudaSetDevice(m_ctx.device);
+  if (!m_gathers.empty()) flush_gathers();
+}
+
+void CudaBackend::flush_gathers() const {
+  if (m_gathers.empty()) return;
+  std::vector<GatherJob> jobs;
+  jobs.swap(m_gathers);
+  const bool timed = m_kernel_timing && !m_ctx.capturing;
+  auto* self = const_cast<CudaBackend*>(this);
+  if (timed) self->timing_begin("gather_rows");
+  launch_gather_multi(jobs.data(), static_cast<int>(jobs.size()), m_ctx.stream);
+  if (timed) self->timing_end();
+}
 
 DeviceInfo CudaBackend::info() const {
   bind();
@@ -238,6 +252,14 @@ void CudaBackend::download(const Tensor& src, void* dst, DType dst_type) {
 }
 
 void CudaBackend::copy(const Tensor& src, Tensor& dst) {
+  // The batch's compute-format copy of a pending gather: fused into that gather.
+  for (auto& g : m_gathers)
+    if (static_cast<void*>(g.dst) == src.raw() && !g.dst2 && src.dtype() == DType::F32 && dst.dtype() != DType::F32 &&
+        src.numel() == dst.numel() && src.numel() == g.rows * g.words) {
+      g.dst2 = dst.raw();
+      g.dst2_dt = dcode(dst.dtype());
+      return;
+    }
   bind();
   if (src.numel() != dst.numel())
     throw Error("copy between tensors of different sizes: " + shape_str(src.shape()) + " -> " + shape_str(dst.shape()));
@@ -267,7 +289,7 @@ void CudaBackend::synchronize() {
 void CudaBackend::set_step_scalars(const StepScalars& s) {
   bind();
   const DevScalars d{s.lr, s.loss_scale, s.grad_unscale, s.step};
-  stage_h2d(m_ctx.scalars, &d, sizeof(d));
+  launch_set_scalars(m_ctx.scalars, d, m_ctx.stream);
 }
 
 void CudaBackend::set_fp8(bool on) {
@@ -419,7 +441,7 @@ void CudaBackend::softmax_xent(const Tensor& logits, const Tensor& labels, Tenso
 }
 
 void CudaBackend::gather_rows(const Tensor& src, const Tensor& idx, Tensor& dst) {
-  bind();
+  cudaSetDevice(m_ctx.device);
   if (idx.dtype() != DType::I32) throw Error("gather_rows: indices must be int32");
   if (src.dtype() != dst.dtype()) throw Error("gather_rows: source and destination formats differ");
   const int64_t rows = idx.numel();
@@ -427,6 +449,17 @@ void CudaBackend::gather_rows(const Tensor& src, const Tensor& idx, Tensor& dst)
   if (dst.shape()[0] != rows || dst.bytes() != row_bytes * static_cast<size_t>(rows))
     throw Error("gather_rows: destination " + shape_str(dst.shape()) + " does not fit " + std::to_string(rows) +
                 " rows of " + shape_str(src.shape()));
+  if (row_bytes % 4 == 0 && dtype_bytes(src.dtype(), 1) == 4 && static_cast<int>(m_gathers.size()) < kMaxGatherJobs) {
+    GatherJob j;
+    j.src = static_cast<const uint32_t*>(src.raw());
+    j.src_rows = src.shape()[0];
+    j.words = static_cast<int64_t>(row_bytes / 4);
+    j.idx = idx.data<int32_t>();
+    j.rows = rows;
+    j.dst = static_cast<uint32_t*>(dst.raw());
+    m_gathers.push_back(j);  // launched by the next operation (bind())
+    return;
+  }
   TL_TIMED("gather_rows");
   launch_gather_rows(src.raw(), src.shape()[0], static_cast<int64_t>(row_bytes), idx.data<int32_t>(), rows, dst.raw(),
                      m_ctx.stream);
@@ -498,6 +531,7 @@ void CudaBackend::run_step(const std::string& key, const std::function<void()>& 
   bind();
   if (!m_capture || m_kernel_timing) {
     step();
+    flush_gathers();
     return;
   }
   CudaContext::Graph& g = m_ctx.graphs[key];
@@ -507,6 +541,7 @@ void CudaBackend::run_step(const std::string& key, const std::function<void()>& 
   }
   if (++g.calls < 2) {  // eager first: buffers and optimizer state get allocated
     step();
+    flush_gathers();
     return;
   }
   cudaGraph_t graph = nullptr;
@@ -514,7 +549,9 @@ void CudaBackend::run_step(const std::string& key, const std::function<void()>& 
   m_ctx.capturing = true;
   try {
     step();
+    flush_gathers();
   } catch (...) {
+    m_gathers.clear();
     m_ctx.capturing = false;
     cudaStreamEndCapture(m_ctx.stream, &graph);
     if (graph) cudaGraphDestroy(graph);

@@ -18,6 +18,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/device_allocator.h"
 #include "common.cuh"
+#include "elementwise.cuh"
 
 namespace trainlab::cuda {
 
@@ -102,7 +103,8 @@ class CudaBackend final : public Backend {
  private:
   friend class Fp8Gemm;
   friend class TimedOp;
-  void bind() const;
+  void bind() const;  // makes the device current and launches deferred gathers
+  void flush_gathers() const;
   // `t` in format `want`: the tensor itself, or a converted copy in workspace slot `slot`.
   Tensor as_format(const Tensor& t, DType want, int slot);
   void stage_h2d(void* dst, const void* src, size_t bytes);
@@ -115,6 +117,9 @@ class CudaBackend final : public Backend {
   std::array<Tensor, kWorkspaceSlots> m_workspace;
   std::unique_ptr<Fp8Gemm> m_fp8_gemm;
   bool m_lt_ok = true;
+  // Gathers of a step's batch are deferred and launched together with the next operation (with
+  // the batch's compute-format copy fused in when copy() asks for it): one launch, not three.
+  mutable std::vector<kern::GatherJob> m_gathers;
 };
 
 // RAII: per-kernel timing around one operation.
