@@ -71,7 +71,7 @@ class TestOptimizers : public QObject {
     QVERIFY(rel_close(w[1], -1.898, 1e-6));
     const std::vector<float> m = download_f32(*be, p.m), v = download_f32(*be, p.v);
     QVERIFY(rel_close(m[0], 0.05));
-    QVERIFY(rel_close(v[0], 0.00025));
+    QVERIFY(rel_close(v[0], 0.00025, 1e-4));  // 1 - 0.999f carries fp32's 5e-5 relative error
     QCOMPARE(p.m.category(), MemCategory::Optimizer);
   }
 
