@@ -174,6 +174,12 @@ class Backend {
   }
   // out = a + b (same element count; out may alias a or b).
   virtual void add(const Tensor& a, const Tensor& b, Tensor& out) { throw_not_implemented("add"); }
+  // y = GELU(x) = x * Phi(x) (erf form, as F.gelu) and its backward dx = dy * GELU'(x), for a
+  // GELU kept apart from its matrix product (the transformer's MLP). Defaults: activation_*.
+  virtual void gelu_forward(const Tensor& x, Tensor& y) { activation_forward(Activation::GELU, x, y); }
+  virtual void gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) {
+    activation_backward(Activation::GELU, x, x, dy, dx);
+  }
 
   // --- compression operations (issue 5). Defaults throw "<op> is not implemented on <device>" so
   // a backend without them still builds; CpuBackend implements all of them.
@@ -237,11 +243,9 @@ class Backend {
   [[noreturn]] void throw_not_implemented(const char* op) const {
     throw Error(std::string(op) + " is not implemented on " + info().name);
   }
-  [[noreturn]] void throw_not_implemented(const char* op) const {
-    throw Error(std::string(op) + " is not implemented on " + info().name);
-  }
   MemoryLedger m_ledger;
   bool m_tf32 = false;
+  bool m_fp8_matmul = false;
   bool m_capture = true;
   bool m_kernel_timing = false;
 };
@@ -256,4 +260,3 @@ std::vector<std::string> available_devices();
 bool built_with_cuda();
 
 }  // namespace trainlab
-  bool m_fp8_matmul = false;

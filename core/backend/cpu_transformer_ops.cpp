@@ -2,24 +2,31 @@
 // against. Numerics: inputs in any float format are converted to fp32, everything is computed and
 // accumulated in fp32, results are rounded once to the output's format (RNE).
 //  * LayerNorm: two passes per row (mean, then the biased variance of x - mean), rstd = 1/sqrt(var+eps).
-//  * Attention: per (batch, head) the scores S = q k^T / sqrt(hd) are formed with cblas_sgemm in a
-//    T x T fp32 workspace (the CPU materialises them; only the per-row log-sum-exp is kept for
-//    backward), softmax with the row maximum subtracted, masked (j > i) entries exactly 0.
+//  * Attention: per (batch, head) and query row i the scores s_j = q_i . k_j / sqrt(hd), j <= i,
+//    are formed in an fp32 row buffer (never a stored T x T matrix; only the per-row log-sum-exp
+//    is kept for backward), softmax with the row maximum subtracted (exp by exp_vec, ~1 ulp).
 //    Backward rebuilds P = exp(S - lse) from q, k and lse, then dV = P^T dY, dP = dY V^T,
 //    dS = P (dP - rowdot(dY, Y)), dQ = dS K / sqrt(hd), dK = dS^T Q / sqrt(hd).
 //    With tf32 on, q, k and v are rounded to tf32 before the products.
 //  * Embedding backward: scatter-add in row order in fp32, so it is deterministic.
 // Every loop runs in a fixed order: the same inputs give bit-identical outputs (activation
 // checkpointing relies on that).
+// FP exceptions are never inspected: let the compiler if-convert selects so the loops vectorise.
+#pragma GCC optimize("no-trapping-math")
+#pragma GCC diagnostic ignored "-Wpsabi"  // 32-byte vector helpers are inline, never an ABI boundary
 #include <cblas.h>
 
 #include <algorithm>
+#include <functional>
+#include <thread>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "backend/cpu_backend.h"
 #include "util/error.h"
+
+extern "C" int openblas_get_num_threads(void);
 
 namespace trainlab {
 
@@ -94,6 +101,56 @@ TL_VECTOR_CLONES void ln_backward_row(const float* __restrict x, const float* __
     for (int64_t k = 0; k < d; ++k) dx[k] = r * (g[k] - mg - xhat[k] * mgx);
 }
 
+// exp for the vectorised loops: Cody-Waite reduction x = n ln2 + r and Cephes' expf polynomial
+// (about 1 ulp on [-87, 88]; arguments are clamped to that range).
+inline float exp_vec(float x) {
+  x = x < -87.0f ? -87.0f : x;
+  x = x > 88.0f ? 88.0f : x;
+  // Round to nearest by the 1.5 * 2^23 trick (no libm call, so the loops vectorise).
+  const float fn = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  const float r = (x - fn * 0.693359375f) - fn * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const uint32_t bits = static_cast<uint32_t>(static_cast<int32_t>(fn) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, 4);
+  return p * scale;
+}
+
+// Phi(x) = 0.5 erfc(-x / sqrt 2) with Numerical Recipes' erfc (fractional error < 1.2e-7 everywhere,
+// so the tail x << 0 keeps its relative accuracy).
+inline float normal_cdf(float x) {
+  const float z = std::fabs(x) * 0.70710678118654752f;
+  const float t = 1.0f / (1.0f + 0.5f * z);
+  const float poly =
+      -1.26551223f +
+      t * (1.00002368f +
+           t * (0.37409196f +
+                t * (0.09678418f +
+                     t * (-0.18628806f + t * (0.27886807f + t * (-1.13520398f + t * (1.48851587f + t * (-0.82215223f + t * 0.17087277f))))))));
+  const float half_erfc = 0.5f * t * exp_vec(-z * z + poly);  // 0.5 erfc(|x|/sqrt2) = Phi(-|x|)
+  return x >= 0.0f ? 1.0f - half_erfc : half_erfc;
+}
+
+TL_VECTOR_CLONES void gelu_rows(const float* __restrict x, float* __restrict y, size_t n) {
+  for (size_t i = 0; i < n; ++i) y[i] = x[i] * normal_cdf(x[i]);
+}
+
+TL_VECTOR_CLONES void gelu_grad_rows(const float* __restrict x, const float* dy, float* dx, size_t n) {  // dy may alias dx
+  for (size_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    const float pdf = 0.39894228040143268f * exp_vec(-0.5f * v * v);
+    dx[i] = dy[i] * (normal_cdf(v) + v * pdf);
+  }
+}
+
+void parallel_for(int64_t n, int threads, const std::function<void(int, int64_t, int64_t)>& fn);
+
 inline float tf32_round(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);
@@ -120,6 +177,37 @@ void CpuBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
   float* po = write_f32(out, 8, false);
   add_rows(po, pa, pb, static_cast<size_t>(out.numel()));
   finish_write(out, po);
+}
+
+// GELU apart from its product, vectorised (erf and exp by the polynomials above: GELU within
+// ~2e-7 relative of the libm erf form).
+void CpuBackend::gelu_forward(const Tensor& x, Tensor& y) {
+  if (x.numel() != y.numel()) throw Error("gelu_forward: sizes differ");
+  const float* px = read_f32(x, 6);
+  float* py = write_f32(y, 7, false);
+  const int threads = std::max(1, m_threads > 0 ? m_threads : openblas_get_num_threads());
+  const int64_t n = x.numel();
+  parallel_for(n >= 65536 ? threads : 1, threads, [&](int, int64_t b, int64_t e) {  // elementwise: thread count free
+    const int64_t t = n >= 65536 ? threads : 1;
+    const int64_t lo = n * b / t, hi = n * e / t;
+    gelu_rows(px + lo, py + lo, static_cast<size_t>(hi - lo));
+  });
+  finish_write(y, py);
+}
+
+void CpuBackend::gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) {
+  if (x.numel() != dy.numel() || x.numel() != dx.numel()) throw Error("gelu_backward: sizes differ");
+  const float* px = read_f32(x, 6);
+  const float* pd = read_f32(dy, 7);
+  float* pdx = write_f32(dx, 8, false);
+  const int threads = std::max(1, m_threads > 0 ? m_threads : openblas_get_num_threads());
+  const int64_t n = x.numel();
+  parallel_for(n >= 65536 ? threads : 1, threads, [&](int, int64_t b, int64_t e) {
+    const int64_t t = n >= 65536 ? threads : 1;
+    const int64_t lo = n * b / t, hi = n * e / t;
+    gelu_grad_rows(px + lo, pd + lo, pdx + lo, static_cast<size_t>(hi - lo));
+  });
+  finish_write(dx, pdx);
 }
 
 void CpuBackend::embedding_forward(const Tensor& tok, const Tensor& pos, const Tensor& idx, int64_t T, Tensor& out) {
@@ -218,6 +306,153 @@ void CpuBackend::layernorm_backward(const Tensor& x, const Tensor& gamma, const 
   finish_write(dbeta, pdb);
 }
 
+namespace {
+// Splits [0, n) into `threads` contiguous parts run at once (the caller runs the first part).
+// Each index is computed by exactly one thread with the same arithmetic, so results do not
+// depend on the thread count.
+void parallel_for(int64_t n, int threads, const std::function<void(int, int64_t, int64_t)>& fn) {
+  const int t = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, n)));
+  std::vector<std::thread> pool;
+  for (int w = 1; w < t; ++w) pool.emplace_back(fn, w, n * w / t, n * (w + 1) / t);
+  fn(0, 0, n / t);
+  for (auto& th : pool) th.join();
+}
+
+inline void axpy(float* __restrict y, const float* __restrict x, float a, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+inline float dot8(const float* __restrict a, const float* __restrict b, int64_t n) {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    for (int u = 0; u < 8; ++u) acc[u] += a[j + u] * b[j + u];
+  float s = 0.0f;
+  for (int u = 0; u < 8; ++u) s += acc[u];
+  for (; j < n; ++j) s += a[j] * b[j];
+  return s;
+}
+
+inline void softmax_row(float* __restrict s, int64_t n, float scale, float& lse) {
+  float mx = -INFINITY;
+  for (int64_t j = 0; j < n; ++j) {
+    s[j] *= scale;
+    mx = std::max(mx, s[j]);
+  }
+  float sum = 0.0f;
+  for (int64_t j = 0; j < n; ++j) {
+    s[j] = exp_vec(s[j] - mx);
+    sum += s[j];
+  }
+  const float inv = 1.0f / sum;
+  for (int64_t j = 0; j < n; ++j) s[j] *= inv;
+  lse = mx + std::log(sum);
+}
+
+// The per-head products, register-blocked by 8 (one AVX vector of accumulators that stays in a
+// register while the reduction index runs): the compiler vectorises the fixed-width u loops.
+//   scores_row: s[j] = sum_c q[c] kt[c][j] for j < n (kt: keys transposed, hd x Tp, Tp = T rounded
+//               up to 8 and zero-padded; s is written up to n rounded up to 8).
+typedef float v8sf __attribute__((vector_size(32)));
+inline v8sf load8(const float* p) {
+  v8sf v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store8(float* p, v8sf v) { __builtin_memcpy(p, &v, sizeof v); }
+
+inline void scores_row(const float* __restrict q, const float* __restrict kt, int64_t Tp, int64_t hd, int64_t n,
+                       float* __restrict s) {
+  for (int64_t j0 = 0; j0 < n; j0 += 8) {
+    v8sf acc = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t c = 0; c < hd; ++c) acc += q[c] * load8(kt + c * Tp + j0);
+    store8(s + j0, acc);
+  }
+}
+
+// out[c] = sum_{r in [r0, r1)} w[r] * rows[r * ld + c] for c < hd (out rows of width hd).
+inline void weighted_rows(const float* __restrict w, int64_t wstride, const float* __restrict rows, int64_t ld,
+                          int64_t r0, int64_t r1, int64_t hd, float* __restrict out) {
+  int64_t c0 = 0;
+  for (; c0 + 32 <= hd; c0 += 32) {  // 4 vectors of accumulators
+    v8sf a0 = {0, 0, 0, 0, 0, 0, 0, 0}, a1 = a0, a2 = a0, a3 = a0;
+    for (int64_t r = r0; r < r1; ++r) {
+      const float a = w[r * wstride];
+      const float* row = rows + r * ld + c0;
+      a0 += a * load8(row);
+      a1 += a * load8(row + 8);
+      a2 += a * load8(row + 16);
+      a3 += a * load8(row + 24);
+    }
+    store8(out + c0, a0);
+    store8(out + c0 + 8, a1);
+    store8(out + c0 + 16, a2);
+    store8(out + c0 + 24, a3);
+  }
+  for (; c0 + 8 <= hd; c0 += 8) {
+    v8sf acc = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t r = r0; r < r1; ++r) acc += w[r * wstride] * load8(rows + r * ld + c0);
+    store8(out + c0, acc);
+  }
+  for (; c0 < hd; ++c0) {
+    float acc = 0.0f;
+    for (int64_t r = r0; r < r1; ++r) acc += w[r * wstride] * rows[r * ld + c0];
+    out[c0] = acc;
+  }
+}
+
+inline void transpose_head(const float* src, int64_t ld, int64_t T, int64_t Tp, int64_t hd, float* dst) {
+  for (int64_t c = 0; c < hd; ++c) {
+    for (int64_t j = 0; j < T; ++j) dst[c * Tp + j] = src[j * ld + c];
+    for (int64_t j = T; j < Tp; ++j) dst[c * Tp + j] = 0.0f;
+  }
+}
+
+// One (batch, head) forward. q, k, v rows have stride ld (3d), y rows stride ldy (d).
+// Scratch: kt (hd x Tp), s (Tp).
+TL_VECTOR_CLONES void attention_head_forward(const float* q, const float* k, const float* v, int64_t ld, float* y,
+                                             int64_t ldy, float* lrow, int64_t T, int64_t Tp, int64_t hd, float scale,
+                                             float* kt, float* s) {
+  transpose_head(k, ld, T, Tp, hd, kt);
+  for (int64_t i = 0; i < T; ++i) {
+    const int64_t n = i + 1;
+    scores_row(q + i * ld, kt, Tp, hd, n, s);
+    softmax_row(s, n, scale, lrow[i]);
+    weighted_rows(s, 1, v, ld, 0, n, hd, y + i * ldy);
+  }
+}
+
+// One (batch, head) backward: dq, dk, dv (stride ld) from dy (stride ldy; gy: its tf32 copy).
+// Scratch: kt, vt (hd x Tp), P and dS (T x Tp; row i holds j <= i, the rest zero).
+TL_VECTOR_CLONES void attention_head_backward(const float* q, const float* k, const float* v, int64_t ld,
+                                              const float* gy, const float* gy_exact, const float* yy, int64_t ldy,
+                                              const float* lrow, float* dq, float* dk, float* dv, int64_t T,
+                                              int64_t Tp, int64_t hd, float scale, float* kt, float* vt, float* P,
+                                              float* dS) {
+  transpose_head(k, ld, T, Tp, hd, kt);
+  transpose_head(v, ld, T, Tp, hd, vt);
+  for (int64_t i = 0; i < T; ++i) {
+    const int64_t n = i + 1;
+    float* p = P + i * Tp;
+    float* ds = dS + i * Tp;
+    scores_row(q + i * ld, kt, Tp, hd, n, p);  // P rebuilt from q, k and the saved lse
+    for (int64_t j = 0; j < n; ++j) p[j] = exp_vec(p[j] * scale - lrow[i]);
+    for (int64_t j = n; j < Tp; ++j) p[j] = 0.0f;
+    scores_row(gy + i * ldy, vt, Tp, hd, n, ds);  // dP = dY V^T
+    const float di = dot8(gy_exact + i * ldy, yy + i * ldy, hd);
+    for (int64_t j = 0; j < n; ++j) ds[j] = p[j] * (ds[j] - di) * scale;  // dS, with the 1/sqrt(hd)
+    for (int64_t j = n; j < Tp; ++j) ds[j] = 0.0f;
+    weighted_rows(ds, 1, k, ld, 0, n, hd, dq + i * ld);  // dQ_i = sum_j dS_ij k_j
+  }
+  for (int64_t j = 0; j < T; ++j) {  // column j of P and dS: queries i >= j
+    weighted_rows(dS + j, Tp, q, ld, j, T, hd, dk + j * ld);  // dK_j = sum_i dS_ij q_i
+    weighted_rows(P + j, Tp, gy, ldy, j, T, hd, dv + j * ld);  // dV_j = sum_i P_ij dy_i
+  }
+}
+}  // namespace
+
+// Attention per (batch, head) in L1-sized loops (T x hd blocks), the (batch, head) pairs split
+// over the backend's threads. Scores, softmax and products in fp32; exp by exp_vec.
 void CpuBackend::attention_forward(const Tensor& qkv, int64_t B, int64_t T, int64_t H, Tensor& y, Tensor& lse) {
   const int64_t d3 = qkv.dim(1), d = d3 / 3, hd = d / H;
   if (qkv.dim(0) != B * T || d3 != 3 * d || d % H != 0 || y.numel() != B * T * d)
@@ -227,34 +462,20 @@ void CpuBackend::attention_forward(const Tensor& qkv, int64_t B, int64_t T, int6
   const float* pq = read_f32(qkv, 6, m_tf32);
   float* py = write_f32(y, 7, false);
   float* pl = lse.data<float>();
-  float* s = slot_buffer(8, static_cast<size_t>(T * T));
+  const int threads = std::max(1, m_threads > 0 ? m_threads : openblas_get_num_threads());
+  const int64_t Tp = (T + 7) / 8 * 8;
+  const int64_t per = hd * Tp + Tp;
+  float* scratch = slot_buffer(8, static_cast<size_t>(threads * per));
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const int ti = static_cast<int>(T), hi = static_cast<int>(hd);
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t h = 0; h < H; ++h) {
+  parallel_for(B * H, threads, [&](int w, int64_t begin, int64_t end) {
+    float* kt = scratch + w * per;
+    float* s = kt + hd * Tp;
+    for (int64_t bh = begin; bh < end; ++bh) {
+      const int64_t b = bh / H, h = bh % H;
       const float* q = pq + b * T * d3 + h * hd;
-      const float* k = q + d;
-      const float* v = q + 2 * d;
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ti, ti, hi, scale, q, static_cast<int>(d3), k,
-                  static_cast<int>(d3), 0.0f, s, ti);
-      float* lrow = pl + (b * H + h) * T;
-      for (int64_t i = 0; i < T; ++i) {
-        float* row = s + i * T;
-        float mx = row[0];
-        for (int64_t j = 1; j <= i; ++j) mx = std::max(mx, row[j]);
-        float sum = 0.0f;
-        for (int64_t j = 0; j <= i; ++j) {
-          row[j] = std::exp(row[j] - mx);
-          sum += row[j];
-        }
-        const float inv = 1.0f / sum;
-        for (int64_t j = 0; j <= i; ++j) row[j] *= inv;
-        for (int64_t j = i + 1; j < T; ++j) row[j] = 0.0f;
-        lrow[i] = mx + std::log(sum);
-      }
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ti, hi, ti, 1.0f, s, ti, v, static_cast<int>(d3), 0.0f,
-                  py + b * T * d + h * hd, static_cast<int>(d));
+      attention_head_forward(q, q + d, q + 2 * d, d3, py + b * T * d + h * hd, d, pl + bh * T, T, Tp, hd, scale, kt, s);
     }
+  });
   finish_write(y, py);
 }
 
@@ -268,8 +489,6 @@ void CpuBackend::attention_backward(const Tensor& qkv, const Tensor& y, const Te
   const float* py = read_f32(y, 7);
   const float* pdy = read_f32(dy, 8);
   float* pdq = write_f32(dqkv, 9, false);
-  float* p = slot_buffer(10, static_cast<size_t>(T * T));
-  float* dp = slot_buffer(11, static_cast<size_t>(T * T));
   std::vector<float> dyr;
   if (m_tf32) {
     dyr.assign(pdy, pdy + B * T * d);
@@ -278,38 +497,24 @@ void CpuBackend::attention_backward(const Tensor& qkv, const Tensor& y, const Te
   const float* pdy_mm = m_tf32 ? dyr.data() : pdy;
   const float* pl = lse.data<float>();
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const int ti = static_cast<int>(T), hi = static_cast<int>(hd), ld3 = static_cast<int>(d3), ld = static_cast<int>(d);
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t h = 0; h < H; ++h) {
+  const int threads = std::max(1, m_threads > 0 ? m_threads : openblas_get_num_threads());
+  const int64_t Tp = (T + 7) / 8 * 8;
+  const int64_t per = 2 * hd * Tp + 2 * T * Tp;
+  float* scratch = slot_buffer(10, static_cast<size_t>(threads * per));
+  parallel_for(B * H, threads, [&](int w, int64_t begin, int64_t end) {
+    float* kt = scratch + w * per;
+    float* vt = kt + hd * Tp;
+    float* p = vt + hd * Tp;
+    float* dp = p + T * Tp;
+    for (int64_t bh = begin; bh < end; ++bh) {
+      const int64_t b = bh / H, h = bh % H;
       const float* q = pq + b * T * d3 + h * hd;
-      const float* k = q + d;
-      const float* v = q + 2 * d;
-      const float* gy = pdy_mm + b * T * d + h * hd;
-      const float* gy_exact = pdy + b * T * d + h * hd;
-      const float* yy = py + b * T * d + h * hd;
       float* dq = pdq + b * T * d3 + h * hd;
-      float* dk = dq + d;
-      float* dv = dq + 2 * d;
-      const float* lrow = pl + (b * H + h) * T;
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ti, ti, hi, scale, q, ld3, k, ld3, 0.0f, p, ti);
-      for (int64_t i = 0; i < T; ++i) {
-        float* row = p + i * T;
-        for (int64_t j = 0; j <= i; ++j) row[j] = std::exp(row[j] - lrow[i]);
-        for (int64_t j = i + 1; j < T; ++j) row[j] = 0.0f;
-      }
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ti, hi, ti, 1.0f, p, ti, gy, ld, 0.0f, dv, ld3);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ti, ti, hi, 1.0f, gy, ld, v, ld3, 0.0f, dp, ti);
-      for (int64_t i = 0; i < T; ++i) {
-        float di = 0.0f;
-        for (int64_t c = 0; c < hd; ++c) di += gy_exact[i * d + c] * yy[i * d + c];
-        float* prow = p + i * T;
-        float* drow = dp + i * T;
-        for (int64_t j = 0; j <= i; ++j) drow[j] = prow[j] * (drow[j] - di);
-        for (int64_t j = i + 1; j < T; ++j) drow[j] = 0.0f;
-      }
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ti, hi, ti, scale, dp, ti, k, ld3, 0.0f, dq, ld3);
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ti, hi, ti, scale, dp, ti, q, ld3, 0.0f, dk, ld3);
+      const int64_t o = b * T * d + h * hd;
+      attention_head_backward(q, q + d, q + 2 * d, d3, pdy_mm + o, pdy + o, py + o, d, pl + bh * T, dq, dq + d,
+                              dq + 2 * d, T, Tp, hd, scale, kt, vt, p, dp);
     }
+  });
   finish_write(dqkv, pdq);
 }
 

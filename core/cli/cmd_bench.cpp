@@ -151,8 +151,21 @@ Runner add_bench_command(CLI::App& app) {
           std::printf("%s\n", r.dump().c_str());
           std::fflush(stdout);
         }
+      } else if (cs == "char-tiny" || cs == "char-small" || cs == "char-gpt2") {  // bench_char.cpp
+        for (const auto& mode : split_list(o->modes.empty() ? "fp32,fp32-ckpt" : o->modes)) {
+          Json r;
+          try {
+            const bool gpu = o->device != "cpu" && available_devices().size() > 1;
+            r = bench_char_step(o->device, cs, mode, o->steps ? o->steps : 30, o->warmup == 50 ? (gpu ? 10 : 5) : o->warmup);
+          } catch (const Error& e) {
+            r = {{"case", cs}, {"mode", mode}, {"error", e.what()}};
+            ++failures;
+          }
+          std::printf("%s\n", r.dump().c_str());
+          std::fflush(stdout);
+        }
       } else {
-        throw Error("unknown benchmark case '" + cs + "': expected digits or digits-train");
+        throw Error("unknown benchmark case '" + cs + "': expected digits, digits-train, char-tiny, char-small or char-gpt2");
       }
     }
     return failures ? 1 : 0;

@@ -223,7 +223,9 @@ void CharGpt::block_forward(Backend& be, int64_t l, Acts& a, const Tensor& x_in)
   Tensor& h2 = buf(be, sel ? m_shared.h2 : a.h2, {N, D}, dt);
   be.layernorm_forward(a.x_mid, p.ln2_w.value, p.ln2_b.value, kLnEps, h2, f32(be, a.mean2, N), f32(be, a.rstd2, N));
   Tensor& f = buf(be, sel ? m_shared.f : a.f, {N, 4 * D}, dt);
-  be.linear_forward(h2, p.fc_w.value, &p.fc_b.value, Activation::GELU, f, &buf(be, a.pre, {N, 4 * D}, dt));
+  // fc and GELU apart: the pre-activation is the product's own output (no copy), GELU vectorised.
+  be.linear_forward(h2, p.fc_w.value, &p.fc_b.value, Activation::None, buf(be, a.pre, {N, 4 * D}, dt), nullptr);
+  be.gelu_forward(a.pre, f);
   be.linear_forward(f, p.out_w.value, &p.out_b.value, Activation::None, tmp, nullptr);
   be.add(a.x_mid, tmp, buf(be, a.x_out, {N, D}, dt));
 }
@@ -235,7 +237,7 @@ void CharGpt::recompute_selective(Backend& be, int64_t l, Acts& a) {
   // Same operations on the same inputs as the forward: bit-identical h1, h2, f (and statistics).
   be.layernorm_forward(a.x_in, p.ln1_w.value, p.ln1_b.value, kLnEps, buf(be, m_shared.h1, {N, D}, dt), a.mean1, a.rstd1);
   be.layernorm_forward(a.x_mid, p.ln2_w.value, p.ln2_b.value, kLnEps, buf(be, m_shared.h2, {N, D}, dt), a.mean2, a.rstd2);
-  be.activation_forward(Activation::GELU, a.pre, buf(be, m_shared.f, {N, 4 * D}, dt));
+  be.gelu_forward(a.pre, buf(be, m_shared.f, {N, 4 * D}, dt));
 }
 
 void CharGpt::block_backward(Backend& be, int64_t l, Acts& a, Tensor& dx, bool acc) {
@@ -253,7 +255,8 @@ void CharGpt::block_backward(Backend& be, int64_t l, Acts& a, Tensor& dx, bool a
   Tensor& df = buf(be, m_df, {N, 4 * D}, dt);
   be.linear_backward(f, p.out_w.value, g, Activation::None, nullptr, p.out_w.grad, &p.out_b.grad, &df, acc);
   Tensor& dh = buf(be, m_dh, {N, D}, dt);
-  be.linear_backward(h2, p.fc_w.value, df, Activation::GELU, &a.pre, p.fc_w.grad, &p.fc_b.grad, &dh, acc);
+  be.gelu_backward(a.pre, df, df);  // d(pre), in place
+  be.linear_backward(h2, p.fc_w.value, df, Activation::None, nullptr, p.fc_w.grad, &p.fc_b.grad, &dh, acc);
   be.layernorm_backward(a.x_mid, p.ln2_w.value, a.mean2, a.rstd2, dh, dx, p.ln2_w.grad, p.ln2_b.grad, true, acc);
   // Attention branch: dx is now the gradient w.r.t. x_mid.
   be.copy(dx, g);

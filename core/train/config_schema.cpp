@@ -120,36 +120,6 @@ void run_keys(std::vector<ConfigKey>& s) {
   s.push_back(key_bool("run.save_weights", true, "Write the trained weights to model.safetensors."));
 }
 
-// The character transformer (issue 4): nn/transformer.h.
-void transformer_keys(std::vector<ConfigKey>& s) {
-  s.push_back(key_enum("model.preset", "tiny", {"tiny", "small", "gpt2"},
-                       "char-gpt size: tiny 2 layers x 4 heads x 128 wide, context 64 (0.4M parameters; the peer "
-                       "uses batch 32); small 6 x 6 x 384, context 256 (10.7M; batch 64); gpt2 12 x 12 x 768, context "
-                       "1024 (85M; batch 16). model.layers/heads/dim/context override single dimensions."));
-  s.push_back(key_int("model.layers", 0, 0, 1024, "char-gpt transformer blocks (0: from model.preset)."));
-  s.push_back(key_int("model.heads", 0, 0, 1024, "char-gpt attention heads; must divide model.dim (0: from model.preset)."));
-  s.push_back(key_int("model.dim", 0, 0, 65536, "char-gpt width d of the residual stream; the MLP is 4d wide (0: from "
-                                                "model.preset)."));
-  s.push_back(key_int("model.context", 0, 0, 1 << 20, "char-gpt context: characters a window holds (0: from model.preset)."));
-  s.push_back(key_bool("model.pad_vocab", false,
-                       "Pad the vocabulary (65 characters) up to a multiple of 64 (128): the embedding and the "
-                       "classifier get rows for tokens that never occur, in exchange for matrix shapes that tile "
-                       "evenly. The weights then have 128-row shapes."));
-  s.push_back(key_float("model.dropout", 0.0, 0.0, 0.9, "char-gpt dropout probability (only 0 is implemented so far)."));
-  s.push_back(key_enum("checkpoint.policy", "off", {"off", "every-block", "every-k", "selective"},
-                       "Activation checkpointing: off keeps every activation for backward; every-block keeps only each "
-                       "block's input and recomputes the block during backward; every-k keeps the input of every "
-                       "k-th block (k = checkpoint.k, memory ~ L/k + k blocks); selective keeps the matrix-product "
-                       "outputs and recomputes LayerNorm and GELU outputs. Gradients are bit-identical in every mode.",
-                       true));
-  s.push_back(key_int("checkpoint.k", 0, 0, 1024, "Blocks per segment for every-k (0: round(sqrt(layers))).", true));
-  s.push_back(key_float("data.val_fraction", 0.1, 0.01, 0.9,
-                        "Text data: share of the text held out for validation, as whole chunks of 16,384 characters "
-                        "chosen by a seeded shuffle (0.1: 90/10)."));
-  s.push_back(key_int("train.eval_windows", 256, 1, 1 << 24,
-                      "Text data: validation windows (a fixed, seeded set) averaged for the validation loss."));
-}
-
 // Compression (issue 5): quantization-aware training, pruning, distillation. The logic is in
 // core/compress/compression.cpp.
 void compress_keys(std::vector<ConfigKey>& s) {
@@ -210,6 +180,36 @@ void compress_keys(std::vector<ConfigKey>& s) {
                         "Distillation: temperature T softening both distributions; T^2 keeps the soft gradient's size."));
 }
 
+// The character transformer (issue 4): nn/transformer.h.
+void transformer_keys(std::vector<ConfigKey>& s) {
+  s.push_back(key_enum("model.preset", "tiny", {"tiny", "small", "gpt2"},
+                       "char-gpt size: tiny 2 layers x 4 heads x 128 wide, context 64 (0.4M parameters; the peer "
+                       "uses batch 32); small 6 x 6 x 384, context 256 (10.7M; batch 64); gpt2 12 x 12 x 768, context "
+                       "1024 (85M; batch 16). model.layers/heads/dim/context override single dimensions."));
+  s.push_back(key_int("model.layers", 0, 0, 1024, "char-gpt transformer blocks (0: from model.preset)."));
+  s.push_back(key_int("model.heads", 0, 0, 1024, "char-gpt attention heads; must divide model.dim (0: from model.preset)."));
+  s.push_back(key_int("model.dim", 0, 0, 65536, "char-gpt width d of the residual stream; the MLP is 4d wide (0: from "
+                                                "model.preset)."));
+  s.push_back(key_int("model.context", 0, 0, 1 << 20, "char-gpt context: characters a window holds (0: from model.preset)."));
+  s.push_back(key_bool("model.pad_vocab", false,
+                       "Pad the vocabulary (65 characters) up to a multiple of 64 (128): the embedding and the "
+                       "classifier get rows for tokens that never occur, in exchange for matrix shapes that tile "
+                       "evenly. The weights then have 128-row shapes."));
+  s.push_back(key_float("model.dropout", 0.0, 0.0, 0.9, "char-gpt dropout probability (only 0 is implemented so far)."));
+  s.push_back(key_enum("checkpoint.policy", "off", {"off", "every-block", "every-k", "selective"},
+                       "Activation checkpointing: off keeps every activation for backward; every-block keeps only each "
+                       "block's input and recomputes the block during backward; every-k keeps the input of every "
+                       "k-th block (k = checkpoint.k, memory ~ L/k + k blocks); selective keeps the matrix-product "
+                       "outputs and recomputes LayerNorm and GELU outputs. Gradients are bit-identical in every mode.",
+                       true));
+  s.push_back(key_int("checkpoint.k", 0, 0, 1024, "Blocks per segment for every-k (0: round(sqrt(layers))).", true));
+  s.push_back(key_float("data.val_fraction", 0.1, 0.01, 0.9,
+                        "Text data: share of the text held out for validation, as whole chunks of 16,384 characters "
+                        "chosen by a seeded shuffle (0.1: 90/10)."));
+  s.push_back(key_int("train.eval_windows", 256, 1, 1 << 24,
+                      "Text data: validation windows (a fixed, seeded set) averaged for the validation loss."));
+}
+
 std::vector<ConfigKey> build_schema() {
   std::vector<ConfigKey> s;
   model_keys(s);
@@ -220,8 +220,8 @@ std::vector<ConfigKey> build_schema() {
   precision_keys(s);
   device_keys(s);
   run_keys(s);
-  compress_keys(s);
   transformer_keys(s);
+  compress_keys(s);
   return s;
 }
 

@@ -92,6 +92,30 @@ class TestAttention : public QObject {
     QVERIFY2(std::sqrt(err / ref) < 5e-3, qPrintable(QString("rel err %1 worst %2").arg(std::sqrt(err / ref)).arg(worst)));
   }
 
+  void threadCountDoesNotChangeResults() {  // (batch, head) pairs split over threads: same bits
+    std::mt19937 g(7);
+    const int64_t B = 3, T = 9, H = 2, D = 8;
+    auto qv = randn(g, B * T * 3 * D, 1.0f), R = randn(g, B * T * D, 1.0f);
+    std::vector<float> out[2];
+    for (int threads : {1, 2}) {
+      CpuBackend be(threads);
+      Tensor qkv = be.empty({B * T, 3 * D}, DType::F32, MemCategory::Activations);
+      be.upload(qkv, qv.data(), DType::F32);
+      Tensor y = be.empty({B * T, D}, DType::F32, MemCategory::Activations);
+      Tensor lse = be.empty({B * H * T}, DType::F32, MemCategory::Activations);
+      be.attention_forward(qkv, B, T, H, y, lse);
+      Tensor dy = be.empty({B * T, D}, DType::F32, MemCategory::Activations);
+      be.upload(dy, R.data(), DType::F32);
+      Tensor dqkv = be.empty({B * T, 3 * D}, DType::F32, MemCategory::Activations);
+      be.attention_backward(qkv, y, lse, dy, B, T, H, dqkv);
+      std::vector<float>& o = out[threads - 1];
+      o.resize(static_cast<size_t>(B * T * (D + 3 * D)));
+      be.download(y, o.data(), DType::F32);
+      be.download(dqkv, o.data() + B * T * D, DType::F32);
+    }
+    QCOMPARE(out[0], out[1]);
+  }
+
   void causal() {  // the output at position i does not depend on later positions
     CpuBackend be(1);
     std::mt19937 g(6);

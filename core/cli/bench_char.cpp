@@ -1,0 +1,92 @@
+// trainlab-cli bench --case char-tiny|char-small|char-gpt2: the peer's character-GPT training
+// step (peer_torch_cpu.py char-tiny, peer_torch.py char-small / char-gpt2): same shapes, batch,
+// AdamW, one fixed batch of random windows of the first 100,000 (tiny) / 200,000 characters.
+// Modes: fp32, tf32, bf16 (CUDA: fp16 too), each with -ckpt for checkpointing every block.
+#include <chrono>
+#include <random>
+
+#include "backend/backend.h"
+#include "cli/commands.h"
+#include "data/text.h"
+#include "nn/transformer.h"
+#include "optim/optimizer.h"
+#include "train/training_step.h"
+#include "util/error.h"
+#include "util/paths.h"
+
+namespace trainlab::cli {
+using Json = nlohmann::json;
+
+nlohmann::json bench_char_step(const std::string& device, const std::string& name, const std::string& mode, long steps,
+                     long warmup) {
+  using Clock = std::chrono::steady_clock;
+  const std::string preset = name.substr(5);  // char-tiny -> tiny
+  CharGptConfig cfg = CharGptConfig::preset(preset);
+  const int64_t B = preset == "tiny" ? 32 : preset == "small" ? 64 : 16, T = cfg.context;
+  const bool ckpt = mode.find("-ckpt") != std::string::npos;
+  const std::string precision = mode.substr(0, mode.find('-'));
+  auto be = create_backend(device);
+  be->set_capture_enabled(false);
+  const DType dt = precision == "bf16" ? DType::BF16 : precision == "fp16" ? DType::F16 : DType::F32;
+  if (precision != "fp32" && precision != "tf32" && precision != "bf16" && precision != "fp16")
+    throw Error("char benchmark mode '" + mode + "': expected fp32, tf32, bf16 or fp16, optionally with -ckpt");
+  if (!be->supports(dt)) throw Error(device + " has no " + precision);
+  be->set_tf32(precision == "tf32");
+
+  TextCorpus text = load_text_corpus(find_resource("data/tinyshakespeare.txt"), 0.1, 1);
+  // The peer's data: the first 100k (tiny) / 200k characters, in order.
+  std::vector<int32_t> all;
+  for (int64_t i = 0; i < static_cast<int64_t>(text.train.tokens.size()); ++i) all.push_back(text.train.tokens[i]);
+  all.resize(static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(all.size()), preset == "tiny" ? 100000 : 200000)));
+  cfg.vocab = text.vocab();
+  cfg.chars = text.chars;
+  Tensor toks = be->empty({static_cast<int64_t>(all.size())}, DType::I32, MemCategory::Workspace);
+  be->upload(toks, all.data(), DType::I32);
+  CharGpt model(*be, cfg, 0);
+  model.set_compute_dtype(*be, dt);
+  model.set_checkpointing(ckpt ? CheckpointPolicy::EveryBlock : CheckpointPolicy::Off, 1);
+  AdamW opt(AdamWHyper{});
+  TrainingStep step(*be, model, opt, toks, B, T, 1);
+  std::mt19937_64 rng(0);
+  std::vector<int32_t> idx;
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t s = static_cast<int64_t>(rng() % static_cast<uint64_t>(all.size() - T - 1));
+    for (int64_t t = 0; t < T; ++t) idx.push_back(static_cast<int32_t>(s + t));
+  }
+  step.set_indices(idx);
+  StepScalars sc;
+  sc.lr = preset == "tiny" ? 1e-3f : 3e-4f;
+  long t = 0;
+  auto one = [&] {
+    sc.step = static_cast<float>(++t);
+    be->set_step_scalars(sc);
+    be->run_step("bench_char", [&] { step.full_step(); });
+  };
+  for (long i = 0; i < warmup; ++i) one();
+  be->synchronize();
+  be->ledger().reset_peaks();
+  const auto t0 = Clock::now();
+  for (long i = 0; i < steps; ++i) one();
+  be->synchronize();
+  const double s = std::chrono::duration<double>(Clock::now() - t0).count() / static_cast<double>(steps);
+  float st[2];
+  be->download(step.stats(), st, DType::F32);
+  const double fpt = model.train_flops_per_token(T);
+  const int64_t eb = dt == DType::F32 ? 4 : 2;
+  return {{"case", name},
+          {"mode", mode},
+          {"device", be->info().id()},
+          {"device_name", be->info().name},
+          {"params", model.parameter_count()},
+          {"batch", B},
+          {"ctx", T},
+          {"ms_per_step", s * 1e3},
+          {"tokens_per_s", static_cast<double>(B * T) / s},
+          {"model_tflops", fpt * static_cast<double>(B * T) / s / 1e12},
+          {"final_loss", st[0] / static_cast<double>(B * T)},
+          {"activation_peak_mib", static_cast<double>(be->ledger().peak(MemCategory::Activations)) / (1 << 20)},
+          {"activation_predicted_mib", static_cast<double>(model.predicted_activation_bytes(B, T, eb)) / (1 << 20)},
+          {"peak_mib", static_cast<double>(be->ledger().snapshot().peak_total) / (1 << 20)}};
+}
+
+}  // namespace trainlab::cli
