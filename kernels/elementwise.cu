@@ -2,6 +2,8 @@
 #include "device_common.cuh"
 #include "elementwise.cuh"
 
+#include <vector>
+
 namespace trainlab::kern {
 
 namespace {
@@ -48,7 +50,8 @@ struct GatherJobs {
   int64_t first[kMaxGatherJobs + 1];
   int count;
 };
-__global__ void gather_multi_kernel(GatherJobs jobs) {
+__global__ void gather_multi_kernel(GatherJobs jobs, DevScalars* sc_dst, DevScalars sc, int write_sc) {
+  if (write_sc && blockIdx.x == 0 && threadIdx.x == 0) *sc_dst = sc;
   const int64_t total = jobs.first[jobs.count];
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     int q = 0;
@@ -63,7 +66,8 @@ __global__ void gather_multi_kernel(GatherJobs jobs) {
 }
 }  // namespace
 
-void launch_gather_multi(const GatherJob* jobs, int count, cudaStream_t s) {
+void launch_gather_multi(const GatherJob* jobs, int count, DevScalars* scalars_dst, const DevScalars* scalars,
+                         cudaStream_t s) {
   GatherJobs b{};
   b.count = count;
   int64_t total = 0;
@@ -73,9 +77,42 @@ void launch_gather_multi(const GatherJob* jobs, int count, cudaStream_t s) {
     total += jobs[q].rows * jobs[q].words;
   }
   b.first[count] = total;
-  if (total <= 0) return;
-  gather_multi_kernel<<<blocks_for(total, 256, 1024), 256, 0, s>>>(b);
+  if (total <= 0 && !scalars) return;
+  const DevScalars v = scalars ? *scalars : DevScalars{};
+  gather_multi_kernel<<<blocks_for(total, 256, 1024), 256, 0, s>>>(b, scalars_dst, v, scalars ? 1 : 0);
   TL_LAUNCH_CHECK("gather_multi");
+}
+
+bool find_scalar_gather_node(cudaGraph_t graph, cudaGraphNode_t* node) {
+  size_t n = 0;
+  TL_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &n));
+  std::vector<cudaGraphNode_t> nodes(n);
+  if (n) TL_CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &n));
+  for (cudaGraphNode_t nd : nodes) {
+    cudaGraphNodeType t;
+    TL_CUDA_CHECK(cudaGraphNodeGetType(nd, &t));
+    if (t != cudaGraphNodeTypeKernel) continue;
+    cudaKernelNodeParams p{};
+    TL_CUDA_CHECK(cudaGraphKernelNodeGetParams(nd, &p));
+    if (p.func != reinterpret_cast<void*>(&gather_multi_kernel)) continue;
+    if (*static_cast<int*>(p.kernelParams[3]) != 1) continue;
+    *node = nd;
+    return true;
+  }
+  return false;
+}
+
+void set_scalar_gather_node(cudaGraphExec_t exec, cudaGraphNode_t node, const DevScalars& v) {
+  cudaKernelNodeParams p{};
+  TL_CUDA_CHECK(cudaGraphKernelNodeGetParams(node, &p));
+  GatherJobs jobs = *static_cast<GatherJobs*>(p.kernelParams[0]);
+  DevScalars* dst = *static_cast<DevScalars**>(p.kernelParams[1]);
+  DevScalars sc = v;
+  int write = 1;
+  void* args[4] = {&jobs, &dst, &sc, &write};
+  p.kernelParams = args;
+  p.extra = nullptr;
+  TL_CUDA_CHECK(cudaGraphExecKernelNodeSetParams(exec, node, &p));
 }
 
 void launch_convert(const void* src, int src_dt, void* dst, int dst_dt, int64_t n, cudaStream_t s) {

@@ -37,7 +37,14 @@ struct GatherJob {
   int dst2_dt = 0;
 };
 constexpr int kMaxGatherJobs = 4;
-void launch_gather_multi(const GatherJob* jobs, int count, cudaStream_t s);
+// When `scalars` is given, the same launch also writes *scalars_dst = *scalars (the step's
+// scalars ride on the step's first kernel instead of a launch of their own).
+void launch_gather_multi(const GatherJob* jobs, int count, DevScalars* scalars_dst, const DevScalars* scalars,
+                         cudaStream_t s);
+// Captured steps: finds the gather node of `graph` that writes the step scalars, and rewrites the
+// scalars that node of the instantiated graph writes on its next replay.
+bool find_scalar_gather_node(cudaGraph_t graph, cudaGraphNode_t* node);
+void set_scalar_gather_node(cudaGraphExec_t exec, cudaGraphNode_t node, const DevScalars& v);
 void launch_gather_rows(const void* src, int64_t src_rows, int64_t row_bytes, const int32_t* idx, int64_t rows,
                         void* dst, cudaStream_t s);
 

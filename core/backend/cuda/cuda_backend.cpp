@@ -105,8 +105,10 @@ CudaBackend::CudaBackend(int device) {
 CudaBackend::~CudaBackend() {
   cudaSetDevice(m_ctx.device);
   cudaStreamSynchronize(m_ctx.stream);
-  for (auto& [k, g] : m_ctx.graphs)
+  for (auto& [k, g] : m_ctx.graphs) {
     if (g.exec) cudaGraphExecDestroy(g.exec);
+    if (g.graph) cudaGraphDestroy(g.graph);
+  }
   m_fp8_gemm.reset();
   for (auto& w : m_workspace) w = Tensor();
   for (auto& p : m_ctx.pending) m_ctx.free_events.push_back(p.start), m_ctx.free_events.push_back(p.stop);
@@ -122,7 +124,11 @@ CudaBackend::~CudaBackend() {
 
 void CudaBackend::bind() const {
   cudaSetDevice(m_ctx.device);
-  if (!m_gathers.empty()) flush_gathers();
+  if (!m_gathers.empty()) flush_gathers();  // writes pending step scalars too
+  if (m_ctx.scalars_dirty) {
+    launch_set_scalars(m_ctx.scalars, m_ctx.host_scalars, m_ctx.stream);
+    m_ctx.scalars_dirty = false;
+  }
 }
 
 void CudaBackend::flush_gathers() const {
@@ -132,7 +138,14 @@ void CudaBackend::flush_gathers() const {
   const bool timed = m_kernel_timing && !m_ctx.capturing;
   auto* self = const_cast<CudaBackend*>(this);
   if (timed) self->timing_begin("gather_rows");
-  launch_gather_multi(jobs.data(), static_cast<int>(jobs.size()), m_ctx.stream);
+  // Pending step scalars ride on this launch. Inside a capture the gather always writes them, so
+  // that replays can be given new values through the node's parameters (run_step).
+  const bool write =
+      m_ctx.scalars_dirty || (m_ctx.capturing && !m_ctx.capture_scalars_written && !m_ctx.capture_scalars_read);
+  if (write && m_ctx.capturing) m_ctx.capture_scalars_written = true;
+  launch_gather_multi(jobs.data(), static_cast<int>(jobs.size()), m_ctx.scalars, write ? &m_ctx.host_scalars : nullptr,
+                      m_ctx.stream);
+  m_ctx.scalars_dirty = false;
   if (timed) self->timing_end();
 }
 
@@ -219,7 +232,8 @@ void CudaBackend::stage_h2d(void* dst, const void* src, size_t bytes) {
 }
 
 void CudaBackend::upload(Tensor& dst, const void* src, DType src_type) {
-  bind();
+  cudaSetDevice(m_ctx.device);
+  flush_gathers();  // (pending step scalars may stay pending: the step's gather carries them)
   const size_t n = static_cast<size_t>(dst.numel());
   if (src_type == dst.dtype()) {
     stage_h2d(dst.raw(), src, dst.bytes());
@@ -287,9 +301,11 @@ void CudaBackend::synchronize() {
 }
 
 void CudaBackend::set_step_scalars(const StepScalars& s) {
-  bind();
-  const DevScalars d{s.lr, s.loss_scale, s.grad_unscale, s.step};
-  launch_set_scalars(m_ctx.scalars, d, m_ctx.stream);
+  // Written to the device lazily: by the next operation, or by the step's first kernel (a gather)
+  // whether eager or replayed from a graph -- no launch of its own in front of each step.
+  m_ctx.host_scalars = DevScalars{s.lr, s.loss_scale, s.grad_unscale, s.step};
+  m_ctx.scalars_dirty = true;
+  if (m_ctx.capturing) bind();
 }
 
 void CudaBackend::set_fp8(bool on) {
@@ -340,6 +356,7 @@ void CudaBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor*
     throw Error("linear shape mismatch: x " + shape_str(x.shape()) + ", w " + shape_str(w.shape()) + ", y " +
                 shape_str(y.shape()));
   TL_TIMED("linear_forward");
+  if (m_fp8_matmul) note_scalar_read();
   if (m_fp8_matmul && m_fp8_gemm->forward(x, w, bias, act, y, pre)) return;
   const DType in = gemm_format(w.dtype()) ? w.dtype() : DType::F32;
   const Tensor px = as_format(x, in, 1), pw = as_format(w, in, 2);
@@ -366,6 +383,7 @@ void CudaBackend::linear_backward(const Tensor& x, const Tensor& w, Tensor& dy, 
     throw Error("linear backward shape mismatch: dy " + shape_str(dy.shape()) + ", dw " + shape_str(dw.shape()));
   if (act != Activation::None && !saved) throw Error("linear backward with an activation needs the saved tensor");
   TL_TIMED("linear_backward");
+  if (m_fp8_matmul) note_scalar_read();
   if (m_fp8_matmul && m_fp8_gemm->backward(x, w, dy, act, saved, dw, dbias, dx, accumulate)) return;
   const DType in = gemm_format(dy.dtype()) ? dy.dtype() : DType::F32;
   const Tensor g = as_format(dy, in, 0), px = as_format(x, in, 1), pw = as_format(w, in, 2);
@@ -435,6 +453,7 @@ void CudaBackend::softmax_xent(const Tensor& logits, const Tensor& labels, Tenso
     throw Error("softmax_xent: labels must be int32 of length " + std::to_string(b));
   if (stats.dtype() != DType::F32 || stats.numel() < 2) throw Error("softmax_xent: stats must be fp32 [2]");
   TL_TIMED("softmax_xent");
+  note_scalar_read();
   launch_softmax_xent(logits.raw(), dcode(logits.dtype()), b, c, labels.data<int32_t>(), dlogits ? dlogits->raw() : nullptr,
                       dlogits ? dcode(dlogits->dtype()) : 0, grad_multiplier, m_ctx.scalars, stats.data<float>(),
                       accumulate_stats, m_ctx.stream);
@@ -491,6 +510,7 @@ std::vector<OptTensor> opt_table(std::span<ParamSlot> params, bool with_v) {
 void CudaBackend::adamw_step(std::span<ParamSlot> params, const AdamWHyper& h) {
   bind();
   TL_TIMED("adamw");
+  note_scalar_read();
   auto t = opt_table(params, true);
   for (auto& o : t)
     if (!o.m || !o.v) throw Error("adamw_step: optimizer state (m, v) missing");
@@ -501,6 +521,7 @@ void CudaBackend::adamw_step(std::span<ParamSlot> params, const AdamWHyper& h) {
 void CudaBackend::sgd_step(std::span<ParamSlot> params, const SgdHyper& h) {
   bind();
   TL_TIMED("sgd");
+  note_scalar_read();
   auto t = opt_table(params, false);
   launch_sgd(t.data(), static_cast<int>(t.size()), OptHyper{h.momentum, 0.0f, 0.0f, h.weight_decay, h.nesterov},
              m_ctx.scalars, m_ctx.stream);
@@ -528,7 +549,8 @@ bool CudaBackend::all_finite(std::span<const Tensor* const> tensors) {
 
 // --- step capture ------------------------------------------------------------------------------
 void CudaBackend::run_step(const std::string& key, const std::function<void()>& step) {
-  bind();
+  cudaSetDevice(m_ctx.device);
+  flush_gathers();
   if (!m_capture || m_kernel_timing) {
     step();
     flush_gathers();
@@ -536,6 +558,11 @@ void CudaBackend::run_step(const std::string& key, const std::function<void()>& 
   }
   CudaContext::Graph& g = m_ctx.graphs[key];
   if (g.exec) {
+    if (m_ctx.scalars_dirty && g.scalar_node) {
+      set_scalar_gather_node(g.exec, g.scalar_node, m_ctx.host_scalars);
+      m_ctx.scalars_dirty = false;
+    }
+    bind();  // scalars not carried by the graph
     TL_CUDA_CHECK(cudaGraphLaunch(g.exec, m_ctx.stream));
     return;
   }
@@ -545,6 +572,8 @@ void CudaBackend::run_step(const std::string& key, const std::function<void()>& 
     return;
   }
   cudaGraph_t graph = nullptr;
+  bind();  // the scalars are on the device before the capture (the capture re-writes the same values)
+  m_ctx.capture_scalars_read = m_ctx.capture_scalars_written = false;
   TL_CUDA_CHECK(cudaStreamBeginCapture(m_ctx.stream, cudaStreamCaptureModeRelaxed));
   m_ctx.capturing = true;
   try {
@@ -562,9 +591,11 @@ void CudaBackend::run_step(const std::string& key, const std::function<void()>& 
   TL_CUDA_CHECK(cudaStreamEndCapture(m_ctx.stream, &graph));
   cudaGraphExec_t exec = nullptr;
   const cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
-  cudaGraphDestroy(graph);
+  if (e != cudaSuccess) cudaGraphDestroy(graph);
   TL_CUDA_CHECK(e);
+  g.graph = graph;
   g.exec = exec;
+  if (!find_scalar_gather_node(graph, &g.scalar_node)) g.scalar_node = nullptr;
   TL_CUDA_CHECK(cudaGraphLaunch(g.exec, m_ctx.stream));
 }
 
@@ -572,8 +603,10 @@ void CudaBackend::invalidate_captures() {
   bind();
   if (m_ctx.graphs.empty()) return;
   cudaStreamSynchronize(m_ctx.stream);
-  for (auto& [k, g] : m_ctx.graphs)
+  for (auto& [k, g] : m_ctx.graphs) {
     if (g.exec) cudaGraphExecDestroy(g.exec);
+    if (g.graph) cudaGraphDestroy(g.graph);
+  }
   m_ctx.graphs.clear();
 }
 

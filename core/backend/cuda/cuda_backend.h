@@ -47,8 +47,14 @@ struct CudaContext {
   int64_t context_bytes = 0;  // device memory in use right after the runtime context was created
   struct Graph {
     int calls = 0;
+    cudaGraph_t graph = nullptr;            // kept for its node handles
     cudaGraphExec_t exec = nullptr;
+    cudaGraphNode_t scalar_node = nullptr;  // the gather that also writes the step scalars
   };
+  kern::DevScalars host_scalars{0.0f, 1.0f, 1.0f, 1.0f};
+  bool scalars_dirty = false;  // host_scalars not yet written to the device
+  // During a capture: whether a kernel already read the scalars / a gather already writes them.
+  bool capture_scalars_read = false, capture_scalars_written = false;
   std::map<std::string, Graph> graphs;
   bool capturing = false;
   std::vector<cudaEvent_t> free_events;
@@ -105,6 +111,7 @@ class CudaBackend final : public Backend {
   friend class TimedOp;
   void bind() const;  // makes the device current and launches deferred gathers
   void flush_gathers() const;
+  void note_scalar_read() { if (m_ctx.capturing) m_ctx.capture_scalars_read = true; }
   // `t` in format `want`: the tensor itself, or a converted copy in workspace slot `slot`.
   Tensor as_format(const Tensor& t, DType want, int slot);
   void stage_h2d(void* dst, const void* src, size_t bytes);
