@@ -14,6 +14,7 @@
 #include <QSpinBox>
 #include <QToolButton>
 #include <QVBoxLayout>
+#include <qcustomplot.h>
 #include <climits>
 #include <cmath>
 
@@ -160,6 +161,33 @@ ConfigForm::ConfigForm(QWidget* parent) : QWidget(parent) {
       m_order.push_back(k.key);
     }
     outer->addWidget(box);
+  }
+  if (m_rows.contains("prune.method")) {
+    Row& r = m_rows["prune.method"];
+    m_sparsity = new QCustomPlot(r.group);
+    m_sparsity->setObjectName("sparsity_preview");
+    m_sparsity->setMinimumHeight(110);
+    m_sparsity->setMaximumHeight(130);
+    m_sparsity->addGraph();
+    m_sparsity->graph(0)->setPen(QPen(QColor(44, 160, 44), 1.6));
+    m_sparsity->graph(0)->setBrush(QColor(44, 160, 44, 50));
+    QFont f = font();
+    f.setPointSizeF(std::max(7.0, f.pointSizeF() - 1.5));
+    for (QCPAxis* ax : {m_sparsity->xAxis, m_sparsity->yAxis}) {
+      ax->setTickLabelFont(f);
+      ax->setLabelFont(f);
+      ax->setBasePen(QPen(palette().color(QPalette::WindowText)));
+      ax->setTickPen(QPen(palette().color(QPalette::WindowText)));
+      ax->setTickLabelColor(palette().color(QPalette::WindowText));
+      ax->setLabelColor(palette().color(QPalette::WindowText));
+    }
+    m_sparsity->setBackground(palette().color(QPalette::Base));
+    m_sparsity->yAxis->setLabel("sparsity %");
+    m_sparsity->xAxis->setLabel("step");
+    m_sparsity->axisRect()->setAutoMargins(QCP::msLeft | QCP::msBottom);
+    m_sparsity->axisRect()->setMargins(QMargins(0, 6, 10, 0));
+    m_sparsity->setToolTip("Preview of the pruning schedule: the fraction of pruned weights set to zero at each step.");
+    r.form->addRow("Sparsity preview", m_sparsity);
   }
   auto* legend = new QLabel("<span style='color:#2a9d8f'>&#9679;</span> live: can change while a run trains", this);
   legend->setTextFormat(Qt::RichText);
@@ -335,9 +363,17 @@ void ConfigForm::update_dependencies() {
     const char* key;
     const char* on;
     std::vector<std::string> values;
+    bool negate = false;  // relevant unless `on` has one of `values`
   };
   static const std::vector<Dep> deps = {
       {"model.hidden", "model.name", {"mlp"}},
+      {"model.preset", "model.name", {"char-gpt"}},
+      {"model.layers", "model.name", {"char-gpt"}},
+      {"model.heads", "model.name", {"char-gpt"}},
+      {"model.dim", "model.name", {"char-gpt"}},
+      {"model.context", "model.name", {"char-gpt"}},
+      {"model.pad_vocab", "model.name", {"char-gpt"}},
+      {"model.dropout", "model.name", {"char-gpt"}},
       {"optim.beta1", "optim.name", {"adamw"}},
       {"optim.beta2", "optim.name", {"adamw"}},
       {"optim.eps", "optim.name", {"adamw"}},
@@ -348,6 +384,20 @@ void ConfigForm::update_dependencies() {
       {"precision.loss_scale.growth_interval", "precision.dtype", {"fp16"}},
       {"precision.loss_scale.enabled", "precision.dtype", {"fp16"}},
       {"data.test_fraction", "data.name", {"digits"}},
+      {"prune.sparsity", "prune.method", {"none", "2:4"}, true},
+      {"prune.start_step", "prune.method", {"none"}, true},
+      {"prune.scope", "prune.method", {"none", "2:4"}, true},
+      {"prune.include_output", "prune.method", {"none"}, true},
+      {"prune.initial_sparsity", "prune.method", {"gradual"}},
+      {"prune.interval", "prune.method", {"gradual"}},
+      {"prune.n_steps", "prune.method", {"gradual"}},
+      {"prune.rewind", "prune.method", {"magnitude"}},
+      {"prune.rewind_step", "prune.method", {"magnitude"}},
+      {"quant.bits", "quant.mode", {"none"}, true},
+      {"quant.granularity", "quant.mode", {"none"}, true},
+      {"quant.group", "quant.mode", {"none"}, true},
+      {"quant.overrides", "quant.mode", {"none"}, true},
+      {"checkpoint.k", "checkpoint.policy", {"every-k"}},
   };
   for (auto& key : m_order) {
     Row& r = m_rows[key];
@@ -355,12 +405,49 @@ void ConfigForm::update_dependencies() {
     for (const auto& d : deps)
       if (key == d.key && m_rows.contains(d.on)) {
         const std::string v = val(d.on);
-        relevant = std::find(d.values.begin(), d.values.end(), v) != d.values.end();
+        relevant = (std::find(d.values.begin(), d.values.end(), v) != d.values.end()) != d.negate;
       }
     const bool editable = !m_running || r.key->mid_run;
     r.field->setEnabled(editable && relevant);
     r.label->setEnabled(editable && relevant);
   }
+  update_sparsity_preview();
+}
+
+// The pruning schedule as a curve over the run's steps (sparsity of the pruned weights).
+void ConfigForm::update_sparsity_preview() {
+  if (!m_sparsity || !m_rows.contains("prune.method")) return;
+  auto num = [this](const std::string& k, double def) {
+    auto it = m_rows.find(k);
+    if (it == m_rows.end()) return def;
+    const Json v = read(*it);
+    return v.is_number() ? v.get<double>() : def;
+  };
+  const Json mj = read(m_rows["prune.method"]);
+  const std::string method = mj.is_string() ? mj.get<std::string>() : "none";
+  const double sf = num("prune.sparsity", 0.9), si = num("prune.initial_sparsity", 0), t0 = num("prune.start_step", 0),
+               dt = std::max(1.0, num("prune.interval", 10)), n = std::max(1.0, num("prune.n_steps", 10));
+  double end = num("train.steps", 0);
+  if (end <= 0) end = std::max(t0 + n * dt, 1.0) * 1.25 + 10;
+  QVector<double> xs, ys;
+  const int points = 300;
+  for (int i = 0; i <= points; ++i) {
+    const double t = end * i / points;
+    double y = 0;
+    if (method == "magnitude") y = t >= t0 ? sf : 0;
+    if (method == "2:4") y = t >= t0 ? 0.5 : 0;
+    if (method == "gradual" && t >= t0) {
+      const double k = std::min(n, std::floor((t - t0) / dt));  // pruning happens at t0 + k dt
+      y = sf + (si - sf) * std::pow(1 - k / n, 3);
+    }
+    xs << t;
+    ys << 100 * y;
+  }
+  m_sparsity->graph(0)->setData(xs, ys, true);
+  m_sparsity->xAxis->setRange(0, end);
+  m_sparsity->yAxis->setRange(0, 100);
+  m_sparsity->setEnabled(method != "none");
+  m_sparsity->replot(QCustomPlot::rpQueuedReplot);
 }
 
 void ConfigForm::highlight(const std::string& key) {

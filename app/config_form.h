@@ -16,6 +16,7 @@
 class QFormLayout;
 class QGroupBox;
 class QLabel;
+class QCustomPlot;
 
 namespace trainlab::app {
 
@@ -52,6 +53,7 @@ class ConfigForm : public QWidget {
   QWidget* make_editor(const ConfigKey& k);
   void on_user_edit(const std::string& key);
   void update_dependencies();
+  void update_sparsity_preview();
   void apply_filter(const QString& text);
   Json read(const Row& r) const;
   void write(Row& r, const Json& v);
@@ -61,6 +63,7 @@ class ConfigForm : public QWidget {
   bool m_loading = false;
   bool m_running = false;
   QLineEdit* m_filter = nullptr;
+  QCustomPlot* m_sparsity = nullptr;
 };
 
 }  // namespace trainlab::app

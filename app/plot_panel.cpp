@@ -541,6 +541,14 @@ void PlotPanel::refresh() {
     QCustomPlot* mp = plot(PlotKind::Memory);
     mp->yAxis->setRangeLower(0);
   }
+  // Marker labels near the right edge go to the left of their line, so that they are not clipped.
+  for (auto* p : m_plots)
+    for (int i = 0; i < p->itemCount(); ++i)
+      if (auto* t = qobject_cast<QCPItemText*>(p->item(i)); t && t->objectName() == "marker") {
+        const double px = p->xAxis->coordToPixel(t->position->key());
+        const double room = QFontMetrics(t->font()).horizontalAdvance(t->text()) + 8;
+        t->setPositionAlignment(Qt::AlignTop | (px + room > p->axisRect()->right() ? Qt::AlignRight : Qt::AlignLeft));
+      }
   m_range_dirty = false;
   m_in_refresh = false;
   update_visibility();

@@ -32,7 +32,7 @@ echo "training two short runs for the comparison..."
 
 echo "main window during a run..."
 "${xvfb[@]}" "$app" --runs-dir "$runs" --size 1600x1000 --set device.name=cpu --set train.steps=4000 \
-  --set train.eval_every=100 --set run.name="live digits" --start --change-at 2500:precision.dtype=bf16 \
+  --set train.eval_every=100 --set run.name="live digits" --start --change-at 1500:precision.dtype=bf16 \
   --screenshot "$out/main-window.png" --screenshot-after-ms 6000
 
 echo "runs comparison..."
