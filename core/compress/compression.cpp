@@ -225,6 +225,9 @@ void Compression::on_setting(const std::string& key) {
 
 Json Compression::finish(const std::string& dir) {
   Json j;
+  bool masked = false;
+  for (Parameter* p : m_prunable) masked = masked || p->mask.defined();
+  if (!masked && !m_qat && !m_distill) return j;  // nothing compressed: no report (and no weight download)
   const SparsityReport sr = sparsity_report(m_be, *m_model);
   j["sparsity"] = sr.to_json();
   j["quant_mode"] = m_qat ? "qat" : "none";

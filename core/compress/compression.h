@@ -64,8 +64,9 @@ class Compression {
   std::string before_step(long step);
   void after_step();
   void on_setting(const std::string& key);
-  // Writes <dir>/compression.json (sparsity per layer, sparse size, QAT spec, quantized size) and,
-  // with QAT on, <dir>/model.quant.safetensors (real low-bit storage). Returns the JSON.
+  // When the run pruned, quantized or distilled: writes <dir>/compression.json (sparsity per layer,
+  // sparse size, QAT spec, quantized size) and, with QAT on, <dir>/model.quant.safetensors (real
+  // low-bit storage). Returns the JSON (empty when nothing was compressed).
   nlohmann::json finish(const std::string& dir);
 
   bool qat_on() const { return m_qat; }
