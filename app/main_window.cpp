@@ -8,6 +8,7 @@
 #include <QFile>
 #include <QFileDialog>
 #include <QFileInfo>
+#include <QDockWidget>
 #include <QFrame>
 #include <QHBoxLayout>
 #include <QKeySequence>
@@ -211,6 +212,13 @@ void MainWindow::build_ui() {
   m_hsplit->setStretchFactor(1, 1);
   m_hsplit->setCollapsible(1, false);
   setCentralWidget(m_hsplit);
+
+  m_text = new TextPanel(this);
+  m_text_dock = new QDockWidget("Text generation (char-gpt)", this);
+  m_text_dock->setObjectName("text_dock");
+  m_text_dock->setWidget(m_text);
+  addDockWidget(Qt::RightDockWidgetArea, m_text_dock);
+  m_text_dock->hide();
   resize(1500, 940);
   fill_presets();
 }
@@ -251,6 +259,9 @@ void MainWindow::build_menus() {
     m_plots->refresh();
   });
   view->addAction("&Clear overlays", this, [this] { m_runs->set_checked({}); });
+  QAction* text = m_text_dock->toggleViewAction();
+  text->setShortcut(QKeySequence("Ctrl+T"));
+  view->addAction(text);
 
   QMenu* help = menuBar()->addMenu("&Help");
   help->addAction("&About TrainLab", this, &MainWindow::about);
@@ -483,6 +494,10 @@ void MainWindow::reopen(const QString& dir) {
       m_form->set_config(c);
     }
     update_plots();
+    if (flatten_config(r->config).value("model.name", std::string()) == "char-gpt") {
+      m_text->set_weights(dir);
+      m_text_dock->show();
+    }
     QSettings().setValue("runs/last", dir);
     statusBar()->showMessage("Reopened " + r->name + (m_session->running() ? "" : "; its settings are in the controls"), 5000);
   } catch (const Error& e) {

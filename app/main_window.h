@@ -10,6 +10,7 @@
 #include "config_form.h"
 #include "plot_panel.h"
 #include "runs_panel.h"
+#include "text_panel.h"
 #include "trainer_worker.h"
 
 class QComboBox;
@@ -17,6 +18,7 @@ class QProgressBar;
 class QPushButton;
 class QSplitter;
 class QFrame;
+class QDockWidget;
 
 namespace trainlab::app {
 
@@ -31,6 +33,7 @@ class MainWindow : public QMainWindow {
   PlotPanel* plots() const { return m_plots; }
   RunsPanel* runs() const { return m_runs; }
   TrainingSession* session() const { return m_session; }
+  TextPanel* text_panel() const { return m_text; }
   std::shared_ptr<RunSeries> live_run() const { return m_live; }
   std::shared_ptr<RunSeries> primary_run() const { return m_primary; }
   QPushButton* start_button() const { return m_start; }
@@ -75,6 +78,8 @@ class MainWindow : public QMainWindow {
   PlotPanel* m_plots = nullptr;
   RunsPanel* m_runs = nullptr;
   TrainingSession* m_session = nullptr;
+  TextPanel* m_text = nullptr;
+  QDockWidget* m_text_dock = nullptr;
   QPushButton *m_start = nullptr, *m_pause = nullptr, *m_stop = nullptr;
   QComboBox* m_presets = nullptr;
   QProgressBar* m_progress = nullptr;

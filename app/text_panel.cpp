@@ -1,0 +1,144 @@
+#include "text_panel.h"
+
+#include <QApplication>
+#include <QDoubleSpinBox>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPlainTextEdit>
+#include <QPointer>
+#include <QPushButton>
+#include <QSpinBox>
+#include <QThread>
+#include <QToolButton>
+#include <QVBoxLayout>
+
+#include "backend/backend.h"
+#include "data/text.h"
+#include "io/safetensors.h"
+#include "nn/transformer.h"
+#include "nn/transformer_generate.h"
+#include "train/run_record.h"
+#include "util/error.h"
+
+namespace trainlab::app {
+
+TextPanel::TextPanel(QWidget* parent) : QWidget(parent) {
+  auto* v = new QVBoxLayout(this);
+  auto* form = new QFormLayout;
+  auto* wrow = new QHBoxLayout;
+  m_weights = new QLineEdit(this);
+  m_weights->setPlaceholderText("a char-gpt run (reopen one) or its model.safetensors");
+  m_weights->setToolTip("Weights of a trained char-gpt: a run folder's model.safetensors");
+  auto* browse = new QToolButton(this);
+  browse->setText("...");
+  connect(browse, &QToolButton::clicked, this, [this] {
+    const QString f = QFileDialog::getOpenFileName(this, "char-gpt weights", m_weights->text(), "Weights (*.safetensors)");
+    if (!f.isEmpty()) m_weights->setText(f);
+  });
+  wrow->addWidget(m_weights, 1);
+  wrow->addWidget(browse);
+  form->addRow("Model", wrow);
+  m_prompt = new QLineEdit("ROMEO:", this);
+  m_prompt->setObjectName("prompt");
+  m_prompt->setToolTip("Text to continue (characters of the model's vocabulary)");
+  form->addRow("Prompt", m_prompt);
+  m_temperature = new QDoubleSpinBox(this);
+  m_temperature->setRange(0, 5);
+  m_temperature->setSingleStep(0.1);
+  m_temperature->setValue(0.8);
+  m_temperature->setToolTip("Sampling temperature T: p_i ~ exp(logit_i / T). 0 picks the most likely character "
+                            "(greedy); below 1 sharper and more repetitive, above 1 more random.");
+  form->addRow("Temperature", m_temperature);
+  m_tokens = new QSpinBox(this);
+  m_tokens->setRange(1, 100000);
+  m_tokens->setValue(300);
+  m_tokens->setToolTip("Characters to generate (one token is one character)");
+  form->addRow("Characters", m_tokens);
+  v->addLayout(form);
+  auto* row = new QHBoxLayout;
+  m_go = new QPushButton("Generate", this);
+  m_go->setObjectName("generate_button");
+  m_speed = new QLabel(this);
+  row->addWidget(m_go);
+  row->addWidget(m_speed, 1);
+  v->addLayout(row);
+  m_out = new QPlainTextEdit(this);
+  m_out->setReadOnly(true);
+  m_out->setFont(QFont("Monospace"));
+  v->addWidget(m_out, 1);
+  connect(m_go, &QPushButton::clicked, this, [this] { generate(); });
+  connect(m_prompt, &QLineEdit::returnPressed, this, [this] { generate(); });
+}
+
+void TextPanel::set_weights(const QString& path) {
+  QString p = path;
+  if (QFileInfo(p).isDir()) p += "/model.safetensors";
+  m_weights->setText(p);
+}
+
+QString TextPanel::weights() const { return m_weights->text(); }
+QString TextPanel::output() const { return m_out->toPlainText(); }
+
+bool TextPanel::generate() {
+  if (m_busy) return false;
+  const std::string weights = m_weights->text().toStdString();
+  const std::string prompt = m_prompt->text().isEmpty() ? std::string("\n") : m_prompt->text().toStdString();
+  const float temperature = static_cast<float>(m_temperature->value());
+  const int64_t n = m_tokens->value();
+  if (weights.empty()) {
+    m_out->setPlainText("Choose a trained char-gpt run first (train one with model.name = char-gpt, then reopen it).");
+    return false;
+  }
+  m_busy = true;
+  m_go->setEnabled(false);
+  m_speed->setText("generating...");
+  QPointer<TextPanel> self(this);
+  QThread* t = QThread::create([self, weights, prompt, temperature, n] {
+    QString result;
+    bool ok = false;
+    double tps = 0;
+    try {
+      const SafeTensorsFile f = read_safetensors(weights);
+      const auto it = f.metadata.find("trainlab_architecture");
+      if (it == f.metadata.end()) throw Error(weights + ": not a weights file written by TrainLab");
+      const Json arch = Json::parse(it->second);
+      if (arch.value("kind", "") != "char-gpt")
+        throw Error(weights + ": a " + arch.value("kind", std::string("?")) + " model; text generation needs a char-gpt run");
+      auto be = create_backend("cpu");
+      auto model = build_char_gpt(*be, arch, 0);
+      load_model_weights(*be, *model, weights);
+      TextCorpus vocab;
+      vocab.chars = model->config().chars;
+      CharGptGenerator gen(*be, *model);
+      SampleOptions so;
+      so.temperature = temperature;
+      const auto out = gen.generate(vocab.encode(prompt), n, so);
+      result = QString::fromStdString(prompt + vocab.decode(out));
+      tps = gen.last_tokens_per_s();
+      ok = true;
+    } catch (const std::exception& e) {
+      result = QString::fromLocal8Bit(e.what());
+    }
+    QMetaObject::invokeMethod(
+        qApp,
+        [self, ok, result, tps] {
+          if (!self) return;
+          self->m_busy = false;
+          self->m_go->setEnabled(true);
+          self->m_tokens_per_s = tps;
+          self->m_out->setPlainText(ok ? result : "Cannot generate: " + result);
+          self->m_speed->setText(ok ? QString("%1 tokens/s (KV cache, CPU)").arg(tps, 0, 'f', 0) : QString());
+          emit self->generated(ok, result);
+        },
+        Qt::QueuedConnection);
+  });
+  connect(t, &QThread::finished, t, &QObject::deleteLater);
+  t->start();
+  return true;
+}
+
+}  // namespace trainlab::app
