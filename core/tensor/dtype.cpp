@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "util/error.h"
 
@@ -119,8 +120,43 @@ bool dtype_is_float(DType t) {
   return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::F8E4M3 || t == DType::F8E5M2;
 }
 
-uint16_t f32_to_f16(float f) { return static_cast<uint16_t>(encode_small(f, 5, 10, true, 0)); }
-float f16_to_f32(uint16_t h) { return decode_small(h, 5, 10, true); }
+// fp16 is on the hot path of 16-bit training (every weight, activation and gradient is rounded
+// through it), so it gets exact bit-level conversions instead of the generic encoder above:
+// fp32 -> fp16 rounds the 13 dropped mantissa bits to nearest even (subnormals by an integer
+// shift of the full significand), 65,520 and above overflow to inf, NaN stays NaN (same code as
+// encode_small); fp16 -> fp32 is a table of all 65,536 values built once with decode_small.
+// tests/unit/test_dtype.cpp checks both against an independent nearest-value search.
+uint16_t f32_to_f16(float f) {
+  const uint32_t u = bits_of(f);
+  const uint32_t sign = (u >> 16) & 0x8000u;
+  const uint32_t a = u & 0x7FFFFFFFu;
+  if (a > 0x7F800000u) return static_cast<uint16_t>(sign | 0x7FFFu);  // NaN
+  if (a >= 0x477FF000u) return static_cast<uint16_t>(sign | 0x7C00u);  // >= 65520: inf
+  if (a >= 0x38800000u) {                                                // normal: >= 2^-14
+    uint32_t h = (a >> 13) - (112u << 10);
+    const uint32_t rem = a & 0x1FFFu;
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;  // a carry moves into the exponent
+    return static_cast<uint16_t>(sign | h);
+  }
+  // Subnormal in fp16: the value in units of 2^-24, rounded to nearest even.
+  const uint32_t e = a >> 23;
+  if (e < 102) return static_cast<uint16_t>(sign);  // below 2^-25: rounds to zero
+  const uint32_t m = (a & 0x7FFFFFu) | 0x800000u;   // value = m * 2^(e - 150)
+  const uint32_t shift = 126u - e;                   // 14..24
+  uint32_t r = m >> shift;
+  const uint32_t rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1u);
+  if (rem > half || (rem == half && (r & 1u))) ++r;  // 0x400 is the smallest normal: correct
+  return static_cast<uint16_t>(sign | r);
+}
+
+float f16_to_f32(uint16_t h) {
+  static const std::vector<float> table = [] {
+    std::vector<float> t(65536);
+    for (uint32_t i = 0; i < 65536; ++i) t[i] = decode_small(i, 5, 10, true);
+    return t;
+  }();
+  return table[h];
+}
 
 uint16_t f32_to_bf16(float f) {
   uint32_t u = bits_of(f);

@@ -1,6 +1,9 @@
 // Number formats: fp16/bf16 rounding on known values (DOMAIN.md section 2).
 #include <QtTest>
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <vector>
 
 #include "tensor/dtype.h"
 
@@ -40,6 +43,50 @@ class TestDType : public QObject {
       if (std::isnan(f)) continue;
       QCOMPARE(f32_to_f16(f), static_cast<uint16_t>(h));
     }
+  }
+  // fp32 -> fp16 against an independent reference: the nearest of all finite fp16 values (ties to
+  // the even code), inf from 65,520 up. Checked on every fp16 value, every midpoint between
+  // neighbours (the ties) and one fp32 ulp either side of it, and a sweep of fp32 bit patterns.
+  void f16AgainstNearestSearch() {
+    std::vector<float> values;  // all positive finite fp16 values, increasing with the code
+    for (uint32_t h = 0; h <= 0x7BFF; ++h) values.push_back(f16_to_f32(static_cast<uint16_t>(h)));
+    auto reference = [&](float x) -> uint16_t {
+      const uint16_t sign = std::signbit(x) ? 0x8000 : 0;
+      const float a = std::fabs(x);
+      if (a >= 65520.0f) return sign | 0x7C00;
+      const auto it = std::lower_bound(values.begin(), values.end(), a);
+      size_t hi = static_cast<size_t>(it - values.begin());
+      if (hi == 0) return sign;
+      if (hi == values.size()) return sign | 0x7BFF;
+      const size_t lo = hi - 1;
+      const double dlo = static_cast<double>(a) - values[lo], dhi = static_cast<double>(values[hi]) - a;
+      const size_t pick = dlo < dhi ? lo : dhi < dlo ? hi : (lo % 2 == 0 ? lo : hi);
+      return static_cast<uint16_t>(sign | pick);
+    };
+    auto check = [&](float x) {
+      if (f32_to_f16(x) != reference(x))
+        QFAIL(qPrintable(QString("f32_to_f16(%1) = 0x%2, expected 0x%3")
+                             .arg(static_cast<double>(x), 0, 'g', 10)
+                             .arg(f32_to_f16(x), 0, 16)
+                             .arg(reference(x), 0, 16)));
+    };
+    for (size_t i = 0; i + 1 < values.size(); ++i) {
+      const float mid = static_cast<float>((static_cast<double>(values[i]) + values[i + 1]) / 2);  // exact in fp32
+      for (float x : {values[i], mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 1e9f)}) {
+        check(x);
+        check(-x);
+      }
+    }
+    for (float x : {65504.0f, 65519.99f, 65520.0f, 1e30f, INFINITY, 1e-45f, 2.9802322e-8f, 2.9802326e-8f, 0.0f, -0.0f})
+      check(x);
+    for (uint64_t u = 0; u < 0x100000000ull; u += 40503) {  // a sweep of bit patterns (NaNs skipped)
+      float x;
+      const uint32_t b = static_cast<uint32_t>(u);
+      std::memcpy(&x, &b, 4);
+      if (!std::isnan(x)) check(x);
+    }
+    QCOMPARE(f32_to_f16(NAN) & 0x7C00, 0x7C00);
+    QVERIFY((f32_to_f16(NAN) & 0x3FF) != 0);
   }
   void nanStaysNan() {
     QVERIFY(std::isnan(round_to(DType::F16, NAN)));
