@@ -63,9 +63,10 @@ if [ $sanitize -eq 1 ]; then
   # The core and the unit tests only (no app, no CUDA); the loops run instrumented, OpenBLAS not.
   configure_and_build build-asan -DCMAKE_BUILD_TYPE=Release -DTRAINLAB_SANITIZE=ON -DTRAINLAB_WERROR="$werror" \
     -DTRAINLAB_BUILD_APP=OFF -DTRAINLAB_WITH_CUDA=OFF
-  export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_string_checks=1}
+  # Leak checking is off by default (OpenBLAS's and Qt's process-lifetime buffers); turn it on
+  # with ASAN_OPTIONS=detect_leaks=1. UBSan findings fail the test (halt_on_error).
+  export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1:strict_string_checks=1}
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-  export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/tests/support/lsan.supp}
   [ ${#ctest_args[@]} -eq 0 ] && ctest_args=(-L unit)
   dir=build-asan
 else
