@@ -8,7 +8,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")"
 
 PACKAGES=(build-essential cmake ninja-build pkg-config qt6-base-dev qt6-svg-dev qt6-base-dev-tools
           libqcustomplot-dev libqcustomplot2.1-qt6 libopenblas-dev zlib1g-dev nlohmann-json3-dev
-          libcli11-dev xvfb xauth)
+          libcli11-dev xvfb xauth
+          desktop-file-utils appstream poppler-utils)
 
 install_missing() {
   local missing=() p

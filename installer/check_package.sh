@@ -14,7 +14,7 @@ tgz=$(ls trainlab_*.tar.gz | head -n1)
 echo "built $deb and $tgz"
 listing=$(dpkg-deb -c "$deb")
 fail=0
-for want in ./usr/bin/trainlab-cli ./usr/share/applications/org.trainlab.TrainLab.desktop \
+for want in ./usr/bin/trainlab-cli ./usr/lib/libtrainlab_core.so ./usr/share/applications/org.trainlab.TrainLab.desktop \
             ./usr/share/metainfo/org.trainlab.TrainLab.metainfo.xml \
             ./usr/share/icons/hicolor/scalable/apps/org.trainlab.TrainLab.svg \
             ./usr/share/icons/hicolor/48x48/apps/org.trainlab.TrainLab.png \
