@@ -128,9 +128,9 @@ void Trainer::apply_setting(const std::string& key, const Json& value, std::stri
     if (!s.be->supports(dt)) throw Error("device " + s.be->info().name + " has no " + p);
     s.model->set_compute_dtype(*s.be, dt);
     s.be->set_tf32(p == "tf32");
+    s.be->set_fp8(p == "fp8");
     s.dtype = dt;
     s.precision = p;
-    s.be->set_fp8(p == "fp8");
     s.step->on_format_changed();
     s.scaler = std::make_unique<LossScaler>(m_config.get_float("precision.loss_scale.init"),
                                             m_config.get_int("precision.loss_scale.growth_interval"),
@@ -203,10 +203,10 @@ RunSummary Trainer::run() {
     throw Error("precision " + s.precision + " is not available on " + s.be->info().name + " (it has " + have + ")");
   }
   s.be->set_tf32(s.precision == "tf32");
+  s.be->set_fp8(s.precision == "fp8");
 
   const std::string model_name = m_config.get_string("model.name");
   std::vector<int64_t> sizes{s.data.train.features};
-  s.be->set_fp8(s.precision == "fp8");
   if (s.text) {
     auto gpt = std::make_unique<CharGpt>(*s.be, gpt_cfg, seed);
     gpt->set_checkpointing(checkpoint_policy_from_name(m_config.get_string("checkpoint.policy")),
