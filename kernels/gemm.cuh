@@ -12,8 +12,15 @@
 //   * ones_col: B gains a column of ones at n == N, whose result column goes to bias_grad[m]
 //     (dbias = row sums of A computed by the same tiles as dW);
 //   * tf32: inputs rounded to tf32 (10-bit mantissa, ties to even) as the CPU reference does.
-// Accumulation: fp32 FMA; 32 x 32 tiles, K staged through shared memory in chunks of 128 and split
-// four ways inside a block (partials summed at the end). Inputs fp32/bf16/fp16 (A and B the same format), outputs any float format.
+// Accumulation: fp32 FMA. Tiles of 16 x 16 outputs (launches whose 16 x 16 tiles fit one block per
+// multiprocessor: the small MLP products) or 32 x 32 (larger ones), 256 threads a block; K staged
+// through shared memory in chunks of 256 (16 x 16) or 128 (32 x 32), converted to fp32 (and
+// masked, tf32-rounded) once when staged, split four ways inside a block (thread group g sums
+// k = g, g+4, ... in ascending order, the four partials summed at the end): the result is
+// bit-identical for either tile shape. Operands with stride 1 on one dimension, the other stride a
+// multiple of 16 bytes and 16-byte aligned pointers are staged with 16-byte loads; any other
+// strides take bounds-checked element loads. Inputs fp32/bf16/fp16 (A and B the same format),
+// outputs any float format.
 // Up to three independent problems run in one launch (dW, dbias and dx of a layer's backward).
 #pragma once
 #include <cuda_runtime_api.h>
