@@ -68,7 +68,8 @@ if [ $sanitize -eq 1 ]; then
   # with ASAN_OPTIONS=detect_leaks=1. UBSan findings fail the test (halt_on_error).
   export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1:strict_string_checks=1}
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-  [ ${#ctest_args[@]} -eq 0 ] && ctest_args=(-L unit)
+  # The unit label without the longer trainings (those run in the optimised build above).
+  [ ${#ctest_args[@]} -eq 0 ] && ctest_args=(-L unit -LE slow)
   dir=build-asan
 else
   dir=${TRAINLAB_BUILD_DIR:-build}
