@@ -6,6 +6,7 @@
 #include <random>
 
 #include "backend/backend.h"
+#include "cli/bench_timing.h"
 #include "cli/commands.h"
 #include "data/text.h"
 #include "nn/transformer.h"
@@ -19,7 +20,6 @@ using Json = nlohmann::json;
 
 nlohmann::json bench_char_step(const std::string& device, const std::string& name, const std::string& mode, long steps,
                      long warmup) {
-  using Clock = std::chrono::steady_clock;
   const std::string preset = name.substr(5);  // char-tiny -> tiny
   CharGptConfig cfg = CharGptConfig::preset(preset);
   const int64_t B = preset == "tiny" ? 32 : preset == "small" ? 64 : 16, T = cfg.context;
@@ -54,21 +54,7 @@ nlohmann::json bench_char_step(const std::string& device, const std::string& nam
     for (int64_t t = 0; t < T; ++t) idx.push_back(static_cast<int32_t>(s + t));
   }
   step.set_indices(idx);
-  StepScalars sc;
-  sc.lr = preset == "tiny" ? 1e-3f : 3e-4f;
-  long t = 0;
-  auto one = [&] {
-    sc.step = static_cast<float>(++t);
-    be->set_step_scalars(sc);
-    be->run_step("bench_char", [&] { step.full_step(); });
-  };
-  for (long i = 0; i < warmup; ++i) one();
-  be->synchronize();
-  be->ledger().reset_peaks();
-  const auto t0 = Clock::now();
-  for (long i = 0; i < steps; ++i) one();
-  be->synchronize();
-  const double s = std::chrono::duration<double>(Clock::now() - t0).count() / static_cast<double>(steps);
+  const double s = seconds_per_training_step(*be, step, preset == "tiny" ? 1e-3f : 3e-4f, "bench_char", warmup, steps);
   float st[2];
   be->download(step.stats(), st, DType::F32);
   const double fpt = model.train_flops_per_token(T);

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "backend/backend.h"
+#include "cli/bench_timing.h"
 #include "cli/commands.h"
 #include "nn/model.h"
 #include "optim/optimizer.h"
@@ -55,21 +56,7 @@ Json bench_digits_step(const std::string& device, const std::string& mode, long 
   std::vector<int64_t> perm = seeded_permutation(d.size(), 0);
   std::vector<int32_t> idx(perm.begin(), perm.begin() + batch);
   step.set_indices(idx);
-  StepScalars sc;
-  sc.lr = 1e-3f;
-  long t = 0;
-  auto one = [&] {
-    sc.step = static_cast<float>(++t);
-    be->set_step_scalars(sc);
-    be->run_step("bench_digits", [&] { step.full_step(); });
-  };
-  for (long i = 0; i < warmup; ++i) one();
-  be->synchronize();
-  be->ledger().reset_peaks();
-  const auto t0 = Clock::now();
-  for (long i = 0; i < steps; ++i) one();
-  be->synchronize();
-  const double s = std::chrono::duration<double>(Clock::now() - t0).count() / static_cast<double>(steps);
+  const double s = seconds_per_training_step(*be, step, 1e-3f, "bench_digits", warmup, steps);
   float st[2];
   be->download(step.stats(), st, DType::F32);
   return {{"case", "digits"},
