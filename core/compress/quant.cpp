@@ -7,6 +7,7 @@
 
 #include "nn/model.h"
 #include "tensor/dtype.h"
+#include "train/run_record.h"
 #include "util/error.h"
 
 namespace trainlab {
@@ -289,16 +290,7 @@ SafeTensorsFile dequantize_weights(const SafeTensorsFile& in) {
 }
 
 void load_weights_any(Backend& be, Model& model, const SafeTensorsFile& file, const std::string& path) {
-  const SafeTensorsFile f = dequantize_weights(file);
-  for (Parameter* p : model.parameters()) {
-    const SafeTensor* t = f.find(p->name);
-    if (!t) throw Error(path + ": tensor '" + p->name + "' is missing");
-    if (t->shape != p->shape)
-      throw Error(path + ": tensor '" + p->name + "' has shape " + shape_str(t->shape) + ", the model expects " +
-                  shape_str(p->shape));
-    be.upload(p->master, t->bytes.data(), dtype_from_safetensors(t->dtype));
-    if (!p->value.same_storage(p->master)) be.copy(p->master, p->value);
-  }
+  load_model_weights(be, model, dequantize_weights(file), path);
 }
 
 SafeTensorsFile model_to_file(Backend& be, Model& model) {

@@ -76,7 +76,10 @@ void save_model_weights(Backend& be, Model& model, const Config& config, const s
 }
 
 void load_model_weights(Backend& be, Model& model, const std::string& path) {
-  const SafeTensorsFile f = read_safetensors(path);
+  load_model_weights(be, model, read_safetensors(path), path);
+}
+
+void load_model_weights(Backend& be, Model& model, const SafeTensorsFile& f, const std::string& path) {
   for (Parameter* p : model.parameters()) {
     const SafeTensor* t = f.find(p->name);
     if (!t) throw Error(path + ": tensor '" + p->name + "' is missing");

@@ -34,6 +34,9 @@ class RunRecord {
 void save_model_weights(Backend& be, Model& model, const Config& config, const std::string& path);
 // Loads weights by name into an existing model (shapes must match). Throws Error on mismatch.
 void load_model_weights(Backend& be, Model& model, const std::string& path);
+// The same for a file already read (`path` names it in errors).
+struct SafeTensorsFile;
+void load_model_weights(Backend& be, Model& model, const SafeTensorsFile& file, const std::string& path);
 
 // Reads a run folder back: config, every metrics line, summary (when present).
 struct LoadedRun {
