@@ -172,6 +172,12 @@ class Backend {
                                   int64_t T, int64_t H, Tensor& dqkv) {
     throw_not_implemented("attention_backward");
   }
+  // Inverted dropout: y[i] = keep(i) ? x[i] / (1 - p) : 0, keep(i) iff dropout_hash(seed, i) >=
+  // dropout_threshold(p) (backend/dropout_hash.h), i the row-major element index. The mask is a
+  // function of the seed alone, so the backward is the same call on dy with the same seed, and a
+  // recomputed forward redraws the same mask. The scale 1/(1-p) is applied in fp32 and rounded
+  // once to y's format. y may alias x.
+  virtual void dropout(const Tensor& x, float p, uint64_t seed, Tensor& y) { throw_not_implemented("dropout"); }
   // out = a + b (same element count; out may alias a or b).
   virtual void add(const Tensor& a, const Tensor& b, Tensor& out) { throw_not_implemented("add"); }
   // y = GELU(x) = x * Phi(x) (erf form, as F.gelu) and its backward dx = dy * GELU'(x), for a

@@ -21,65 +21,12 @@
 #include "optim/optimizer.h"
 #include "train/training_step.h"
 #include "util/error.h"
+#include "parity_support.h"
 
 using namespace trainlab;
 
 namespace {
-int g_pass = 0, g_fail = 0;
-
-std::vector<float> host(Backend& be, const Tensor& t) {
-  std::vector<float> v(static_cast<size_t>(t.numel()));
-  be.download(t, v.data(), DType::F32);
-  return v;
-}
-
-double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0.0, den = 0.0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const double d = std::fabs(static_cast<double>(a[i]) - b[i]);
-    if (!(d <= num)) num = std::isnan(d) ? INFINITY : d;
-    den = std::max(den, std::fabs(static_cast<double>(b[i])));
-  }
-  return den > 0 ? num / den : num;
-}
-
-void check(const std::string& what, double err, double tol) {
-  const bool ok = err <= tol;
-  (ok ? g_pass : g_fail)++;
-  std::printf("%s %-58s err %.3g (tol %.0e)\n", ok ? "PASS" : "FAIL", what.c_str(), err, tol);
-}
-
-struct Pair {
-  Backend& cpu;
-  Backend& gpu;
-  std::mt19937 rng{42};
-  // The same random values (rounded to dt) on both backends.
-  std::pair<Tensor, Tensor> rand(const Shape& s, DType dt, float scale = 1.0f, bool positive = false) {
-    std::vector<float> v(static_cast<size_t>(shape_numel(s)));
-    std::uniform_real_distribution<float> u(positive ? 0.0f : -1.0f, 1.0f);
-    for (auto& x : v) x = u(rng) * scale;
-    Tensor a = cpu.empty(s, dt, MemCategory::Workspace), b = gpu.empty(s, dt, MemCategory::Workspace);
-    cpu.upload(a, v.data(), DType::F32);
-    gpu.upload(b, v.data(), DType::F32);
-    return {a, b};
-  }
-  std::pair<Tensor, Tensor> zeros(const Shape& s, DType dt) {
-    Tensor a = cpu.empty(s, dt, MemCategory::Workspace), b = gpu.empty(s, dt, MemCategory::Workspace);
-    cpu.fill(a, 0.0f);
-    gpu.fill(b, 0.0f);
-    return {a, b};
-  }
-  void compare(const std::string& what, const Tensor& c, const Tensor& g, double tol) {
-    check(what, rel_err(host(gpu, g), host(cpu, c)), tol);
-  }
-};
-
-struct Prec {
-  const char* name;
-  DType dt;
-  bool tf32;
-  double tol;
-};
+using namespace trainlab::parity;
 
 const char* act_str(Activation a) { return activation_name(a); }
 
@@ -307,21 +254,11 @@ void training_test(Pair& P, const Prec& pr, bool fp8, double tol) {
 }  // namespace
 
 int main() {
-  std::string why;
-  std::unique_ptr<Backend> gpu;
-  try {
-    gpu = create_backend("cuda", &why);
-  } catch (const Error& e) {
-    std::printf("SKIP: no usable CUDA device (%s)\n", e.what());
-    return 77;
-  }
+  std::unique_ptr<Backend> gpu = cuda_or_skip();
+  if (!gpu) return 77;
   CpuBackend cpu;
-  std::printf("device: %s\n", gpu->info().name.c_str());
   Pair P{cpu, *gpu};
-  const Prec precs[] = {{"fp32", DType::F32, false, 1e-5},
-                        {"tf32", DType::F32, true, 1e-3},
-                        {"bf16", DType::BF16, false, 1e-2},
-                        {"fp16", DType::F16, false, 1e-2}};
+  const auto& precs = kPrecisions;
   try {
     for (const auto& pr : precs) op_tests(P, pr);
     // Whole training, relative error of the parameters' change over 10 steps: fp32 1e-3, tf32 5e-2,
@@ -337,6 +274,5 @@ int main() {
     std::printf("FAIL: exception: %s\n", e.what());
     ++g_fail;
   }
-  std::printf("%d passed, %d failed\n", g_pass, g_fail);
-  return g_fail ? 1 : 0;
+  return finish();
 }

@@ -97,6 +97,12 @@ class CudaBackend final : public Backend {
   void sgd_step(std::span<ParamSlot> params, const SgdHyper& h) override;
   bool all_finite(std::span<const Tensor* const> tensors) override;
 
+  // Transformer operations (cuda_transformer_ops.cpp; kernels/transformer_ops.cu).
+
+  // Fused causal attention (cuda_attention.cpp; kernels/attention.cu).
+
+  // Compression operations (cuda_compress_ops.cpp; kernels/quant.cu).
+
   void run_step(const std::string& key, const std::function<void()>& step) override;
   void invalidate_captures() override;
 
