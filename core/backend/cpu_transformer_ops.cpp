@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "backend/cpu_backend.h"
+#include "backend/dropout_hash.h"
 #include "util/error.h"
 
 extern "C" int openblas_get_num_threads(void);
@@ -177,6 +178,22 @@ void CpuBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
   float* po = write_f32(out, 8, false);
   add_rows(po, pa, pb, static_cast<size_t>(out.numel()));
   finish_write(out, po);
+}
+
+// Inverted dropout with the counter-based mask of backend/dropout_hash.h (the CUDA kernel draws
+// the same mask from the same seed). p = 0 copies.
+void CpuBackend::dropout(const Tensor& x, float p, uint64_t seed, Tensor& y) {
+  if (x.numel() != y.numel())
+    throw Error("dropout: sizes differ: " + shape_str(x.shape()) + " -> " + shape_str(y.shape()));
+  if (!(p >= 0.0f && p < 1.0f)) throw Error("dropout: probability " + std::to_string(p) + " outside [0, 1)");
+  const float* px = read_f32(x, 6);
+  float* py = write_f32(y, 7, false);
+  const uint32_t thr = dropout_threshold(p);
+  const float scale = 1.0f / (1.0f - p);
+  const int64_t n = x.numel();
+  for (int64_t i = 0; i < n; ++i)
+    py[i] = dropout_hash(seed, static_cast<uint64_t>(i)) >= thr ? px[i] * scale : 0.0f;
+  finish_write(y, py);
 }
 
 // GELU apart from its product, vectorised (erf and exp by the polynomials above: GELU within

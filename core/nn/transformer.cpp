@@ -101,14 +101,14 @@ void CharGptConfig::validate() const {
     throw Error("model.dim (" + std::to_string(dim) + ") must be a positive multiple of model.heads (" +
                 std::to_string(heads) + ")");
   if (context < 1) throw Error("model.context must be >= 1, got " + std::to_string(context));
-  if (dropout != 0.0)
-    throw Error("model.dropout = " + std::to_string(dropout) + ": dropout is not implemented yet; use 0");
+  if (!(dropout >= 0.0 && dropout < 1.0))
+    throw Error("model.dropout = " + std::to_string(dropout) + ": expected a probability in [0, 1)");
   if (!chars.empty() && static_cast<int64_t>(chars.size()) != vocab)
     throw Error("char-gpt: the stored vocabulary has " + std::to_string(chars.size()) + " characters, vocab says " +
                 std::to_string(vocab));
 }
 
-CharGpt::CharGpt(Backend& be, CharGptConfig cfg, uint64_t seed) : m_cfg(std::move(cfg)) {
+CharGpt::CharGpt(Backend& be, CharGptConfig cfg, uint64_t seed) : m_cfg(std::move(cfg)), m_seed(seed) {
   m_cfg.validate();
   std::mt19937_64 rng(seed);
   const int64_t V = m_cfg.padded_vocab(), D = m_cfg.dim, L = m_cfg.layers;
@@ -207,6 +207,15 @@ Tensor& CharGpt::buf(Backend& be, Tensor& t, const Shape& s, DType dt) {
 
 Tensor& CharGpt::f32(Backend& be, Tensor& t, int64_t n) { return buf(be, t, {n}, DType::F32); }
 
+uint64_t CharGpt::drop_seed(int64_t l, int site) const {
+  // splitmix64 of (seed, forward, site): independent streams per forward and per site.
+  uint64_t z = m_seed * 0xD1B54A32D192ED03ull + m_forwards * 0x9E3779B97F4A7C15ull +
+               static_cast<uint64_t>(2 * (l + 1) + site + 1) * 0x94D049BB133111EBull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
 void CharGpt::block_forward(Backend& be, int64_t l, Acts& a, const Tensor& x_in) {
   const Block& p = m_blocks[static_cast<size_t>(l)];
   const int64_t N = m_B * m_T, D = m_cfg.dim, H = m_cfg.heads;
@@ -219,6 +228,7 @@ void CharGpt::block_forward(Backend& be, int64_t l, Acts& a, const Tensor& x_in)
   be.attention_forward(a.qkv, m_B, m_T, H, buf(be, a.att, {N, D}, dt), f32(be, a.lse, m_B * H * m_T));
   Tensor& tmp = buf(be, m_tmp, {N, D}, dt);
   be.linear_forward(a.att, p.proj_w.value, &p.proj_b.value, Activation::None, tmp, nullptr);
+  if (m_drop) be.dropout(tmp, static_cast<float>(m_cfg.dropout), drop_seed(l, 0), tmp);
   be.add(x_in, tmp, buf(be, a.x_mid, {N, D}, dt));
   Tensor& h2 = buf(be, sel ? m_shared.h2 : a.h2, {N, D}, dt);
   be.layernorm_forward(a.x_mid, p.ln2_w.value, p.ln2_b.value, kLnEps, h2, f32(be, a.mean2, N), f32(be, a.rstd2, N));
@@ -227,6 +237,7 @@ void CharGpt::block_forward(Backend& be, int64_t l, Acts& a, const Tensor& x_in)
   be.linear_forward(h2, p.fc_w.value, &p.fc_b.value, Activation::None, buf(be, a.pre, {N, 4 * D}, dt), nullptr);
   be.gelu_forward(a.pre, f);
   be.linear_forward(f, p.out_w.value, &p.out_b.value, Activation::None, tmp, nullptr);
+  if (m_drop) be.dropout(tmp, static_cast<float>(m_cfg.dropout), drop_seed(l, 1), tmp);
   be.add(a.x_mid, tmp, buf(be, a.x_out, {N, D}, dt));
 }
 
@@ -251,7 +262,11 @@ void CharGpt::block_backward(Backend& be, int64_t l, Acts& a, Tensor& dx, bool a
   const Tensor& f = sel ? m_shared.f : a.f;
   // MLP branch: dx is the gradient w.r.t. x_out; g a copy the products may use as scratch.
   Tensor& g = buf(be, m_g, {N, D}, dt);
-  be.copy(dx, g);
+  const float pd = static_cast<float>(m_cfg.dropout);
+  if (m_drop)
+    be.dropout(dx, pd, drop_seed(l, 1), g);  // the branch's mask, same seed as the forward
+  else
+    be.copy(dx, g);
   Tensor& df = buf(be, m_df, {N, 4 * D}, dt);
   be.linear_backward(f, p.out_w.value, g, Activation::None, nullptr, p.out_w.grad, &p.out_b.grad, &df, acc);
   Tensor& dh = buf(be, m_dh, {N, D}, dt);
@@ -259,7 +274,10 @@ void CharGpt::block_backward(Backend& be, int64_t l, Acts& a, Tensor& dx, bool a
   be.linear_backward(h2, p.fc_w.value, df, Activation::None, nullptr, p.fc_w.grad, &p.fc_b.grad, &dh, acc);
   be.layernorm_backward(a.x_mid, p.ln2_w.value, a.mean2, a.rstd2, dh, dx, p.ln2_w.grad, p.ln2_b.grad, true, acc);
   // Attention branch: dx is now the gradient w.r.t. x_mid.
-  be.copy(dx, g);
+  if (m_drop)
+    be.dropout(dx, pd, drop_seed(l, 0), g);
+  else
+    be.copy(dx, g);
   Tensor& datt = buf(be, m_datt, {N, D}, dt);
   be.linear_backward(a.att, p.proj_w.value, g, Activation::None, nullptr, p.proj_w.grad, &p.proj_b.grad, &datt, acc);
   Tensor& dqkv = buf(be, m_dqkv, {N, 3 * D}, dt);
@@ -280,7 +298,10 @@ Tensor CharGpt::forward(Backend& be, const Tensor& x, bool training) {
   const int64_t N = m_B * m_T, D = m_cfg.dim, L = m_cfg.layers;
   const DType dt = m_tok.value.dtype();
   m_idx = x.reshape({N});
+  m_drop = training && m_cfg.dropout > 0.0;
+  if (m_drop) ++m_forwards;
   be.embedding_forward(m_tok.value, m_pos.value, m_idx, m_T, buf(be, m_x0, {N, D}, dt));
+  if (m_drop) be.dropout(m_x0, static_cast<float>(m_cfg.dropout), drop_seed(-1, 0), m_x0);
   Tensor h = m_x0;
   if (m_policy == CheckpointPolicy::EveryK || m_policy == CheckpointPolicy::EveryBlock) {
     const int64_t segs = (L + m_k - 1) / m_k;
@@ -340,6 +361,7 @@ void CharGpt::backward(Backend& be, Tensor& dlogits, bool acc) {
   } else {
     for (int64_t l = L - 1; l >= 0; --l) block_backward(be, l, m_acts[static_cast<size_t>(l)], dx, acc);
   }
+  if (m_drop) be.dropout(dx, static_cast<float>(m_cfg.dropout), drop_seed(-1, 0), dx);
   be.embedding_backward(dx, m_idx, m_T, m_tok.grad, m_pos.grad, acc);
 }
 

@@ -26,7 +26,12 @@
 //   Selective  keeps the residual stream and the matrix-product outputs (qkv, attention output,
 //              fc pre-activation, softmax statistics); recomputes the LayerNorm outputs and the
 //              GELU output during backward. Attention scores are never kept by any policy.
-// Dropout is not implemented (model.dropout must be 0).
+// Dropout (model.dropout = p, training forwards only): inverted dropout on the embedding output
+// and on each block's two residual branches (after the attention projection and after the MLP's
+// output product), as GPT-2/nanoGPT's resid_dropout. The attention probabilities are not dropped:
+// the fused attention never materialises them. Masks are redrawn from per-forward seeds
+// (Backend::dropout), so checkpoint recomputation and backward see the same masks without storing
+// them, and the CPU and CUDA backends draw identical masks.
 #pragma once
 #include <random>
 #include <string>
@@ -90,12 +95,18 @@ class CharGpt final : public Model {
   void recompute_selective(Backend& be, int64_t l, Acts& a);
   Tensor& buf(Backend& be, Tensor& t, const Shape& s, DType dt);
   Tensor& f32(Backend& be, Tensor& t, int64_t n);
+  // The dropout seed of site `site` (0 attention branch, 1 MLP branch) of block l (-1: embedding)
+  // in the current forward.
+  uint64_t drop_seed(int64_t l, int site) const;
 
   CharGptConfig m_cfg;
   Parameter m_tok, m_pos, m_ln_w, m_ln_b, m_head;
   std::vector<Block> m_blocks;
   CheckpointPolicy m_policy = CheckpointPolicy::Off;
   int64_t m_k = 1;
+  uint64_t m_seed = 0;          // construction seed (dropout seeds derive from it)
+  uint64_t m_forwards = 0;      // training forwards so far: one dropout draw each
+  bool m_drop = false;          // the last forward applied dropout
 
   // Activations of the last forward.
   int64_t m_B = 0, m_T = 0;

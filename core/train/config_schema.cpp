@@ -195,7 +195,7 @@ void transformer_keys(std::vector<ConfigKey>& s) {
                        "Pad the vocabulary (65 characters) up to a multiple of 64 (128): the embedding and the "
                        "classifier get rows for tokens that never occur, in exchange for matrix shapes that tile "
                        "evenly. The weights then have 128-row shapes."));
-  s.push_back(key_float("model.dropout", 0.0, 0.0, 0.9, "char-gpt dropout probability (only 0 is implemented so far)."));
+  s.push_back(key_float("model.dropout", 0.0, 0.0, 0.9, "char-gpt dropout probability p: during training the embedding output and each residual branch keep an element with probability 1-p, scaled by 1/(1-p) (nanoGPT uses 0.2 on Shakespeare)."));
   s.push_back(key_enum("checkpoint.policy", "off", {"off", "every-block", "every-k", "selective"},
                        "Activation checkpointing: off keeps every activation for backward; every-block keeps only each "
                        "block's input and recomputes the block during backward; every-k keeps the input of every "

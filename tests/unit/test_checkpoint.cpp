@@ -1,6 +1,8 @@
 // Activation checkpointing of the character transformer: every policy gives bit-identical
-// gradients to no checkpointing (fp32 and bf16), and holds fewer activation bytes (ledger).
+// gradients to no checkpointing (fp32 and bf16, with and without dropout: recomputation redraws
+// the same masks), and holds fewer activation bytes (ledger).
 #include <QtTest>
+#include <cmath>
 #include <cstring>
 #include <random>
 
@@ -16,11 +18,12 @@ struct Result {
   double loss = 0;
 };
 
-Result run(CheckpointPolicy p, int64_t k, DType dt, int64_t layers, int64_t dim) {
+Result run(CheckpointPolicy p, int64_t k, DType dt, int64_t layers, int64_t dim, double dropout = 0.0) {
   CpuBackend be(1);
   CharGptConfig c;
   c.vocab = 13;
   c.layers = layers, c.heads = 2, c.dim = dim, c.context = 8;
+  c.dropout = dropout;
   CharGpt m(be, c, 11);
   m.set_compute_dtype(be, dt);
   m.set_checkpointing(p, k);
@@ -59,13 +62,17 @@ class TestCheckpoint : public QObject {
  private slots:
   void bitIdenticalGradients_data() {
     QTest::addColumn<int>("dtype");
-    QTest::newRow("fp32") << int(DType::F32);
-    QTest::newRow("bf16") << int(DType::BF16);
+    QTest::addColumn<double>("dropout");
+    QTest::newRow("fp32") << int(DType::F32) << 0.0;
+    QTest::newRow("bf16") << int(DType::BF16) << 0.0;
+    QTest::newRow("fp32 dropout 0.2") << int(DType::F32) << 0.2;
+    QTest::newRow("bf16 dropout 0.2") << int(DType::BF16) << 0.2;
   }
   void bitIdenticalGradients() {
     QFETCH(int, dtype);
+    QFETCH(double, dropout);
     const DType dt = static_cast<DType>(dtype);
-    const Result off = run(CheckpointPolicy::Off, 0, dt, 4, 16);
+    const Result off = run(CheckpointPolicy::Off, 0, dt, 4, 16, dropout);
     struct P {
       CheckpointPolicy p;
       int64_t k;
@@ -73,12 +80,20 @@ class TestCheckpoint : public QObject {
     };
     for (P p : {P{CheckpointPolicy::EveryBlock, 1, "every-block"}, P{CheckpointPolicy::EveryK, 0, "every-k (sqrt)"},
                 P{CheckpointPolicy::EveryK, 3, "every-k 3"}, P{CheckpointPolicy::Selective, 0, "selective"}}) {
-      const Result r = run(p.p, p.k, dt, 4, 16);
+      const Result r = run(p.p, p.k, dt, 4, 16, dropout);
       QCOMPARE(r.loss, off.loss);
       QCOMPARE(r.grads.size(), off.grads.size());
       for (size_t i = 0; i < r.grads.size(); ++i)
         QVERIFY2(r.grads[i] == off.grads[i], qPrintable(QString("%1: gradient %2 differs").arg(p.name).arg(i)));
     }
+  }
+
+  // Dropout changes the training loss (masks are drawn) but is the identity at p = 0.
+  void dropoutChangesTrainingLoss() {
+    const Result none = run(CheckpointPolicy::Off, 0, DType::F32, 2, 16, 0.0);
+    const Result drop = run(CheckpointPolicy::Off, 0, DType::F32, 2, 16, 0.3);
+    QVERIFY(std::isfinite(drop.loss));
+    QVERIFY(drop.loss != none.loss);
   }
 
   void holdsFewerActivations() {
