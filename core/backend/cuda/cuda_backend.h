@@ -100,6 +100,9 @@ class CudaBackend final : public Backend {
   // Transformer operations (cuda_transformer_ops.cpp; kernels/transformer_ops.cu).
 
   // Fused causal attention (cuda_attention.cpp; kernels/attention.cu).
+  void attention_forward(const Tensor& qkv, int64_t B, int64_t T, int64_t H, Tensor& y, Tensor& lse) override;
+  void attention_backward(const Tensor& qkv, const Tensor& y, const Tensor& lse, const Tensor& dy, int64_t B, int64_t T,
+                          int64_t H, Tensor& dqkv) override;
 
   // Compression operations (cuda_compress_ops.cpp; kernels/quant.cu).
 

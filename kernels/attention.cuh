@@ -1,0 +1,39 @@
+// kernels/attention.cuh: fused causal multi-head attention, forward and backward (flash style).
+//
+// Math, per (batch b, head h), hd = D / H, scale = 1/sqrt(hd), query row i and keys j <= i:
+//   s_ij = scale * q_i . k_j;  lse_i = log sum_j exp(s_ij);  P_ij = exp(s_ij - lse_i);  y_i = sum_j P_ij v_j
+//   backward: D_i = dy_i . y_i;  dP_ij = dy_i . v_j;  dS_ij = P_ij (dP_ij - D_i)
+//             dq_i = scale sum_j dS_ij k_j;  dk_j = scale sum_i dS_ij q_i;  dv_j = sum_i P_ij dy_i
+// Layout: qkv [B*T, 3D] row-major, per row q | k | v, head h in columns h*hd .. (h+1)*hd of each
+// part; y, dy [B*T, D]; lse fp32 [B, H, T] (natural log of the scaled scores, as the CPU keeps it);
+// dqkv [B*T, 3D], every element overwritten.
+// Flash style: the T x T scores never reach device memory. Forward: online softmax over key tiles
+// with fp32 running max and sum. Backward: P rebuilt from q, k and lse; one kernel per key tile
+// accumulates dK and dV over the query tiles below it, a second per query tile accumulates dQ
+// over the key tiles left of it (recomputing P and dS). No atomics: deterministic, bit-identical
+// from run to run. Causal tiles above the diagonal are skipped.
+// Precision: bf16/fp16 qkv with hd <= 128 run on tensor cores (mma.sync m16n8k16, fp32
+// accumulation; P and dS are rounded to the input format before their products, as FlashAttention
+// does); everything else (fp32, tf32, larger hd, mixed formats) runs a SIMT fp32 path that rounds
+// q, k, v and dy to tf32 when `tf32` is set (the CPU reference's tf32 semantics). Statistics,
+// softmax and accumulators are fp32 everywhere. Outputs are rounded once to their format (RNE).
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "common.cuh"
+
+namespace trainlab::kern {
+
+void launch_attention_forward(const void* qkv, int qkv_dt, void* y, int y_dt, float* lse, int64_t B, int64_t T,
+                              int64_t H, int64_t hd, bool tf32, cudaStream_t s);
+
+// fp32 scratch the backward needs (D = rowdot(dy, y), [B, H, T]), in floats.
+inline int64_t attention_backward_scratch_floats(int64_t B, int64_t T, int64_t H) { return B * H * T; }
+
+void launch_attention_backward(const void* qkv, int qkv_dt, const void* y, int y_dt, const void* dy, int dy_dt,
+                               const float* lse, float* scratch, void* dqkv, int dqkv_dt, int64_t B, int64_t T,
+                               int64_t H, int64_t hd, bool tf32, cudaStream_t s);
+
+}  // namespace trainlab::kern

@@ -1,0 +1,413 @@
+// kernels/attention_tc.cuh: the tensor-core (bf16 / fp16) attention kernels; device code, included
+// only by attention.cu (see attention.cuh for the math and layout).
+//
+// Tiles: a block is 4 warps; a warp owns 16 rows (query rows in the forward and dQ kernels, key
+// rows in the dK/dV kernel), so a block covers 64 rows. The other operand streams through shared
+// memory in tiles (64 keys, or NQ queries), two stages deep with cp.async so the next tile loads
+// while this one is multiplied. Products are mma.sync m16n8k16 (fp32 accumulators); operands come
+// from shared memory by ldmatrix (.trans for the row-major B operands of P V, dS K, P^T dO and
+// dS^T Q); the probabilities go from accumulator registers straight to A fragments.
+// Head dims pad to HDP (16, 32, 64 or 128) with zeros in shared memory, which changes no product.
+// Shared-memory rows are HDP + 8 elements long so that ldmatrix's eight 16-byte rows hit distinct
+// banks.
+#pragma once
+#include "device_common.cuh"
+
+namespace trainlab::kern::attn {
+
+constexpr int kWarps = 4;
+constexpr int kThreads = 32 * kWarps;
+constexpr int kRows = 16 * kWarps;  // rows a block owns
+constexpr int kKeys = 64;           // keys per streamed tile (forward, dQ)
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.69314718055994531f;
+
+template <typename E>
+struct Mma;
+template <>
+struct Mma<__nv_bfloat16> {
+  static __device__ __forceinline__ void run(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  }
+};
+template <>
+struct Mma<__half> {
+  static __device__ __forceinline__ void run(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  }
+};
+
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(dst)), "l"(src));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// rows x HDP tile of 16-bit elements into shared memory (row stride HDP + 8): row r from
+// g + r * g_ld, zeros for r >= valid or columns >= hd. vec: hd % 8 == 0 (16-byte cp.async).
+template <typename E, int HDP>
+__device__ __forceinline__ void load_rows(E* sm, const E* g, int64_t g_ld, int rows, int valid, int hd, bool vec) {
+  constexpr int kLds = HDP + 8;
+  if (vec) {
+    constexpr int kChunks = HDP / 8;
+    for (int idx = threadIdx.x; idx < rows * kChunks; idx += kThreads) {
+      const int r = idx / kChunks, ch = idx % kChunks;
+      E* dst = sm + r * kLds + ch * 8;
+      if (r < valid && ch * 8 < hd)
+        cp_async16(dst, g + r * g_ld + ch * 8);
+      else
+        *reinterpret_cast<uint4*>(dst) = make_uint4(0u, 0u, 0u, 0u);
+    }
+  } else {
+    uint16_t* s16 = reinterpret_cast<uint16_t*>(sm);
+    const uint16_t* g16 = reinterpret_cast<const uint16_t*>(g);
+    for (int idx = threadIdx.x; idx < rows * HDP; idx += kThreads) {
+      const int r = idx / HDP, c = idx % HDP;
+      s16[r * kLds + c] = (r < valid && c < hd) ? g16[r * g_ld + c] : uint16_t(0);
+    }
+  }
+}
+
+// c[NB/8] (16 x NB) = A (this warp's 16 rows at a) times B^T (NB rows at b), both HDP wide.
+template <typename E, int HDP, int NB>
+__device__ __forceinline__ void warp_abt(const E* a, const E* b, float (&c)[NB / 8][4], int lane) {
+  constexpr int kLds = HDP + 8;
+#pragma unroll
+  for (int n = 0; n < NB / 8; ++n) c[n][0] = c[n][1] = c[n][2] = c[n][3] = 0.0f;
+#pragma unroll
+  for (int kk = 0; kk < HDP / 16; ++kk) {
+    uint32_t af[4];
+    ldsm_x4(af, a + (lane % 16) * kLds + kk * 16 + (lane / 16) * 8);
+#pragma unroll
+    for (int np = 0; np < NB / 16; ++np) {
+      uint32_t bf[4];
+      ldsm_x4(bf, b + (np * 16 + (lane % 8) + (lane / 16) * 8) * kLds + kk * 16 + ((lane / 8) % 2) * 8);
+      Mma<E>::run(c[2 * np], af, bf[0], bf[1]);
+      Mma<E>::run(c[2 * np + 1], af, bf[2], bf[3]);
+    }
+  }
+}
+
+// o (16 x HDP) += p (16 x NK, accumulator layout, rounded to E) times B (NK rows x HDP at b).
+template <typename E, int HDP, int NK>
+__device__ __forceinline__ void warp_pb(const float (&p)[NK / 8][4], const E* b, float (&o)[HDP / 8][4], int lane) {
+  constexpr int kLds = HDP + 8;
+#pragma unroll
+  for (int kk = 0; kk < NK / 16; ++kk) {
+    const uint32_t af[4] = {Mma<E>::pack(p[2 * kk][0], p[2 * kk][1]), Mma<E>::pack(p[2 * kk][2], p[2 * kk][3]),
+                            Mma<E>::pack(p[2 * kk + 1][0], p[2 * kk + 1][1]),
+                            Mma<E>::pack(p[2 * kk + 1][2], p[2 * kk + 1][3])};
+#pragma unroll
+    for (int dp = 0; dp < HDP / 16; ++dp) {
+      uint32_t bf[4];
+      ldsm_x4_t(bf, b + (kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * kLds + dp * 16 + (lane / 16) * 8);
+      Mma<E>::run(o[2 * dp], af, bf[0], bf[1]);
+      Mma<E>::run(o[2 * dp + 1], af, bf[2], bf[3]);
+    }
+  }
+}
+
+// Forward: block = 64 query rows of one (batch, head); grid (B*H, query tiles), heaviest first.
+template <typename E, int HDP>
+__global__ void __launch_bounds__(kThreads) fwd_tc(const E* __restrict__ qkv, void* y, int ydt, float* __restrict__ lse,
+                                                   int T, int H, int hd, float scale_log2, bool vec) {
+  constexpr int kLds = HDP + 8;
+  extern __shared__ __align__(16) unsigned char smem[];
+  E* qs = reinterpret_cast<E*>(smem);
+  E* ks = qs + kRows * kLds;      // 2 stages
+  E* vs = ks + 2 * kKeys * kLds;  // 2 stages
+  const int bh = blockIdx.x, b = bh / H, h = bh % H;
+  const int q0 = (gridDim.y - 1 - blockIdx.y) * kRows;
+  const int D = H * hd;
+  const int64_t ld = 3LL * D;
+  const E* base = qkv + int64_t(b) * T * ld + int64_t(h) * hd;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int ntiles = (min(q0 + kRows, T) + kKeys - 1) / kKeys;
+
+  load_rows<E, HDP>(qs, base + q0 * ld, ld, kRows, T - q0, hd, vec);
+  load_rows<E, HDP>(ks, base + D, ld, kKeys, T, hd, vec);
+  load_rows<E, HDP>(vs, base + 2 * D, ld, kKeys, T, hd, vec);
+  cp_async_commit();
+
+  float o[HDP / 8][4];
+#pragma unroll
+  for (int n = 0; n < HDP / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  const int r0 = q0 + warp * 16 + lane / 4;  // this thread's rows: r0 and r0 + 8
+  for (int j = 0; j < ntiles; ++j) {
+    if (j + 1 < ntiles) {
+      const int stage = (j + 1) & 1, k0 = (j + 1) * kKeys;
+      load_rows<E, HDP>(ks + stage * kKeys * kLds, base + k0 * ld + D, ld, kKeys, T - k0, hd, vec);
+      load_rows<E, HDP>(vs + stage * kKeys * kLds, base + k0 * ld + 2 * D, ld, kKeys, T - k0, hd, vec);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    const E* kt = ks + (j & 1) * kKeys * kLds;
+    const E* vt = vs + (j & 1) * kKeys * kLds;
+    float s[kKeys / 8][4];
+    warp_abt<E, HDP, kKeys>(qs + warp * 16 * kLds, kt, s, lane);
+    // Online softmax in base 2 (scores pre-multiplied by log2 e): the row max across the quad
+    // of threads that shares a row, rescale of the running sum and output.
+    float mx[2] = {m[0], m[1]};
+#pragma unroll
+    for (int n = 0; n < kKeys / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = j * kKeys + n * 8 + 2 * (lane % 4) + (e & 1), q = r0 + (e >> 1) * 8;
+        const float x = (key > q || key >= T) ? -INFINITY : s[n][e] * scale_log2;
+        s[n][e] = x;
+        mx[e >> 1] = fmaxf(mx[e >> 1], x);
+      }
+    float base2[2], alpha[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+      base2[r] = mx[r] == -INFINITY ? 0.0f : mx[r];
+      alpha[r] = exp2f(m[r] - base2[r]);
+      m[r] = mx[r];
+      l[r] *= alpha[r];
+    }
+#pragma unroll
+    for (int n = 0; n < kKeys / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float p = exp2f(s[n][e] - base2[e >> 1]);
+        s[n][e] = p;
+        l[e >> 1] += p;
+      }
+#pragma unroll
+    for (int n = 0; n < HDP / 8; ++n) {
+      o[n][0] *= alpha[0], o[n][1] *= alpha[0];
+      o[n][2] *= alpha[1], o[n][3] *= alpha[1];
+    }
+    warp_pb<E, HDP, kKeys>(s, vt, o, lane);
+    __syncthreads();  // stage j & 1 is refilled at the next iteration's prefetch
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+    const int q = r0 + 8 * r;
+    if (q >= T) continue;
+    const float inv = 1.0f / l[r];
+    const int64_t yrow = (int64_t(b) * T + q) * D + int64_t(h) * hd;
+#pragma unroll
+    for (int n = 0; n < HDP / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int c = n * 8 + 2 * (lane % 4) + e;
+        if (c < hd) st(y, yrow + c, ydt, o[n][2 * r + e] * inv);
+      }
+    if (lane % 4 == 0) lse[int64_t(bh) * T + q] = (m[r] + log2f(l[r])) * kLn2;
+  }
+}
+
+// Backward, dQ: block = 64 query rows; streams the key tiles at or left of the diagonal,
+// recomputing P = exp(s - lse) and dS = P (dy v^T - D), and accumulates dQ = dS K.
+template <typename E, int HDP>
+__global__ void __launch_bounds__(kThreads) bwd_dq_tc(const E* __restrict__ qkv, const E* __restrict__ dy,
+                                                      const float* __restrict__ lse, const float* __restrict__ dd,
+                                                      void* dqkv, int dqdt, int T, int H, int hd, float scale, bool vec) {
+  constexpr int kLds = HDP + 8;
+  extern __shared__ __align__(16) unsigned char smem[];
+  E* qs = reinterpret_cast<E*>(smem);
+  E* dos = qs + kRows * kLds;
+  E* ks = dos + kRows * kLds;     // 2 stages
+  E* vs = ks + 2 * kKeys * kLds;  // 2 stages
+  const int bh = blockIdx.x, b = bh / H, h = bh % H;
+  const int q0 = (gridDim.y - 1 - blockIdx.y) * kRows;
+  const int D = H * hd;
+  const int64_t ld = 3LL * D;
+  const E* base = qkv + int64_t(b) * T * ld + int64_t(h) * hd;
+  const E* dbase = dy + int64_t(b) * T * D + int64_t(h) * hd;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int ntiles = (min(q0 + kRows, T) + kKeys - 1) / kKeys;
+  const float scale_log2 = scale * kLog2e;
+
+  load_rows<E, HDP>(qs, base + q0 * ld, ld, kRows, T - q0, hd, vec);
+  load_rows<E, HDP>(dos, dbase + int64_t(q0) * D, D, kRows, T - q0, hd, vec);
+  load_rows<E, HDP>(ks, base + D, ld, kKeys, T, hd, vec);
+  load_rows<E, HDP>(vs, base + 2 * D, ld, kKeys, T, hd, vec);
+  cp_async_commit();
+
+  const int r0 = q0 + warp * 16 + lane / 4;
+  float lse2[2], drow[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int q = r0 + 8 * r;
+    lse2[r] = q < T ? lse[int64_t(bh) * T + q] * kLog2e : INFINITY;
+    drow[r] = q < T ? dd[int64_t(bh) * T + q] : 0.0f;
+  }
+  float dq[HDP / 8][4];
+#pragma unroll
+  for (int n = 0; n < HDP / 8; ++n) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
+  for (int j = 0; j < ntiles; ++j) {
+    if (j + 1 < ntiles) {
+      const int stage = (j + 1) & 1, k0 = (j + 1) * kKeys;
+      load_rows<E, HDP>(ks + stage * kKeys * kLds, base + k0 * ld + D, ld, kKeys, T - k0, hd, vec);
+      load_rows<E, HDP>(vs + stage * kKeys * kLds, base + k0 * ld + 2 * D, ld, kKeys, T - k0, hd, vec);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    const E* kt = ks + (j & 1) * kKeys * kLds;
+    const E* vt = vs + (j & 1) * kKeys * kLds;
+    float s[kKeys / 8][4], dp[kKeys / 8][4];
+    warp_abt<E, HDP, kKeys>(qs + warp * 16 * kLds, kt, s, lane);
+    warp_abt<E, HDP, kKeys>(dos + warp * 16 * kLds, vt, dp, lane);
+#pragma unroll
+    for (int n = 0; n < kKeys / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = j * kKeys + n * 8 + 2 * (lane % 4) + (e & 1), q = r0 + (e >> 1) * 8;
+        const float p = (key > q || key >= T) ? 0.0f : exp2f(s[n][e] * scale_log2 - lse2[e >> 1]);
+        s[n][e] = p * (dp[n][e] - drow[e >> 1]);
+      }
+    warp_pb<E, HDP, kKeys>(s, kt, dq, lane);
+    __syncthreads();
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int q = r0 + 8 * r;
+    if (q >= T) continue;
+    const int64_t row = (int64_t(b) * T + q) * ld + int64_t(h) * hd;
+#pragma unroll
+    for (int n = 0; n < HDP / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int c = n * 8 + 2 * (lane % 4) + e;
+        if (c < hd) st(dqkv, row + c, dqdt, dq[n][2 * r + e] * scale);
+      }
+  }
+}
+
+// Backward, dK and dV: block = 64 keys (16 per warp); streams the query tiles (NQ rows) at or
+// below the diagonal: S^T = K Q^T, P^T, dP^T = V dY^T, dS^T; dV += P^T dY, dK += dS^T Q.
+template <typename E, int HDP, int NQ>
+__global__ void __launch_bounds__(kThreads) bwd_dkv_tc(const E* __restrict__ qkv, const E* __restrict__ dy,
+                                                       const float* __restrict__ lse, const float* __restrict__ dd,
+                                                       void* dqkv, int dqdt, int T, int H, int hd, float scale,
+                                                       bool vec) {
+  constexpr int kLds = HDP + 8;
+  extern __shared__ __align__(16) unsigned char smem[];
+  E* ks = reinterpret_cast<E*>(smem);
+  E* vs = ks + kRows * kLds;
+  E* qs = vs + kRows * kLds;     // 2 stages
+  E* dos = qs + 2 * NQ * kLds;   // 2 stages
+  float* ls = reinterpret_cast<float*>(dos + 2 * NQ * kLds);  // 2 stages of lse * log2 e
+  float* ds = ls + 2 * NQ;                                     // 2 stages of D
+  const int bh = blockIdx.x, b = bh / H, h = bh % H;
+  const int k0 = (gridDim.y - 1 - blockIdx.y) * kRows;
+  const int D = H * hd;
+  const int64_t ld = 3LL * D;
+  const E* base = qkv + int64_t(b) * T * ld + int64_t(h) * hd;
+  const E* dbase = dy + int64_t(b) * T * D + int64_t(h) * hd;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int first = k0 / NQ, last = (T + NQ - 1) / NQ;  // query tiles [first, last)
+  const float scale_log2 = scale * kLog2e;
+
+  auto load_queries = [&](int it, int st) {
+    const int qa = it * NQ;
+    load_rows<E, HDP>(qs + st * NQ * kLds, base + qa * ld, ld, NQ, T - qa, hd, vec);
+    load_rows<E, HDP>(dos + st * NQ * kLds, dbase + int64_t(qa) * D, D, NQ, T - qa, hd, vec);
+    for (int i = threadIdx.x; i < NQ; i += kThreads) {
+      const int q = qa + i;
+      ls[st * NQ + i] = q < T ? lse[int64_t(bh) * T + q] * kLog2e : INFINITY;
+      ds[st * NQ + i] = q < T ? dd[int64_t(bh) * T + q] : 0.0f;
+    }
+  };
+  load_rows<E, HDP>(ks, base + k0 * ld + D, ld, kRows, T - k0, hd, vec);
+  load_rows<E, HDP>(vs, base + k0 * ld + 2 * D, ld, kRows, T - k0, hd, vec);
+  load_queries(first, 0);
+  cp_async_commit();
+
+  float dk[HDP / 8][4], dv[HDP / 8][4];
+#pragma unroll
+  for (int n = 0; n < HDP / 8; ++n) {
+    dk[n][0] = dk[n][1] = dk[n][2] = dk[n][3] = 0.0f;
+    dv[n][0] = dv[n][1] = dv[n][2] = dv[n][3] = 0.0f;
+  }
+  const int kr = k0 + warp * 16 + lane / 4;  // this thread's keys: kr and kr + 8
+  for (int it = first; it < last; ++it) {
+    const int j = it - first;
+    if (it + 1 < last) {
+      load_queries(it + 1, (j + 1) & 1);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    const E* qt = qs + (j & 1) * NQ * kLds;
+    const E* dot = dos + (j & 1) * NQ * kLds;
+    const float* lt = ls + (j & 1) * NQ;
+    const float* drow = ds + (j & 1) * NQ;
+    float s[NQ / 8][4], dp[NQ / 8][4];
+    warp_abt<E, HDP, NQ>(ks + warp * 16 * kLds, qt, s, lane);
+    warp_abt<E, HDP, NQ>(vs + warp * 16 * kLds, dot, dp, lane);
+#pragma unroll
+    for (int n = 0; n < NQ / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int ql = n * 8 + 2 * (lane % 4) + (e & 1), q = it * NQ + ql, key = kr + (e >> 1) * 8;
+        const float p = (q < key || q >= T) ? 0.0f : exp2f(s[n][e] * scale_log2 - lt[ql]);
+        s[n][e] = p;
+        dp[n][e] = p * (dp[n][e] - drow[ql]);
+      }
+    warp_pb<E, HDP, NQ>(s, dot, dv, lane);
+    warp_pb<E, HDP, NQ>(dp, qt, dk, lane);
+    __syncthreads();
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int key = kr + 8 * r;
+    if (key >= T) continue;
+    const int64_t row = (int64_t(b) * T + key) * ld + int64_t(h) * hd;
+#pragma unroll
+    for (int n = 0; n < HDP / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int c = n * 8 + 2 * (lane % 4) + e;
+        if (c < hd) {
+          st(dqkv, row + D + c, dqdt, dk[n][2 * r + e] * scale);
+          st(dqkv, row + 2 * D + c, dqdt, dv[n][2 * r + e]);
+        }
+      }
+  }
+}
+
+}  // namespace trainlab::kern::attn

@@ -1,0 +1,143 @@
+// CUDA fused causal attention against the CPU reference: y, lse and dqkv for several shapes
+// (one query row; sizes that are no multiple of any tile; head dims 16, 24, 32, 64, 128 and 160,
+// i.e. every tensor-core head-dim variant, the unaligned-load path and the SIMT fallback for
+// 16-bit) in fp32, tf32, bf16 and fp16; the backward's determinism; then a timing printout (not a
+// pass criterion) of the char-small and char-gpt2 attention shapes. Qt-free; exits 77 (skipped)
+// where no CUDA device is usable.
+//
+// Error measure: max |cuda - cpu| / max |cpu| over a tensor. Tolerances (kPrecisions):
+//  * fp32 1e-5 and tf32 1e-3: the SIMT path does the CPU's fp32 arithmetic (tf32: the same
+//    rounding of q, k, v and dy before the products) in another summation order.
+//  * bf16 / fp16 1e-2: both sides start from the same 16-bit inputs and accumulate in fp32; the
+//    GPU also rounds P and dS to 16 bits before their tensor-core products (relative 2^-9 for bf16
+//    per element, averaging out over the keys), and one rounding of each output to 16 bits may
+//    land on the neighbouring value (2^-8 relative), so 1e-2 of the tensor's scale holds with
+//    margin while a wrong mask, scale or tile edge gives errors of order 1.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cpu_backend.h"
+#include "parity_support.h"
+#include "util/error.h"
+
+using namespace trainlab;
+
+namespace {
+using namespace trainlab::parity;
+
+struct Shape4 {
+  int64_t B, T, H, hd;
+};
+
+std::string shape_tag(const Shape4& s) {
+  return "B=" + std::to_string(s.B) + " T=" + std::to_string(s.T) + " H=" + std::to_string(s.H) +
+         " hd=" + std::to_string(s.hd);
+}
+
+void attention_case(Pair& P, const Prec& pr, const Shape4& s) {
+  P.cpu.set_tf32(pr.tf32);
+  P.gpu.set_tf32(pr.tf32);
+  const DType dt = pr.dt;
+  const int64_t d = s.H * s.hd, rows = s.B * s.T;
+  const std::string tag = std::string("[") + pr.name + "] attention " + shape_tag(s) + " ";
+  // Scores of spread about 1 (uniform [-1.5, 1.5] entries): neither near-uniform nor one-hot rows.
+  auto [qkv0, qkv1] = P.rand({rows, 3 * d}, dt, 1.5f);
+  auto [y0, y1] = P.rand({rows, d}, dt);  // garbage: must be overwritten
+  auto [l0, l1] = P.rand({s.B, s.H, s.T}, DType::F32);
+  P.cpu.attention_forward(qkv0, s.B, s.T, s.H, y0, l0);
+  P.gpu.attention_forward(qkv1, s.B, s.T, s.H, y1, l1);
+  P.compare(tag + "y", y0, y1, pr.tol);
+  P.compare(tag + "lse", l0, l1, pr.tol);
+
+  auto [dy0, dy1] = P.rand({rows, d}, dt);
+  auto [g0, g1] = P.rand({rows, 3 * d}, dt);  // garbage: dqkv is overwritten
+  P.cpu.attention_backward(qkv0, y0, l0, dy0, s.B, s.T, s.H, g0);
+  P.gpu.attention_backward(qkv1, y1, l1, dy1, s.B, s.T, s.H, g1);
+  // Each part of dqkv on its own (a wrong dK hidden by a larger dQ would pass a joint measure).
+  const std::vector<float> hc = host(P.cpu, g0), hg = host(P.gpu, g1);
+  const char* part[3] = {"dq", "dk", "dv"};
+  for (int k = 0; k < 3; ++k) {
+    std::vector<float> a, b;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < d; ++c) {
+        a.push_back(hg[r * 3 * d + k * d + c]);
+        b.push_back(hc[r * 3 * d + k * d + c]);
+      }
+    check(tag + part[k], rel_err(a, b), pr.tol);
+  }
+  // Deterministic backward: a second run gives the same bits.
+  auto [g2c, g2] = P.zeros({rows, 3 * d}, dt);
+  P.gpu.attention_backward(qkv1, y1, l1, dy1, s.B, s.T, s.H, g2);
+  const std::vector<float> again = host(P.gpu, g2);
+  check(tag + "backward bit-identical on rerun",
+        std::memcmp(again.data(), hg.data(), hg.size() * sizeof(float)) == 0 ? 0.0 : 1.0, 0.0);
+}
+
+// Device time per call (the backend's kernel timing) and TFLOP/s; causal attention flops: forward
+// 2 * B * H * T^2 * hd (half of the 4 B H T^2 hd of a full product pair), backward 2.5 times that.
+void timing(Backend& gpu, const char* name, DType dt, bool tf32, const Shape4& s) {
+  gpu.set_tf32(tf32);
+  const int64_t d = s.H * s.hd, rows = s.B * s.T;
+  Tensor qkv = gpu.empty({rows, 3 * d}, dt, MemCategory::Workspace);
+  Tensor y = gpu.empty({rows, d}, dt, MemCategory::Workspace);
+  Tensor dy = gpu.empty({rows, d}, dt, MemCategory::Workspace);
+  Tensor dqkv = gpu.empty({rows, 3 * d}, dt, MemCategory::Workspace);
+  Tensor lse = gpu.empty({s.B, s.H, s.T}, DType::F32, MemCategory::Workspace);
+  std::vector<float> v(static_cast<size_t>(rows * 3 * d));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = std::sin(0.37f * static_cast<float>(i % 9973));
+  gpu.upload(qkv, v.data(), DType::F32);
+  gpu.upload(dy, v.data(), DType::F32);
+  for (int i = 0; i < 3; ++i) {
+    gpu.attention_forward(qkv, s.B, s.T, s.H, y, lse);
+    gpu.attention_backward(qkv, y, lse, dy, s.B, s.T, s.H, dqkv);
+  }
+  gpu.synchronize();
+  gpu.set_kernel_timing(true);
+  gpu.reset_kernel_times();
+  const int iters = 20;
+  for (int i = 0; i < iters; ++i) {
+    gpu.attention_forward(qkv, s.B, s.T, s.H, y, lse);
+    gpu.attention_backward(qkv, y, lse, dy, s.B, s.T, s.H, dqkv);
+  }
+  gpu.synchronize();
+  double fwd = 0.0, bwd = 0.0;
+  for (const KernelTime& k : gpu.kernel_times()) {
+    if (k.name == "attention_forward" && k.calls) fwd = k.ms / static_cast<double>(k.calls);
+    if (k.name == "attention_backward" && k.calls) bwd = k.ms / static_cast<double>(k.calls);
+  }
+  gpu.set_kernel_timing(false);
+  const double flops = 2.0 * static_cast<double>(s.B * s.H) * static_cast<double>(s.T * s.T) * static_cast<double>(s.hd);
+  std::printf("TIME [%s] %-34s fwd %8.4f ms (%6.1f TFLOP/s)  bwd %8.4f ms (%6.1f TFLOP/s)\n", name,
+              shape_tag(s).c_str(), fwd, fwd > 0 ? flops / (fwd * 1e9) : 0.0, bwd,
+              bwd > 0 ? 2.5 * flops / (bwd * 1e9) : 0.0);
+}
+}  // namespace
+
+int main() {
+  std::unique_ptr<Backend> gpu = cuda_or_skip();
+  if (!gpu) return 77;
+  CpuBackend cpu;
+  Pair P{cpu, *gpu};
+  const Shape4 shapes[] = {{2, 1, 1, 16},  {2, 37, 3, 32},  {1, 256, 6, 64}, {1, 1024, 2, 64},
+                           {2, 200, 2, 128}, {2, 45, 2, 24}, {1, 70, 2, 160}};
+  try {
+    for (const auto& pr : kPrecisions)
+      for (const auto& s : shapes) attention_case(P, pr, s);
+    const Shape4 char_small{64, 256, 6, 64}, char_gpt2{16, 1024, 12, 64};
+    for (const Shape4& s : {char_small, char_gpt2}) {
+      timing(*gpu, "bf16", DType::BF16, false, s);
+      timing(*gpu, "fp16", DType::F16, false, s);
+      timing(*gpu, "fp32", DType::F32, false, s);
+      timing(*gpu, "tf32", DType::F32, true, s);
+    }
+  } catch (const std::exception& e) {
+    std::printf("FAIL: exception: %s\n", e.what());
+    ++g_fail;
+  }
+  return finish();
+}
