@@ -15,6 +15,7 @@
 #include "io/safetensors.h"
 #include "train/data_setup.h"
 #include "util/error.h"
+#include "util/paths.h"
 
 namespace trainlab::cli {
 
@@ -36,6 +37,7 @@ Runner add_quantize_command(CLI::App& app) {
   struct Opts {
     std::string weights, out, granularity = "channel", overrides, device = "cpu";
     int bits = 8, group = 32, calibration_batches = 8;
+    int64_t val_windows = 64;
     bool w8a8 = false;
     std::vector<std::string> sets;
   };
@@ -49,7 +51,9 @@ Runner add_quantize_command(CLI::App& app) {
   cmd->add_option("--out", o->out, "Quantized weights file to write (packed codes + fp16 scales)");
   cmd->add_flag("--w8a8", o->w8a8, "Also evaluate W8A8: int8 weights and activations, int8 x int8 -> int32 products");
   cmd->add_option("--calibration-batches", o->calibration_batches, "W8A8: calibration batches of the training split");
-  cmd->add_option("--device", o->device, "cpu (the int8 kernels of the CUDA backend are not written yet)");
+  cmd->add_option("--device", o->device, "cpu, cuda or auto: where the quantized model is evaluated");
+  cmd->add_option("--val-windows", o->val_windows, "char-gpt: validation windows for the loss of both files")
+      ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--set", o->sets, "Override a config key of the data, e.g. --set data.path=FILE");
   return [o, cmd]() -> int {
     if (!cmd->parsed()) return -1;
@@ -64,10 +68,23 @@ Runner add_quantize_command(CLI::App& app) {
     QuantFileReport rep;
     SafeTensorsFile q = quantize_weights(f, plan, &rep);
     auto be = create_backend(o->device);
-    const TrainTestSplit data = load_classification_data(c);
     Json out = {{"weights", o->weights}, {"spec", spec.to_json()}, {"fp32_bytes", tensor_bytes(f)}};
-    out["fp32_test_accuracy"] = file_accuracy(*be, f, data.test);
-    out["test_accuracy"] = file_accuracy(*be, q, data.test);
+    const bool text = c.get_string("model.name") == "char-gpt";
+    TrainTestSplit data;
+    if (text) {  // the character model: validation loss of both files on the run's validation split
+      const std::string dn = c.get_string("data.name"), dpath = c.get_string("data.path");
+      const std::string path = dn == "text" && !dpath.empty() ? dpath : find_resource("data/tinyshakespeare.txt");
+      const TextCorpus corpus = load_text_corpus(path, c.get_float("data.val_fraction"), static_cast<uint64_t>(c.get_int("train.seed")));
+      const int64_t windows = o->val_windows, batch = std::min<int64_t>(windows, 32);
+      const uint64_t seed = static_cast<uint64_t>(c.get_int("train.seed"));
+      out["val_windows"] = windows;
+      out["fp32_val_loss"] = file_text_val_loss(*be, f, corpus.val, windows, batch, seed);
+      out["val_loss"] = file_text_val_loss(*be, q, corpus.val, windows, batch, seed);
+    } else {
+      data = load_classification_data(c);
+      out["fp32_test_accuracy"] = file_accuracy(*be, f, data.test);
+      out["test_accuracy"] = file_accuracy(*be, q, data.test);
+    }
     if (!o->out.empty()) {
       write_safetensors(o->out, q);
       rep.file_bytes = static_cast<int64_t>(std::filesystem::file_size(o->out));
@@ -79,7 +96,7 @@ Runner add_quantize_command(CLI::App& app) {
     if (o->w8a8) {
       auto m = load_model_file(*be, o->weights);
       auto* mlp = dynamic_cast<Mlp*>(m.get());
-      if (!mlp) throw Error("W8A8 needs an MLP");
+      if (!mlp) throw Error("--w8a8 needs a digits MLP weights file (the character model has no W8A8 path)");
       W8A8Mlp w8(*be, *mlp, data.train, c.get_int("train.batch"), o->calibration_batches);
       out["w8a8_test_accuracy"] = w8.accuracy(*be, data.test);
       out["w8a8_weight_bytes"] = w8.weight_bytes();

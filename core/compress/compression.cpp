@@ -4,9 +4,11 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <random>
 
 #include "io/safetensors.h"
 #include "nn/linear.h"
+#include "nn/transformer.h"
 #include "util/error.h"
 
 namespace trainlab {
@@ -274,6 +276,46 @@ double file_accuracy(Backend& be, const SafeTensorsFile& f, const Classification
   auto m = build_model(be, Json::parse(it->second), 0);
   load_weights_any(be, *m, f, "weights");
   return model_accuracy(be, *m, data);
+}
+
+double file_text_val_loss(Backend& be, const SafeTensorsFile& f, const TokenSplit& val, int64_t windows,
+                          int64_t batch, uint64_t seed) {
+  const std::vector<int32_t>& val_tokens = val.tokens;
+  auto it = f.metadata.find("trainlab_architecture");
+  if (it == f.metadata.end()) throw Error("weights without trainlab_architecture metadata");
+  auto m = build_model(be, Json::parse(it->second), 0);
+  auto* gpt = dynamic_cast<CharGpt*>(m.get());
+  if (!gpt) throw Error("a validation loss over text needs a char-gpt weights file");
+  load_weights_any(be, *m, f, "weights");
+  const int64_t T = gpt->config().context, n = static_cast<int64_t>(val_tokens.size());
+  if (n < T + 2) throw Error("the validation text has " + std::to_string(n) + " tokens, fewer than a window of " + std::to_string(T + 1));
+  Tensor toks = be.empty({n}, DType::I32, MemCategory::Workspace);
+  be.upload(toks, val_tokens.data(), DType::I32);
+  Tensor stats = be.empty({2}, DType::F32, MemCategory::Workspace);
+  // The trainer's validation windows: random_window starts from the same seeded generator.
+  std::mt19937_64 vr(seed * 1000003ULL + 11);
+  std::vector<int64_t> starts;
+  for (int64_t i = 0; i < windows; ++i) starts.push_back(val.random_window(vr, T));
+  Tensor x = be.empty({batch, T}, DType::I32, MemCategory::Workspace), y = be.empty({batch * T}, DType::I32, MemCategory::Workspace);
+  std::vector<int32_t> xs(static_cast<size_t>(batch * T)), ys(xs.size());
+  double sum = 0.0;
+  for (int64_t b0 = 0; b0 < windows; b0 += batch) {
+    const int64_t rows = std::min(batch, windows - b0);
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t t = 0; t < T; ++t) {
+        const int64_t s0 = starts[static_cast<size_t>(b0 + (b < rows ? b : 0))];
+        xs[static_cast<size_t>(b * T + t)] = val_tokens[static_cast<size_t>(s0 + t)];
+        ys[static_cast<size_t>(b * T + t)] = val_tokens[static_cast<size_t>(s0 + t + 1)];
+      }
+    be.upload(x, xs.data(), DType::I32);
+    be.upload(y, ys.data(), DType::I32);
+    Tensor logits = m->forward(be, x, false);
+    be.softmax_xent(logits.slice_rows(0, rows * T), y.slice_rows(0, rows * T), nullptr, 1.0f, stats, false);
+    float st[2];
+    be.download(stats, st, DType::F32);
+    sum += st[0];
+  }
+  return sum / static_cast<double>(windows * T);
 }
 
 W8A8Mlp::W8A8Mlp(Backend& be, Mlp& model, const ClassificationData& cal, int64_t batch, int batches) {

@@ -22,6 +22,7 @@
 #include "compress/prune.h"
 #include "compress/quant.h"
 #include "data/dataset.h"
+#include "data/text.h"
 #include "nn/model.h"
 #include "train/config.h"
 
@@ -97,6 +98,11 @@ class Compression {
 double model_accuracy(Backend& be, Model& model, const ClassificationData& data, int64_t chunk = 512);
 // Builds the model of a weights file (fp32 or quantized: dequantized) and measures its accuracy.
 double file_accuracy(Backend& be, const SafeTensorsFile& f, const ClassificationData& data);
+// The character model of a weights file (fp32 or quantized: dequantized): its mean next-token
+// cross-entropy over `windows` fixed windows of the validation tokens (seeded, as the trainer's
+// validation loss with train.seed = seed), `batch` windows per forward.
+double file_text_val_loss(Backend& be, const SafeTensorsFile& f, const TokenSplit& val, int64_t windows,
+                          int64_t batch, uint64_t seed);
 
 // W8A8 inference of an MLP: int8 weights (per output channel, fp16 scales) and int8 activations
 // (one scale per layer input, from the max |x| seen over calibration batches); every layer is the

@@ -1,6 +1,7 @@
 #include "nn/model.h"
 
 #include "nn/linear.h"
+#include "nn/transformer.h"
 #include "util/error.h"
 
 namespace trainlab {
@@ -74,7 +75,8 @@ std::unique_ptr<Model> build_model(Backend& be, const nlohmann::json& arch, uint
     Activation act = a == "gelu" ? Activation::GELU : a == "relu" ? Activation::ReLU : Activation::None;
     return std::make_unique<Mlp>(be, arch.at("sizes").get<std::vector<int64_t>>(), act, seed);
   }
-  throw Error("unknown model kind '" + kind + "': expected mlp");
+  if (kind == "char-gpt") return build_char_gpt(be, arch, seed);
+  throw Error("unknown model kind '" + kind + "': expected mlp or char-gpt");
 }
 
 }  // namespace trainlab
