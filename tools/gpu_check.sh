@@ -7,7 +7,11 @@
 #   2. runs the GPU parity tests;
 #   3. trains the digits MLP on cuda in each precision (run records under $OUT/runs);
 #   4. runs `trainlab-cli bench --case digits --device cuda --modes fp32,bf16` and the PyTorch peer
-#      (.peer/peer_torch.py, carried) in the same command, for BENCHMARKS.md.
+#      (.peer/peer_torch.py, carried) in the same command, for BENCHMARKS.md;
+#   5. (stage char) the character-GPT benchmark, char-small and char-gpt2, lab and peer;
+#   6. (stage small) trains the `small` character GPT in bf16 with dropout 0.2 (the preset
+#      resources/presets/char-small-shakespeare.json), samples text from it, quantizes it to 4 bits
+#      per group of 32 and benchmarks decoding bf16 / int8 / int4 (stage decode runs that part alone).
 set -o pipefail
 OUT=${OUT:-/tmp/gpu_check_out}
 mkdir -p "$OUT"
@@ -15,26 +19,31 @@ export PATH=/usr/local/cuda/bin:$PATH
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$LD_LIBRARY_PATH
 export TRAINLAB_DATA_DIR=$PWD/resources/data
 STAGES=${STAGES:-build,test,train,bench}
+# SRC: the source tree to build (default the checkout; a committed snapshot unpacked into an
+# ignored folder keeps half-edited files of the working tree out of the build).
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$OUT/device.txt" 2>&1
 BIN=""
 if [[ $STAGES == *build* ]] && [ -f /usr/include/cblas.h -o -d /usr/include/openblas -o -d /usr/include/x86_64-linux-gnu/openblas-pthread ] \
    && [ -d /usr/include/nlohmann ] && [ -d /usr/include/CLI ]; then
-  (cmake -S . -B build-gpu -G Ninja -DTRAINLAB_BUILD_APP=OFF -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
+  (cmake -S ${SRC:-.} -B build-gpu -G Ninja -DTRAINLAB_BUILD_APP=OFF -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
     && ninja -C build-gpu -j16 trainlab-cli trainlab_cuda test_cuda_parity) > "$OUT/build.log" 2>&1 && BIN=build-gpu
 fi
 if [ -z "$BIN" ]; then
   echo "building there skipped or failed: using the carried .gpubin" | tee -a "$OUT/build.log"
   mkdir -p /tmp/tlbin && cp -a .gpubin/. /tmp/tlbin/
   export LD_LIBRARY_PATH=/tmp/tlbin:$LD_LIBRARY_PATH
-  CLI=/tmp/tlbin/trainlab-cli; PARITY=/tmp/tlbin/test_cuda_parity
+  CLI=/tmp/tlbin/trainlab-cli; TESTDIR=/tmp/tlbin
 else
-  CLI=$BIN/core/trainlab-cli; PARITY=$BIN/tests/test_cuda_parity
+  CLI=$BIN/core/trainlab-cli; TESTDIR=$BIN/tests
 fi
 echo "binaries: $CLI" | tee -a "$OUT/build.log"
 if [[ $STAGES == *test* ]]; then
   if [ -n "$BIN" ]; then (cd $BIN && ctest -L gpu --output-on-failure) > "$OUT/ctest.log" 2>&1; fi
-  timeout 300 $PARITY > "$OUT/parity.log" 2>&1; echo "parity exit $?" >> "$OUT/parity.log"
-  grep -E "FAIL|passed" "$OUT/parity.log" | tail -30
+  for t in $TESTDIR/test_cuda_*; do
+    n=$(basename $t)
+    timeout ${TEST_TIMEOUT:-240} $t > "$OUT/$n.log" 2>&1; echo "$n exit $?" | tee -a "$OUT/$n.log"
+    grep -E "FAIL|passed|SKIP" "$OUT/$n.log" | tail -25
+  done
 fi
 if [[ $STAGES == *train* ]]; then
   for p in ${PRECISIONS:-fp32 tf32 bf16 fp16 fp8}; do
@@ -47,6 +56,29 @@ fi
 if [[ $STAGES == *bench* ]]; then
   $CLI bench --case digits --device cuda --modes ${MODES:-fp32,bf16,fp32-nograph} 2>&1 | tee "$OUT/bench_lab.jsonl"
   PYTHONUNBUFFERED=1 timeout 240 python3 .peer/peer_torch.py --data resources/data --cases digits 2>&1 | tee "$OUT/bench_peer.txt" | tail -15
+fi
+if [[ $STAGES == *char* ]]; then
+  for c in char-small char-gpt2; do
+    timeout 300 $CLI bench --case $c --device cuda --modes ${CHAR_MODES:-bf16,bf16-ckpt,fp32,tf32} 2>&1 | tee -a "$OUT/bench_char_lab.jsonl"
+  done
+  PYTHONUNBUFFERED=1 timeout 400 python3 .peer/peer_torch.py --data resources/data --cases char-small,char-gpt2 2>&1 | tee "$OUT/bench_char_peer.txt" | tail -20
+fi
+if [[ $STAGES == *small* ]]; then
+  timeout ${SMALL_TIMEOUT:-420} $CLI train --config resources/presets/char-small-shakespeare.json --device cuda \
+    --out /tmp/runs/small ${SMALL_ARGS:-} > "$OUT/small_train.log" 2>&1
+  echo "small train exit $?" | tee -a "$OUT/small_train.log"; tail -3 "$OUT/small_train.log"
+  cp /tmp/runs/small/summary.json "$OUT/small_summary.json" 2>/dev/null
+  grep -h '"val_loss"' /tmp/runs/small/metrics.jsonl | python3 -c "import sys,json;[print(json.loads(l).get('step'),json.loads(l).get('val_loss')) for l in sys.stdin]" | tail -25 | tee "$OUT/small_val.txt"
+  $CLI generate --weights /tmp/runs/small/model.safetensors --prompt "ROMEO:" --tokens 600 --temperature 0.8 --top-k 40 \
+    > "$OUT/small_sample.txt" 2>&1; head -c 1500 "$OUT/small_sample.txt"
+fi
+if [[ $STAGES == *small* || $STAGES == *decode* ]]; then
+  W=${DECODE_WEIGHTS:-/tmp/runs/small/model.safetensors}
+  $CLI quantize --weights $W --bits 4 --granularity group --group 32 --out /tmp/small_q4.safetensors 2>&1 | tail -3 | tee "$OUT/quantize.log"
+  ls -l $W /tmp/small_q4.safetensors | tee -a "$OUT/quantize.log"
+  timeout 120 $CLI generate --device cuda --weights /tmp/small_q4.safetensors --prompt "ROMEO:" --tokens 400 --temperature 0 \
+    > "$OUT/small_q4_sample.txt" 2>&1; head -c 800 "$OUT/small_q4_sample.txt"
+  timeout 240 $CLI bench --case decode --device cuda --weights $W 2>&1 | tee "$OUT/bench_decode.jsonl"
 fi
 if [[ $STAGES == *profile* ]]; then
   # Per-kernel times from the lab's own CUDA-event timing (device.kernel_timing), last step's line.
