@@ -27,6 +27,7 @@ if [[ $STAGES == *build* ]] && [ -f /usr/include/cblas.h -o -d /usr/include/open
    && [ -d /usr/include/nlohmann ] && [ -d /usr/include/CLI ]; then
   (cmake -S ${SRC:-.} -B build-gpu -G Ninja -DTRAINLAB_BUILD_APP=OFF -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
     && ninja -C build-gpu -j16) > "$OUT/build.log" 2>&1 && BIN=build-gpu
+  [ -z "$BIN" ] && grep -E "error|FAILED" -A3 "$OUT/build.log" | head -40
 fi
 if [ -z "$BIN" ]; then
   echo "building there skipped or failed: using the carried .gpubin" | tee -a "$OUT/build.log"
