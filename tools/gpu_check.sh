@@ -59,10 +59,11 @@ if [[ $STAGES == *bench* ]]; then
   PYTHONUNBUFFERED=1 timeout 240 python3 .peer/peer_torch.py --data resources/data --cases digits 2>&1 | tee "$OUT/bench_peer.txt" | tail -15
 fi
 if [[ $STAGES == *char* ]]; then
-  for c in char-small char-gpt2; do
+  CASES=${CHAR_CASES:-char-small,char-gpt2}
+  for c in ${CASES//,/ }; do
     timeout 300 $CLI bench --case $c --device cuda --modes ${CHAR_MODES:-bf16,bf16-ckpt,fp32,tf32} 2>&1 | tee -a "$OUT/bench_char_lab.jsonl"
   done
-  PYTHONUNBUFFERED=1 timeout 400 python3 .peer/peer_torch.py --data resources/data --cases char-small,char-gpt2 2>&1 | tee "$OUT/bench_char_peer.txt" | tail -20
+  PYTHONUNBUFFERED=1 timeout 400 python3 .peer/peer_torch.py --data resources/data --cases $CASES 2>&1 | tee "$OUT/bench_char_peer.txt" | tail -20
 fi
 if [[ $STAGES == *small* ]]; then
   timeout ${SMALL_TIMEOUT:-420} $CLI train --config resources/presets/char-small-shakespeare.json --device cuda \
