@@ -320,7 +320,7 @@ constexpr int dkv_queries() {
 }
 template <int HDP>
 constexpr size_t fwd_tc_bytes() {
-  return size_t(attn::kRows + 4 * attn::kKeys) * (HDP + 8) * 2;
+  return size_t(attn::fwd_rows<HDP>() + 4 * attn::kKeys) * (HDP + 8) * 2;
 }
 template <int HDP>
 constexpr size_t dq_tc_bytes() {
@@ -341,7 +341,8 @@ void tc_forward(const void* qkv, void* y, int ydt, float* lse, int64_t B, int64_
                 cudaStream_t s) {
   const size_t bytes = fwd_tc_bytes<HDP>();
   allow_smem(attn::fwd_tc<E, HDP>, bytes, "attention_forward", hd);
-  const dim3 grid(static_cast<unsigned>(B * H), static_cast<unsigned>((T + attn::kRows - 1) / attn::kRows));
+  constexpr int kBlockRows = attn::fwd_rows<HDP>();
+  const dim3 grid(static_cast<unsigned>(B * H), static_cast<unsigned>((T + kBlockRows - 1) / kBlockRows));
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   attn::fwd_tc<E, HDP><<<grid, attn::kThreads, bytes, s>>>(static_cast<const E*>(qkv), y, ydt, lse, int(T), int(H),
                                                            int(hd), scale * attn::kLog2e, vec_ok(hd, qkv, qkv));

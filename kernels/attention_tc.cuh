@@ -1,8 +1,9 @@
 // kernels/attention_tc.cuh: the tensor-core (bf16 / fp16) attention kernels; device code, included
 // only by attention.cu (see attention.cuh for the math and layout).
 //
-// Tiles: a block is 4 warps; a warp owns 16 rows (query rows in the forward and dQ kernels, key
-// rows in the dK/dV kernel), so a block covers 64 rows. The other operand streams through shared
+// Tiles: a block is 4 warps; a warp owns 16 rows (query rows in the dQ kernel, key rows in the
+// dK/dV kernel; in the forward 32 query rows up to hd 64), so a block covers 64 (forward: 128)
+// rows. The other operand streams through shared
 // memory in tiles (64 keys, or NQ queries), two stages deep with cp.async so the next tile loads
 // while this one is multiplied. Products are mma.sync m16n8k16 (fp32 accumulators); operands come
 // from shared memory by ldmatrix (.trans for the row-major B operands of P V, dS K, P^T dO and
@@ -17,7 +18,7 @@ namespace trainlab::kern::attn {
 
 constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
-constexpr int kRows = 16 * kWarps;  // rows a block owns
+constexpr int kRows = 16 * kWarps;  // rows a backward block owns (16 per warp)
 constexpr int kKeys = 64;           // keys per streamed tile (forward, dQ)
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.69314718055994531f;
@@ -96,72 +97,115 @@ __device__ __forceinline__ void load_rows(E* sm, const E* g, int64_t g_ld, int r
   }
 }
 
-// c[NB/8] (16 x NB) = A (this warp's 16 rows at a) times B^T (NB rows at b), both HDP wide.
-template <typename E, int HDP, int NB>
-__device__ __forceinline__ void warp_abt(const E* a, const E* b, float (&c)[NB / 8][4], int lane) {
+// c[MT][NB/8] (16*MT x NB) = A (this warp's 16*MT rows at a) times B^T (NB rows at b), both
+// HDP wide. Every B fragment loaded feeds MT products, which is what more rows per warp buy.
+template <typename E, int HDP, int NB, int MT>
+__device__ __forceinline__ void warp_abt(const E* a, const E* b, float (&c)[MT][NB / 8][4], int lane) {
   constexpr int kLds = HDP + 8;
 #pragma unroll
-  for (int n = 0; n < NB / 8; ++n) c[n][0] = c[n][1] = c[n][2] = c[n][3] = 0.0f;
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int n = 0; n < NB / 8; ++n) c[mt][n][0] = c[mt][n][1] = c[mt][n][2] = c[mt][n][3] = 0.0f;
 #pragma unroll
   for (int kk = 0; kk < HDP / 16; ++kk) {
-    uint32_t af[4];
-    ldsm_x4(af, a + (lane % 16) * kLds + kk * 16 + (lane / 16) * 8);
+    uint32_t af[MT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) ldsm_x4(af[mt], a + (mt * 16 + lane % 16) * kLds + kk * 16 + (lane / 16) * 8);
 #pragma unroll
     for (int np = 0; np < NB / 16; ++np) {
       uint32_t bf[4];
       ldsm_x4(bf, b + (np * 16 + (lane % 8) + (lane / 16) * 8) * kLds + kk * 16 + ((lane / 8) % 2) * 8);
-      Mma<E>::run(c[2 * np], af, bf[0], bf[1]);
-      Mma<E>::run(c[2 * np + 1], af, bf[2], bf[3]);
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        Mma<E>::run(c[mt][2 * np], af[mt], bf[0], bf[1]);
+        Mma<E>::run(c[mt][2 * np + 1], af[mt], bf[2], bf[3]);
+      }
     }
   }
 }
+template <typename E, int HDP, int NB>
+__device__ __forceinline__ void warp_abt(const E* a, const E* b, float (&c)[NB / 8][4], int lane) {
+  warp_abt<E, HDP, NB, 1>(a, b, reinterpret_cast<float(&)[1][NB / 8][4]>(c), lane);
+}
 
-// o (16 x HDP) += p (16 x NK, accumulator layout, rounded to E) times B (NK rows x HDP at b).
-template <typename E, int HDP, int NK>
-__device__ __forceinline__ void warp_pb(const float (&p)[NK / 8][4], const E* b, float (&o)[HDP / 8][4], int lane) {
+// o[MT] (16*MT x HDP) += p[MT] (16*MT x NK, accumulator layout, rounded to E) times B (NK rows x
+// HDP at b).
+template <typename E, int HDP, int NK, int MT>
+__device__ __forceinline__ void warp_pb(const float (&p)[MT][NK / 8][4], const E* b, float (&o)[MT][HDP / 8][4],
+                                        int lane) {
   constexpr int kLds = HDP + 8;
 #pragma unroll
   for (int kk = 0; kk < NK / 16; ++kk) {
-    const uint32_t af[4] = {Mma<E>::pack(p[2 * kk][0], p[2 * kk][1]), Mma<E>::pack(p[2 * kk][2], p[2 * kk][3]),
-                            Mma<E>::pack(p[2 * kk + 1][0], p[2 * kk + 1][1]),
-                            Mma<E>::pack(p[2 * kk + 1][2], p[2 * kk + 1][3])};
+    uint32_t af[MT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      af[mt][0] = Mma<E>::pack(p[mt][2 * kk][0], p[mt][2 * kk][1]);
+      af[mt][1] = Mma<E>::pack(p[mt][2 * kk][2], p[mt][2 * kk][3]);
+      af[mt][2] = Mma<E>::pack(p[mt][2 * kk + 1][0], p[mt][2 * kk + 1][1]);
+      af[mt][3] = Mma<E>::pack(p[mt][2 * kk + 1][2], p[mt][2 * kk + 1][3]);
+    }
 #pragma unroll
     for (int dp = 0; dp < HDP / 16; ++dp) {
       uint32_t bf[4];
       ldsm_x4_t(bf, b + (kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * kLds + dp * 16 + (lane / 16) * 8);
-      Mma<E>::run(o[2 * dp], af, bf[0], bf[1]);
-      Mma<E>::run(o[2 * dp + 1], af, bf[2], bf[3]);
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        Mma<E>::run(o[mt][2 * dp], af[mt], bf[0], bf[1]);
+        Mma<E>::run(o[mt][2 * dp + 1], af[mt], bf[2], bf[3]);
+      }
     }
   }
 }
+template <typename E, int HDP, int NK>
+__device__ __forceinline__ void warp_pb(const float (&p)[NK / 8][4], const E* b, float (&o)[HDP / 8][4], int lane) {
+  warp_pb<E, HDP, NK, 1>(reinterpret_cast<const float(&)[1][NK / 8][4]>(p), b,
+                         reinterpret_cast<float(&)[1][HDP / 8][4]>(o), lane);
+}
 
-// Forward: block = 64 query rows of one (batch, head); grid (B*H, query tiles), heaviest first.
+// Forward rows per warp: 32 (two m16 tiles sharing each K / V fragment) up to hd 64; 16 at hd 128,
+// where two tiles' accumulators would not fit in registers.
+template <int HDP>
+constexpr int fwd_mt() {
+  return HDP >= 128 ? 1 : 2;
+}
+template <int HDP>
+constexpr int fwd_rows() {
+  return kWarps * 16 * fwd_mt<HDP>();
+}
+
+// Forward: block = fwd_rows query rows of one (batch, head); grid (B*H, query tiles), heaviest
+// first.
 template <typename E, int HDP>
 __global__ void __launch_bounds__(kThreads) fwd_tc(const E* __restrict__ qkv, void* y, int ydt, float* __restrict__ lse,
                                                    int T, int H, int hd, float scale_log2, bool vec) {
-  constexpr int kLds = HDP + 8;
+  constexpr int kLds = HDP + 8, MT = fwd_mt<HDP>(), kBlockRows = fwd_rows<HDP>();
   extern __shared__ __align__(16) unsigned char smem[];
   E* qs = reinterpret_cast<E*>(smem);
-  E* ks = qs + kRows * kLds;      // 2 stages
-  E* vs = ks + 2 * kKeys * kLds;  // 2 stages
+  E* ks = qs + kBlockRows * kLds;  // 2 stages
+  E* vs = ks + 2 * kKeys * kLds;   // 2 stages
   const int bh = blockIdx.x, b = bh / H, h = bh % H;
-  const int q0 = (gridDim.y - 1 - blockIdx.y) * kRows;
+  const int q0 = (gridDim.y - 1 - blockIdx.y) * kBlockRows;
   const int D = H * hd;
   const int64_t ld = 3LL * D;
   const E* base = qkv + int64_t(b) * T * ld + int64_t(h) * hd;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int ntiles = (min(q0 + kRows, T) + kKeys - 1) / kKeys;
+  const int ntiles = (min(q0 + kBlockRows, T) + kKeys - 1) / kKeys;
 
-  load_rows<E, HDP>(qs, base + q0 * ld, ld, kRows, T - q0, hd, vec);
+  load_rows<E, HDP>(qs, base + q0 * ld, ld, kBlockRows, T - q0, hd, vec);
   load_rows<E, HDP>(ks, base + D, ld, kKeys, T, hd, vec);
   load_rows<E, HDP>(vs, base + 2 * D, ld, kKeys, T, hd, vec);
   cp_async_commit();
 
-  float o[HDP / 8][4];
+  float o[MT][HDP / 8][4];
 #pragma unroll
-  for (int n = 0; n < HDP / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-  const int r0 = q0 + warp * 16 + lane / 4;  // this thread's rows: r0 and r0 + 8
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int n = 0; n < HDP / 8; ++n) o[mt][n][0] = o[mt][n][1] = o[mt][n][2] = o[mt][n][3] = 0.0f;
+  // Running max and sum of this thread's rows: row (mt, r) is r0 + 16 mt + 8 r.
+  float m[MT][2], l[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) m[mt][0] = m[mt][1] = -INFINITY, l[mt][0] = l[mt][1] = 0.0f;
+  const int r0 = q0 + warp * 16 * MT + lane / 4;
   for (int j = 0; j < ntiles; ++j) {
     if (j + 1 < ntiles) {
       const int stage = (j + 1) & 1, k0 = (j + 1) * kKeys;
@@ -175,63 +219,69 @@ __global__ void __launch_bounds__(kThreads) fwd_tc(const E* __restrict__ qkv, vo
     __syncthreads();
     const E* kt = ks + (j & 1) * kKeys * kLds;
     const E* vt = vs + (j & 1) * kKeys * kLds;
-    float s[kKeys / 8][4];
-    warp_abt<E, HDP, kKeys>(qs + warp * 16 * kLds, kt, s, lane);
+    float s[MT][kKeys / 8][4];
+    warp_abt<E, HDP, kKeys, MT>(qs + warp * 16 * MT * kLds, kt, s, lane);
     // Online softmax in base 2 (scores pre-multiplied by log2 e): the row max across the quad
     // of threads that shares a row, rescale of the running sum and output.
-    float mx[2] = {m[0], m[1]};
 #pragma unroll
-    for (int n = 0; n < kKeys / 8; ++n)
+    for (int mt = 0; mt < MT; ++mt) {
+      float mx[2] = {m[mt][0], m[mt][1]};
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int key = j * kKeys + n * 8 + 2 * (lane % 4) + (e & 1), q = r0 + (e >> 1) * 8;
-        const float x = (key > q || key >= T) ? -INFINITY : s[n][e] * scale_log2;
-        s[n][e] = x;
-        mx[e >> 1] = fmaxf(mx[e >> 1], x);
-      }
-    float base2[2], alpha[2];
+      for (int n = 0; n < kKeys / 8; ++n)
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-      base2[r] = mx[r] == -INFINITY ? 0.0f : mx[r];
-      alpha[r] = exp2f(m[r] - base2[r]);
-      m[r] = mx[r];
-      l[r] *= alpha[r];
-    }
+        for (int e = 0; e < 4; ++e) {
+          const int key = j * kKeys + n * 8 + 2 * (lane % 4) + (e & 1), q = r0 + 16 * mt + (e >> 1) * 8;
+          const float x = (key > q || key >= T) ? -INFINITY : s[mt][n][e] * scale_log2;
+          s[mt][n][e] = x;
+          mx[e >> 1] = fmaxf(mx[e >> 1], x);
+        }
+      float base2[2], alpha[2];
 #pragma unroll
-    for (int n = 0; n < kKeys / 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float p = exp2f(s[n][e] - base2[e >> 1]);
-        s[n][e] = p;
-        l[e >> 1] += p;
+      for (int r = 0; r < 2; ++r) {
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+        base2[r] = mx[r] == -INFINITY ? 0.0f : mx[r];
+        alpha[r] = exp2f(m[mt][r] - base2[r]);
+        m[mt][r] = mx[r];
+        l[mt][r] *= alpha[r];
       }
 #pragma unroll
-    for (int n = 0; n < HDP / 8; ++n) {
-      o[n][0] *= alpha[0], o[n][1] *= alpha[0];
-      o[n][2] *= alpha[1], o[n][3] *= alpha[1];
+      for (int n = 0; n < kKeys / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float p = exp2f(s[mt][n][e] - base2[e >> 1]);
+          s[mt][n][e] = p;
+          l[mt][e >> 1] += p;
+        }
+#pragma unroll
+      for (int n = 0; n < HDP / 8; ++n) {
+        o[mt][n][0] *= alpha[0], o[mt][n][1] *= alpha[0];
+        o[mt][n][2] *= alpha[1], o[mt][n][3] *= alpha[1];
+      }
     }
-    warp_pb<E, HDP, kKeys>(s, vt, o, lane);
+    warp_pb<E, HDP, kKeys, MT>(s, vt, o, lane);
     __syncthreads();  // stage j & 1 is refilled at the next iteration's prefetch
   }
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-    const int q = r0 + 8 * r;
-    if (q >= T) continue;
-    const float inv = 1.0f / l[r];
-    const int64_t yrow = (int64_t(b) * T + q) * D + int64_t(h) * hd;
+  for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-    for (int n = 0; n < HDP / 8; ++n)
+    for (int r = 0; r < 2; ++r) {
+      float sum = l[mt][r];
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      const int q = r0 + 16 * mt + 8 * r;
+      if (q >= T) continue;
+      const float inv = 1.0f / sum;
+      const int64_t yrow = (int64_t(b) * T + q) * D + int64_t(h) * hd;
 #pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int c = n * 8 + 2 * (lane % 4) + e;
-        if (c < hd) st(y, yrow + c, ydt, o[n][2 * r + e] * inv);
-      }
-    if (lane % 4 == 0) lse[int64_t(bh) * T + q] = (m[r] + log2f(l[r])) * kLn2;
-  }
+      for (int n = 0; n < HDP / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int c = n * 8 + 2 * (lane % 4) + e;
+          if (c < hd) st(y, yrow + c, ydt, o[mt][n][2 * r + e] * inv);
+        }
+      if (lane % 4 == 0) lse[int64_t(bh) * T + q] = (m[mt][r] + log2f(sum)) * kLn2;
+    }
 }
 
 // Backward, dQ: block = 64 query rows; streams the key tiles at or left of the diagonal,
