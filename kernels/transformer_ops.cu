@@ -1,1 +1,456 @@
-// (being written)
+// kernels/transformer_ops.cu: see transformer_ops.cuh for the math, layout, precision and the
+// determinism of the reductions.
+//
+// Every kernel body is written once over an accessor: Vec<T> moves 16 bytes (4 fp32 or 8 bf16 /
+// fp16 values) per load when all tensors of a call share format T and rows are whole vectors;
+// Scalar converts element by element through ld()/st() with run-time format codes (mixed formats,
+// odd widths). Row operations (LayerNorm) run one warp per row; their column reductions run over
+// fixed row segments (see column sums below).
+#define TRAINLAB_HD __host__ __device__
+#include "backend/dropout_hash.h"
+#include "device_common.cuh"
+#include "transformer_ops.cuh"
+
+namespace trainlab::kern {
+
+namespace {
+template <class T>
+__device__ __forceinline__ float to_f(T v);
+template <>
+__device__ __forceinline__ float to_f<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <>
+__device__ __forceinline__ float to_f<__half>(__half v) { return __half2float(v); }
+template <class T>
+__device__ __forceinline__ T from_f(float v);
+template <>
+__device__ __forceinline__ float from_f<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+template <>
+__device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
+
+// 16-byte vectors of one storage format T; element index i must be a multiple of N.
+template <class T>
+struct Vec {
+  static constexpr int N = 16 / sizeof(T);
+  __device__ __forceinline__ static void load(const void* p, int64_t i, int, float* out) {
+    const uint4 u = *reinterpret_cast<const uint4*>(static_cast<const T*>(p) + i);
+    const T* e = reinterpret_cast<const T*>(&u);
+#pragma unroll
+    for (int k = 0; k < N; ++k) out[k] = to_f<T>(e[k]);
+  }
+  __device__ __forceinline__ static void store(void* p, int64_t i, int, const float* v) {
+    uint4 u;
+    T* e = reinterpret_cast<T*>(&u);
+#pragma unroll
+    for (int k = 0; k < N; ++k) e[k] = from_f<T>(v[k]);
+    *reinterpret_cast<uint4*>(static_cast<T*>(p) + i) = u;
+  }
+};
+struct Scalar {
+  static constexpr int N = 1;
+  __device__ __forceinline__ static void load(const void* p, int64_t i, int dt, float* out) { out[0] = ld(p, i, dt); }
+  __device__ __forceinline__ static void store(void* p, int64_t i, int dt, const float* v) { st(p, i, dt, v[0]); }
+};
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+int vec_width(int dt) { return dt == kF32 ? 4 : 8; }
+bool vec_format(int dt) { return dt == kF32 || dt == kBF16 || dt == kF16; }
+
+// Calls f(Vec<T>{}) when every format equals dt0, the format has a vector type, `multiple` is a
+// whole number of vectors and every pointer is 16-byte aligned; f(Scalar{}) otherwise.
+template <class F>
+void dispatch(std::initializer_list<int> dts, std::initializer_list<const void*> ptrs, int64_t multiple, F&& f) {
+  const int dt0 = *dts.begin();
+  bool ok = vec_format(dt0) && multiple % vec_width(dt0) == 0;
+  for (int d : dts) ok = ok && d == dt0;
+  for (const void* p : ptrs) ok = ok && (p == nullptr || aligned16(p));
+  if (ok && dt0 == kF32) return f(Vec<float>{});
+  if (ok && dt0 == kBF16) return f(Vec<__nv_bfloat16>{});
+  if (ok && dt0 == kF16) return f(Vec<__half>{});
+  f(Scalar{});
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// --- elementwise ---------------------------------------------------------------------------------
+struct GeluOp {
+  __device__ float operator()(float x, float, int64_t) const { return gelu_f(x); }
+};
+struct GeluGradOp {
+  __device__ float operator()(float x, float dy, int64_t) const { return dy * gelu_grad_f(x); }
+};
+struct AddOp {
+  __device__ float operator()(float a, float b, int64_t) const { return a + b; }
+};
+struct DropoutOp {
+  uint64_t seed;
+  uint32_t threshold;
+  float scale;
+  __device__ float operator()(float x, float, int64_t i) const {
+    return dropout_hash(seed, static_cast<uint64_t>(i)) >= threshold ? x * scale : 0.0f;
+  }
+};
+
+// y[i] = op(a[i], b[i], i) for elements [first, n) in vectors of A::N (b may be null).
+template <class A, class Op>
+__global__ void map_kernel(const void* a, int adt, const void* b, int bdt, void* y, int ydt, int64_t first, int64_t n,
+                           Op op) {
+  const int64_t count = (n - first) / A::N;
+  for (int64_t v = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; v < count; v += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t i = first + v * A::N;
+    float x[A::N], w[A::N], out[A::N];
+    A::load(a, i, adt, x);
+    if (b) A::load(b, i, bdt, w);
+#pragma unroll
+    for (int k = 0; k < A::N; ++k) out[k] = op(x[k], b ? w[k] : 0.0f, i + k);
+    A::store(y, i, ydt, out);
+  }
+}
+
+template <class Op>
+void run_map(const void* a, int adt, const void* b, int bdt, void* y, int ydt, int64_t n, Op op, cudaStream_t s,
+             const char* name) {
+  if (n <= 0) return;
+  const int bd = b ? bdt : adt;
+  int64_t done = 0;
+  dispatch({adt, bd, ydt}, {a, b, y}, 1, [&](auto acc) {
+    using A = decltype(acc);
+    const int64_t whole = n / A::N * A::N;
+    if (whole > 0)
+      map_kernel<A, Op><<<blocks_for(whole / A::N, 256), 256, 0, s>>>(a, adt, b, bdt, y, ydt, 0, whole, op);
+    done = whole;
+  });
+  if (done < n) map_kernel<Scalar, Op><<<1, 256, 0, s>>>(a, adt, b, bdt, y, ydt, done, n, op);  // the tail
+  TL_LAUNCH_CHECK(name);
+}
+
+// --- embedding -----------------------------------------------------------------------------------
+template <class A>
+__global__ void embedding_fwd_kernel(const void* tok, int tdt, int64_t vocab, const void* pos, int pdt,
+                                     const int32_t* idx, int64_t n, int64_t T, int64_t d, void* out, int odt) {
+  const int64_t per_row = d / A::N, total = n * per_row;
+  for (int64_t v = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; v < total; v += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t i = v / per_row, c = (v % per_row) * A::N;
+    const int32_t r = idx[i];
+    float t[A::N], p[A::N];
+    if (r >= 0 && r < vocab) {
+      A::load(tok, static_cast<int64_t>(r) * d + c, tdt, t);
+    } else {
+#pragma unroll
+      for (int k = 0; k < A::N; ++k) t[k] = 0.0f;
+    }
+    A::load(pos, (i % T) * d + c, pdt, p);
+#pragma unroll
+    for (int k = 0; k < A::N; ++k) t[k] += p[k];
+    A::store(out, i * d + c, odt, t);
+  }
+}
+
+constexpr int kColsPerThread = 4;
+constexpr int kReduceThreads = 256;
+
+// Rows per segment of the column reductions: about 256, at most 128 segments.
+int64_t segments_for(int64_t rows) {
+  int64_t s = (rows + 255) / 256;
+  return s < 1 ? 1 : s > 128 ? 128 : s;
+}
+
+// partial[seg, v, c] = sum over rows r of segment seg (ascending) with idx[r] == v of dout[r, c].
+// Grid: (segments, vocab, column chunks of kReduceThreads * kColsPerThread).
+__global__ void embedding_tok_partial_kernel(const void* dout, int gdt, const int32_t* idx, int64_t n, int64_t rows_per_seg,
+                                             int64_t d, int64_t vocab, float* partial) {
+  __shared__ int32_t sidx[256];
+  const int64_t seg = blockIdx.x, v = blockIdx.y;
+  const int64_t c0 = static_cast<int64_t>(blockIdx.z) * kReduceThreads * kColsPerThread + threadIdx.x;
+  const int64_t r0 = seg * rows_per_seg, r1 = r0 + rows_per_seg < n ? r0 + rows_per_seg : n;
+  float acc[kColsPerThread] = {};
+  for (int64_t base = r0; base < r1; base += 256) {
+    const int64_t cnt = r1 - base < 256 ? r1 - base : 256;
+    __syncthreads();
+    if (threadIdx.x < cnt) sidx[threadIdx.x] = idx[base + threadIdx.x];
+    __syncthreads();
+    for (int64_t j = 0; j < cnt; ++j) {
+      if (sidx[j] != v) continue;
+      const int64_t row = (base + j) * d;
+#pragma unroll
+      for (int q = 0; q < kColsPerThread; ++q) {
+        const int64_t c = c0 + q * kReduceThreads;
+        if (c < d) acc[q] += ld(dout, row + c, gdt);
+      }
+    }
+  }
+#pragma unroll
+  for (int q = 0; q < kColsPerThread; ++q) {
+    const int64_t c = c0 + q * kReduceThreads;
+    if (c < d) partial[(seg * vocab + v) * d + c] = acc[q];
+  }
+}
+
+// dst[e] (=|+=) sum over segments s (ascending) of partial[s * count + e], for e < count.
+__global__ void sum_segments_kernel(const float* partial, int64_t segs, int64_t count, void* dst, int ddt,
+                                    bool accumulate) {
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < count; e += int64_t(gridDim.x) * blockDim.x) {
+    float acc = accumulate ? ld(dst, e, ddt) : 0.0f;
+    for (int64_t s = 0; s < segs; ++s) acc += partial[s * count + e];
+    st(dst, e, ddt, acc);
+  }
+}
+
+// dpos[t, c] (=|+=) sum_b dout[b*T + t, c] (b ascending); rows t >= T zeroed unless accumulating.
+__global__ void embedding_pos_kernel(const void* dout, int gdt, int64_t n, int64_t T, int64_t d, void* dpos, int pdt,
+                                     int64_t pos_rows, bool accumulate) {
+  const int64_t total = pos_rows * d, B = n / T;
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t t = e / d, c = e % d;
+    if (t >= T) {
+      if (!accumulate) st(dpos, e, pdt, 0.0f);
+      continue;
+    }
+    float acc = accumulate ? ld(dpos, e, pdt) : 0.0f;
+    for (int64_t b = 0; b < B; ++b) acc += ld(dout, (b * T + t) * d + c, gdt);
+    st(dpos, e, pdt, acc);
+  }
+}
+
+// --- LayerNorm -----------------------------------------------------------------------------------
+constexpr int kRowsPerBlock = 8;  // one warp per row, 256 threads
+
+template <class A>
+__global__ void layernorm_fwd_kernel(const void* x, int xdt, const void* gamma, int gdt, const void* beta, int bdt,
+                                     float eps, int64_t rows, int64_t d, void* y, int ydt, float* mean, float* rstd) {
+  const int lane = threadIdx.x & 31;
+  const int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / 32;
+  if (row >= rows) return;
+  const int64_t base = row * d;
+  const float inv_d = 1.0f / static_cast<float>(d);
+  float s = 0.0f;
+  for (int64_t j = lane * A::N; j < d; j += 32 * A::N) {
+    float v[A::N];
+    A::load(x, base + j, xdt, v);
+#pragma unroll
+    for (int k = 0; k < A::N; ++k) s += v[k];
+  }
+  const float m = warp_sum(s) * inv_d;
+  float q = 0.0f;
+  for (int64_t j = lane * A::N; j < d; j += 32 * A::N) {
+    float v[A::N];
+    A::load(x, base + j, xdt, v);
+#pragma unroll
+    for (int k = 0; k < A::N; ++k) q += (v[k] - m) * (v[k] - m);
+  }
+  const float r = 1.0f / sqrtf(warp_sum(q) * inv_d + eps);
+  if (lane == 0) mean[row] = m, rstd[row] = r;
+  for (int64_t j = lane * A::N; j < d; j += 32 * A::N) {
+    float v[A::N], g[A::N], b[A::N];
+    A::load(x, base + j, xdt, v);
+    A::load(gamma, j, gdt, g);
+    A::load(beta, j, bdt, b);
+#pragma unroll
+    for (int k = 0; k < A::N; ++k) v[k] = (v[k] - m) * r * g[k] + b[k];
+    A::store(y, base + j, ydt, v);
+  }
+}
+
+// dx (=|+=) rstd * (g - mean(g) - xhat * mean(g * xhat)) per row, g = dy * gamma.
+template <class A>
+__global__ void layernorm_bwd_dx_kernel(const void* x, int xdt, const void* gamma, int gdt, const float* mean,
+                                        const float* rstd, const void* dy, int dydt, int64_t rows, int64_t d, void* dx,
+                                        int dxdt, bool accumulate) {
+  const int lane = threadIdx.x & 31;
+  const int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / 32;
+  if (row >= rows) return;
+  const int64_t base = row * d;
+  const float m = mean[row], r = rstd[row], inv_d = 1.0f / static_cast<float>(d);
+  float sg = 0.0f, sgx = 0.0f;
+  for (int64_t j = lane * A::N; j < d; j += 32 * A::N) {
+    float v[A::N], g[A::N], gy[A::N];
+    A::load(x, base + j, xdt, v);
+    A::load(gamma, j, gdt, g);
+    A::load(dy, base + j, dydt, gy);
+#pragma unroll
+    for (int k = 0; k < A::N; ++k) {
+      const float gg = gy[k] * g[k];
+      sg += gg;
+      sgx += gg * ((v[k] - m) * r);
+    }
+  }
+  const float mg = warp_sum(sg) * inv_d, mgx = warp_sum(sgx) * inv_d;
+  for (int64_t j = lane * A::N; j < d; j += 32 * A::N) {
+    float v[A::N], g[A::N], gy[A::N], o[A::N];
+    A::load(x, base + j, xdt, v);
+    A::load(gamma, j, gdt, g);
+    A::load(dy, base + j, dydt, gy);
+    if (accumulate) A::load(dx, base + j, dxdt, o);
+#pragma unroll
+    for (int k = 0; k < A::N; ++k) {
+      const float t = r * (gy[k] * g[k] - mg - ((v[k] - m) * r) * mgx);
+      o[k] = accumulate ? o[k] + t : t;
+    }
+    A::store(dx, base + j, dxdt, o);
+  }
+}
+
+// Column sums of one row segment: partial[0, seg, c] = sum dy * xhat, partial[1, seg, c] = sum dy
+// over the segment's rows. Block (32 columns, 8 row lanes): lane ty takes rows ty, ty + 8, ...
+// (ascending) and the 8 lane sums are added in lane order.
+__global__ void layernorm_params_partial_kernel(const void* x, int xdt, const float* mean, const float* rstd,
+                                                const void* dy, int dydt, int64_t rows, int64_t d, int64_t rows_per_seg,
+                                                int64_t segs, float* partial) {
+  __shared__ float sg[8][33], sb[8][33];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t c = blockIdx.x * int64_t(32) + tx, seg = blockIdx.y;
+  const int64_t r0 = seg * rows_per_seg, r1 = r0 + rows_per_seg < rows ? r0 + rows_per_seg : rows;
+  float ag = 0.0f, ab = 0.0f;
+  if (c < d)
+    for (int64_t r = r0 + ty; r < r1; r += 8) {
+      const float g = ld(dy, r * d + c, dydt);
+      ag += g * ((ld(x, r * d + c, xdt) - mean[r]) * rstd[r]);
+      ab += g;
+    }
+  sg[ty][tx] = ag;
+  sb[ty][tx] = ab;
+  __syncthreads();
+  if (ty == 0 && c < d) {
+    float tg = 0.0f, tb = 0.0f;
+    for (int k = 0; k < 8; ++k) tg += sg[k][tx], tb += sb[k][tx];
+    partial[seg * d + c] = tg;
+    partial[(segs + seg) * d + c] = tb;
+  }
+}
+
+// partial[seg, c] = sum of x[r, c] over the segment's rows, in the same lane order as above.
+__global__ void column_partial_kernel(const void* x, int xdt, int64_t rows, int64_t cols, int64_t rows_per_seg,
+                                      float* partial) {
+  __shared__ float sx[8][33];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t c = blockIdx.x * int64_t(32) + tx, seg = blockIdx.y;
+  const int64_t r0 = seg * rows_per_seg, r1 = r0 + rows_per_seg < rows ? r0 + rows_per_seg : rows;
+  float a = 0.0f;
+  if (c < cols)
+    for (int64_t r = r0 + ty; r < r1; r += 8) a += ld(x, r * cols + c, xdt);
+  sx[ty][tx] = a;
+  __syncthreads();
+  if (ty == 0 && c < cols) {
+    float t = 0.0f;
+    for (int k = 0; k < 8; ++k) t += sx[k][tx];
+    partial[seg * cols + c] = t;
+  }
+}
+}  // namespace
+
+// --- launchers -------------------------------------------------------------------------------------
+void launch_add(const void* a, int a_dt, const void* b, int b_dt, void* out, int out_dt, int64_t n, cudaStream_t s) {
+  run_map(a, a_dt, b, b_dt, out, out_dt, n, AddOp{}, s, "add");
+}
+
+void launch_gelu_forward(const void* x, int x_dt, void* y, int y_dt, int64_t n, cudaStream_t s) {
+  run_map(x, x_dt, nullptr, x_dt, y, y_dt, n, GeluOp{}, s, "gelu_forward");
+}
+
+void launch_gelu_backward(const void* x, int x_dt, const void* dy, int dy_dt, void* dx, int dx_dt, int64_t n,
+                          cudaStream_t s) {
+  run_map(x, x_dt, dy, dy_dt, dx, dx_dt, n, GeluGradOp{}, s, "gelu_backward");
+}
+
+void launch_dropout(const void* x, int x_dt, float p, uint64_t seed, void* y, int y_dt, int64_t n, cudaStream_t s) {
+  const DropoutOp op{seed, dropout_threshold(p), 1.0f / (1.0f - p)};
+  run_map(x, x_dt, nullptr, x_dt, y, y_dt, n, op, s, "dropout");
+}
+
+void launch_embedding_forward(const void* tok, int tok_dt, int64_t vocab, const void* pos, int pos_dt,
+                              const int32_t* idx, int64_t n, int64_t T, int64_t d, void* out, int out_dt,
+                              cudaStream_t s) {
+  if (n <= 0 || d <= 0) return;
+  dispatch({tok_dt, pos_dt, out_dt}, {tok, pos, out}, d, [&](auto acc) {
+    using A = decltype(acc);
+    embedding_fwd_kernel<A><<<blocks_for(n * d / A::N, 256), 256, 0, s>>>(tok, tok_dt, vocab, pos, pos_dt, idx, n, T, d,
+                                                                           out, out_dt);
+  });
+  TL_LAUNCH_CHECK("embedding_forward");
+}
+
+int64_t embedding_backward_workspace(int64_t n, int64_t vocab, int64_t d) { return segments_for(n) * vocab * d; }
+
+void launch_embedding_backward(const void* dout, int dout_dt, const int32_t* idx, int64_t n, int64_t T, int64_t d,
+                               void* dtok, int dtok_dt, int64_t vocab, void* dpos, int dpos_dt, int64_t pos_rows,
+                               bool accumulate, float* partial, cudaStream_t s) {
+  if (d <= 0) return;
+  const int64_t segs = segments_for(n), per = (n + segs - 1) / segs;
+  const int64_t chunks = (d + kReduceThreads * kColsPerThread - 1) / (kReduceThreads * kColsPerThread);
+  if (n > 0) {
+    embedding_tok_partial_kernel<<<dim3(static_cast<unsigned>(segs), static_cast<unsigned>(vocab),
+                                        static_cast<unsigned>(chunks)),
+                                   kReduceThreads, 0, s>>>(dout, dout_dt, idx, n, per, d, vocab, partial);
+    TL_LAUNCH_CHECK("embedding_backward (token partial sums)");
+  }
+  sum_segments_kernel<<<blocks_for(vocab * d, 256), 256, 0, s>>>(partial, n > 0 ? segs : 0, vocab * d, dtok, dtok_dt,
+                                                                 accumulate);
+  TL_LAUNCH_CHECK("embedding_backward (token sums)");
+  embedding_pos_kernel<<<blocks_for(pos_rows * d, 256), 256, 0, s>>>(dout, dout_dt, n, T, d, dpos, dpos_dt, pos_rows,
+                                                                      accumulate);
+  TL_LAUNCH_CHECK("embedding_backward (positions)");
+}
+
+void launch_layernorm_forward(const void* x, int x_dt, const void* gamma, int g_dt, const void* beta, int b_dt,
+                              float eps, int64_t rows, int64_t d, void* y, int y_dt, float* mean, float* rstd,
+                              cudaStream_t s) {
+  if (rows <= 0 || d <= 0) return;
+  const unsigned blocks = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
+  dispatch({x_dt, g_dt, b_dt, y_dt}, {x, gamma, beta, y}, d, [&](auto acc) {
+    using A = decltype(acc);
+    layernorm_fwd_kernel<A><<<blocks, 32 * kRowsPerBlock, 0, s>>>(x, x_dt, gamma, g_dt, beta, b_dt, eps, rows, d, y,
+                                                                   y_dt, mean, rstd);
+  });
+  TL_LAUNCH_CHECK("layernorm_forward");
+}
+
+int64_t layernorm_backward_workspace(int64_t rows, int64_t d) { return 2 * segments_for(rows) * d; }
+
+void launch_layernorm_backward(const void* x, int x_dt, const void* gamma, int g_dt, const float* mean,
+                               const float* rstd, const void* dy, int dy_dt, int64_t rows, int64_t d, void* dx,
+                               int dx_dt, bool accumulate_dx, void* dgamma, int dg_dt, void* dbeta, int db_dt,
+                               bool accumulate_params, float* partial, cudaStream_t s) {
+  if (d <= 0) return;
+  if (rows > 0) {
+    const unsigned blocks = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
+    dispatch({x_dt, g_dt, dy_dt, dx_dt}, {x, gamma, dy, dx}, d, [&](auto acc) {
+      using A = decltype(acc);
+      layernorm_bwd_dx_kernel<A><<<blocks, 32 * kRowsPerBlock, 0, s>>>(x, x_dt, gamma, g_dt, mean, rstd, dy, dy_dt,
+                                                                        rows, d, dx, dx_dt, accumulate_dx);
+    });
+    TL_LAUNCH_CHECK("layernorm_backward (dx)");
+  }
+  const int64_t segs = rows > 0 ? segments_for(rows) : 0, per = rows > 0 ? (rows + segs - 1) / segs : 0;
+  if (segs > 0) {
+    layernorm_params_partial_kernel<<<dim3(static_cast<unsigned>((d + 31) / 32), static_cast<unsigned>(segs)),
+                                      dim3(32, 8), 0, s>>>(x, x_dt, mean, rstd, dy, dy_dt, rows, d, per, segs, partial);
+    TL_LAUNCH_CHECK("layernorm_backward (parameter partial sums)");
+  }
+  sum_segments_kernel<<<blocks_for(d, 256), 256, 0, s>>>(partial, segs, d, dgamma, dg_dt, accumulate_params);
+  sum_segments_kernel<<<blocks_for(d, 256), 256, 0, s>>>(partial + segs * d, segs, d, dbeta, db_dt, accumulate_params);
+  TL_LAUNCH_CHECK("layernorm_backward (parameter sums)");
+}
+
+int64_t column_sums_workspace(int64_t rows, int64_t cols) { return segments_for(rows) * cols; }
+
+void launch_column_sums(const void* x, int x_dt, int64_t rows, int64_t cols, void* out, int out_dt, bool accumulate,
+                        float* partial, cudaStream_t s) {
+  if (cols <= 0) return;
+  const int64_t segs = rows > 0 ? segments_for(rows) : 0, per = rows > 0 ? (rows + segs - 1) / segs : 0;
+  if (segs > 0) {
+    column_partial_kernel<<<dim3(static_cast<unsigned>((cols + 31) / 32), static_cast<unsigned>(segs)), dim3(32, 8), 0,
+                            s>>>(x, x_dt, rows, cols, per, partial);
+    TL_LAUNCH_CHECK("column_sums (partial sums)");
+  }
+  sum_segments_kernel<<<blocks_for(cols, 256), 256, 0, s>>>(partial, segs, cols, out, out_dt, accumulate);
+  TL_LAUNCH_CHECK("column_sums");
+}
+
+}  // namespace trainlab::kern

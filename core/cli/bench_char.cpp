@@ -2,6 +2,9 @@
 // step (peer_torch_cpu.py char-tiny, peer_torch.py char-small / char-gpt2): same shapes, batch,
 // AdamW, one fixed batch of random windows of the first 100,000 (tiny) / 200,000 characters.
 // Modes: fp32, tf32, bf16 (CUDA: fp16 too), each with -ckpt for checkpointing every block.
+// Timing as the peer's: 10 warm-up steps (CUDA), then the mean of 30; peak_mib is the ledger's peak
+// of every allocation the lab made (parameters, gradients, optimizer state, activations,
+// workspaces), the counterpart of torch.cuda.max_memory_allocated.
 #include <chrono>
 #include <random>
 
@@ -26,7 +29,10 @@ nlohmann::json bench_char_step(const std::string& device, const std::string& nam
   const bool ckpt = mode.find("-ckpt") != std::string::npos;
   const std::string precision = mode.substr(0, mode.find('-'));
   auto be = create_backend(device);
-  be->set_capture_enabled(false);
+  // The whole step (forward, backward, AdamW) is captured as a CUDA graph from its second run and
+  // replayed (run_step): everything that changes per step is in device memory. (A step with
+  // dropout draws masks from per-step host seeds; the backend runs such a step eagerly.)
+  be->set_capture_enabled(true);
   const DType dt = precision == "bf16" ? DType::BF16 : precision == "fp16" ? DType::F16 : DType::F32;
   if (precision != "fp32" && precision != "tf32" && precision != "bf16" && precision != "fp16")
     throw Error("char benchmark mode '" + mode + "': expected fp32, tf32, bf16 or fp16, optionally with -ckpt");

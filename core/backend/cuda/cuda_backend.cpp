@@ -4,10 +4,12 @@
 #include <cstring>
 
 #include "backend/cuda/fp8_gemm.h"
+#include "backend/cuda/lt_gemm.h"
 #include "elementwise.cuh"
 #include "gemm.cuh"
 #include "optim.cuh"
 #include "softmax_xent.cuh"
+#include "transformer_ops.cuh"
 #include "util/error.h"
 
 namespace trainlab::cuda {
@@ -20,6 +22,11 @@ void check_matrix(const Tensor& t, const char* what) {
 }
 bool gemm_format(DType t) { return t == DType::F32 || t == DType::BF16 || t == DType::F16; }
 int act_code(Activation a) { return a == Activation::ReLU ? 1 : a == Activation::GELU ? 2 : 0; }
+// Products of at least this much work (m * n * k) go to cuBLASLt (lt_gemm.h); smaller ones (the
+// digits MLP's 128 x 256 x 256 and below) stay on the fused tiles of kernels/gemm.cu, which beat
+// cuBLAS's setup there.
+constexpr int64_t kLtMinWork = int64_t(1) << 24;
+bool lt_size(int64_t m, int64_t n, int64_t k) { return m * n * k >= kLtMinWork; }
 }  // namespace
 
 // --- timing ----------------------------------------------------------------------------------
@@ -100,6 +107,7 @@ CudaBackend::CudaBackend(int device) {
   const DevScalars init{0.0f, 1.0f, 1.0f, 1.0f};
   TL_CUDA_CHECK(cudaMemcpy(m_ctx.scalars, &init, sizeof(init), cudaMemcpyHostToDevice));
   m_fp8_gemm = std::make_unique<Fp8Gemm>(*this);
+  m_lt_gemm = std::make_unique<LtGemm>(*this);
 }
 
 CudaBackend::~CudaBackend() {
@@ -110,6 +118,8 @@ CudaBackend::~CudaBackend() {
     if (g.graph) cudaGraphDestroy(g.graph);
   }
   m_fp8_gemm.reset();
+  m_lt_gemm.reset();
+  m_reduce_scratch = Tensor();
   for (auto& w : m_workspace) w = Tensor();
   for (auto& p : m_ctx.pending) m_ctx.free_events.push_back(p.start), m_ctx.free_events.push_back(p.stop);
   for (auto e : m_ctx.free_events) cudaEventDestroy(e);
@@ -330,6 +340,13 @@ void CudaBackend::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool tran
   TL_TIMED("gemm");
   const DType in = (a.dtype() == b.dtype() && gemm_format(a.dtype())) ? a.dtype() : DType::F32;
   const Tensor pa = as_format(a, in, 1), pb = as_format(b, in, 2);
+  if (lt_size(m, n, k)) {
+    LtProblem q;
+    q.a = pa.raw(), q.trans_a = trans_a, q.b = pb.raw(), q.trans_b = trans_b, q.c = c.raw();
+    q.m = m, q.n = n, q.k = k, q.in = in, q.out = c.dtype(), q.alpha = alpha, q.beta = beta;
+    q.tf32 = m_tf32 && in == DType::F32;
+    if (LtGemm::eligible(q) && m_lt_gemm->run(q)) return;
+  }
   GemmProblem p;
   p.a = pa.raw();
   p.sam = trans_a ? 1 : a.dim(1);
@@ -360,6 +377,18 @@ void CudaBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor*
   if (m_fp8_matmul && m_fp8_gemm->forward(x, w, bias, act, y, pre)) return;
   const DType in = gemm_format(w.dtype()) ? w.dtype() : DType::F32;
   const Tensor px = as_format(x, in, 1), pw = as_format(w, in, 2);
+  if (act == Activation::None && !pre && lt_size(m, n, k)) {
+    LtProblem q;
+    q.a = px.raw(), q.b = pw.raw(), q.trans_b = true, q.c = y.raw();
+    q.m = m, q.n = n, q.k = k, q.in = in, q.out = y.dtype();
+    q.tf32 = m_tf32 && in == DType::F32;
+    Tensor pb;
+    if (bias) {
+      pb = as_format(*bias, y.dtype(), 3);  // the epilogue reads the bias in the output's format
+      q.bias = pb.raw();
+    }
+    if (LtGemm::eligible(q) && m_lt_gemm->run(q)) return;
+  }
   GemmProblem p;
   p.a = px.raw(), p.sam = k, p.sak = 1;
   p.b = pw.raw(), p.sbk = 1, p.sbn = k;
@@ -390,6 +419,8 @@ void CudaBackend::linear_backward(const Tensor& x, const Tensor& w, Tensor& dy, 
   Tensor ps;
   if (act != Activation::None) ps = as_format(*saved, in, 3);
   const bool tf32 = m_tf32 && in == DType::F32;
+  if (act == Activation::None && lt_size(m, n, k) && linear_backward_lt(g, px, pw, m, n, k, tf32, dw, dbias, dx, accumulate))
+    return;
   // One launch: dW[n, k] (+)= sum_b g'[b, n] x[b, k];  dbias[n] (+)= sum_b g'[b, n] (the ones column,
   // never tf32-rounded, as the CPU sums the unrounded g');  dx[b, k] = sum_n g'[b, n] w[n, k].
   GemmProblem probs[3];
@@ -428,6 +459,49 @@ void CudaBackend::linear_backward(const Tensor& x, const Tensor& w, Tensor& dy, 
     if (act != Activation::None) p.a_mask = ps.raw(), p.a_mask_act = act_code(act);
   }
   launch_gemm(dcode(in), probs, count, m_ctx.stream);
+}
+
+// The large-product linear backward (no activation) on cuBLASLt: dW (+)= g^T x with dbias from
+// the BGRADB epilogue (bf16/fp16, when not accumulating) or a deterministic column sum, and
+// dx = g w. Returns false, having written nothing, when cuBLASLt refuses a product.
+bool CudaBackend::linear_backward_lt(const Tensor& g, const Tensor& px, const Tensor& pw, int64_t m, int64_t n, int64_t k,
+                                     bool tf32, Tensor& dw, Tensor* dbias, Tensor* dx, bool accumulate) {
+  const DType in = g.dtype();
+  LtProblem pdw;
+  pdw.a = g.raw(), pdw.trans_a = true, pdw.b = px.raw(), pdw.c = dw.raw();
+  pdw.m = n, pdw.n = k, pdw.k = m, pdw.in = in, pdw.out = dw.dtype(), pdw.beta = accumulate ? 1.0f : 0.0f;
+  pdw.tf32 = tf32;
+  LtProblem pdx;
+  if (dx) {
+    pdx.a = g.raw(), pdx.b = pw.raw(), pdx.c = dx->raw();
+    pdx.m = m, pdx.n = k, pdx.k = n, pdx.in = in, pdx.out = dx->dtype(), pdx.tf32 = tf32;
+  }
+  if (!LtGemm::eligible(pdw) || (dx && !LtGemm::eligible(pdx))) return false;
+  // dx first: it only reads g, so a refusal of dW afterwards still leaves nothing half-written
+  // that the fallback would not redo.
+  if (dx && !m_lt_gemm->run(pdx)) return false;
+  bool bias_done = false;
+  if (dbias && !accumulate && in != DType::F32 && dbias->dtype() == dw.dtype()) {
+    LtProblem q = pdw;
+    q.row_sums = dbias->raw();
+    bias_done = LtGemm::eligible(q) && m_lt_gemm->run(q);
+  }
+  if (!bias_done && !m_lt_gemm->run(pdw)) {
+    if (!dx) return false;
+    GemmProblem p;  // dW on the tiles (dx is already done)
+    p.a = g.raw(), p.sam = 1, p.sak = n;
+    p.b = px.raw(), p.sbk = k, p.sbn = 1;
+    p.c = dw.raw(), p.ldc = k, p.c_dt = dcode(dw.dtype());
+    p.m = static_cast<int>(n), p.n = static_cast<int>(k), p.k = static_cast<int>(m);
+    p.beta = accumulate ? 1.0f : 0.0f;
+    p.tf32 = tf32;
+    launch_gemm(dcode(in), &p, 1, m_ctx.stream);
+  }
+  if (dbias && !bias_done) {
+    float* partial = reduce_scratch(column_sums_workspace(m, n));
+    launch_column_sums(g.raw(), dcode(in), m, n, dbias->raw(), dcode(dbias->dtype()), accumulate, partial, m_ctx.stream);
+  }
+  return true;
 }
 
 // --- elementwise, loss, gather ---------------------------------------------------------------
@@ -557,6 +631,11 @@ void CudaBackend::run_step(const std::string& key, const std::function<void()>& 
     return;
   }
   CudaContext::Graph& g = m_ctx.graphs[key];
+  if (g.eager) {
+    step();
+    flush_gathers();
+    return;
+  }
   if (g.exec) {
     if (m_ctx.scalars_dirty && g.scalar_node) {
       set_scalar_gather_node(g.exec, g.scalar_node, m_ctx.host_scalars);
@@ -567,13 +646,16 @@ void CudaBackend::run_step(const std::string& key, const std::function<void()>& 
     return;
   }
   if (++g.calls < 2) {  // eager first: buffers and optimizer state get allocated
+    m_ctx.host_values_drawn = false;
     step();
     flush_gathers();
+    if (m_ctx.host_values_drawn) g.eager = true;  // dropout: per-step seeds, never captured
     return;
   }
   cudaGraph_t graph = nullptr;
   bind();  // the scalars are on the device before the capture (the capture re-writes the same values)
   m_ctx.capture_scalars_read = m_ctx.capture_scalars_written = false;
+  m_ctx.capture_refused = false;
   TL_CUDA_CHECK(cudaStreamBeginCapture(m_ctx.stream, cudaStreamCaptureModeRelaxed));
   m_ctx.capturing = true;
   try {
@@ -589,6 +671,14 @@ void CudaBackend::run_step(const std::string& key, const std::function<void()>& 
   }
   m_ctx.capturing = false;
   TL_CUDA_CHECK(cudaStreamEndCapture(m_ctx.stream, &graph));
+  if (m_ctx.capture_refused) {  // nothing ran while capturing: run this step, and later ones, eagerly
+    m_ctx.capture_refused = false;
+    if (graph) cudaGraphDestroy(graph);
+    g.eager = true;
+    step();
+    flush_gathers();
+    return;
+  }
   cudaGraphExec_t exec = nullptr;
   const cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
   if (e != cudaSuccess) cudaGraphDestroy(graph);

@@ -23,6 +23,7 @@
 namespace trainlab::cuda {
 
 class Fp8Gemm;
+class LtGemm;
 
 // Per-kernel timing with CUDA events: begin()/end() around each launch while timing is on.
 struct PendingTiming {
@@ -50,6 +51,7 @@ struct CudaContext {
     cudaGraph_t graph = nullptr;            // kept for its node handles
     cudaGraphExec_t exec = nullptr;
     cudaGraphNode_t scalar_node = nullptr;  // the gather that also writes the step scalars
+    bool eager = false;  // the step draws per-call host values (dropout seeds): never captured
   };
   kern::DevScalars host_scalars{0.0f, 1.0f, 1.0f, 1.0f};
   bool scalars_dirty = false;  // host_scalars not yet written to the device
@@ -57,6 +59,12 @@ struct CudaContext {
   bool capture_scalars_read = false, capture_scalars_written = false;
   std::map<std::string, Graph> graphs;
   bool capturing = false;
+  // Set during a capture by an operation whose per-call host values a replay would freeze
+  // (dropout's seed): run_step drops the capture and runs that step eagerly from then on.
+  bool capture_refused = false;
+  // Set by those operations whenever they run: a step that used one in its first (eager) run is
+  // never captured, so no step runs twice on the host.
+  bool host_values_drawn = false;
   std::vector<cudaEvent_t> free_events;
   std::vector<PendingTiming> pending;
   std::map<std::string, KernelTime> times;
@@ -98,6 +106,17 @@ class CudaBackend final : public Backend {
   bool all_finite(std::span<const Tensor* const> tensors) override;
 
   // Transformer operations (cuda_transformer_ops.cpp; kernels/transformer_ops.cu).
+  void embedding_forward(const Tensor& tok, const Tensor& pos, const Tensor& idx, int64_t T, Tensor& out) override;
+  void embedding_backward(const Tensor& dout, const Tensor& idx, int64_t T, Tensor& dtok, Tensor& dpos,
+                          bool accumulate) override;
+  void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& y, Tensor& mean,
+                         Tensor& rstd) override;
+  void layernorm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd, const Tensor& dy,
+                          Tensor& dx, Tensor& dgamma, Tensor& dbeta, bool accumulate_dx, bool accumulate_params) override;
+  void dropout(const Tensor& x, float p, uint64_t seed, Tensor& y) override;
+  void add(const Tensor& a, const Tensor& b, Tensor& out) override;
+  void gelu_forward(const Tensor& x, Tensor& y) override;
+  void gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) override;
 
   // Fused causal attention (cuda_attention.cpp; kernels/attention.cu).
   void attention_forward(const Tensor& qkv, int64_t B, int64_t T, int64_t H, Tensor& y, Tensor& lse) override;
@@ -117,6 +136,7 @@ class CudaBackend final : public Backend {
 
  private:
   friend class Fp8Gemm;
+  friend class LtGemm;
   friend class TimedOp;
   void bind() const;  // makes the device current and launches deferred gathers
   void flush_gathers() const;
@@ -132,6 +152,13 @@ class CudaBackend final : public Backend {
   static constexpr int kWorkspaceSlots = 6;
   std::array<Tensor, kWorkspaceSlots> m_workspace;
   std::unique_ptr<Fp8Gemm> m_fp8_gemm;
+  std::unique_ptr<LtGemm> m_lt_gemm;  // cuBLASLt for the large products (lt_gemm.h)
+  // fp32 scratch of the transformer operations' deterministic column reductions (grown, never
+  // shrunk, so a captured step keeps its address).
+  Tensor m_reduce_scratch;
+  float* reduce_scratch(int64_t floats);
+  bool linear_backward_lt(const Tensor& g, const Tensor& px, const Tensor& pw, int64_t m, int64_t n, int64_t k, bool tf32,
+                          Tensor& dw, Tensor* dbias, Tensor* dx, bool accumulate);
   bool m_lt_ok = true;
   // Gathers of a step's batch are deferred and launched together with the next operation (with
   // the batch's compute-format copy fused in when copy() asks for it): one launch, not three.
