@@ -120,7 +120,7 @@ void run_map(const void* a, int adt, const void* b, int bdt, void* y, int ydt, i
   if (n <= 0) return;
   const int bd = b ? bdt : adt;
   int64_t done = 0;
-  dispatch({adt, bd, ydt}, {a, b, y}, 1, [&](auto acc) {
+  dispatch({adt, bd, ydt}, {a, b, y}, 0, [&](auto acc) {  // flat: no row width to respect
     using A = decltype(acc);
     const int64_t whole = n / A::N * A::N;
     if (whole > 0)
@@ -418,6 +418,13 @@ void launch_layernorm_backward(const void* x, int x_dt, const void* gamma, int g
                                int dx_dt, bool accumulate_dx, void* dgamma, int dg_dt, void* dbeta, int db_dt,
                                bool accumulate_params, float* partial, cudaStream_t s) {
   if (d <= 0) return;
+  // Parameter sums first: they read dy, which dx may overwrite (dx may alias dy, as on the CPU).
+  const int64_t segs = rows > 0 ? segments_for(rows) : 0, per = rows > 0 ? (rows + segs - 1) / segs : 0;
+  if (segs > 0) {
+    layernorm_params_partial_kernel<<<dim3(static_cast<unsigned>((d + 31) / 32), static_cast<unsigned>(segs)),
+                                      dim3(32, 8), 0, s>>>(x, x_dt, mean, rstd, dy, dy_dt, rows, d, per, segs, partial);
+    TL_LAUNCH_CHECK("layernorm_backward (parameter partial sums)");
+  }
   if (rows > 0) {
     const unsigned blocks = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
     dispatch({x_dt, g_dt, dy_dt, dx_dt}, {x, gamma, dy, dx}, d, [&](auto acc) {
@@ -426,12 +433,6 @@ void launch_layernorm_backward(const void* x, int x_dt, const void* gamma, int g
                                                                         rows, d, dx, dx_dt, accumulate_dx);
     });
     TL_LAUNCH_CHECK("layernorm_backward (dx)");
-  }
-  const int64_t segs = rows > 0 ? segments_for(rows) : 0, per = rows > 0 ? (rows + segs - 1) / segs : 0;
-  if (segs > 0) {
-    layernorm_params_partial_kernel<<<dim3(static_cast<unsigned>((d + 31) / 32), static_cast<unsigned>(segs)),
-                                      dim3(32, 8), 0, s>>>(x, x_dt, mean, rstd, dy, dy_dt, rows, d, per, segs, partial);
-    TL_LAUNCH_CHECK("layernorm_backward (parameter partial sums)");
   }
   sum_segments_kernel<<<blocks_for(d, 256), 256, 0, s>>>(partial, segs, d, dgamma, dg_dt, accumulate_params);
   sum_segments_kernel<<<blocks_for(d, 256), 256, 0, s>>>(partial + segs * d, segs, d, dbeta, db_dt, accumulate_params);
