@@ -1,1 +1,293 @@
-// (being written)
+// kernels/decode.cu: see decode.cuh for the math, layout and precision.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+
+#include "decode.cuh"
+#include "device_common.cuh"
+
+namespace trainlab::kern {
+
+namespace {
+
+// Sum or max over the block (blockDim.x a multiple of 32); every thread gets the result.
+template <bool kMax>
+__device__ float block_all_reduce(float v, float* shared /* [32] */) {
+  for (int o = 16; o > 0; o >>= 1) {
+    const float w = __shfl_xor_sync(0xffffffffu, v, o);
+    v = kMax ? fmaxf(v, w) : v + w;
+  }
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  __syncthreads();  // a previous reduction may still read `shared`
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  v = lane < warps ? shared[lane] : (kMax ? -INFINITY : 0.0f);
+  for (int o = 16; o > 0; o >>= 1) {
+    const float w = __shfl_xor_sync(0xffffffffu, v, o);
+    v = kMax ? fmaxf(v, w) : v + w;
+  }
+  return v;
+}
+
+// Programmatic dependent launch (sm_90): a kernel launched with the attribute may start while the
+// previous one finishes; it waits here, before touching global memory, until that grid has
+// completed and its writes are visible, and lets the next kernel start launching right away.
+__device__ __forceinline__ void wait_for_previous_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// The two's-complement field of `bits` bits at bit `lo` of w.
+template <int bits>
+__device__ __forceinline__ int32_t sext(uint32_t w, int lo) {
+  return static_cast<int32_t>(w << (32 - bits - lo)) >> (32 - bits);
+}
+
+// Per format: weights per 32-bit word and the dot product of one word with its x values.
+template <int F>
+struct Fmt;
+template <>
+struct Fmt<kDecF32> {
+  static constexpr int kPerWord = 1;
+  __device__ static float word(uint32_t w, const float* x) { return __uint_as_float(w) * x[0]; }
+};
+template <>
+struct Fmt<kDecBF16> {
+  static constexpr int kPerWord = 2;
+  // A bf16 is the high half of an fp32: shifting it up is the exact conversion.
+  __device__ static float word(uint32_t w, const float* x) {
+    const float2 a = *reinterpret_cast<const float2*>(x);
+    return __uint_as_float(w << 16) * a.x + __uint_as_float(w & 0xffff0000u) * a.y;
+  }
+};
+template <>
+struct Fmt<kDecI8> {
+  static constexpr int kPerWord = 4;
+  __device__ static float word(uint32_t w, const float* x) {
+    const float4 a = *reinterpret_cast<const float4*>(x);
+    return static_cast<float>(sext<8>(w, 0)) * a.x + static_cast<float>(sext<8>(w, 8)) * a.y +
+           static_cast<float>(sext<8>(w, 16)) * a.z + static_cast<float>(sext<8>(w, 24)) * a.w;
+  }
+};
+template <>
+struct Fmt<kDecI4> {
+  static constexpr int kPerWord = 8;
+  // Eight two's-complement nibbles, the lowest first.
+  __device__ static float word(uint32_t w, const float* x) {
+    const float4 a = *reinterpret_cast<const float4*>(x), b = *reinterpret_cast<const float4*>(x + 4);
+    return static_cast<float>(sext<4>(w, 0)) * a.x + static_cast<float>(sext<4>(w, 4)) * a.y +
+           static_cast<float>(sext<4>(w, 8)) * a.z + static_cast<float>(sext<4>(w, 12)) * a.w +
+           static_cast<float>(sext<4>(w, 16)) * b.x + static_cast<float>(sext<4>(w, 20)) * b.y +
+           static_cast<float>(sext<4>(w, 24)) * b.z + static_cast<float>(sext<4>(w, 28)) * b.w;
+  }
+};
+
+// The four words of a 16-byte load against x [4 * kPerWord]. Lanes start at different words
+// (rot) so that the lanes of a slice, whose x segments lie a multiple of 128 bytes apart, read
+// different shared-memory banks.
+template <int F>
+__device__ __forceinline__ float dot16(const uint4 u, const float* x, int rot) {
+  if constexpr (F == kDecF32) {
+    const float4 a = *reinterpret_cast<const float4*>(x);
+    return __uint_as_float(u.x) * a.x + __uint_as_float(u.y) * a.y + __uint_as_float(u.z) * a.z +
+           __uint_as_float(u.w) * a.w;
+  } else {
+    float acc = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int jw = (j + rot) & 3;
+      const uint32_t w = jw == 0 ? u.x : jw == 1 ? u.y : jw == 2 ? u.z : u.w;
+      acc += Fmt<F>::word(w, x + jw * Fmt<F>::kPerWord);
+    }
+    return acc;
+  }
+}
+
+template <int F>
+__global__ void decode_gemv_kernel(DecodeGemv g, int slice_log2) {
+  extern __shared__ float4 xs4[];  // x' [cols]
+  float* xs = reinterpret_cast<float*>(xs4);
+  __shared__ float red[32];
+  wait_for_previous_grid();
+  const int64_t K = g.cols;
+  // Prologue: the input vector into shared memory, layer-normalised when asked.
+  if (g.prologue == kEmbedLayerNorm) {
+    const int64_t t = g.state[0], p = g.state[1];
+    for (int64_t k = threadIdx.x; k < K; k += blockDim.x) {
+      const float v = g.tok[t * K + k] + g.pos[p * K + k];
+      xs[k] = v;
+      if (blockIdx.x == 0) g.x_out[k] = v;
+    }
+  } else {
+    for (int64_t k = threadIdx.x; k < K; k += blockDim.x) xs[k] = g.x[k];
+  }
+  if (g.prologue != kPlain) {
+    float s = 0.0f;
+    for (int64_t k = threadIdx.x; k < K; k += blockDim.x) s += xs[k];
+    const float mean = block_all_reduce<false>(s, red) / static_cast<float>(K);
+    float v = 0.0f;
+    for (int64_t k = threadIdx.x; k < K; k += blockDim.x) v += (xs[k] - mean) * (xs[k] - mean);
+    const float var = block_all_reduce<false>(v, red) / static_cast<float>(K);
+    const float r = 1.0f / sqrtf(var + 1e-5f);
+    for (int64_t k = threadIdx.x; k < K; k += blockDim.x) xs[k] = (xs[k] - mean) * r * g.gamma[k] + g.beta[k];
+  }
+  __syncthreads();
+
+  // Rows: a slice of S lanes per row, 32/S rows per warp.
+  const int S = 1 << slice_log2;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, sub = lane & (S - 1), slot = lane >> slice_log2;
+  const int64_t row = (static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + warp) * (32 >> slice_log2) + slot;
+  const bool valid = row < g.rows;
+  const int64_t r = valid ? row : g.rows - 1;  // idle slices read a valid row and write nothing
+  constexpr int E = 4 * Fmt<F>::kPerWord;  // weights per 16-byte load
+  const int64_t nvec = K / E;
+  const uint4* wrow = reinterpret_cast<const uint4*>(g.w) + r * nvec;
+  const __half* sc = static_cast<const __half*>(g.scales) + (F == kDecI8 || F == kDecI4 ? r * (K / g.group) : 0);
+  float acc = 0.0f;
+  // Four loads in flight per lane before any is used (the weights stream from DRAM or L2).
+  for (int64_t v0 = sub; v0 < nvec; v0 += 4 * S) {
+    uint4 u[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int64_t v = v0 + int64_t{i} * S;
+      u[i] = v < nvec ? __ldg(wrow + v) : make_uint4(0u, 0u, 0u, 0u);
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int64_t v = v0 + int64_t{i} * S;
+      if (v >= nvec) break;
+      const float part = dot16<F>(u[i], xs + v * E, sub);
+      if constexpr (F == kDecI8 || F == kDecI4) acc += __half2float(sc[v * E / g.group]) * part;
+      else acc += part;
+    }
+  }
+  for (int o = S >> 1; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+  if (!valid || sub != 0) return;
+  const float v = acc + (g.bias ? g.bias[row] : 0.0f);
+  switch (g.epilogue) {
+    case kStore: g.y[row] = v; break;
+    case kAddTo: g.y[row] += v; break;
+    case kGelu: g.y[row] = gelu_f(v); break;
+    case kQkvScatter: {
+      const int64_t d = g.rows / 3, p = g.state[1];
+      if (row < d) g.y[row] = v;
+      else if (row < 2 * d) g.kcache[p * d + row - d] = v;
+      else g.vcache[p * d + row - 2 * d] = v;
+      break;
+    }
+  }
+}
+
+struct GemvShape {
+  int slice_log2, threads;
+  int64_t blocks;
+};
+
+GemvShape gemv_shape(const DecodeGemv& g, int sm_count) {
+  const int per_vec = g.format == kDecF32 ? 4 : g.format == kDecBF16 ? 8 : g.format == kDecI8 ? 16 : 32;
+  const int64_t nvec = g.cols / per_vec;
+  int slice_log2 = 0;
+  while (slice_log2 < 5 && (int64_t{2} << slice_log2) <= nvec) ++slice_log2;
+  // Up to 8 warps a block (the LayerNorm prologue is repeated by every block), fewer while that
+  // leaves SMs without a block.
+  int warps = 8;
+  auto blocks = [&](int w) {
+    const int64_t rows_per_block = int64_t{w} * (32 >> slice_log2);
+    return (g.rows + rows_per_block - 1) / rows_per_block;
+  };
+  while (warps > 1 && blocks(warps) < sm_count) warps /= 2;
+  return {slice_log2, warps * 32, blocks(warps)};
+}
+
+__global__ void decode_attention_kernel(const float* q, const float* kc, const float* vc, const int32_t* state,
+                                        int64_t dim, int64_t hd, int64_t context, float scale, float* y) {
+  extern __shared__ float sm[];
+  __shared__ float red[32];
+  float* qs = sm;                 // [hd]
+  float* sc = sm + hd;            // [context] scores, then probabilities
+  float* part = sc + context;     // [parts, hd]
+  wait_for_previous_grid();
+  const int64_t h = blockIdx.x, len = static_cast<int64_t>(state[1]) + 1, off = h * hd;
+  for (int64_t c = threadIdx.x; c < hd; c += blockDim.x) qs[c] = q[off + c];
+  __syncthreads();
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  for (int64_t j = warp; j < len; j += warps) {
+    const float* k = kc + j * dim + off;
+    float dot = 0.0f;
+    for (int64_t c = lane; c < hd; c += 32) dot += qs[c] * k[c];
+    for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+    if (lane == 0) sc[j] = dot * scale;
+  }
+  __syncthreads();
+  float mx = -INFINITY;
+  for (int64_t j = threadIdx.x; j < len; j += blockDim.x) mx = fmaxf(mx, sc[j]);
+  mx = block_all_reduce<true>(mx, red);
+  float sum = 0.0f;
+  for (int64_t j = threadIdx.x; j < len; j += blockDim.x) sum += (sc[j] = expf(sc[j] - mx));
+  sum = block_all_reduce<false>(sum, red);  // (its barriers also publish sc)
+  const int64_t parts = blockDim.x / hd, c = threadIdx.x % hd, pi = threadIdx.x / hd;
+  if (pi < parts) {
+    float a = 0.0f;
+    for (int64_t j = pi; j < len; j += parts) a += (sc[j] / sum) * vc[j * dim + off + c];
+    part[pi * hd + c] = a;
+  }
+  __syncthreads();
+  for (int64_t cc = threadIdx.x; cc < hd; cc += blockDim.x) {
+    float a = 0.0f;
+    for (int64_t p = 0; p < parts; ++p) a += part[p * hd + cc];
+    y[off + cc] = a;
+  }
+}
+
+// The launch, with programmatic dependent launch allowed when `pdl` (the attribute array lives
+// in static storage: the config only points at it).
+cudaLaunchConfig_t launch_config(dim3 grid, dim3 block, size_t shmem, cudaStream_t s, bool pdl) {
+  static cudaLaunchAttribute attr = [] {
+    cudaLaunchAttribute a{};
+    a.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    a.val.programmaticStreamSerializationAllowed = 1;
+    return a;
+  }();
+  cudaLaunchConfig_t c{};
+  c.gridDim = grid;
+  c.blockDim = block;
+  c.dynamicSmemBytes = shmem;
+  c.stream = s;
+  c.attrs = pdl ? &attr : nullptr;
+  c.numAttrs = pdl ? 1 : 0;
+  return c;
+}
+
+}  // namespace
+
+void launch_decode_gemv(const DecodeGemv& g, int sm_count, bool pdl, cudaStream_t s) {
+  const GemvShape sh = gemv_shape(g, sm_count);
+  const size_t shmem = static_cast<size_t>(g.cols) * sizeof(float);
+  const dim3 grid(static_cast<unsigned>(sh.blocks));
+  const cudaLaunchConfig_t cfg = launch_config(grid, dim3(static_cast<unsigned>(sh.threads)), shmem, s, pdl);
+  switch (g.format) {
+    case kDecF32: TL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_gemv_kernel<kDecF32>, g, sh.slice_log2)); break;
+    case kDecBF16: TL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_gemv_kernel<kDecBF16>, g, sh.slice_log2)); break;
+    case kDecI8: TL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_gemv_kernel<kDecI8>, g, sh.slice_log2)); break;
+    case kDecI4: TL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_gemv_kernel<kDecI4>, g, sh.slice_log2)); break;
+  }
+  TL_LAUNCH_CHECK("decode_gemv");
+}
+
+void launch_decode_attention(const float* q, const float* kcache, const float* vcache, const int32_t* state,
+                             int64_t heads, int64_t dim, int64_t context, float* y, bool pdl, cudaStream_t s) {
+  const int64_t hd = dim / heads;
+  const int threads = 256;
+  const int64_t parts = threads / hd;
+  const size_t shmem = static_cast<size_t>(hd + context + parts * hd) * sizeof(float);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));  // as the CPU generator
+  const cudaLaunchConfig_t cfg =
+      launch_config(dim3(static_cast<unsigned>(heads)), dim3(static_cast<unsigned>(threads)), shmem, s, pdl);
+  TL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_attention_kernel, q, kcache, vcache, state, dim, hd, context, scale, y));
+  TL_LAUNCH_CHECK("decode_attention");
+}
+
+}  // namespace trainlab::kern

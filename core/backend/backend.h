@@ -23,6 +23,10 @@
 
 namespace trainlab {
 
+class TokenDecoder;
+struct CharGptWeights;
+struct DecodeSpec;
+
 enum class Activation : uint8_t { None, ReLU, GELU };
 const char* activation_name(Activation a);
 
@@ -217,6 +221,12 @@ class Backend {
                                 float alpha, float grad_multiplier, Tensor& dlogits, Tensor* kl_sum, bool accumulate) {
     throw_not_implemented("distill_backward");
   }
+
+  // --- token decoding (issue 5; nn/decoder.h) -------------------------------------------------
+  // A decoder that keeps the char-gpt's weights on this device in spec's format and runs one
+  // token at a time (make_decoder() is the entry point; the CPU's is CharGptGenerator). Default:
+  // throws "token decoding is not implemented on <device>".
+  virtual std::unique_ptr<TokenDecoder> create_decoder(const CharGptWeights& weights, const DecodeSpec& spec);
 
   // --- optimizers (multi-tensor: one call updates every parameter) ---------------------------
   // PyTorch's AdamW, in its order of operations:

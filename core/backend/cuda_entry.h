@@ -9,7 +9,7 @@ namespace trainlab {
 class Backend;
 }
 
-#define TRAINLAB_CUDA_MODULE_ABI 1
+#define TRAINLAB_CUDA_MODULE_ABI 2  // 2: Backend::create_decoder (token decoding)
 
 extern "C" {
 // TRAINLAB_CUDA_MODULE_ABI of the module.

@@ -5,20 +5,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <utility>
 
 #include "util/error.h"
 
 namespace trainlab {
 
 namespace {
-std::vector<float> fetch(Backend& be, CharGpt& model, const std::string& name) {
-  Parameter* p = model.find_parameter(name);
-  if (!p) throw Error("internal: char-gpt has no parameter " + name);
-  std::vector<float> v(static_cast<size_t>(p->numel()));
-  be.download(p->master, v.data(), DType::F32);
-  return v;
-}
-
 void layer_norm(const float* x, const std::vector<float>& w, const std::vector<float>& b, float* y, int64_t d) {
   float m = 0.0f;
   for (int64_t j = 0; j < d; ++j) m += x[j];
@@ -39,32 +32,52 @@ void matvec(const std::vector<float>& w, const std::vector<float>& b, const floa
 }
 }  // namespace
 
-CharGptGenerator::CharGptGenerator(Backend& be, CharGpt& model) : m_cfg(model.config()) {
-  m_tok = fetch(be, model, "tok.weight");
-  m_pos = fetch(be, model, "pos.weight");
-  m_ln_w = fetch(be, model, "ln.weight");
-  m_ln_b = fetch(be, model, "ln.bias");
-  m_head = fetch(be, model, "head.weight");
+CharGptGenerator::CharGptGenerator(Backend& be, CharGpt& model)
+    : CharGptGenerator(CharGptWeights::from_model(be, model)) {}
+
+CharGptGenerator::CharGptGenerator(const CharGptWeights& w, std::string values) : m_cfg(w.cfg), m_values(std::move(values)) {
+  m_tok = w.at("tok.weight");
+  m_pos = w.at("pos.weight");
+  m_ln_w = w.at("ln.weight");
+  m_ln_b = w.at("ln.bias");
+  m_head = w.at("head.weight");
   for (int64_t l = 0; l < m_cfg.layers; ++l) {
     const std::string p = "blocks." + std::to_string(l) + ".";
     Layer L;
-    L.ln1_w = fetch(be, model, p + "ln1.weight");
-    L.ln1_b = fetch(be, model, p + "ln1.bias");
-    L.ln2_w = fetch(be, model, p + "ln2.weight");
-    L.ln2_b = fetch(be, model, p + "ln2.bias");
-    L.qkv_w = fetch(be, model, p + "qkv.weight");
-    L.qkv_b = fetch(be, model, p + "qkv.bias");
-    L.proj_w = fetch(be, model, p + "proj.weight");
-    L.proj_b = fetch(be, model, p + "proj.bias");
-    L.fc_w = fetch(be, model, p + "fc.weight");
-    L.fc_b = fetch(be, model, p + "fc.bias");
-    L.out_w = fetch(be, model, p + "out.weight");
-    L.out_b = fetch(be, model, p + "out.bias");
+    L.ln1_w = w.at(p + "ln1.weight");
+    L.ln1_b = w.at(p + "ln1.bias");
+    L.ln2_w = w.at(p + "ln2.weight");
+    L.ln2_b = w.at(p + "ln2.bias");
+    L.qkv_w = w.at(p + "qkv.weight");
+    L.qkv_b = w.at(p + "qkv.bias");
+    L.proj_w = w.at(p + "proj.weight");
+    L.proj_b = w.at(p + "proj.bias");
+    L.fc_w = w.at(p + "fc.weight");
+    L.fc_b = w.at(p + "fc.bias");
+    L.out_w = w.at(p + "out.weight");
+    L.out_b = w.at(p + "out.bias");
     m_layers.push_back(std::move(L));
   }
   m_k.assign(static_cast<size_t>(m_cfg.layers), std::vector<float>(static_cast<size_t>(m_cfg.context * m_cfg.dim)));
   m_v = m_k;
   m_logits.resize(static_cast<size_t>(m_cfg.padded_vocab()));
+}
+
+int64_t CharGptGenerator::weight_bytes_per_token() const {
+  // Every matrix, bias and LayerNorm vector once, plus one row of each embedding.
+  int64_t floats = static_cast<int64_t>(m_ln_w.size() + m_ln_b.size() + m_head.size()) + 2 * m_cfg.dim;
+  for (const Layer& L : m_layers)
+    for (const auto* v : {&L.ln1_w, &L.ln1_b, &L.ln2_w, &L.ln2_b, &L.qkv_w, &L.qkv_b, &L.proj_w, &L.proj_b, &L.fc_w,
+                          &L.fc_b, &L.out_w, &L.out_b})
+      floats += static_cast<int64_t>(v->size());
+  return floats * 4;
+}
+
+int64_t CharGptGenerator::kv_bytes(int64_t pos) const { return 2 * m_cfg.layers * (pos + 1) * m_cfg.dim * 4; }
+
+std::string CharGptGenerator::describe() const {
+  const std::string base = "CPU fp32 decoder (cblas, KV cache)";
+  return m_values == "fp32" ? base : base + " on the dequantised values of " + m_values + " weights";
 }
 
 void CharGptGenerator::reset() { m_len = 0; }
@@ -119,35 +132,6 @@ void CharGptGenerator::push(int32_t token) {
   ++m_len;
 }
 
-int32_t CharGptGenerator::sample(const SampleOptions& opt, std::mt19937_64& rng) {
-  const int64_t V = m_cfg.vocab;  // padding tokens are never sampled
-  if (opt.temperature <= 0.0f) {
-    int64_t best = 0;
-    for (int64_t i = 1; i < V; ++i)
-      if (m_logits[i] > m_logits[best]) best = i;
-    return static_cast<int32_t>(best);
-  }
-  std::vector<double> z(static_cast<size_t>(V));
-  for (int64_t i = 0; i < V; ++i) z[i] = static_cast<double>(m_logits[i]) / opt.temperature;
-  if (opt.top_k > 0 && opt.top_k < V) {
-    std::vector<double> sorted = z;
-    std::nth_element(sorted.begin(), sorted.begin() + (opt.top_k - 1), sorted.end(), std::greater<double>());
-    const double kth = sorted[static_cast<size_t>(opt.top_k - 1)];
-    for (auto& v : z)
-      if (v < kth) v = -INFINITY;
-  }
-  const double mx = *std::max_element(z.begin(), z.end());
-  double sum = 0.0;
-  for (auto& v : z) sum += (v = std::exp(v - mx));
-  const double u = static_cast<double>(rng() >> 11) * (1.0 / 9007199254740992.0) * sum;
-  double c = 0.0;
-  for (int64_t i = 0; i < V; ++i) {
-    c += z[i];
-    if (u < c) return static_cast<int32_t>(i);
-  }
-  return static_cast<int32_t>(V - 1);
-}
-
 std::vector<std::vector<float>> CharGptGenerator::logits_sequence(const std::vector<int32_t>& tokens) {
   if (static_cast<int64_t>(tokens.size()) > m_cfg.context) throw Error("logits_sequence: longer than the context");
   reset();
@@ -160,37 +144,7 @@ std::vector<std::vector<float>> CharGptGenerator::logits_sequence(const std::vec
 }
 
 std::vector<int32_t> CharGptGenerator::generate(const std::vector<int32_t>& prompt, int64_t n, const SampleOptions& opt) {
-  if (prompt.empty()) throw Error("generation needs a prompt of at least one character");
-  const int64_t ctx = m_cfg.context;
-  std::vector<int32_t> win;  // tokens in the current window
-  // Appends one token, restarting the window from its last ctx/2 tokens when it is full. With the
-  // cache, an append costs one row; without it the whole window is rerun.
-  auto advance = [&](int32_t token, bool cache) {
-    std::vector<int32_t> w = win;
-    if (static_cast<int64_t>(w.size()) == ctx) w.assign(w.end() - std::max<int64_t>(1, ctx / 2), w.end());
-    if (ctx == 1) w.clear();
-    w.push_back(token);
-    if (cache && w.size() == win.size() + 1) {
-      push(token);
-    } else {
-      reset();
-      for (int32_t t : w) push(t);
-    }
-    win = std::move(w);
-  };
-  reset();
-  for (int32_t t : prompt) advance(t, true);  // the prompt is read once (prefill) in both modes
-  std::mt19937_64 rng(opt.seed);
-  std::vector<int32_t> out;
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int64_t i = 0; i < n; ++i) {
-    const int32_t next = sample(opt, rng);
-    out.push_back(next);
-    if (i + 1 < n) advance(next, opt.use_cache);
-  }
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  m_tokens_per_s = s > 0 ? static_cast<double>(n) / s : 0.0;
-  return out;
+  return generate_tokens(*this, m_cfg, prompt, n, opt, &m_tokens_per_s);
 }
 
 }  // namespace trainlab

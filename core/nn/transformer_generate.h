@@ -15,20 +15,17 @@
 #include <string>
 #include <vector>
 
+#include "nn/decoder.h"
 #include "nn/transformer.h"
 
 namespace trainlab {
 
-struct SampleOptions {
-  float temperature = 1.0f;  // 0: greedy (arg max, lowest index on ties)
-  int64_t top_k = 0;         // 0: all tokens
-  bool use_cache = true;
-  uint64_t seed = 1;
-};
-
-class CharGptGenerator {
+// The CPU TokenDecoder (nn/decoder.h): fp32 weights, cblas products.
+class CharGptGenerator final : public TokenDecoder {
  public:
   CharGptGenerator(Backend& be, CharGpt& model);
+  // `values` names the format whose values w holds (make_decoder's dequantised int4, ...).
+  explicit CharGptGenerator(const CharGptWeights& w, std::string values = "fp32");
   // Continues `prompt` (tokens, at least one) by n tokens; returns only the new tokens.
   std::vector<int32_t> generate(const std::vector<int32_t>& prompt, int64_t n, const SampleOptions& opt);
   // Logits (real vocabulary) after feeding `tokens` from an empty window, one position at a time
@@ -36,14 +33,20 @@ class CharGptGenerator {
   std::vector<std::vector<float>> logits_sequence(const std::vector<int32_t>& tokens);
   double last_tokens_per_s() const { return m_tokens_per_s; }
 
+  // TokenDecoder
+  void reset() override;
+  // Runs one token at the next window position through the model; fills the logits.
+  void push(int32_t token) override;
+  const std::vector<float>& logits() const override { return m_logits; }
+  int64_t length() const override { return m_len; }
+  int64_t weight_bytes_per_token() const override;
+  int64_t kv_bytes(int64_t pos) const override;
+  std::string describe() const override;
+
  private:
   struct Layer {
     std::vector<float> ln1_w, ln1_b, ln2_w, ln2_b, qkv_w, qkv_b, proj_w, proj_b, fc_w, fc_b, out_w, out_b;
   };
-  void reset();
-  // Runs one token at the next window position through the model; fills m_logits.
-  void push(int32_t token);
-  int32_t sample(const SampleOptions& opt, std::mt19937_64& rng);
 
   CharGptConfig m_cfg;
   std::vector<float> m_tok, m_pos, m_ln_w, m_ln_b, m_head;
@@ -52,6 +55,7 @@ class CharGptGenerator {
   int64_t m_len = 0;                          // positions in the window
   std::vector<float> m_logits;                // [padded vocab]
   double m_tokens_per_s = 0.0;
+  std::string m_values;
 };
 
 }  // namespace trainlab

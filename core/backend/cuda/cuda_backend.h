@@ -124,6 +124,15 @@ class CudaBackend final : public Backend {
                           int64_t H, Tensor& dqkv) override;
 
   // Compression operations (cuda_compress_ops.cpp; kernels/quant.cu).
+  void fake_quantize(const Tensor& w, Tensor& out, int bits, int64_t group) override;
+  void quantize_i8(const Tensor& x, float scale, Tensor& q) override;
+  void gemm_i8(const Tensor& a, const Tensor& b, Tensor& c) override;
+  void int8_linear(const Tensor& xq, float x_scale, const Tensor& wq, const Tensor& w_scales, const Tensor* bias,
+                   Activation act, Tensor& y) override;
+  void distill_backward(const Tensor& student_logits, const Tensor& teacher_logits, float temperature, float alpha,
+                        float grad_multiplier, Tensor& dlogits, Tensor* kl_sum, bool accumulate) override;
+  // Token decoding (cuda_decoder.cpp; kernels/decode.cu).
+  std::unique_ptr<TokenDecoder> create_decoder(const CharGptWeights& weights, const DecodeSpec& spec) override;
 
   void run_step(const std::string& key, const std::function<void()>& step) override;
   void invalidate_captures() override;

@@ -1,1 +1,281 @@
-// (being written)
+// CudaDecoder (see cuda_decoder.h) and CudaBackend::create_decoder.
+#include "backend/cuda/cuda_decoder.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cstring>
+
+#include "backend/cuda/cuda_backend.h"
+#include "compress/quant.h"
+#include "decode.cuh"
+#include "tensor/dtype.h"
+#include "util/error.h"
+
+namespace trainlab::cuda {
+
+using namespace trainlab::kern;
+
+namespace {
+int weights_per_load(int format) { return format == kDecF32 ? 4 : format == kDecBF16 ? 8 : format == kDecI8 ? 16 : 32; }
+int kernel_format(DecodeFormat f) {
+  switch (f) {
+    case DecodeFormat::F32: return kDecF32;
+    case DecodeFormat::BF16: return kDecBF16;
+    case DecodeFormat::I8: return kDecI8;
+    case DecodeFormat::I4: return kDecI4;
+  }
+  return kDecF32;
+}
+}  // namespace
+
+std::unique_ptr<TokenDecoder> CudaBackend::create_decoder(const CharGptWeights& weights, const DecodeSpec& spec) {
+  bind();
+  return std::make_unique<CudaDecoder>(m_ctx.device, weights, spec);
+}
+
+CudaDecoder::CudaDecoder(int device, const CharGptWeights& w, const DecodeSpec& spec)
+    : m_cfg(w.cfg), m_spec(spec), m_device(device) {
+  m_cfg.validate();
+  const int64_t D = m_cfg.dim, hd = D / m_cfg.heads;
+  if (hd > 256) throw Error("GPU decoding: head dimension " + std::to_string(hd) + " is over 256");
+  if (4 * D * 4 > 48 * 1024) throw Error("GPU decoding: dim " + std::to_string(D) + " is too wide (at most 3072)");
+  if (spec.format == DecodeFormat::I4 && spec.quant.bits > 4)
+    throw Error("GPU decoding: " + std::to_string(spec.quant.bits) + "-bit codes do not fit the int4 format");
+  TL_CUDA_CHECK(cudaSetDevice(device));
+  TL_CUDA_CHECK(cudaDeviceGetAttribute(&m_sms, cudaDevAttrMultiProcessorCount, device));
+  TL_CUDA_CHECK(cudaStreamCreateWithFlags(&m_stream, cudaStreamNonBlocking));
+  try {
+    m_tok = upload_f32(w.at("tok.weight"));
+    m_pos = upload_f32(w.at("pos.weight"));
+    m_ln_w = upload_f32(w.at("ln.weight"));
+    m_ln_b = upload_f32(w.at("ln.bias"));
+    m_weight_bytes = (2 * D + 2 * D) * 4;  // two embedding rows, the final LayerNorm
+    m_head = upload_matrix(w, "head.weight", "");
+    for (int64_t l = 0; l < m_cfg.layers; ++l) {
+      const std::string p = "blocks." + std::to_string(l) + ".";
+      Layer L{};
+      L.ln1_w = upload_f32(w.at(p + "ln1.weight"));
+      L.ln1_b = upload_f32(w.at(p + "ln1.bias"));
+      L.ln2_w = upload_f32(w.at(p + "ln2.weight"));
+      L.ln2_b = upload_f32(w.at(p + "ln2.bias"));
+      m_weight_bytes += 4 * D * 4;
+      L.qkv = upload_matrix(w, p + "qkv.weight", p + "qkv.bias");
+      L.proj = upload_matrix(w, p + "proj.weight", p + "proj.bias");
+      L.fc = upload_matrix(w, p + "fc.weight", p + "fc.bias");
+      L.out = upload_matrix(w, p + "out.weight", p + "out.bias");
+      const size_t cache = static_cast<size_t>(m_cfg.context * D) * sizeof(float);
+      L.k = static_cast<float*>(device_alloc(cache));
+      L.v = static_cast<float*>(device_alloc(cache));
+      TL_CUDA_CHECK(cudaMemset(L.k, 0, cache));
+      TL_CUDA_CHECK(cudaMemset(L.v, 0, cache));
+      m_layers.push_back(L);
+    }
+    const int64_t V = m_cfg.padded_vocab();
+    m_x = static_cast<float*>(device_alloc(static_cast<size_t>(D) * 4));
+    m_q = static_cast<float*>(device_alloc(static_cast<size_t>(D) * 4));
+    m_att = static_cast<float*>(device_alloc(static_cast<size_t>(D) * 4));
+    m_f = static_cast<float*>(device_alloc(static_cast<size_t>(4 * D) * 4));
+    m_logits_dev = static_cast<float*>(device_alloc(static_cast<size_t>(V) * 4));
+    m_state_dev = static_cast<int32_t*>(device_alloc(2 * sizeof(int32_t)));
+    TL_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&m_state_host), 2 * sizeof(int32_t)));
+    TL_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&m_logits_host), static_cast<size_t>(V) * 4));
+    m_logits.assign(static_cast<size_t>(V), 0.0f);
+  } catch (...) {
+    release();  // what was allocated so far (every pointer starts null)
+    throw;
+  }
+}
+
+CudaDecoder::~CudaDecoder() { release(); }
+
+void CudaDecoder::release() {
+  cudaSetDevice(m_device);
+  if (m_stream) cudaStreamSynchronize(m_stream);
+  if (m_exec) cudaGraphExecDestroy(m_exec);
+  if (m_graph) cudaGraphDestroy(m_graph);
+  for (void* p : m_allocs) cudaFree(p);
+  if (m_state_host) cudaFreeHost(m_state_host);
+  if (m_logits_host) cudaFreeHost(m_logits_host);
+  if (m_stream) cudaStreamDestroy(m_stream);
+  m_exec = nullptr, m_graph = nullptr, m_state_host = nullptr, m_logits_host = nullptr, m_stream = nullptr;
+  m_allocs.clear();
+}
+
+void* CudaDecoder::device_alloc(size_t bytes) {
+  void* p = nullptr;
+  TL_CUDA_CHECK(cudaMalloc(&p, bytes));
+  m_allocs.push_back(p);
+  return p;
+}
+
+float* CudaDecoder::upload_f32(const std::vector<float>& v) {
+  auto* p = static_cast<float*>(device_alloc(v.size() * sizeof(float)));
+  TL_CUDA_CHECK(cudaMemcpy(p, v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice));
+  return p;
+}
+
+// The matrix in the decoder's format: fp32 as is, bf16 rounded to nearest even, int8 / int4 as
+// compress/quant.h's codes and fp16 scales (one scale per group of a row; a per-tensor scale is
+// repeated for every row, which gives the same values).
+CudaDecoder::Matrix CudaDecoder::upload_matrix(const CharGptWeights& w, const std::string& name, const std::string& bias) {
+  const std::vector<float>& v = w.at(name);
+  const auto [rows, cols] = w.matrix_shape(name);
+  const int64_t n = rows * cols;
+  if (static_cast<int64_t>(v.size()) != n) throw Error("GPU decoding: '" + name + "' has the wrong size");
+  Matrix m;
+  m.format = kernel_format(m_spec.format);
+  m.rows = rows;
+  m.cols = cols;
+  const int per_load = weights_per_load(m.format);
+  if (cols % per_load != 0)
+    throw Error("GPU decoding in " + m_spec.label() + ": rows of '" + name + "' have " + std::to_string(cols) +
+                " weights, not a multiple of " + std::to_string(per_load) + " (one 16-byte load)");
+  int64_t bytes = 0;
+  switch (m_spec.format) {
+    case DecodeFormat::F32: {
+      m.w = upload_f32(v);
+      bytes = n * 4;
+      break;
+    }
+    case DecodeFormat::BF16: {
+      std::vector<uint16_t> h(static_cast<size_t>(n));
+      convert_from_f32(v.data(), DType::BF16, h.data(), h.size());
+      m.w = device_alloc(h.size() * 2);
+      TL_CUDA_CHECK(cudaMemcpy(m.w, h.data(), h.size() * 2, cudaMemcpyHostToDevice));
+      bytes = n * 2;
+      break;
+    }
+    case DecodeFormat::I8:
+    case DecodeFormat::I4: {
+      const int64_t group = m_spec.quant.group_size(rows, cols);
+      std::vector<float> scales(static_cast<size_t>((n + group - 1) / group));
+      std::vector<int8_t> codes(static_cast<size_t>(n));
+      quantize_groups(v.data(), n, m_spec.quant.bits, group, scales.data(), codes.data());
+      m.group = group;
+      if (group == n && rows > 1) {  // per tensor: one scale a row, all equal
+        scales.assign(static_cast<size_t>(rows), scales[0]);
+        m.group = cols;
+      }
+      if (m.group % per_load != 0 || cols % m.group != 0)
+        throw Error("GPU decoding in " + m_spec.label() + ": groups of " + std::to_string(m.group) + " weights in rows of " +
+                    std::to_string(cols) + " ('" + name + "'); groups must divide the row and hold whole 16-byte loads (" +
+                    std::to_string(per_load) + " weights)");
+      std::vector<uint16_t> h(scales.size());
+      convert_from_f32(scales.data(), DType::F16, h.data(), h.size());  // exact: the scales are fp16 values
+      m.scales = device_alloc(h.size() * 2);
+      TL_CUDA_CHECK(cudaMemcpy(m.scales, h.data(), h.size() * 2, cudaMemcpyHostToDevice));
+      const std::vector<uint8_t> packed =
+          m_spec.format == DecodeFormat::I8 ? pack_codes(codes, 8) : pack_codes(codes, 4);  // 4-bit container
+      m.w = device_alloc(packed.size());
+      TL_CUDA_CHECK(cudaMemcpy(m.w, packed.data(), packed.size(), cudaMemcpyHostToDevice));
+      bytes = static_cast<int64_t>(packed.size() + h.size() * 2);
+      break;
+    }
+  }
+  if (!bias.empty()) {
+    m.bias = upload_f32(w.at(bias));
+    bytes += rows * 4;
+  }
+  m_weight_bytes += bytes;
+  return m;
+}
+
+void CudaDecoder::enqueue_step() {
+  const int64_t D = m_cfg.dim;
+  TL_CUDA_CHECK(cudaMemcpyAsync(m_state_dev, m_state_host, 2 * sizeof(int32_t), cudaMemcpyHostToDevice, m_stream));
+  auto gemv = [&](const Matrix& m) {
+    DecodeGemv g;
+    g.format = m.format;
+    g.w = m.w;
+    g.scales = m.scales;
+    g.rows = m.rows;
+    g.cols = m.cols;
+    g.group = m.group;
+    g.bias = m.bias;
+    g.state = m_state_dev;
+    return g;
+  };
+  for (size_t l = 0; l < m_layers.size(); ++l) {
+    const Layer& L = m_layers[l];
+    DecodeGemv qkv = gemv(L.qkv);  // h = LN1(x); q | k | v = W h + b, k and v into the cache
+    qkv.prologue = l == 0 ? kEmbedLayerNorm : kLayerNorm;
+    qkv.x = m_x;
+    qkv.tok = m_tok;
+    qkv.pos = m_pos;
+    qkv.x_out = m_x;
+    qkv.gamma = L.ln1_w;
+    qkv.beta = L.ln1_b;
+    qkv.epilogue = kQkvScatter;
+    qkv.y = m_q;
+    qkv.kcache = L.k;
+    qkv.vcache = L.v;
+    launch_decode_gemv(qkv, m_sms, m_spec.pdl, m_stream);
+    launch_decode_attention(m_q, L.k, L.v, m_state_dev, m_cfg.heads, D, m_cfg.context, m_att, m_spec.pdl, m_stream);
+    DecodeGemv proj = gemv(L.proj);  // x += W att + b
+    proj.x = m_att;
+    proj.epilogue = kAddTo;
+    proj.y = m_x;
+    launch_decode_gemv(proj, m_sms, m_spec.pdl, m_stream);
+    DecodeGemv fc = gemv(L.fc);  // f = GELU(W LN2(x) + b)
+    fc.prologue = kLayerNorm;
+    fc.x = m_x;
+    fc.gamma = L.ln2_w;
+    fc.beta = L.ln2_b;
+    fc.epilogue = kGelu;
+    fc.y = m_f;
+    launch_decode_gemv(fc, m_sms, m_spec.pdl, m_stream);
+    DecodeGemv out = gemv(L.out);  // x += W f + b
+    out.x = m_f;
+    out.epilogue = kAddTo;
+    out.y = m_x;
+    launch_decode_gemv(out, m_sms, m_spec.pdl, m_stream);
+  }
+  DecodeGemv head = gemv(m_head);  // logits = W LN(x)
+  head.prologue = kLayerNorm;
+  head.x = m_x;
+  head.gamma = m_ln_w;
+  head.beta = m_ln_b;
+  head.epilogue = kStore;
+  head.y = m_logits_dev;
+  launch_decode_gemv(head, m_sms, m_spec.pdl, m_stream);
+  TL_CUDA_CHECK(cudaMemcpyAsync(m_logits_host, m_logits_dev, m_logits.size() * sizeof(float), cudaMemcpyDeviceToHost,
+                                m_stream));
+}
+
+void CudaDecoder::push(int32_t token) {
+  if (m_len >= m_cfg.context) throw Error("internal: generation window overflow");
+  if (token < 0 || token >= m_cfg.padded_vocab()) throw Error("token " + std::to_string(token) + " outside the vocabulary");
+  if (m_layers.empty()) throw Error("GPU decoding: a model without layers");
+  TL_CUDA_CHECK(cudaSetDevice(m_device));
+  m_state_host[0] = token;  // the previous step has finished (push synchronises), so the pinned
+  m_state_host[1] = static_cast<int32_t>(m_len);  // buffer is free to rewrite
+  if (m_spec.cuda_graph) {
+    if (!m_exec) {
+      TL_CUDA_CHECK(cudaStreamBeginCapture(m_stream, cudaStreamCaptureModeThreadLocal));
+      try {
+        enqueue_step();
+      } catch (...) {
+        cudaGraph_t g = nullptr;
+        cudaStreamEndCapture(m_stream, &g);
+        if (g) cudaGraphDestroy(g);
+        throw;
+      }
+      TL_CUDA_CHECK(cudaStreamEndCapture(m_stream, &m_graph));
+      TL_CUDA_CHECK(cudaGraphInstantiate(&m_exec, m_graph, 0));
+    }
+    TL_CUDA_CHECK(cudaGraphLaunch(m_exec, m_stream));
+  } else {
+    enqueue_step();
+  }
+  TL_CUDA_CHECK(cudaStreamSynchronize(m_stream));
+  std::memcpy(m_logits.data(), m_logits_host, m_logits.size() * sizeof(float));
+  ++m_len;
+}
+
+std::string CudaDecoder::describe() const {
+  return "CUDA decoder, " + m_spec.label() + " weights, " + std::to_string(5 * m_cfg.layers + 1) + " kernels a token" +
+         (m_spec.cuda_graph ? " in one CUDA graph" : " launched one by one") +
+         (m_spec.pdl ? ", programmatic dependent launch" : "");
+}
+
+}  // namespace trainlab::cuda

@@ -1,0 +1,75 @@
+// CudaDecoder: the GPU TokenDecoder (nn/decoder.h) of a char-gpt, made by
+// CudaBackend::create_decoder.
+//
+// The linear matrices live on the device in the decoder's format (fp32, bf16, int8 or packed
+// int4 with fp16 scales per group of a row; compress/quant.h's codes), everything else in fp32;
+// the KV cache is fp32 [context, d] per layer. One token is 5 launches a layer plus one
+// (kernels/decode.cuh: LayerNorm fused into the GEMV that follows it, the embedding into the first
+// one, bias / residual add / GELU / the K,V cache writes into the GEMV epilogues, attention on its
+// own) and two small copies (token and position in, logits out). At the `small` size (10.7M
+// parameters, under the H200's 50 MB L2) that step is launch-bound, so it is captured once as a
+// CUDA graph that reads the token and position from device memory, and replayed for every token.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <string>
+#include <vector>
+
+#include "nn/decoder.h"
+
+namespace trainlab::cuda {
+
+class CudaDecoder final : public TokenDecoder {
+ public:
+  CudaDecoder(int device, const CharGptWeights& w, const DecodeSpec& spec);
+  ~CudaDecoder() override;
+  CudaDecoder(const CudaDecoder&) = delete;
+  CudaDecoder& operator=(const CudaDecoder&) = delete;
+
+  void reset() override { m_len = 0; }
+  void push(int32_t token) override;
+  const std::vector<float>& logits() const override { return m_logits; }
+  int64_t length() const override { return m_len; }
+  int64_t weight_bytes_per_token() const override { return m_weight_bytes; }
+  int64_t kv_bytes(int64_t pos) const override { return 2 * m_cfg.layers * (pos + 1) * m_cfg.dim * 4; }
+  std::string describe() const override;
+
+ private:
+  struct Matrix {
+    int format = 0;
+    void* w = nullptr;
+    void* scales = nullptr;
+    int64_t rows = 0, cols = 0, group = 0;
+    float* bias = nullptr;
+  };
+  struct Layer {
+    float *ln1_w, *ln1_b, *ln2_w, *ln2_b;
+    Matrix qkv, proj, fc, out;
+    float *k, *v;  // KV cache [context, d]
+  };
+  void release();  // frees every device and pinned buffer (destructor, failed constructor)
+  void* device_alloc(size_t bytes);
+  float* upload_f32(const std::vector<float>& v);
+  Matrix upload_matrix(const CharGptWeights& w, const std::string& name, const std::string& bias);
+  void enqueue_step();  // one token's work on m_stream
+
+  CharGptConfig m_cfg;
+  DecodeSpec m_spec;
+  int m_device = 0, m_sms = 132;
+  cudaStream_t m_stream = nullptr;
+  cudaGraph_t m_graph = nullptr;
+  cudaGraphExec_t m_exec = nullptr;
+  std::vector<void*> m_allocs;
+  float *m_tok = nullptr, *m_pos = nullptr, *m_ln_w = nullptr, *m_ln_b = nullptr;
+  Matrix m_head;
+  std::vector<Layer> m_layers;
+  float *m_x = nullptr, *m_q = nullptr, *m_att = nullptr, *m_f = nullptr, *m_logits_dev = nullptr;
+  int32_t* m_state_dev = nullptr;   // {token, position}
+  int32_t* m_state_host = nullptr;  // pinned
+  float* m_logits_host = nullptr;   // pinned
+  std::vector<float> m_logits;
+  int64_t m_len = 0;
+  int64_t m_weight_bytes = 0;
+};
+
+}  // namespace trainlab::cuda

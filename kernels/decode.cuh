@@ -1,0 +1,68 @@
+// kernels/decode.cuh: the per-token kernels of the GPU char-gpt decoder
+// (core/backend/cuda/cuda_decoder.cpp): weight-only GEMVs with fused prologues and epilogues, and
+// single-query attention over the KV cache.
+//
+// GEMV: y[r] = sum_k W[r, k] * x'[k] + bias[r] for one input vector, W [rows, cols] row-major in
+//   fp32, bf16, int8 (codes, one fp16 scale per `group` consecutive weights of a row) or packed
+//   int4 (two's-complement nibbles, low nibble first, element i of the matrix at bit 4i; fp16 scale
+//   per group). Codes are dequantised in registers: each 16-byte load gives 4 fp32, 8 bf16, 16
+//   int8 or 32 int4 weights, their products with x' are summed in fp32 and multiplied by the
+//   group's scale once. A row is read by a power-of-two slice of a warp (up to 32 lanes, fewer for
+//   short rows so that every lane has loads in flight), several rows per block; the grid is sized
+//   to cover the 132 SMs where the rows allow.
+//   Prologue, x' =  x                          (kPlain)
+//                   LayerNorm(x; gamma, beta)  (kLayerNorm: mean, biased variance, eps 1e-5,
+//                                               recomputed by every block from x in L2)
+//                   LayerNorm(tok[t] + pos[p]) (kEmbedLayerNorm: block 0 also stores the
+//                                               embedding sum into x_out, the residual stream)
+//   Epilogue: y[r] = v | y[r] += v (residual add) | y[r] = GELU(v) (erf form) |
+//             qkv scatter: r < d -> q[r], r < 2d -> kcache[p, r - d], else vcache[p, r - 2d].
+//   The token t and position p are read from device memory (state[0], state[1]) so a captured
+//   graph replays for every token.
+// Attention: one block per head; q . k_j / sqrt(hd) for j <= p (a warp per key), softmax in fp32,
+//   y = sum_j softmax_j v_j. KV cache fp32 [context, d] per layer.
+// Requirements (checked by the decoder): cols a multiple of the format's 16-byte vector (4, 8,
+//   16, 32 weights), groups a multiple of it, 16-byte aligned rows, head dim <= 256.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "common.cuh"
+
+namespace trainlab::kern {
+
+enum DecodeWeightFormat : int { kDecF32 = 0, kDecBF16 = 1, kDecI8 = 2, kDecI4 = 3 };
+enum DecodePrologue : int { kPlain = 0, kLayerNorm = 1, kEmbedLayerNorm = 2 };
+enum DecodeEpilogue : int { kStore = 0, kAddTo = 1, kGelu = 2, kQkvScatter = 3 };
+
+struct DecodeGemv {
+  // weights
+  int format = kDecF32;
+  const void* w = nullptr;           // codes / values
+  const void* scales = nullptr;      // fp16, rows * cols / group (int8 / int4)
+  int64_t rows = 0, cols = 0, group = 0;
+  const float* bias = nullptr;       // [rows] or null
+  // prologue
+  int prologue = kPlain;
+  const float* x = nullptr;          // [cols] input (kPlain, kLayerNorm)
+  const float* gamma = nullptr;      // LayerNorm weight and bias [cols]
+  const float* beta = nullptr;
+  const float* tok = nullptr;        // kEmbedLayerNorm: embeddings [vocab, cols], [context, cols]
+  const float* pos = nullptr;
+  float* x_out = nullptr;            // kEmbedLayerNorm: receives tok[t] + pos[p]
+  // epilogue
+  int epilogue = kStore;
+  float* y = nullptr;                // [rows] (kQkvScatter: q [d])
+  float* kcache = nullptr, * vcache = nullptr;  // kQkvScatter: [context, d], d = rows / 3
+  const int32_t* state = nullptr;    // {token, position}
+};
+
+// pdl: launch with programmatic dependent launch (the kernel may start while the previous one on
+// the stream finishes, and waits for it before reading; hides most of the launch gap).
+void launch_decode_gemv(const DecodeGemv& g, int sm_count, bool pdl, cudaStream_t s);
+
+void launch_decode_attention(const float* q, const float* kcache, const float* vcache, const int32_t* state,
+                             int64_t heads, int64_t dim, int64_t context, float* y, bool pdl, cudaStream_t s);
+
+}  // namespace trainlab::kern
