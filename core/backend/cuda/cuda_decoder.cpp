@@ -209,7 +209,8 @@ void CudaDecoder::enqueue_step() {
     qkv.y = m_q;
     qkv.kcache = L.k;
     qkv.vcache = L.v;
-    launch_decode_gemv(qkv, m_sms, m_spec.pdl, m_stream);
+    // The step's first kernel follows the token/position copy, not a kernel: launched plainly.
+    launch_decode_gemv(qkv, m_sms, m_spec.pdl && l > 0, m_stream);
     launch_decode_attention(m_q, L.k, L.v, m_state_dev, m_cfg.heads, D, m_cfg.context, m_att, m_spec.pdl, m_stream);
     DecodeGemv proj = gemv(L.proj);  // x += W att + b
     proj.x = m_att;
