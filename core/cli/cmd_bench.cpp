@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "backend/backend.h"
+#include "cli/bench_decode.h"
 #include "cli/bench_timing.h"
 #include "cli/commands.h"
 #include "nn/model.h"
@@ -95,18 +96,21 @@ Json bench_digits_train(const std::string& device, const std::string& precision,
 
 Runner add_bench_command(CLI::App& app) {
   struct Opts {
-    std::string cases = "digits", device = "auto", modes;
+    std::string cases = "digits", device = "auto", modes, weights, preset = "small";
     long steps = 0, warmup = 50, epochs = 30;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* cmd = app.add_subcommand("bench", "Benchmark cases matching the PyTorch peer; prints one JSON object per case and mode");
-  cmd->add_option("--case", o->cases, "Comma-separated: digits (training step, batch 128), digits-train (30 epochs, batch 64)");
+  cmd->add_option("--case", o->cases, "Comma-separated: digits (training step, batch 128), digits-train (30 epochs, batch 64), "
+                                      "char-tiny|char-small|char-gpt2, decode (generation per weight format; --modes fp32,bf16,int8,int4-g32)");
   cmd->add_option("--device", o->device, "cpu, cuda, cuda:N or auto");
   cmd->add_option("--modes", o->modes, "Comma-separated modes (digits: fp32,tf32,bf16,fp16,fp8, add -nograph to skip CUDA graphs; "
                                        "digits-train: precisions)");
   cmd->add_option("--steps", o->steps, "Timed steps (default 300 on the CPU, 3000 on a GPU)");
   cmd->add_option("--warmup", o->warmup, "Untimed warm-up steps");
   cmd->add_option("--epochs", o->epochs, "Epochs for digits-train");
+  cmd->add_option("--weights", o->weights, "decode: a char-gpt weights file (fp32 or quantized) instead of a random --preset");
+  cmd->add_option("--preset", o->preset, "decode: the random-initialised char-gpt without --weights (tiny, small, gpt2)");
   return [o, cmd]() -> int {
     if (!cmd->parsed()) return -1;
     int failures = 0;
@@ -151,8 +155,14 @@ Runner add_bench_command(CLI::App& app) {
           std::printf("%s\n", r.dump().c_str());
           std::fflush(stdout);
         }
+      } else if (cs == "decode") {  // token-by-token generation per weight format: cmd_generate.cpp
+        for (const Json& r : bench_decode(o->device, o->weights, o->preset, o->modes, o->steps ? o->steps : 200, 1)) {
+          failures += r.contains("error");
+          std::printf("%s\n", r.dump().c_str());
+          std::fflush(stdout);
+        }
       } else {
-        throw Error("unknown benchmark case '" + cs + "': expected digits, digits-train, char-tiny, char-small or char-gpt2");
+        throw Error("unknown benchmark case '" + cs + "': expected digits, digits-train, char-tiny, char-small, char-gpt2 or decode");
       }
     }
     return failures ? 1 : 0;

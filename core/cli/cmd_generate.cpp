@@ -11,8 +11,10 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
+#include <sstream>
 
 #include "backend/backend.h"
+#include "cli/bench_decode.h"
 #include "cli/commands.h"
 #include "compress/quant.h"
 #include "data/text.h"
@@ -87,9 +89,8 @@ Loaded random_char_gpt(const std::string& preset, uint64_t seed) {
   return out;
 }
 
-// Decodes n tokens greedily from token 0 (after one untimed push that captures the graph) and
-// prints one JSON line.
-void bench_format(Backend& be, const Loaded& m, const DecodeSpec& spec, int64_t n) {
+// Decodes n tokens greedily from token 0 (after one untimed push that captures the graph).
+Json bench_format(Backend& be, const Loaded& m, const DecodeSpec& spec, int64_t n) {
   const CharGptConfig& cfg = m.weights.cfg;
   n = std::min<int64_t>(n, cfg.context - 1);
   auto dec = make_decoder(be, m.weights, spec);
@@ -107,7 +108,7 @@ void bench_format(Backend& be, const Loaded& m, const DecodeSpec& spec, int64_t 
   const double tps = s > 0 ? static_cast<double>(n) / s : 0.0;
   const int64_t wbytes = dec->weight_bytes_per_token(), kv_mean = n > 0 ? kv / n : 0;
   const double ceiling = kDramBytesPerS / static_cast<double>(wbytes + kv_mean);
-  std::printf("%s\n", Json{{"case", "decode"},
+  return Json{{"case", "decode"},
                            {"model", m.name},
                            {"params", m.params},
                            {"device", be.info().name},
@@ -124,12 +125,46 @@ void bench_format(Backend& be, const Loaded& m, const DecodeSpec& spec, int64_t 
                            {"dram_bytes_per_s", kDramBytesPerS},
                            {"ceiling_tokens_per_s", ceiling},
                            {"fraction_of_ceiling", tps / ceiling},
-                           {"weights_fit_l2", wbytes + kv_mean <= kL2Bytes}}
-                          .dump()
-                          .c_str());
-  std::fflush(stdout);
+                           {"weights_fit_l2", wbytes + kv_mean <= kL2Bytes}};
+}
+
+std::vector<DecodeSpec> bench_specs(const std::string& formats, const Loaded& m, bool cpu) {
+  std::vector<DecodeSpec> out;
+  if (formats.empty()) {
+    if (m.format) return {*m.format};
+    for (const char* f : {"fp32", "bf16", "int8", "int4"})
+      if (!cpu || std::string(f) == "fp32") out.push_back(DecodeSpec::parse(f, 32));  // the CPU has no low-bit storage
+    return out;
+  }
+  std::stringstream ss(formats);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) continue;
+    const std::string suffix = "-nograph";
+    const bool nograph = item.size() > suffix.size() && item.compare(item.size() - suffix.size(), suffix.size(), suffix) == 0;
+    if (nograph) item.resize(item.size() - suffix.size());
+    DecodeSpec s = DecodeSpec::parse_label(item);
+    s.cuda_graph = s.pdl = !nograph;
+    out.push_back(s);
+  }
+  return out;
 }
 }  // namespace
+
+std::vector<Json> bench_decode(const std::string& device, const std::string& weights, const std::string& preset,
+                               const std::string& formats, int64_t tokens, uint64_t seed) {
+  const Loaded m = weights.empty() ? random_char_gpt(preset.empty() ? "small" : preset, seed) : load_char_gpt(weights);
+  auto be = create_backend(device);
+  std::vector<Json> out;
+  for (const DecodeSpec& s : bench_specs(formats, m, be->info().kind == DeviceKind::Cpu)) {
+    try {
+      out.push_back(bench_format(*be, m, s, tokens));
+    } catch (const Error& e) {
+      out.push_back(Json{{"case", "decode"}, {"model", m.name}, {"format", s.label()}, {"error", e.what()}});
+    }
+  }
+  return out;
+}
 
 Runner add_generate_command(CLI::App& app) {
   struct Opts {
@@ -167,29 +202,26 @@ Runner add_generate_command(CLI::App& app) {
       throw Error("generate needs --weights FILE (or --bench --bench-preset small|gpt2)");
     if (!o->bench_preset.empty() && !o->weights.empty()) throw Error("--bench-preset and --weights exclude each other");
     if (!o->bench_preset.empty() && !o->bench) throw Error("--bench-preset is for --bench");
-    const Loaded m = o->weights.empty() ? random_char_gpt(o->bench_preset, static_cast<uint64_t>(o->seed))
-                                        : load_char_gpt(o->weights);
+    if (o->bench) {
+      std::string formats = o->format.empty() ? "" : DecodeSpec::parse(o->format, o->group).label();
+      if (!formats.empty() && o->no_graph) formats += "-nograph";
+      int failures = 0;
+      for (const Json& r : bench_decode(o->device, o->weights, o->bench_preset, formats, o->tokens,
+                                        static_cast<uint64_t>(o->seed))) {
+        failures += r.contains("error");
+        std::printf("%s\n", r.dump().c_str());
+        std::fflush(stdout);
+      }
+      return failures ? 1 : 0;
+    }
+
+    const Loaded m = load_char_gpt(o->weights);
     std::string notice;
     auto be = create_backend(o->device, &notice);
     if (!notice.empty()) std::fprintf(stderr, "%s\n", notice.c_str());
     DecodeSpec spec = !o->format.empty() ? DecodeSpec::parse(o->format, o->group) : m.format.value_or(DecodeSpec{});
     spec.cuda_graph = !o->no_graph;
     spec.pdl = !o->no_pdl;
-
-    if (o->bench) {
-      std::vector<DecodeSpec> specs;
-      if (!o->format.empty()) {
-        specs.push_back(spec);
-      } else {
-        // The CPU decoder computes in fp32 whatever the format (it has no low-bit storage).
-        const bool cpu = be->info().kind == DeviceKind::Cpu;
-        for (const char* f : {"fp32", "bf16", "int8", "int4"})
-          if (!cpu || std::string(f) == "fp32") specs.push_back(DecodeSpec::parse(f, o->group));
-        for (auto& s : specs) s.cuda_graph = !o->no_graph, s.pdl = !o->no_pdl;
-      }
-      for (const DecodeSpec& s : specs) bench_format(*be, m, s, o->tokens);
-      return 0;
-    }
 
     TextCorpus vocab;
     vocab.chars = m.vocab;

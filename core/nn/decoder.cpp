@@ -49,6 +49,18 @@ DecodeSpec DecodeSpec::parse(const std::string& name, int group) {
   return s;
 }
 
+DecodeSpec DecodeSpec::parse_label(const std::string& label) {
+  if (label == "int8-channel") return parse("int8", 32);
+  const std::string g = "int4-g";
+  if (label.rfind(g, 0) == 0) {
+    const std::string num = label.substr(g.size());
+    if (num.empty() || num.find_first_not_of("0123456789") != std::string::npos || num.size() > 4)
+      throw Error("weight format '" + label + "': expected int4-g32, int4-g64 or int4-g128");
+    return parse("int4", std::stoi(num));
+  }
+  return parse(label, 32);
+}
+
 DecodeSpec DecodeSpec::from_quant(const QuantSpec& q) {
   if (q.bits < 2 || q.bits > 8) throw Error("quantized weights of " + std::to_string(q.bits) + " bits: expected 2..8");
   DecodeSpec s;

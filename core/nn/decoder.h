@@ -42,6 +42,7 @@ struct DecodeSpec {
   // "fp32", "bf16", "int8", "int8-channel", "int4-g32" ... (parse accepts these names).
   std::string label() const;
   static DecodeSpec parse(const std::string& name, int group);  // "fp32|bf16|int8|int4"; group for int4
+  static DecodeSpec parse_label(const std::string& label);       // also "int8-channel", "int4-g64"...
   static DecodeSpec from_quant(const QuantSpec& q);  // the container for a quantized file's spec
 };
 
