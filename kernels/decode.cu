@@ -106,16 +106,57 @@ __device__ __forceinline__ float dot16(const uint4 u, const float* x, int rot) {
   }
 }
 
+constexpr int kDepth = 8;  // 16-byte weight loads in flight per lane
+
 template <int F>
-__global__ void decode_gemv_kernel(DecodeGemv g, int slice_log2) {
-  extern __shared__ float4 xs4[];  // x' [cols]
-  float* xs = reinterpret_cast<float*>(xs4);
-  __shared__ float red[32];
-  wait_for_previous_grid();
+__global__ void __launch_bounds__(256) decode_gemv_kernel(DecodeGemv g, int slice_log2) {
+  extern __shared__ float4 smem4[];
   const int64_t K = g.cols;
+  float* xs = reinterpret_cast<float*>(smem4);  // x' [K]
+  float* gs = xs + K;                           // LayerNorm gamma, beta [K] each
+  float* bs = gs + K;
+  __shared__ float red[32];
+  constexpr bool kScaled = F == kDecI8 || F == kDecI4;
+  constexpr int E = 4 * Fmt<F>::kPerWord;  // weights per 16-byte load
+
+  // Rows: a slice of S lanes per row, 32/S rows per warp.
+  const int S = 1 << slice_log2;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, sub = lane & (S - 1), slot = lane >> slice_log2;
+  const int64_t row = (static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + warp) * (32 >> slice_log2) + slot;
+  const bool valid = row < g.rows;
+  const int64_t r = valid ? row : g.rows - 1;  // idle slices read a valid row and write nothing
+  const int64_t nvec = K / E;
+  const uint4* wrow = reinterpret_cast<const uint4*>(g.w) + r * nvec;
+  const __half* sc = static_cast<const __half*>(g.scales) + (kScaled ? r * (K / g.group) : 0);
+  uint4 u[kDepth];
+  float su[kDepth];
+  auto load = [&](int64_t v0) {
+#pragma unroll
+    for (int i = 0; i < kDepth; ++i) {
+      const int64_t v = v0 + int64_t{i} * S;
+      u[i] = v < nvec ? __ldg(wrow + v) : make_uint4(0u, 0u, 0u, 0u);
+      if constexpr (kScaled) su[i] = v < nvec ? __half2float(sc[v * E / g.group]) : 0.0f;
+    }
+  };
+  // The weights, their scales and the LayerNorm parameters do not depend on earlier kernels: the
+  // first loads are issued before waiting for the previous kernel (programmatic dependent launch
+  // lets this kernel start while that one finishes), so their latency hides behind it.
+  load(sub);
+  if (g.prologue != kPlain)
+    for (int64_t k = threadIdx.x; k < K; k += blockDim.x) gs[k] = g.gamma[k], bs[k] = g.beta[k];
+  wait_for_previous_grid();
+  // Token and position: read once per block (the step's first kernel reads them from host memory
+  // and publishes them to device memory for the kernels after it).
+  __shared__ int32_t st[2];
+  if (g.state && threadIdx.x < 2) {
+    st[threadIdx.x] = static_cast<const volatile int32_t*>(g.state)[threadIdx.x];  // host-written: no stale cache
+    if (g.state_out && blockIdx.x == 0) g.state_out[threadIdx.x] = st[threadIdx.x];
+  }
+  __syncthreads();
+
   // Prologue: the input vector into shared memory, layer-normalised when asked.
   if (g.prologue == kEmbedLayerNorm) {
-    const int64_t t = g.state[0], p = g.state[1];
+    const int64_t t = st[0], p = st[1];
     for (int64_t k = threadIdx.x; k < K; k += blockDim.x) {
       const float v = g.tok[t * K + k] + g.pos[p * K + k];
       xs[k] = v;
@@ -131,38 +172,24 @@ __global__ void decode_gemv_kernel(DecodeGemv g, int slice_log2) {
     float v = 0.0f;
     for (int64_t k = threadIdx.x; k < K; k += blockDim.x) v += (xs[k] - mean) * (xs[k] - mean);
     const float var = block_all_reduce<false>(v, red) / static_cast<float>(K);
-    const float r = 1.0f / sqrtf(var + 1e-5f);
-    for (int64_t k = threadIdx.x; k < K; k += blockDim.x) xs[k] = (xs[k] - mean) * r * g.gamma[k] + g.beta[k];
+    const float rs = 1.0f / sqrtf(var + 1e-5f);
+    for (int64_t k = threadIdx.x; k < K; k += blockDim.x) xs[k] = (xs[k] - mean) * rs * gs[k] + bs[k];
   }
   __syncthreads();
 
-  // Rows: a slice of S lanes per row, 32/S rows per warp.
-  const int S = 1 << slice_log2;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, sub = lane & (S - 1), slot = lane >> slice_log2;
-  const int64_t row = (static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + warp) * (32 >> slice_log2) + slot;
-  const bool valid = row < g.rows;
-  const int64_t r = valid ? row : g.rows - 1;  // idle slices read a valid row and write nothing
-  constexpr int E = 4 * Fmt<F>::kPerWord;  // weights per 16-byte load
-  const int64_t nvec = K / E;
-  const uint4* wrow = reinterpret_cast<const uint4*>(g.w) + r * nvec;
-  const __half* sc = static_cast<const __half*>(g.scales) + (F == kDecI8 || F == kDecI4 ? r * (K / g.group) : 0);
   float acc = 0.0f;
-  // Four loads in flight per lane before any is used (the weights stream from DRAM or L2).
-  for (int64_t v0 = sub; v0 < nvec; v0 += 4 * S) {
-    uint4 u[4];
+  for (int64_t v0 = sub;;) {
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int64_t v = v0 + int64_t{i} * S;
-      u[i] = v < nvec ? __ldg(wrow + v) : make_uint4(0u, 0u, 0u, 0u);
-    }
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < kDepth; ++i) {
       const int64_t v = v0 + int64_t{i} * S;
       if (v >= nvec) break;
       const float part = dot16<F>(u[i], xs + v * E, sub);
-      if constexpr (F == kDecI8 || F == kDecI4) acc += __half2float(sc[v * E / g.group]) * part;
+      if constexpr (kScaled) acc += su[i] * part;
       else acc += part;
     }
+    v0 += int64_t{kDepth} * S;
+    if (v0 >= nvec) break;
+    load(v0);
   }
   for (int o = S >> 1; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
   if (!valid || sub != 0) return;
@@ -172,7 +199,7 @@ __global__ void decode_gemv_kernel(DecodeGemv g, int slice_log2) {
     case kAddTo: g.y[row] += v; break;
     case kGelu: g.y[row] = gelu_f(v); break;
     case kQkvScatter: {
-      const int64_t d = g.rows / 3, p = g.state[1];
+      const int64_t d = g.rows / 3, p = st[1];
       if (row < d) g.y[row] = v;
       else if (row < 2 * d) g.kcache[p * d + row - d] = v;
       else g.vcache[p * d + row - 2 * d] = v;
@@ -191,35 +218,41 @@ GemvShape gemv_shape(const DecodeGemv& g, int sm_count) {
   const int64_t nvec = g.cols / per_vec;
   int slice_log2 = 0;
   while (slice_log2 < 5 && (int64_t{2} << slice_log2) <= nvec) ++slice_log2;
-  // Up to 8 warps a block (the LayerNorm prologue is repeated by every block), fewer while that
-  // leaves SMs without a block.
-  int warps = 8;
+  // 4 to 8 warps a block: the prologue (LayerNorm) is repeated by every block and wants threads;
+  // 8 only where that still leaves a block for every SM.
   auto blocks = [&](int w) {
     const int64_t rows_per_block = int64_t{w} * (32 >> slice_log2);
     return (g.rows + rows_per_block - 1) / rows_per_block;
   };
-  while (warps > 1 && blocks(warps) < sm_count) warps /= 2;
+  const int warps = blocks(8) >= sm_count ? 8 : 4;
   return {slice_log2, warps * 32, blocks(warps)};
 }
 
-__global__ void decode_attention_kernel(const float* q, const float* kc, const float* vc, const int32_t* state,
-                                        int64_t dim, int64_t hd, int64_t context, float scale, float* y) {
-  extern __shared__ float sm[];
+// One block per head. Scores: a thread per key, the q.k dot product from 16-byte loads of the
+// key row (independent loads, one round trip). Values: threads own 4 channels each (hd/4
+// threads read one value row, coalesced) and split the positions into groups, summed at the end.
+__global__ void __launch_bounds__(512) decode_attention_kernel(const float* q, const float* kc, const float* vc,
+                                                               const int32_t* state, int64_t dim, int64_t hd,
+                                                               int64_t context, float scale, float* y) {
+  extern __shared__ float4 sm4[];
   __shared__ float red[32];
-  float* qs = sm;                 // [hd]
-  float* sc = sm + hd;            // [context] scores, then probabilities
-  float* part = sc + context;     // [parts, hd]
+  float* qs = reinterpret_cast<float*>(sm4);  // [hd]
+  float* sc = qs + hd;                        // [context] scores, then probabilities
+  float* part = sc + (context + 3) / 4 * 4;   // [groups, hd], 16-byte aligned
   wait_for_previous_grid();
-  const int64_t h = blockIdx.x, len = static_cast<int64_t>(state[1]) + 1, off = h * hd;
+  const int64_t h = blockIdx.x, len = static_cast<int64_t>(state[1]) + 1, off = h * hd, hd4 = hd / 4;
   for (int64_t c = threadIdx.x; c < hd; c += blockDim.x) qs[c] = q[off + c];
   __syncthreads();
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  for (int64_t j = warp; j < len; j += warps) {
-    const float* k = kc + j * dim + off;
+  const float4* q4 = reinterpret_cast<const float4*>(qs);
+  for (int64_t j = threadIdx.x; j < len; j += blockDim.x) {
+    const float4* k4 = reinterpret_cast<const float4*>(kc + j * dim + off);
     float dot = 0.0f;
-    for (int64_t c = lane; c < hd; c += 32) dot += qs[c] * k[c];
-    for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
-    if (lane == 0) sc[j] = dot * scale;
+#pragma unroll 16
+    for (int64_t c = 0; c < hd4; ++c) {
+      const float4 a = __ldg(k4 + c), b = q4[c];
+      dot += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
+    }
+    sc[j] = dot * scale;
   }
   __syncthreads();
   float mx = -INFINITY;
@@ -228,17 +261,24 @@ __global__ void decode_attention_kernel(const float* q, const float* kc, const f
   float sum = 0.0f;
   for (int64_t j = threadIdx.x; j < len; j += blockDim.x) sum += (sc[j] = expf(sc[j] - mx));
   sum = block_all_reduce<false>(sum, red);  // (its barriers also publish sc)
-  const int64_t parts = blockDim.x / hd, c = threadIdx.x % hd, pi = threadIdx.x / hd;
-  if (pi < parts) {
-    float a = 0.0f;
-    for (int64_t j = pi; j < len; j += parts) a += (sc[j] / sum) * vc[j * dim + off + c];
-    part[pi * hd + c] = a;
+  for (int64_t j = threadIdx.x; j < len; j += blockDim.x) sc[j] /= sum;  // p_j, as the CPU
+  __syncthreads();
+  const int64_t groups = blockDim.x / hd4, c4 = threadIdx.x % hd4, gi = threadIdx.x / hd4;
+  if (gi < groups) {
+    float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll 4
+    for (int64_t j = gi; j < len; j += groups) {
+      const float p = sc[j];
+      const float4 v = __ldg(reinterpret_cast<const float4*>(vc + j * dim + off) + c4);
+      a.x += p * v.x, a.y += p * v.y, a.z += p * v.z, a.w += p * v.w;
+    }
+    reinterpret_cast<float4*>(part + gi * hd)[c4] = a;
   }
   __syncthreads();
-  for (int64_t cc = threadIdx.x; cc < hd; cc += blockDim.x) {
+  for (int64_t c = threadIdx.x; c < hd; c += blockDim.x) {
     float a = 0.0f;
-    for (int64_t p = 0; p < parts; ++p) a += part[p * hd + cc];
-    y[off + cc] = a;
+    for (int64_t p = 0; p < groups; ++p) a += part[p * hd + c];
+    y[off + c] = a;
   }
 }
 
@@ -265,7 +305,7 @@ cudaLaunchConfig_t launch_config(dim3 grid, dim3 block, size_t shmem, cudaStream
 
 void launch_decode_gemv(const DecodeGemv& g, int sm_count, bool pdl, cudaStream_t s) {
   const GemvShape sh = gemv_shape(g, sm_count);
-  const size_t shmem = static_cast<size_t>(g.cols) * sizeof(float);
+  const size_t shmem = static_cast<size_t>(g.prologue == kPlain ? g.cols : 3 * g.cols) * sizeof(float);
   const dim3 grid(static_cast<unsigned>(sh.blocks));
   const cudaLaunchConfig_t cfg = launch_config(grid, dim3(static_cast<unsigned>(sh.threads)), shmem, s, pdl);
   switch (g.format) {
@@ -280,9 +320,9 @@ void launch_decode_gemv(const DecodeGemv& g, int sm_count, bool pdl, cudaStream_
 void launch_decode_attention(const float* q, const float* kcache, const float* vcache, const int32_t* state,
                              int64_t heads, int64_t dim, int64_t context, float* y, bool pdl, cudaStream_t s) {
   const int64_t hd = dim / heads;
-  const int threads = 256;
-  const int64_t parts = threads / hd;
-  const size_t shmem = static_cast<size_t>(hd + context + parts * hd) * sizeof(float);
+  const int threads = 512;
+  const int64_t groups = threads / (hd / 4);
+  const size_t shmem = static_cast<size_t>(hd + (context + 3) / 4 * 4 + groups * hd) * sizeof(float);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));  // as the CPU generator
   const cudaLaunchConfig_t cfg =
       launch_config(dim3(static_cast<unsigned>(heads)), dim3(static_cast<unsigned>(threads)), shmem, s, pdl);

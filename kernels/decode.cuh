@@ -17,12 +17,16 @@
 //                                               embedding sum into x_out, the residual stream)
 //   Epilogue: y[r] = v | y[r] += v (residual add) | y[r] = GELU(v) (erf form) |
 //             qkv scatter: r < d -> q[r], r < 2d -> kcache[p, r - d], else vcache[p, r - 2d].
-//   The token t and position p are read from device memory (state[0], state[1]) so a captured
-//   graph replays for every token.
-// Attention: one block per head; q . k_j / sqrt(hd) for j <= p (a warp per key), softmax in fp32,
-//   y = sum_j softmax_j v_j. KV cache fp32 [context, d] per layer.
+//   The token t and position p are read from memory (state[0], state[1]) so a captured graph
+//   replays for every token: the step's first GEMV reads them from mapped pinned host memory and
+//   copies them to device memory (state_out) for the kernels after it.
+// Attention: one block per head; q . k_j / sqrt(hd) for j <= p (a thread per key), softmax in fp32,
+//   y = sum_j softmax_j v_j (threads own 4 channels, positions split into groups). KV cache fp32
+//   [context, d] per layer.
+// Latency: weights, scales and LayerNorm parameters are loaded before the kernel waits for the
+//   previous one (programmatic dependent launch), 8 16-byte loads in flight per lane.
 // Requirements (checked by the decoder): cols a multiple of the format's 16-byte vector (4, 8,
-//   16, 32 weights), groups a multiple of it, 16-byte aligned rows, head dim <= 256.
+//   16, 32 weights), groups a multiple of it, 16-byte aligned rows, head dim <= 256 and a multiple of 4.
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -55,7 +59,8 @@ struct DecodeGemv {
   int epilogue = kStore;
   float* y = nullptr;                // [rows] (kQkvScatter: q [d])
   float* kcache = nullptr, * vcache = nullptr;  // kQkvScatter: [context, d], d = rows / 3
-  const int32_t* state = nullptr;    // {token, position}
+  const int32_t* state = nullptr;    // {token, position} (device memory, or mapped host memory)
+  int32_t* state_out = nullptr;      // when set, block 0 copies the state here (device memory)
 };
 
 // pdl: launch with programmatic dependent launch (the kernel may start while the previous one on

@@ -37,7 +37,8 @@ CudaDecoder::CudaDecoder(int device, const CharGptWeights& w, const DecodeSpec& 
     : m_cfg(w.cfg), m_spec(spec), m_device(device) {
   m_cfg.validate();
   const int64_t D = m_cfg.dim, hd = D / m_cfg.heads;
-  if (hd > 256) throw Error("GPU decoding: head dimension " + std::to_string(hd) + " is over 256");
+  if (hd > 256 || hd % 4 != 0)
+    throw Error("GPU decoding: head dimension " + std::to_string(hd) + " must be a multiple of 4 and at most 256");
   if (4 * D * 4 > 48 * 1024) throw Error("GPU decoding: dim " + std::to_string(D) + " is too wide (at most 3072)");
   if (spec.format == DecodeFormat::I4 && spec.quant.bits > 4)
     throw Error("GPU decoding: " + std::to_string(spec.quant.bits) + "-bit codes do not fit the int4 format");
@@ -75,10 +76,13 @@ CudaDecoder::CudaDecoder(int device, const CharGptWeights& w, const DecodeSpec& 
     m_q = static_cast<float*>(device_alloc(static_cast<size_t>(D) * 4));
     m_att = static_cast<float*>(device_alloc(static_cast<size_t>(D) * 4));
     m_f = static_cast<float*>(device_alloc(static_cast<size_t>(4 * D) * 4));
-    m_logits_dev = static_cast<float*>(device_alloc(static_cast<size_t>(V) * 4));
     m_state_dev = static_cast<int32_t*>(device_alloc(2 * sizeof(int32_t)));
-    TL_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&m_state_host), 2 * sizeof(int32_t)));
-    TL_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&m_logits_host), static_cast<size_t>(V) * 4));
+    // Mapped pinned memory: the first kernel reads the token and position from it and the last
+    // writes the logits into it, so a step needs no copies of its own.
+    TL_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&m_state_host), 2 * sizeof(int32_t), cudaHostAllocMapped));
+    TL_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&m_logits_host), static_cast<size_t>(V) * 4, cudaHostAllocMapped));
+    TL_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&m_state_mapped), m_state_host, 0));
+    TL_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&m_logits_mapped), m_logits_host, 0));
     m_logits.assign(static_cast<size_t>(V), 0.0f);
   } catch (...) {
     release();  // what was allocated so far (every pointer starts null)
@@ -182,7 +186,6 @@ CudaDecoder::Matrix CudaDecoder::upload_matrix(const CharGptWeights& w, const st
 
 void CudaDecoder::enqueue_step() {
   const int64_t D = m_cfg.dim;
-  TL_CUDA_CHECK(cudaMemcpyAsync(m_state_dev, m_state_host, 2 * sizeof(int32_t), cudaMemcpyHostToDevice, m_stream));
   auto gemv = [&](const Matrix& m) {
     DecodeGemv g;
     g.format = m.format;
@@ -209,7 +212,8 @@ void CudaDecoder::enqueue_step() {
     qkv.y = m_q;
     qkv.kcache = L.k;
     qkv.vcache = L.v;
-    // The step's first kernel follows the token/position copy, not a kernel: launched plainly.
+    if (l == 0) qkv.state = m_state_mapped, qkv.state_out = m_state_dev;
+    // The step's first kernel reads what the host wrote: launched plainly, after the previous step.
     launch_decode_gemv(qkv, m_sms, m_spec.pdl && l > 0, m_stream);
     launch_decode_attention(m_q, L.k, L.v, m_state_dev, m_cfg.heads, D, m_cfg.context, m_att, m_spec.pdl, m_stream);
     DecodeGemv proj = gemv(L.proj);  // x += W att + b
@@ -237,10 +241,8 @@ void CudaDecoder::enqueue_step() {
   head.gamma = m_ln_w;
   head.beta = m_ln_b;
   head.epilogue = kStore;
-  head.y = m_logits_dev;
+  head.y = m_logits_mapped;
   launch_decode_gemv(head, m_sms, m_spec.pdl, m_stream);
-  TL_CUDA_CHECK(cudaMemcpyAsync(m_logits_host, m_logits_dev, m_logits.size() * sizeof(float), cudaMemcpyDeviceToHost,
-                                m_stream));
 }
 
 void CudaDecoder::push(int32_t token) {

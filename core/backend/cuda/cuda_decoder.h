@@ -6,7 +6,8 @@
 // the KV cache is fp32 [context, d] per layer. One token is 5 launches a layer plus one
 // (kernels/decode.cuh: LayerNorm fused into the GEMV that follows it, the embedding into the first
 // one, bias / residual add / GELU / the K,V cache writes into the GEMV epilogues, attention on its
-// own) and two small copies (token and position in, logits out). At the `small` size (10.7M
+// own); the token and position come from mapped pinned host memory and the logits go back into it
+// (no copies). At the `small` size (10.7M
 // parameters, under the H200's 50 MB L2) that step is launch-bound, so it is captured once as a
 // CUDA graph that reads the token and position from device memory, and replayed for every token.
 #pragma once
@@ -63,10 +64,12 @@ class CudaDecoder final : public TokenDecoder {
   float *m_tok = nullptr, *m_pos = nullptr, *m_ln_w = nullptr, *m_ln_b = nullptr;
   Matrix m_head;
   std::vector<Layer> m_layers;
-  float *m_x = nullptr, *m_q = nullptr, *m_att = nullptr, *m_f = nullptr, *m_logits_dev = nullptr;
-  int32_t* m_state_dev = nullptr;   // {token, position}
-  int32_t* m_state_host = nullptr;  // pinned
-  float* m_logits_host = nullptr;   // pinned
+  float *m_x = nullptr, *m_q = nullptr, *m_att = nullptr, *m_f = nullptr;
+  int32_t* m_state_dev = nullptr;     // {token, position} for the kernels after the first
+  int32_t* m_state_host = nullptr;    // mapped pinned: written by push()
+  int32_t* m_state_mapped = nullptr;  // its device address
+  float* m_logits_host = nullptr;     // mapped pinned: written by the head GEMV
+  float* m_logits_mapped = nullptr;
   std::vector<float> m_logits;
   int64_t m_len = 0;
   int64_t m_weight_bytes = 0;
