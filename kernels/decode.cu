@@ -249,7 +249,7 @@ __global__ void __launch_bounds__(512) decode_attention_kernel(const float* q, c
     float dot = 0.0f;
 #pragma unroll 16
     for (int64_t c = 0; c < hd4; ++c) {
-      const float4 a = __ldg(k4 + c), b = q4[c];
+      const float4 a = __ldcg(k4 + c), b = q4[c];  // (written by earlier kernels: L2, not the read-only path)
       dot += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
     }
     sc[j] = dot * scale;
@@ -269,7 +269,7 @@ __global__ void __launch_bounds__(512) decode_attention_kernel(const float* q, c
 #pragma unroll 4
     for (int64_t j = gi; j < len; j += groups) {
       const float p = sc[j];
-      const float4 v = __ldg(reinterpret_cast<const float4*>(vc + j * dim + off) + c4);
+      const float4 v = __ldcg(reinterpret_cast<const float4*>(vc + j * dim + off) + c4);
       a.x += p * v.x, a.y += p * v.y, a.z += p * v.z, a.w += p * v.w;
     }
     reinterpret_cast<float4*>(part + gi * hd)[c4] = a;
