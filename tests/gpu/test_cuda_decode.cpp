@@ -2,7 +2,7 @@
 //  * logits position by position for fp32 weights, and for bf16 / int8 / int4 (g 32, 64, 128) /
 //    per-tensor int8 / 3-bit codes against the CPU generator run on the values the format
 //    represents (CharGptWeights::as_format: the dequantised weights), tolerance 1e-4 relative
-//    (fp32 accumulation in another order);
+//    (fp32 accumulation in another order), also over a 600-position window;
 //  * the replayed CUDA graph gives the same logits as launching the kernels one by one, also
 //    after reset() (a new window reuses the graph);
 //  * greedy generation over window restarts gives the CPU's tokens (first 60 at least).
@@ -15,18 +15,18 @@ using namespace trainlab::parity;
 
 namespace {
 
-CharGptConfig config() {
+CharGptConfig config(int64_t context = 48) {
   CharGptConfig c;
   c.vocab = 65;
-  c.layers = 2, c.heads = 4, c.dim = 128, c.context = 48;
+  c.layers = 2, c.heads = 4, c.dim = 128, c.context = context;
   return c;
 }
 
 // Random-initialised weights with the head scaled up, so that the logits are spread out and
 // greedy choices are not near-ties.
-CharGptWeights model_weights(uint64_t seed) {
+CharGptWeights model_weights(uint64_t seed, int64_t context = 48) {
   CpuBackend cpu(1);
-  CharGpt m(cpu, config(), seed);
+  CharGpt m(cpu, config(context), seed);
   CharGptWeights w = CharGptWeights::from_model(cpu, m);
   for (float& x : w.tensors.at("head.weight")) x *= 20.0f;
   return w;
@@ -77,6 +77,17 @@ int main() {
       auto dec = make_decoder(*gpu, w, s);
       check("decode logits " + s.label() + " vs CPU on the format's values, " + std::to_string(toks.size()) + " positions",
             logits_error(ref, *dec, toks, cfg.vocab), 1e-4);
+    }
+
+    // A window longer than the attention kernel's 512 threads (keys in several passes).
+    {
+      const CharGptWeights wl = model_weights(6, 600);
+      const std::vector<int32_t> long_toks = token_sequence(600, cfg.vocab);
+      for (const DecodeSpec& s : {spec("fp32"), spec("int4")}) {
+        CharGptGenerator ref(wl.as_format(s));
+        auto dec = make_decoder(*gpu, wl, s);
+        check("decode logits " + s.label() + " over a 600-position window", logits_error(ref, *dec, long_toks, cfg.vocab), 1e-4);
+      }
     }
 
     // Graph replay (with programmatic dependent launch) == eager launches one after the other, bit
