@@ -1,5 +1,5 @@
 // kernels/attention.cu: see attention.cuh for the math, layout and precision. The tensor-core
-// kernels (bf16 / fp16) are in attention_tc.cuh; this file has the SIMT fp32 kernels (fp32, tf32
+// kernels (bf16 / fp16 / tf32) are in attention_tc.cuh; this file has the SIMT fp32 kernels (fp32,
 // and whatever the tensor-core path does not take), the backward's row dot D = dy . y, and the
 // launchers that pick a path.
 //
@@ -7,7 +7,8 @@
 // kernels, keys in the dK/dV kernel) and streams 32-row tiles of the other side through shared
 // memory, all in fp32. Score tiles: warp w computes rows w, w + 8, w + 16, w + 24 and lane j the
 // column j, so a row's max and sum are warp reductions. Output tiles: warp w the same rows, lane c
-// the columns c, c + 32, ...; accumulators live in shared memory, so any head dim works up to
+// the columns c, c + 32, ...; a thread's four rows share each load of its column (1.25 shared-memory
+// loads per FMA, not 2). Accumulators live in shared memory, so any head dim works up to
 // what shared memory holds. Tiles of q, k, v, dy are stored with an odd row stride (conflict-free
 // column reads).
 #include <cmath>
@@ -53,10 +54,18 @@ __device__ void simt_load(float* sm, int lds, const void* g, int dt, int64_t off
   }
 }
 
-__device__ __forceinline__ float dot_rows(const float* a, const float* b, int hd) {
-  float s = 0.0f;
-  for (int c = 0; c < hd; ++c) s = fmaf(a[c], b[c], s);
-  return s;
+// out[u] = a-row (w + 8u) . b-row (each summed in column order): the b row is loaded once for the
+// warp's four rows (a-rows are broadcast reads).
+__device__ __forceinline__ void dot4(const float* a, int w, const float* brow, int hd, int lds, float (&out)[4]) {
+  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll 4
+  for (int c = 0; c < hd; ++c) {
+    const float bv = brow[c];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) acc[u] = fmaf(a[(w + 8 * u) * lds + c], bv, acc[u]);
+  }
+#pragma unroll
+  for (int u = 0; u < 4; ++u) out[u] = acc[u];
 }
 
 __global__ void __launch_bounds__(kSimtThreads) fwd_simt(const void* qkv, int dt, void* y, int ydt, float* lse, int T,
@@ -83,10 +92,12 @@ __global__ void __launch_bounds__(kSimtThreads) fwd_simt(const void* qkv, int dt
     simt_load(ks, lds, qkv, dt, off + D, ld3, k0, T, hd, tf32);
     simt_load(vs, lds, qkv, dt, off + 2 * D, ld3, k0, T, hd, tf32);
     __syncthreads();
+    float sc[4];
+    dot4(qs, warp, ks + lane * lds, hd, lds, sc);
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
       const int i = warp + 8 * u, q = q0 + i, key = k0 + lane;
-      const float x = (key > q || q >= T) ? -INFINITY : dot_rows(qs + i * lds, ks + lane * lds, hd) * scale;
+      const float x = (key > q || q >= T) ? -INFINITY : sc[u] * scale;
       const float mx = fmaxf(m[u], warp_max(x));
       const float base = mx == -INFINITY ? 0.0f : mx;
       const float p = expf(x - base);
@@ -96,14 +107,16 @@ __global__ void __launch_bounds__(kSimtThreads) fwd_simt(const void* qkv, int dt
       ps[i * kPs + lane] = p;
     }
     __syncwarp();  // the warp's own rows of ps, read below by the same warp
+    for (int c = lane; c < hd; c += 32) {
+      float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll 8
+      for (int j = 0; j < kS; ++j) {
+        const float v = vs[j * lds + c];
 #pragma unroll
-    for (int u = 0; u < 4; ++u) {
-      const int i = warp + 8 * u;
-      for (int c = lane; c < hd; c += 32) {
-        float acc = 0.0f;
-        for (int j = 0; j < kS; ++j) acc = fmaf(ps[i * kPs + j], vs[j * lds + c], acc);
-        os[i * hd + c] = os[i * hd + c] * alpha[u] + acc;
+        for (int u = 0; u < 4; ++u) acc[u] = fmaf(ps[(warp + 8 * u) * kPs + j], v, acc[u]);
       }
+#pragma unroll
+      for (int u = 0; u < 4; ++u) os[(warp + 8 * u) * hd + c] = os[(warp + 8 * u) * hd + c] * alpha[u] + acc[u];
     }
     __syncthreads();
   }
@@ -122,13 +135,16 @@ __global__ void __launch_bounds__(kSimtThreads) fwd_simt(const void* qkv, int dt
 __device__ void simt_p_ds(const float* qs, const float* dos, const float* ks, const float* vs, const float* ls,
                           const float* ds, float* ps, float* dss, int q0, int k0, int T, int hd, int lds, float scale) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  float sc[4], dp[4];
+  dot4(qs, warp, ks + lane * lds, hd, lds, sc);
+  dot4(dos, warp, vs + lane * lds, hd, lds, dp);
 #pragma unroll
   for (int u = 0; u < 4; ++u) {
     const int i = warp + 8 * u, q = q0 + i, key = k0 + lane;
     float p = 0.0f, g = 0.0f;
     if (key <= q && q < T) {
-      p = expf(dot_rows(qs + i * lds, ks + lane * lds, hd) * scale - ls[i]);
-      g = p * (dot_rows(dos + i * lds, vs + lane * lds, hd) - ds[i]);
+      p = expf(sc[u] * scale - ls[i]);
+      g = p * (dp[u] - ds[i]);
     }
     ps[i * kPs + lane] = p;
     dss[i * kPs + lane] = g;
@@ -186,14 +202,16 @@ __global__ void __launch_bounds__(kSimtThreads) bwd_dq_simt(const void* qkv, int
     __syncthreads();
     simt_p_ds(t.qs, t.dos, t.ks, t.vs, t.ls, t.ds, t.ps, t.dss, q0, k0, T, hd, lds, scale);
     __syncwarp();  // dS rows of this warp, read by this warp
+    for (int c = lane; c < hd; c += 32) {
+      float a[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll 8
+      for (int j = 0; j < kS; ++j) {
+        const float kv = t.ks[j * lds + c];
 #pragma unroll
-    for (int u = 0; u < 4; ++u) {
-      const int i = warp + 8 * u;
-      for (int c = lane; c < hd; c += 32) {
-        float a = 0.0f;
-        for (int j = 0; j < kS; ++j) a = fmaf(t.dss[i * kPs + j], t.ks[j * lds + c], a);
-        t.acc[i * hd + c] += a;
+        for (int u = 0; u < 4; ++u) a[u] = fmaf(t.dss[(warp + 8 * u) * kPs + j], kv, a[u]);
       }
+#pragma unroll
+      for (int u = 0; u < 4; ++u) t.acc[(warp + 8 * u) * hd + c] += a[u];
     }
     __syncthreads();
   }
@@ -231,17 +249,21 @@ __global__ void __launch_bounds__(kSimtThreads) bwd_dkv_simt(const void* qkv, in
     __syncthreads();
     simt_p_ds(t.qs, t.dos, t.ks, t.vs, t.ls, t.ds, t.ps, t.dss, q0, k0, T, hd, lds, scale);
     __syncthreads();  // columns of P and dS come from every warp
+    for (int c = lane; c < hd; c += 32) {
+      float av[4] = {0.0f, 0.0f, 0.0f, 0.0f}, ak[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll 4
+      for (int i = 0; i < kS; ++i) {
+        const float dov = t.dos[i * lds + c], qv = t.qs[i * lds + c];
 #pragma unroll
-    for (int u = 0; u < 4; ++u) {
-      const int j = warp + 8 * u;
-      for (int c = lane; c < hd; c += 32) {
-        float av = 0.0f, ak = 0.0f;
-        for (int i = 0; i < kS; ++i) {
-          av = fmaf(t.ps[i * kPs + j], t.dos[i * lds + c], av);
-          ak = fmaf(t.dss[i * kPs + j], t.qs[i * lds + c], ak);
+        for (int u = 0; u < 4; ++u) {
+          av[u] = fmaf(t.ps[i * kPs + warp + 8 * u], dov, av[u]);
+          ak[u] = fmaf(t.dss[i * kPs + warp + 8 * u], qv, ak[u]);
         }
-        dvs[j * hd + c] += av;
-        dks[j * hd + c] += ak;
+      }
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        dvs[(warp + 8 * u) * hd + c] += av[u];
+        dks[(warp + 8 * u) * hd + c] += ak[u];
       }
     }
     __syncthreads();
@@ -308,9 +330,11 @@ void check_dims(const char* op, int64_t B, int64_t T, int64_t H, int64_t hd) {
                 " H=" + std::to_string(H) + " hd=" + std::to_string(hd));
 }
 
-// The tensor cores take bf16 / fp16 inputs (all of them in one format) with hd <= 128.
-int tc_hdp(int qkv_dt, int other_dt, int64_t hd) {
-  if ((qkv_dt != kBF16 && qkv_dt != kF16) || other_dt != qkv_dt || hd > 128) return 0;
+// The tensor cores take bf16 / fp16 inputs, or fp32 ones in tf32 mode (all of them in one
+// format), with hd <= 128: the padded head dim, or 0 for the SIMT path.
+int tc_hdp(int qkv_dt, int other_dt, int64_t hd, bool tf32) {
+  const bool fmt = qkv_dt == kBF16 || qkv_dt == kF16 || (qkv_dt == kF32 && tf32);
+  if (!fmt || other_dt != qkv_dt || hd > 128) return 0;
   return hd <= 16 ? 16 : hd <= 32 ? 32 : hd <= 64 ? 64 : 128;
 }
 
@@ -318,34 +342,42 @@ template <int HDP>
 constexpr int dkv_queries() {
   return HDP >= 128 ? 16 : 64;  // fewer registers next to the two hd-wide accumulators at hd 128
 }
-template <int HDP>
+// Shared-memory bytes of the tensor-core kernels (tile rows x padded row, see attention_tc.cuh).
+template <typename E, int HDP>
+constexpr size_t tile_row_bytes() {
+  return size_t(HDP + attn::kPad<E>) * sizeof(E);
+}
+template <typename E, int HDP>
 constexpr size_t fwd_tc_bytes() {
-  return size_t(attn::fwd_rows<HDP>() + 4 * attn::kKeys) * (HDP + 8) * 2;
+  return size_t(attn::fwd_rows<HDP>() + 4 * attn::kKeys) * tile_row_bytes<E, HDP>();
 }
-template <int HDP>
+template <typename E, int HDP>
 constexpr size_t dq_tc_bytes() {
-  return size_t(2 * attn::kRows + 4 * attn::kKeys) * (HDP + 8) * 2;
+  return size_t(2 * attn::kRows + 4 * attn::kKeys) * tile_row_bytes<E, HDP>();
 }
-template <int HDP>
+template <typename E, int HDP>
 constexpr size_t dkv_tc_bytes() {
-  return size_t(2 * attn::kRows + 4 * dkv_queries<HDP>()) * (HDP + 8) * 2 + 4 * dkv_queries<HDP>() * sizeof(float);
+  return size_t(2 * attn::kRows + 4 * dkv_queries<HDP>()) * tile_row_bytes<E, HDP>() +
+         4 * dkv_queries<HDP>() * sizeof(float);
 }
 
-// 16-byte loads: rows of whole 16-byte chunks (hd % 8 == 0) from 16-byte aligned bases.
+// 16-byte loads: rows of whole 16-byte chunks from 16-byte aligned bases.
+template <typename E>
 bool vec_ok(int64_t hd, const void* a, const void* b) {
-  return hd % 8 == 0 && reinterpret_cast<uintptr_t>(a) % 16 == 0 && reinterpret_cast<uintptr_t>(b) % 16 == 0;
+  return hd % attn::kVec<E> == 0 && reinterpret_cast<uintptr_t>(a) % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(b) % 16 == 0;
 }
 
 template <typename E, int HDP>
 void tc_forward(const void* qkv, void* y, int ydt, float* lse, int64_t B, int64_t T, int64_t H, int64_t hd,
                 cudaStream_t s) {
-  const size_t bytes = fwd_tc_bytes<HDP>();
+  const size_t bytes = fwd_tc_bytes<E, HDP>();
   allow_smem(attn::fwd_tc<E, HDP>, bytes, "attention_forward", hd);
   constexpr int kBlockRows = attn::fwd_rows<HDP>();
   const dim3 grid(static_cast<unsigned>(B * H), static_cast<unsigned>((T + kBlockRows - 1) / kBlockRows));
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   attn::fwd_tc<E, HDP><<<grid, attn::kThreads, bytes, s>>>(static_cast<const E*>(qkv), y, ydt, lse, int(T), int(H),
-                                                           int(hd), scale * attn::kLog2e, vec_ok(hd, qkv, qkv));
+                                                           int(hd), scale * attn::kLog2e, vec_ok<E>(hd, qkv, qkv));
   TL_LAUNCH_CHECK("attention fwd_tc");
 }
 
@@ -355,13 +387,13 @@ void tc_backward(const void* qkv, const void* dy, const float* lse, const float*
   constexpr int kNq = dkv_queries<HDP>();
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const unsigned bh = static_cast<unsigned>(B * H), tiles = static_cast<unsigned>((T + attn::kRows - 1) / attn::kRows);
-  const bool vec = vec_ok(hd, qkv, dy);
-  allow_smem(attn::bwd_dkv_tc<E, HDP, kNq>, dkv_tc_bytes<HDP>(), "attention_backward", hd);
-  attn::bwd_dkv_tc<E, HDP, kNq><<<dim3(bh, tiles), attn::kThreads, dkv_tc_bytes<HDP>(), s>>>(
+  const bool vec = vec_ok<E>(hd, qkv, dy);
+  allow_smem(attn::bwd_dkv_tc<E, HDP, kNq>, dkv_tc_bytes<E, HDP>(), "attention_backward", hd);
+  attn::bwd_dkv_tc<E, HDP, kNq><<<dim3(bh, tiles), attn::kThreads, dkv_tc_bytes<E, HDP>(), s>>>(
       static_cast<const E*>(qkv), static_cast<const E*>(dy), lse, dd, dqkv, dqdt, int(T), int(H), int(hd), scale, vec);
   TL_LAUNCH_CHECK("attention bwd_dkv_tc");
-  allow_smem(attn::bwd_dq_tc<E, HDP>, dq_tc_bytes<HDP>(), "attention_backward", hd);
-  attn::bwd_dq_tc<E, HDP><<<dim3(bh, tiles), attn::kThreads, dq_tc_bytes<HDP>(), s>>>(
+  allow_smem(attn::bwd_dq_tc<E, HDP>, dq_tc_bytes<E, HDP>(), "attention_backward", hd);
+  attn::bwd_dq_tc<E, HDP><<<dim3(bh, tiles), attn::kThreads, dq_tc_bytes<E, HDP>(), s>>>(
       static_cast<const E*>(qkv), static_cast<const E*>(dy), lse, dd, dqkv, dqdt, int(T), int(H), int(hd), scale, vec);
   TL_LAUNCH_CHECK("attention bwd_dq_tc");
 }
@@ -391,9 +423,10 @@ void tc_backward_hd(int hdp, const void* qkv, const void* dy, const float* lse, 
 void launch_attention_forward(const void* qkv, int qkv_dt, void* y, int y_dt, float* lse, int64_t B, int64_t T,
                               int64_t H, int64_t hd, bool tf32, cudaStream_t s) {
   check_dims("attention_forward", B, T, H, hd);
-  const int hdp = tc_hdp(qkv_dt, qkv_dt, hd);
+  const int hdp = tc_hdp(qkv_dt, qkv_dt, hd, tf32);
   if (hdp && qkv_dt == kBF16) return tc_forward_hd<__nv_bfloat16>(hdp, qkv, y, y_dt, lse, B, T, H, hd, s);
-  if (hdp) return tc_forward_hd<__half>(hdp, qkv, y, y_dt, lse, B, T, H, hd, s);
+  if (hdp && qkv_dt == kF16) return tc_forward_hd<__half>(hdp, qkv, y, y_dt, lse, B, T, H, hd, s);
+  if (hdp) return tc_forward_hd<float>(hdp, qkv, y, y_dt, lse, B, T, H, hd, s);
   const int l = simt_lds(int(hd));
   const size_t bytes = sizeof(float) * (size_t(3) * kS * l + size_t(kS) * hd + kS * kPs);
   allow_smem(fwd_simt, bytes, "attention_forward", hd);
@@ -411,10 +444,11 @@ void launch_attention_backward(const void* qkv, int qkv_dt, const void* y, int y
   rowdot_kernel<<<blocks_for(rows, 8, 0x7fffffffu), 256, 0, s>>>(dy, dy_dt, y, y_dt, scratch, rows, int(T), int(H),
                                                                  int(hd));
   TL_LAUNCH_CHECK("attention rowdot");
-  const int hdp = tc_hdp(qkv_dt, dy_dt, hd);
+  const int hdp = tc_hdp(qkv_dt, dy_dt, hd, tf32);
   if (hdp && qkv_dt == kBF16)
     return tc_backward_hd<__nv_bfloat16>(hdp, qkv, dy, lse, scratch, dqkv, dqkv_dt, B, T, H, hd, s);
-  if (hdp) return tc_backward_hd<__half>(hdp, qkv, dy, lse, scratch, dqkv, dqkv_dt, B, T, H, hd, s);
+  if (hdp && qkv_dt == kF16) return tc_backward_hd<__half>(hdp, qkv, dy, lse, scratch, dqkv, dqkv_dt, B, T, H, hd, s);
+  if (hdp) return tc_backward_hd<float>(hdp, qkv, dy, lse, scratch, dqkv, dqkv_dt, B, T, H, hd, s);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     const dim3 grid(static_cast<unsigned>(B * H), static_cast<unsigned>((T + kS - 1) / kS));
   const size_t dkv_bytes = simt_bwd_bytes(int(hd), 2), dq_bytes = simt_bwd_bytes(int(hd), 1);

@@ -1,17 +1,23 @@
-// kernels/attention_tc.cuh: the tensor-core (bf16 / fp16) attention kernels; device code, included
-// only by attention.cu (see attention.cuh for the math and layout).
+// kernels/attention_tc.cuh: the tensor-core attention kernels (bf16 / fp16, and fp32 inputs in tf32
+// mode); device code, included only by attention.cu (see attention.cuh for the math and layout).
 //
 // Tiles: a block is 4 warps; a warp owns 16 rows (query rows in the dQ kernel, key rows in the
 // dK/dV kernel; in the forward 32 query rows up to hd 64), so a block covers 64 (forward: 128)
 // rows. The other operand streams through shared
 // memory in tiles (64 keys, or NQ queries), two stages deep with cp.async so the next tile loads
-// while this one is multiplied. Products are mma.sync m16n8k16 (fp32 accumulators); operands come
-// from shared memory by ldmatrix (.trans for the row-major B operands of P V, dS K, P^T dO and
-// dS^T Q); the probabilities go from accumulator registers straight to A fragments.
+// while this one is multiplied. 16-bit products are mma.sync m16n8k16 (fp32 accumulators) with
+// operands from shared memory by ldmatrix (.trans for the row-major B operands of P V, dS K, P^T dO
+// and dS^T Q); the probabilities go from accumulator registers straight to A fragments. tf32
+// products are m16n8k8 with operands read from shared memory one word per register; each tile is
+// rounded to tf32 (to nearest even, as the CPU) in shared memory once it has landed. For P and dS
+// the k index t of an 8-key slice stands for key 2t and t + 4 for key 2t + 1, so a thread's two
+// accumulator columns are exactly its A fragment (the B rows are read in the same order).
 // Head dims pad to HDP (16, 32, 64 or 128) with zeros in shared memory, which changes no product.
-// Shared-memory rows are HDP + 8 elements long so that ldmatrix's eight 16-byte rows hit distinct
-// banks.
+// Shared-memory rows are HDP + 8 (16-bit) or HDP + 4 (fp32) elements long, so that ldmatrix's
+// eight 16-byte rows, and the tf32 fragments' 8 rows x 4 words, hit distinct banks.
 #pragma once
+#include <type_traits>
+
 #include "device_common.cuh"
 
 namespace trainlab::kern::attn {
@@ -49,6 +55,21 @@ struct Mma<__half> {
     return *reinterpret_cast<uint32_t*>(&v);
   }
 };
+template <>
+struct Mma<float> {  // tf32 inputs, m16n8k8
+  static __device__ __forceinline__ void run(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+  static __device__ __forceinline__ uint32_t tf32(float x) { return __float_as_uint(tf32_round(x)); }
+};
+
+// Shared-memory row padding (elements) and elements per 16-byte chunk.
+template <typename E>
+constexpr int kPad = sizeof(E) == 2 ? 8 : 4;
+template <typename E>
+constexpr int kVec = 16 / static_cast<int>(sizeof(E));
 
 __device__ __forceinline__ unsigned smem_addr(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
@@ -72,27 +93,43 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
-// rows x HDP tile of 16-bit elements into shared memory (row stride HDP + 8): row r from
-// g + r * g_ld, zeros for r >= valid or columns >= hd. vec: hd % 8 == 0 (16-byte cp.async).
+// rows x HDP tile into shared memory (row stride HDP + kPad): row r from g + r * g_ld, zeros for
+// r >= valid or columns >= hd. vec: hd % kVec == 0 and 16-byte aligned rows (cp.async).
 template <typename E, int HDP>
 __device__ __forceinline__ void load_rows(E* sm, const E* g, int64_t g_ld, int rows, int valid, int hd, bool vec) {
-  constexpr int kLds = HDP + 8;
+  constexpr int kLds = HDP + kPad<E>, kV = kVec<E>;
   if (vec) {
-    constexpr int kChunks = HDP / 8;
+    constexpr int kChunks = HDP / kV;
     for (int idx = threadIdx.x; idx < rows * kChunks; idx += kThreads) {
       const int r = idx / kChunks, ch = idx % kChunks;
-      E* dst = sm + r * kLds + ch * 8;
-      if (r < valid && ch * 8 < hd)
-        cp_async16(dst, g + r * g_ld + ch * 8);
+      E* dst = sm + r * kLds + ch * kV;
+      if (r < valid && ch * kV < hd)
+        cp_async16(dst, g + r * g_ld + ch * kV);
       else
         *reinterpret_cast<uint4*>(dst) = make_uint4(0u, 0u, 0u, 0u);
     }
   } else {
-    uint16_t* s16 = reinterpret_cast<uint16_t*>(sm);
-    const uint16_t* g16 = reinterpret_cast<const uint16_t*>(g);
+    using Bits = std::conditional_t<sizeof(E) == 2, uint16_t, uint32_t>;
+    Bits* sb = reinterpret_cast<Bits*>(sm);
+    const Bits* gb = reinterpret_cast<const Bits*>(g);
     for (int idx = threadIdx.x; idx < rows * HDP; idx += kThreads) {
       const int r = idx / HDP, c = idx % HDP;
-      s16[r * kLds + c] = (r < valid && c < hd) ? g16[r * g_ld + c] : uint16_t(0);
+      sb[r * kLds + c] = (r < valid && c < hd) ? gb[r * g_ld + c] : Bits(0);
+    }
+  }
+}
+
+// fp32 tiles: rounds to tf32 the elements this thread loaded by load_rows (the same partition, so
+// after cp.async.wait_group they are visible to it), before the barrier that publishes them.
+// 16-bit tiles: nothing to do.
+template <typename E, int HDP>
+__device__ __forceinline__ void round_rows(E* sm, int rows, bool vec) {
+  if constexpr (sizeof(E) == 4) {
+    constexpr int kLds = HDP + kPad<E>, kV = kVec<E>;
+    const int step = vec ? kV : 1, per_row = HDP / step;
+    for (int idx = threadIdx.x; idx < rows * per_row; idx += kThreads) {
+      float* p = sm + (idx / per_row) * kLds + (idx % per_row) * step;
+      for (int e = 0; e < step; ++e) p[e] = tf32_round(p[e]);
     }
   }
 }
@@ -101,11 +138,34 @@ __device__ __forceinline__ void load_rows(E* sm, const E* g, int64_t g_ld, int r
 // HDP wide. Every B fragment loaded feeds MT products, which is what more rows per warp buy.
 template <typename E, int HDP, int NB, int MT>
 __device__ __forceinline__ void warp_abt(const E* a, const E* b, float (&c)[MT][NB / 8][4], int lane) {
-  constexpr int kLds = HDP + 8;
+  constexpr int kLds = HDP + kPad<E>;
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
     for (int n = 0; n < NB / 8; ++n) c[mt][n][0] = c[mt][n][1] = c[mt][n][2] = c[mt][n][3] = 0.0f;
+  if constexpr (sizeof(E) == 4) {  // tf32 m16n8k8: A (g, t), (g+8, t), (g, t+4), (g+8, t+4); B (k t, n g), (k t+4, n g)
+    const int g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int kk = 0; kk < HDP / 8; ++kk) {
+      uint32_t af[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        const E* ar = a + (mt * 16 + g) * kLds + kk * 8 + t;
+        af[mt][0] = __float_as_uint(ar[0]);
+        af[mt][1] = __float_as_uint(ar[8 * kLds]);
+        af[mt][2] = __float_as_uint(ar[4]);
+        af[mt][3] = __float_as_uint(ar[8 * kLds + 4]);
+      }
+#pragma unroll
+      for (int n = 0; n < NB / 8; ++n) {
+        const E* br = b + (n * 8 + g) * kLds + kk * 8 + t;
+        const uint32_t b0 = __float_as_uint(br[0]), b1 = __float_as_uint(br[4]);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) Mma<E>::run(c[mt][n], af[mt], b0, b1);
+      }
+    }
+    return;
+  } else {
 #pragma unroll
   for (int kk = 0; kk < HDP / 16; ++kk) {
     uint32_t af[MT][4];
@@ -122,6 +182,7 @@ __device__ __forceinline__ void warp_abt(const E* a, const E* b, float (&c)[MT][
       }
     }
   }
+  }
 }
 template <typename E, int HDP, int NB>
 __device__ __forceinline__ void warp_abt(const E* a, const E* b, float (&c)[NB / 8][4], int lane) {
@@ -133,7 +194,29 @@ __device__ __forceinline__ void warp_abt(const E* a, const E* b, float (&c)[NB /
 template <typename E, int HDP, int NK, int MT>
 __device__ __forceinline__ void warp_pb(const float (&p)[MT][NK / 8][4], const E* b, float (&o)[MT][HDP / 8][4],
                                         int lane) {
-  constexpr int kLds = HDP + 8;
+  constexpr int kLds = HDP + kPad<E>;
+  if constexpr (sizeof(E) == 4) {  // tf32: k index t <-> key 2t, t + 4 <-> key 2t + 1 of each 8-key slice
+    const int g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int kk = 0; kk < NK / 8; ++kk) {
+      uint32_t af[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        af[mt][0] = Mma<E>::tf32(p[mt][kk][0]);
+        af[mt][1] = Mma<E>::tf32(p[mt][kk][2]);
+        af[mt][2] = Mma<E>::tf32(p[mt][kk][1]);
+        af[mt][3] = Mma<E>::tf32(p[mt][kk][3]);
+      }
+#pragma unroll
+      for (int n = 0; n < HDP / 8; ++n) {
+        const E* br = b + (kk * 8 + 2 * t) * kLds + n * 8 + g;
+        const uint32_t b0 = __float_as_uint(br[0]), b1 = __float_as_uint(br[kLds]);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) Mma<E>::run(o[mt][n], af[mt], b0, b1);
+      }
+    }
+    return;
+  } else {
 #pragma unroll
   for (int kk = 0; kk < NK / 16; ++kk) {
     uint32_t af[MT][4];
@@ -154,6 +237,7 @@ __device__ __forceinline__ void warp_pb(const float (&p)[MT][NK / 8][4], const E
         Mma<E>::run(o[mt][2 * dp + 1], af[mt], bf[2], bf[3]);
       }
     }
+  }
   }
 }
 template <typename E, int HDP, int NK>
@@ -178,7 +262,7 @@ constexpr int fwd_rows() {
 template <typename E, int HDP>
 __global__ void __launch_bounds__(kThreads) fwd_tc(const E* __restrict__ qkv, void* y, int ydt, float* __restrict__ lse,
                                                    int T, int H, int hd, float scale_log2, bool vec) {
-  constexpr int kLds = HDP + 8, MT = fwd_mt<HDP>(), kBlockRows = fwd_rows<HDP>();
+  constexpr int kLds = HDP + kPad<E>, MT = fwd_mt<HDP>(), kBlockRows = fwd_rows<HDP>();
   extern __shared__ __align__(16) unsigned char smem[];
   E* qs = reinterpret_cast<E*>(smem);
   E* ks = qs + kBlockRows * kLds;  // 2 stages
@@ -216,6 +300,9 @@ __global__ void __launch_bounds__(kThreads) fwd_tc(const E* __restrict__ qkv, vo
     } else {
       cp_async_wait<0>();
     }
+    if (j == 0) round_rows<E, HDP>(qs, kBlockRows, vec);
+    round_rows<E, HDP>(ks + (j & 1) * kKeys * kLds, kKeys, vec);
+    round_rows<E, HDP>(vs + (j & 1) * kKeys * kLds, kKeys, vec);
     __syncthreads();
     const E* kt = ks + (j & 1) * kKeys * kLds;
     const E* vt = vs + (j & 1) * kKeys * kLds;
@@ -290,7 +377,7 @@ template <typename E, int HDP>
 __global__ void __launch_bounds__(kThreads) bwd_dq_tc(const E* __restrict__ qkv, const E* __restrict__ dy,
                                                       const float* __restrict__ lse, const float* __restrict__ dd,
                                                       void* dqkv, int dqdt, int T, int H, int hd, float scale, bool vec) {
-  constexpr int kLds = HDP + 8;
+  constexpr int kLds = HDP + kPad<E>;
   extern __shared__ __align__(16) unsigned char smem[];
   E* qs = reinterpret_cast<E*>(smem);
   E* dos = qs + kRows * kLds;
@@ -333,6 +420,12 @@ __global__ void __launch_bounds__(kThreads) bwd_dq_tc(const E* __restrict__ qkv,
     } else {
       cp_async_wait<0>();
     }
+    if (j == 0) {
+      round_rows<E, HDP>(qs, kRows, vec);
+      round_rows<E, HDP>(dos, kRows, vec);
+    }
+    round_rows<E, HDP>(ks + (j & 1) * kKeys * kLds, kKeys, vec);
+    round_rows<E, HDP>(vs + (j & 1) * kKeys * kLds, kKeys, vec);
     __syncthreads();
     const E* kt = ks + (j & 1) * kKeys * kLds;
     const E* vt = vs + (j & 1) * kKeys * kLds;
@@ -372,7 +465,7 @@ __global__ void __launch_bounds__(kThreads) bwd_dkv_tc(const E* __restrict__ qkv
                                                        const float* __restrict__ lse, const float* __restrict__ dd,
                                                        void* dqkv, int dqdt, int T, int H, int hd, float scale,
                                                        bool vec) {
-  constexpr int kLds = HDP + 8;
+  constexpr int kLds = HDP + kPad<E>;
   extern __shared__ __align__(16) unsigned char smem[];
   E* ks = reinterpret_cast<E*>(smem);
   E* vs = ks + kRows * kLds;
@@ -421,6 +514,12 @@ __global__ void __launch_bounds__(kThreads) bwd_dkv_tc(const E* __restrict__ qkv
     } else {
       cp_async_wait<0>();
     }
+    if (it == first) {
+      round_rows<E, HDP>(ks, kRows, vec);
+      round_rows<E, HDP>(vs, kRows, vec);
+    }
+    round_rows<E, HDP>(qs + (j & 1) * NQ * kLds, NQ, vec);
+    round_rows<E, HDP>(dos + (j & 1) * NQ * kLds, NQ, vec);
     __syncthreads();
     const E* qt = qs + (j & 1) * NQ * kLds;
     const E* dot = dos + (j & 1) * NQ * kLds;
