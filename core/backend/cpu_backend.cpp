@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <thread>
 
 #include "util/error.h"
@@ -90,8 +91,183 @@ TL_VECTOR_CLONES void adamw_kernel(float* __restrict w, const float* __restrict 
   }
 }
 
+// bf16 <-> fp32 in loops the compiler vectorises (the generic converters of tensor/dtype.cpp make
+// one call per element); the same bits as dtype.cpp: widening is exact, narrowing rounds to
+// nearest even and keeps NaNs quiet NaNs.
+TL_VECTOR_CLONES void bf16_to_f32_n(const uint16_t* __restrict s, float* __restrict d, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t u = static_cast<uint32_t>(s[i]) << 16;
+    std::memcpy(d + i, &u, 4);
+  }
+}
+
+TL_VECTOR_CLONES void f32_to_bf16_n(const float* __restrict s, uint16_t* __restrict d, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t u;
+    std::memcpy(&u, s + i, 4);
+    const bool nan = (u & 0x7FFFFFFFu) > 0x7F800000u;
+    const uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+    d[i] = static_cast<uint16_t>(nan ? ((u >> 16) | 0x40u) : rounded);
+  }
+}
+
+TL_VECTOR_CLONES void round_bf16_n(float* p, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t u;
+    std::memcpy(&u, p + i, 4);
+    const bool nan = (u & 0x7FFFFFFFu) > 0x7F800000u;
+    const uint32_t rounded = ((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16) << 16;
+    const uint32_t out = nan ? (u | 0x00400000u) & 0xFFFF0000u : rounded;
+    std::memcpy(p + i, &out, 4);
+  }
+}
+
+void to_f32(DType t, const void* src, float* dst, size_t n) {
+  if (t == DType::BF16)
+    bf16_to_f32_n(static_cast<const uint16_t*>(src), dst, n);
+  else
+    convert_to_f32(t, src, dst, n);
+}
+
+void from_f32(const float* src, DType t, void* dst, size_t n) {
+  if (t == DType::BF16)
+    f32_to_bf16_n(src, static_cast<uint16_t*>(dst), n);
+  else
+    convert_from_f32(src, t, dst, n);
+}
+
+// p[i] = round_to(t, p[i]) for n values.
+void round_n(DType t, float* p, size_t n) {
+  if (t == DType::F32) return;
+  if (t == DType::BF16) {
+    round_bf16_n(p, n);
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) p[i] = round_to(t, p[i]);
+}
+
 void check_matrix(const Tensor& t, const char* what) {
   if (t.rank() != 2) throw Error(std::string(what) + " must be a matrix, got shape " + shape_str(t.shape()));
+}
+
+// Conversion panels. Operands that are not plain fp32 (16-bit and fp8 formats, or fp32 with tf32
+// rounding) are converted to fp32 a panel of at most kPanel elements at a time, and results are
+// computed in panels and rounded back, so the conversion workspace stays at a few panels (16 KiB
+// each) whatever the batch or the matrix sizes. Converting whole tensors would make the workspace
+// grow with the batch, and a 16-bit run would then hold more memory than the fp32 run it replaces.
+// The elementwise loops split the elements and row reductions keep their row order, so they give
+// the same bits as whole-tensor conversions; the products split the result into blocks and the
+// inner dimension into panels (see panel_gemm), which changes only the order of fp32 additions.
+constexpr int64_t kPanel = 4096;
+
+const char* elem_ptr(const Tensor& t, int64_t elem) {
+  return static_cast<const char*>(t.raw()) + dtype_bytes(t.dtype(), static_cast<size_t>(elem));
+}
+char* elem_ptr(Tensor& t, int64_t elem) { return static_cast<char*>(t.raw()) + dtype_bytes(t.dtype(), static_cast<size_t>(elem)); }
+
+void round_tf32(float* p, size_t n) {
+  for (size_t i = 0; i < n; ++i) p[i] = tf32_round(p[i]);
+}
+
+// dst[rows, cols] (dense) = fp32 of the block at (r0, c0) of the row-major matrix t.
+void load_block(const Tensor& t, int64_t r0, int64_t rows, int64_t c0, int64_t cols, float* dst, bool tf32) {
+  const int64_t ld = t.dim(1);
+  for (int64_t r = 0; r < rows; ++r) {
+    to_f32(t.dtype(), elem_ptr(t, (r0 + r) * ld + c0), dst + r * cols, static_cast<size_t>(cols));
+    if (tf32) round_tf32(dst + r * cols, static_cast<size_t>(cols));
+  }
+}
+
+// The block at (r0, c0) of t = src[rows, cols] (row stride ld_src), rounded to t's format.
+void store_block(const float* src, int64_t ld_src, Tensor& t, int64_t r0, int64_t rows, int64_t c0, int64_t cols) {
+  const int64_t ld = t.dim(1);
+  for (int64_t r = 0; r < rows; ++r)
+    from_f32(src + r * ld_src, t.dtype(), elem_ptr(t, (r0 + r) * ld + c0), static_cast<size_t>(cols));
+}
+
+// A workspace buffer of at least n floats in the given slot (allocated on first use).
+using Scratch = std::function<float*(int slot, size_t n)>;
+// Runs on every finished fp32 block of a product's result before it is rounded into C:
+// block[rows, cols] with row stride ld, at (i0, j0) of C.
+using BlockEpilogue = std::function<void(float* block, int64_t ld, int64_t i0, int64_t rows, int64_t j0, int64_t cols)>;
+
+// C[m,n] = alpha op(A) op(B) + beta C through cblas_sgemm, converting in panels (slots 1, 2, 3 for
+// A, B and C) whatever is not plain fp32; with everything fp32 it is one sgemm on the tensors.
+void panel_gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, float alpha, float beta, bool tf32,
+                const Scratch& scratch, const BlockEpilogue* epilogue) {
+  const int64_t m = ta ? a.dim(1) : a.dim(0), k = ta ? a.dim(0) : a.dim(1), n = tb ? b.dim(0) : b.dim(1);
+  const int64_t lda = a.dim(1), ldb = b.dim(1);
+  const bool a_direct = a.dtype() == DType::F32 && !tf32, b_direct = b.dtype() == DType::F32 && !tf32;
+  const bool c_direct = c.dtype() == DType::F32;
+  const auto op_a = ta ? CblasTrans : CblasNoTrans, op_b = tb ? CblasTrans : CblasNoTrans;
+  if (a_direct && b_direct && c_direct) {
+    cblas_sgemm(CblasRowMajor, op_a, op_b, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha,
+                a.data<float>(), static_cast<int>(lda), b.data<float>(), static_cast<int>(ldb), beta, c.data<float>(),
+                static_cast<int>(n));
+    if (epilogue) (*epilogue)(c.data<float>(), n, 0, m, 0, n);
+    return;
+  }
+  // Blocks of at least kMinBlock rows and columns keep each sgemm call efficient: the inner
+  // dimension is split into panels of kPanel / kMinBlock when it is longer (the result block then
+  // accumulates the panels' products in fp32).
+  constexpr int64_t kMinBlock = 64;
+  const int64_t kc = std::clamp<int64_t>(k, 1, kPanel / kMinBlock);
+  int64_t mb = a_direct ? m : std::clamp<int64_t>(kPanel / kc, 1, std::max<int64_t>(m, 1));
+  int64_t nb = b_direct ? n : std::clamp<int64_t>(kPanel / kc, 1, std::max<int64_t>(n, 1));
+  if (!c_direct)
+    while (mb * nb > kPanel) (mb >= nb ? mb : nb) = ((mb >= nb ? mb : nb) + 1) / 2;
+  mb = std::max<int64_t>(mb, 1);
+  nb = std::max<int64_t>(nb, 1);
+  float* abuf = a_direct ? nullptr : scratch(1, static_cast<size_t>(kPanel));
+  float* bbuf = b_direct ? nullptr : scratch(2, static_cast<size_t>(kPanel));
+  float* cbuf = c_direct ? nullptr : scratch(3, static_cast<size_t>(kPanel));
+  for (int64_t j0 = 0; j0 < n; j0 += nb) {
+    const int64_t jn = std::min(nb, n - j0);
+    int64_t b_loaded = -1;  // the inner-dimension panel held in bbuf for this column block
+    for (int64_t i0 = 0; i0 < m; i0 += mb) {
+      const int64_t in = std::min(mb, m - i0);
+      float* pc = c_direct ? c.data<float>() + i0 * n + j0 : cbuf;
+      const int64_t ldc = c_direct ? n : jn;
+      if (!c_direct && beta != 0.0f) load_block(c, i0, in, j0, jn, cbuf, false);
+      int64_t p0 = 0;
+      do {
+        const int64_t pn = std::min(kc, k - p0);
+        const float* pa;
+        const float* pb;
+        int64_t ld_a, ld_b;
+        if (a_direct) {
+          pa = a.data<float>() + (ta ? p0 * lda + i0 : i0 * lda + p0);
+          ld_a = lda;
+        } else if (!ta) {
+          load_block(a, i0, in, p0, pn, abuf, tf32);
+          pa = abuf, ld_a = pn;
+        } else {
+          load_block(a, p0, pn, i0, in, abuf, tf32);
+          pa = abuf, ld_a = in;
+        }
+        if (b_direct) {
+          pb = b.data<float>() + (tb ? j0 * ldb + p0 : p0 * ldb + j0);
+          ld_b = ldb;
+        } else {
+          if (b_loaded != p0) {
+            if (!tb)
+              load_block(b, p0, pn, j0, jn, bbuf, tf32);
+            else
+              load_block(b, j0, jn, p0, pn, bbuf, tf32);
+            b_loaded = p0;
+          }
+          pb = bbuf, ld_b = tb ? pn : jn;
+        }
+        cblas_sgemm(CblasRowMajor, op_a, op_b, static_cast<int>(in), static_cast<int>(jn), static_cast<int>(pn), alpha,
+                    pa, static_cast<int>(std::max<int64_t>(ld_a, 1)), pb, static_cast<int>(std::max<int64_t>(ld_b, 1)),
+                    p0 == 0 ? beta : 1.0f, pc, static_cast<int>(ldc));
+        p0 += kc;
+      } while (p0 < k);
+      if (epilogue) (*epilogue)(pc, ldc, i0, in, j0, jn);
+      if (!c_direct) store_block(cbuf, jn, c, i0, in, j0, jn);
+      if (k > kc) b_loaded = -1;  // several inner panels: bbuf holds the last one only
+    }
+  }
 }
 
 }  // namespace
@@ -144,7 +320,7 @@ const float* CpuBackend::read_f32(const Tensor& t, int slot, bool tf32_round_inp
   const size_t n = static_cast<size_t>(t.numel());
   if (t.dtype() == DType::F32 && !tf32_round_inputs) return t.data<float>();
   float* buf = slot_buffer(slot, n);
-  convert_to_f32(t.dtype(), t.raw(), buf, n);
+  to_f32(t.dtype(), t.raw(), buf, n);
   if (tf32_round_inputs)
     for (size_t i = 0; i < n; ++i) buf[i] = tf32_round(buf[i]);
   return buf;
@@ -153,12 +329,12 @@ const float* CpuBackend::read_f32(const Tensor& t, int slot, bool tf32_round_inp
 float* CpuBackend::write_f32(Tensor& t, int slot, bool load) {
   if (t.dtype() == DType::F32) return t.data<float>();
   float* buf = slot_buffer(slot, static_cast<size_t>(t.numel()));
-  if (load) convert_to_f32(t.dtype(), t.raw(), buf, static_cast<size_t>(t.numel()));
+  if (load) to_f32(t.dtype(), t.raw(), buf, static_cast<size_t>(t.numel()));
   return buf;
 }
 
 void CpuBackend::finish_write(Tensor& t, const float* computed) {
-  if (t.dtype() != DType::F32) convert_from_f32(computed, t.dtype(), t.raw(), static_cast<size_t>(t.numel()));
+  if (t.dtype() != DType::F32) from_f32(computed, t.dtype(), t.raw(), static_cast<size_t>(t.numel()));
 }
 
 void CpuBackend::upload(Tensor& dst, const void* src, DType src_type) {
@@ -167,9 +343,12 @@ void CpuBackend::upload(Tensor& dst, const void* src, DType src_type) {
     std::memcpy(dst.raw(), src, dst.bytes());
     return;
   }
-  float* buf = slot_buffer(0, n);
-  convert_to_f32(src_type, src, buf, n);
-  convert_from_f32(buf, dst.dtype(), dst.raw(), n);
+  float* buf = slot_buffer(0, std::min<size_t>(n, kPanel));
+  for (size_t off = 0; off < n; off += kPanel) {
+    const size_t len = std::min<size_t>(kPanel, n - off);
+    to_f32(src_type, static_cast<const char*>(src) + dtype_bytes(src_type, off), buf, len);
+    from_f32(buf, dst.dtype(), elem_ptr(dst, static_cast<int64_t>(off)), len);
+  }
 }
 
 void CpuBackend::download(const Tensor& src, void* dst, DType dst_type) {
@@ -179,12 +358,15 @@ void CpuBackend::download(const Tensor& src, void* dst, DType dst_type) {
     return;
   }
   if (dst_type == DType::F32) {
-    convert_to_f32(src.dtype(), src.raw(), static_cast<float*>(dst), n);
+    to_f32(src.dtype(), src.raw(), static_cast<float*>(dst), n);
     return;
   }
-  float* buf = slot_buffer(0, n);
-  convert_to_f32(src.dtype(), src.raw(), buf, n);
-  convert_from_f32(buf, dst_type, dst, n);
+  float* buf = slot_buffer(0, std::min<size_t>(n, kPanel));
+  for (size_t off = 0; off < n; off += kPanel) {
+    const size_t len = std::min<size_t>(kPanel, n - off);
+    to_f32(src.dtype(), elem_ptr(src, static_cast<int64_t>(off)), buf, len);
+    from_f32(buf, dst_type, static_cast<char*>(dst) + dtype_bytes(dst_type, off), len);
+  }
 }
 
 void CpuBackend::copy(const Tensor& src, Tensor& dst) {
@@ -194,9 +376,21 @@ void CpuBackend::copy(const Tensor& src, Tensor& dst) {
     std::memmove(dst.raw(), src.raw(), src.bytes());
     return;
   }
-  const float* s = read_f32(src, 0);
-  finish_write(dst, s);
-  if (dst.dtype() == DType::F32) std::memcpy(dst.raw(), s, dst.bytes());
+  const size_t n = static_cast<size_t>(src.numel());
+  if (src.dtype() == DType::F32) {
+    from_f32(src.data<float>(), dst.dtype(), dst.raw(), n);
+    return;
+  }
+  if (dst.dtype() == DType::F32) {
+    to_f32(src.dtype(), src.raw(), dst.data<float>(), n);
+    return;
+  }
+  float* buf = slot_buffer(0, std::min<size_t>(n, kPanel));
+  for (size_t off = 0; off < n; off += kPanel) {
+    const size_t len = std::min<size_t>(kPanel, n - off);
+    to_f32(src.dtype(), elem_ptr(src, static_cast<int64_t>(off)), buf, len);
+    from_f32(buf, dst.dtype(), elem_ptr(dst, static_cast<int64_t>(off)), len);
+  }
 }
 
 void CpuBackend::fill(Tensor& t, float value) {
@@ -209,9 +403,11 @@ void CpuBackend::fill(Tensor& t, float value) {
     std::fill_n(t.data<int32_t>(), n, static_cast<int32_t>(value));
     return;
   }
-  float* buf = slot_buffer(0, n);
-  std::fill_n(buf, n, value);
-  convert_from_f32(buf, t.dtype(), t.raw(), n);
+  const size_t len0 = std::min<size_t>(n, kPanel);
+  float* buf = slot_buffer(0, len0);
+  std::fill_n(buf, len0, value);
+  for (size_t off = 0; off < n; off += kPanel)
+    from_f32(buf, t.dtype(), elem_ptr(t, static_cast<int64_t>(off)), std::min<size_t>(kPanel, n - off));
 }
 
 void CpuBackend::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha,
@@ -226,13 +422,8 @@ void CpuBackend::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans
   if (k != kb || c.dim(0) != m || c.dim(1) != n)
     throw Error("gemm shape mismatch: " + shape_str(a.shape()) + (trans_a ? "^T" : "") + " x " +
                 shape_str(b.shape()) + (trans_b ? "^T" : "") + " -> " + shape_str(c.shape()));
-  const float* pa = read_f32(a, 1, m_tf32);
-  const float* pb = read_f32(b, 2, m_tf32);
-  float* pc = write_f32(c, 3, beta != 0.0f);
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
-              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, pa, static_cast<int>(a.dim(1)), pb,
-              static_cast<int>(b.dim(1)), beta, pc, static_cast<int>(n));
-  finish_write(c, pc);
+  const Scratch scratch = [this](int slot, size_t n) { return slot_buffer(slot, n); };
+  panel_gemm(a, trans_a, b, trans_b, c, alpha, beta, m_tf32, scratch, nullptr);
 }
 
 void CpuBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, Tensor& y,
@@ -243,30 +434,31 @@ void CpuBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor* 
   if (w.dim(1) != k || y.dim(0) != m || y.dim(1) != n)
     throw Error("linear shape mismatch: x " + shape_str(x.shape()) + ", w " + shape_str(w.shape()) + ", y " +
                 shape_str(y.shape()));
-  const float* px = read_f32(x, 1, m_tf32);
-  const float* pw = read_f32(w, 2, m_tf32);
-  float* py = write_f32(y, 3, false);
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
-              1.0f, px, static_cast<int>(k), pw, static_cast<int>(k), 0.0f, py, static_cast<int>(n));
-  const float* pb = bias ? read_f32(*bias, 4) : nullptr;
-  // The pre-activation is rounded to y's format, as a device that stores it would.
+  if (pre && (pre->numel() != m * n))
+    throw Error("linear pre-activation " + shape_str(pre->shape()) + " does not match y " + shape_str(y.shape()));
+  const float* pb = bias ? read_f32(*bias, 4) : nullptr;  // n values: a vector, not a matrix
+  // The pre-activation is rounded to y's format, as a device that stores it would; the epilogue
+  // runs on each fp32 block of the product before it is rounded into y.
   const DType store = y.dtype();
-  float* ppre = pre ? write_f32(*pre, 5, false) : nullptr;
-  const size_t mn = static_cast<size_t>(m * n);
-  if (act != Activation::GELU && store == DType::F32 && !ppre) {
-    bias_relu_rows(py, pb, m, n, act == Activation::ReLU);
-  } else {
-    bias_relu_rows(py, pb, m, n, false);
-    if (store != DType::F32)
-      for (size_t i = 0; i < mn; ++i) py[i] = round_to(store, py[i]);
-    if (ppre) std::memcpy(ppre, py, mn * sizeof(float));
-    if (act == Activation::ReLU)
-      bias_relu_rows(py, nullptr, m, n, true);
-    else if (act == Activation::GELU)
-      for (size_t i = 0; i < mn; ++i) py[i] = gelu(py[i]);
-  }
-  if (pre) finish_write(*pre, ppre);
-  finish_write(y, py);
+  const BlockEpilogue epilogue = [&](float* blk, int64_t ld, int64_t i0, int64_t rows, int64_t j0, int64_t cols) {
+    const float* bj = pb ? pb + j0 : nullptr;
+    for (int64_t r = 0; r < rows; ++r) {
+      float* row = blk + r * ld;
+      if (act != Activation::GELU && store == DType::F32 && !pre) {
+        bias_relu_rows(row, bj, 1, cols, act == Activation::ReLU);
+        continue;
+      }
+      bias_relu_rows(row, bj, 1, cols, false);
+      round_n(store, row, static_cast<size_t>(cols));
+      if (pre) from_f32(row, pre->dtype(), elem_ptr(*pre, (i0 + r) * n + j0), static_cast<size_t>(cols));
+      if (act == Activation::ReLU)
+        bias_relu_rows(row, nullptr, 1, cols, true);
+      else if (act == Activation::GELU)
+        for (int64_t j = 0; j < cols; ++j) row[j] = gelu(row[j]);
+    }
+  };
+  const Scratch scratch = [this](int slot, size_t len) { return slot_buffer(slot, len); };
+  panel_gemm(x, false, w, true, y, 1.0f, 0.0f, m_tf32, scratch, &epilogue);
 }
 
 void CpuBackend::linear_backward(const Tensor& x, const Tensor& w, Tensor& dy, Activation act, const Tensor* saved,
@@ -274,72 +466,95 @@ void CpuBackend::linear_backward(const Tensor& x, const Tensor& w, Tensor& dy, A
   const int64_t m = x.dim(0), k = x.dim(1), n = w.dim(0);
   if (dy.dim(0) != m || dy.dim(1) != n || dw.dim(0) != n || dw.dim(1) != k)
     throw Error("linear backward shape mismatch: dy " + shape_str(dy.shape()) + ", dw " + shape_str(dw.shape()));
-  // d(pre) in fp32, rounded to dy's format.
-  float* g = write_f32(dy, 0, true);
   const size_t mn = static_cast<size_t>(m * n);
+  // d(pre) = dy * act'(saved), rounded to dy's format, written over dy (the interface lets the
+  // backend use dy as scratch); the products below read it from there like any operand.
   if (act != Activation::None) {
     if (!saved) throw Error("linear backward with an activation needs the saved tensor");
-    const float* s = read_f32(*saved, 4);
-    if (act == Activation::ReLU) {
-      relu_mask(g, s, mn);
-    } else {
-      for (size_t i = 0; i < mn; ++i) g[i] *= gelu_grad(s[i]);
+    if (static_cast<size_t>(saved->numel()) != mn)
+      throw Error("linear backward: saved tensor " + shape_str(saved->shape()) + " does not match dy " + shape_str(dy.shape()));
+    const bool dy32 = dy.dtype() == DType::F32, s32 = saved->dtype() == DType::F32;
+    float* gbuf = dy32 ? nullptr : slot_buffer(0, std::min<size_t>(mn, kPanel));
+    float* sbuf = s32 ? nullptr : slot_buffer(1, std::min<size_t>(mn, kPanel));
+    for (size_t off = 0; off < mn; off += kPanel) {
+      const size_t len = std::min<size_t>(kPanel, mn - off);
+      float* g = dy32 ? dy.data<float>() + off : gbuf;
+      if (!dy32) to_f32(dy.dtype(), elem_ptr(dy, static_cast<int64_t>(off)), g, len);
+      const float* s = s32 ? saved->data<float>() + off : sbuf;
+      if (!s32) to_f32(saved->dtype(), elem_ptr(*saved, static_cast<int64_t>(off)), sbuf, len);
+      if (act == Activation::ReLU) {
+        relu_mask(g, s, len);
+      } else {
+        for (size_t i = 0; i < len; ++i) g[i] *= gelu_grad(s[i]);
+      }
+      if (!dy32) from_f32(g, dy.dtype(), elem_ptr(dy, static_cast<int64_t>(off)), len);
     }
-    if (dy.dtype() != DType::F32)
-      for (size_t i = 0; i < mn; ++i) g[i] = round_to(dy.dtype(), g[i]);
   }
-  const float* gi = g;
-  const float* gr = gi;  // the products' copy of d(pre): tf32-rounded when tf32 is on
-  std::vector<float> tf32_g;
-  if (m_tf32) {
-    tf32_g.assign(gi, gi + mn);
-    for (auto& v : tf32_g) v = tf32_round(v);
-    gr = tf32_g.data();
-  }
-  const float* px = read_f32(x, 1, m_tf32);
-  float* pdw = write_f32(dw, 3, accumulate);
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(n), static_cast<int>(k), static_cast<int>(m),
-              1.0f, gr, static_cast<int>(n), px, static_cast<int>(k), accumulate ? 1.0f : 0.0f, pdw, static_cast<int>(k));
-  finish_write(dw, pdw);
+  const Scratch scratch = [this](int slot, size_t len) { return slot_buffer(slot, len); };
+  // dw (=|+=) d(pre)^T x
+  panel_gemm(dy, true, x, false, dw, 1.0f, accumulate ? 1.0f : 0.0f, m_tf32, scratch, nullptr);
   if (dbias) {
-    float* pdb = write_f32(*dbias, 5, accumulate);
+    float* pdb = write_f32(*dbias, 5, accumulate);  // n values
     if (!accumulate) std::fill_n(pdb, n, 0.0f);
-    column_sums(gi, m, n, pdb);
+    if (dy.dtype() == DType::F32) {
+      column_sums(dy.data<float>(), m, n, pdb);
+    } else {  // row blocks (column blocks for rows wider than a panel), rows in order
+      const int64_t cb = std::min<int64_t>(n, kPanel), rb = std::max<int64_t>(1, kPanel / cb);
+      float* buf = slot_buffer(0, static_cast<size_t>(std::min<int64_t>(m, rb) * cb));
+      for (int64_t c0 = 0; c0 < n; c0 += cb) {
+        const int64_t cn = std::min(cb, n - c0);
+        for (int64_t r0 = 0; r0 < m; r0 += rb) {
+          const int64_t rn = std::min(rb, m - r0);
+          load_block(dy, r0, rn, c0, cn, buf, false);
+          column_sums(buf, rn, cn, pdb + c0);
+        }
+      }
+    }
     finish_write(*dbias, pdb);
   }
-  if (dx) {
-    const float* pw = read_f32(w, 2, m_tf32);
-    float* pdx = write_f32(*dx, 1, false);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m), static_cast<int>(k),
-                static_cast<int>(n), 1.0f, gr, static_cast<int>(n), pw, static_cast<int>(k), 0.0f, pdx,
-                static_cast<int>(k));
-    finish_write(*dx, pdx);
-  }
+  // dx = d(pre) w
+  if (dx) panel_gemm(dy, false, w, false, *dx, 1.0f, 0.0f, m_tf32, scratch, nullptr);
 }
 
 void CpuBackend::activation_forward(Activation act, const Tensor& x, Tensor& y) {
   const size_t n = static_cast<size_t>(x.numel());
-  const float* px = read_f32(x, 1);
-  float* py = write_f32(y, 2, false);
-  for (size_t i = 0; i < n; ++i) {
-    const float v = px[i];
-    py[i] = act == Activation::ReLU ? (v > 0.0f ? v : 0.0f) : act == Activation::GELU ? gelu(v) : v;
+  const bool x32 = x.dtype() == DType::F32, y32 = y.dtype() == DType::F32;
+  float* xb = x32 ? nullptr : slot_buffer(1, std::min<size_t>(n, kPanel));
+  float* yb = y32 ? nullptr : slot_buffer(2, std::min<size_t>(n, kPanel));
+  for (size_t off = 0; off < n; off += kPanel) {
+    const size_t len = std::min<size_t>(kPanel, n - off);
+    const float* px = x32 ? x.data<float>() + off : xb;
+    if (!x32) to_f32(x.dtype(), elem_ptr(x, static_cast<int64_t>(off)), xb, len);
+    float* py = y32 ? y.data<float>() + off : yb;
+    for (size_t i = 0; i < len; ++i) {
+      const float v = px[i];
+      py[i] = act == Activation::ReLU ? (v > 0.0f ? v : 0.0f) : act == Activation::GELU ? gelu(v) : v;
+    }
+    if (!y32) from_f32(yb, y.dtype(), elem_ptr(y, static_cast<int64_t>(off)), len);
   }
-  finish_write(y, py);
 }
 
 void CpuBackend::activation_backward(Activation act, const Tensor& x, const Tensor& y, const Tensor& dy,
                                      Tensor& dx) {
   const size_t n = static_cast<size_t>(x.numel());
-  const float* px = read_f32(x, 1);
-  const float* pd = read_f32(dy, 2);
-  float* pdx = write_f32(dx, 3, false);
-  for (size_t i = 0; i < n; ++i) {
-    const float v = px[i];
-    const float d = act == Activation::ReLU ? (v > 0.0f ? 1.0f : 0.0f) : act == Activation::GELU ? gelu_grad(v) : 1.0f;
-    pdx[i] = pd[i] * d;
+  const bool x32 = x.dtype() == DType::F32, d32 = dy.dtype() == DType::F32, o32 = dx.dtype() == DType::F32;
+  float* xb = x32 ? nullptr : slot_buffer(1, std::min<size_t>(n, kPanel));
+  float* db = d32 ? nullptr : slot_buffer(2, std::min<size_t>(n, kPanel));
+  float* ob = o32 ? nullptr : slot_buffer(3, std::min<size_t>(n, kPanel));
+  for (size_t off = 0; off < n; off += kPanel) {
+    const size_t len = std::min<size_t>(kPanel, n - off);
+    const float* px = x32 ? x.data<float>() + off : xb;
+    if (!x32) to_f32(x.dtype(), elem_ptr(x, static_cast<int64_t>(off)), xb, len);
+    const float* pd = d32 ? dy.data<float>() + off : db;
+    if (!d32) to_f32(dy.dtype(), elem_ptr(dy, static_cast<int64_t>(off)), db, len);
+    float* pdx = o32 ? dx.data<float>() + off : ob;
+    for (size_t i = 0; i < len; ++i) {
+      const float v = px[i];
+      const float d = act == Activation::ReLU ? (v > 0.0f ? 1.0f : 0.0f) : act == Activation::GELU ? gelu_grad(v) : 1.0f;
+      pdx[i] = pd[i] * d;
+    }
+    if (!o32) from_f32(ob, dx.dtype(), elem_ptr(dx, static_cast<int64_t>(off)), len);
   }
-  finish_write(dx, pdx);
 }
 
 void CpuBackend::softmax_xent(const Tensor& logits, const Tensor& labels, Tensor* dlogits, float grad_multiplier,
@@ -348,36 +563,46 @@ void CpuBackend::softmax_xent(const Tensor& logits, const Tensor& labels, Tensor
   const int64_t b = logits.dim(0), c = logits.dim(1);
   if (labels.dtype() != DType::I32 || labels.numel() != b)
     throw Error("softmax_xent: labels must be int32 of length " + std::to_string(b));
-  const float* z = read_f32(logits, 1);
   const int32_t* y = labels.data<int32_t>();
-  float* dz = dlogits ? write_f32(*dlogits, 2, false) : nullptr;
   const float scale = grad_multiplier * m_scalars.loss_scale;
+  // Blocks of rows (one row at least) converted to fp32 and back; the loss sums rows in order.
+  const bool z32 = logits.dtype() == DType::F32, d32 = !dlogits || dlogits->dtype() == DType::F32;
+  const int64_t rb = std::max<int64_t>(1, kPanel / std::max<int64_t>(c, 1));
+  const size_t block = static_cast<size_t>(std::min(rb, b) * c);
+  float* zbuf = z32 ? nullptr : slot_buffer(1, block);
+  float* dbuf = d32 ? nullptr : slot_buffer(2, block);
   double loss = 0.0;
   int64_t correct = 0;
-  for (int64_t i = 0; i < b; ++i) {
-    const float* row = z + i * c;
-    const int32_t label = y[i];
-    if (label < 0 || label >= c)
-      throw Error("label " + std::to_string(label) + " at row " + std::to_string(i) + " is outside 0.." +
-                  std::to_string(c - 1));
-    float mx = row[0];
-    int64_t arg = 0;
-    for (int64_t j = 1; j < c; ++j)
-      if (row[j] > mx) mx = row[j], arg = j;
-    float sum = 0.0f;
-    for (int64_t j = 0; j < c; ++j) sum += std::exp(row[j] - mx);
-    const float lse = std::log(sum) + mx;
-    loss += static_cast<double>(lse - row[label]);
-    correct += (arg == label);
-    if (dz) {
-      const float inv = 1.0f / sum;
-      for (int64_t j = 0; j < c; ++j) {
-        const float p = std::exp(row[j] - mx) * inv;
-        dz[i * c + j] = (p - (j == label ? 1.0f : 0.0f)) * scale;
+  for (int64_t r0 = 0; r0 < b; r0 += rb) {
+    const int64_t rn = std::min(rb, b - r0);
+    const float* z = z32 ? logits.data<float>() + r0 * c : zbuf;
+    if (!z32) load_block(logits, r0, rn, 0, c, zbuf, false);
+    float* dz = !dlogits ? nullptr : d32 ? dlogits->data<float>() + r0 * c : dbuf;
+    for (int64_t i = 0; i < rn; ++i) {
+      const float* row = z + i * c;
+      const int32_t label = y[r0 + i];
+      if (label < 0 || label >= c)
+        throw Error("label " + std::to_string(label) + " at row " + std::to_string(r0 + i) + " is outside 0.." +
+                    std::to_string(c - 1));
+      float mx = row[0];
+      int64_t arg = 0;
+      for (int64_t j = 1; j < c; ++j)
+        if (row[j] > mx) mx = row[j], arg = j;
+      float sum = 0.0f;
+      for (int64_t j = 0; j < c; ++j) sum += std::exp(row[j] - mx);
+      const float lse = std::log(sum) + mx;
+      loss += static_cast<double>(lse - row[label]);
+      correct += (arg == label);
+      if (dz) {
+        const float inv = 1.0f / sum;
+        for (int64_t j = 0; j < c; ++j) {
+          const float p = std::exp(row[j] - mx) * inv;
+          dz[i * c + j] = (p - (j == label ? 1.0f : 0.0f)) * scale;
+        }
       }
     }
+    if (dlogits && !d32) store_block(dbuf, c, *dlogits, r0, rn, 0, c);
   }
-  if (dz) finish_write(*dlogits, dz);
   float out[2] = {static_cast<float>(loss), static_cast<float>(correct)};
   if (stats.dtype() != DType::F32 || stats.numel() < 2) throw Error("softmax_xent: stats must be fp32 [2]");
   float* st = stats.data<float>();
@@ -415,13 +640,24 @@ void CpuBackend::adamw_step(std::span<ParamSlot> params, const AdamWHyper& h) {
   for (auto& p : params) {
     const size_t n = static_cast<size_t>(p.master->numel());
     float* w = p.master->data<float>();
-    const float* g = read_f32(*p.grad, 0);
     float* m = p.m->data<float>();
     float* v = p.v->data<float>();
     const float* mask = p.mask && p.mask->defined() ? p.mask->data<float>() : nullptr;
     const float decay = p.decay ? 1.0f - lr * h.weight_decay : 1.0f;
-    adamw_kernel(w, g, m, v, mask, n, unscale, decay, h.beta1, h.beta2, step_size, 1.0f / bc2_sqrt, h.eps);
-    if (p.value && !p.value->same_storage(*p.master)) convert_from_f32(w, p.value->dtype(), p.value->raw(), n);
+    const bool g32 = p.grad->dtype() == DType::F32;
+    if (g32) {
+      adamw_kernel(w, p.grad->data<float>(), m, v, mask, n, unscale, decay, h.beta1, h.beta2, step_size, 1.0f / bc2_sqrt,
+                   h.eps);
+    } else {  // a 16-bit gradient, converted a panel at a time
+      float* g = slot_buffer(0, std::min<size_t>(n, kPanel));
+      for (size_t off = 0; off < n; off += kPanel) {
+        const size_t len = std::min<size_t>(kPanel, n - off);
+        to_f32(p.grad->dtype(), elem_ptr(*p.grad, static_cast<int64_t>(off)), g, len);
+        adamw_kernel(w + off, g, m + off, v + off, mask ? mask + off : nullptr, len, unscale, decay, h.beta1, h.beta2,
+                     step_size, 1.0f / bc2_sqrt, h.eps);
+      }
+    }
+    if (p.value && !p.value->same_storage(*p.master)) from_f32(w, p.value->dtype(), p.value->raw(), n);
   }
 }
 
@@ -430,30 +666,47 @@ void CpuBackend::sgd_step(std::span<ParamSlot> params, const SgdHyper& h) {
   for (auto& p : params) {
     const size_t n = static_cast<size_t>(p.master->numel());
     float* w = p.master->data<float>();
-    const float* g = read_f32(*p.grad, 0);
+    const bool g32 = p.grad->dtype() == DType::F32;
+    float* gbuf = g32 ? nullptr : slot_buffer(0, std::min<size_t>(n, kPanel));
     float* buf = p.m ? p.m->data<float>() : nullptr;
     const float* mask = p.mask && p.mask->defined() ? p.mask->data<float>() : nullptr;
     const float wd = p.decay ? h.weight_decay : 0.0f;
-    for (size_t i = 0; i < n; ++i) {
-      float gi = g[i] * unscale + wd * w[i];
-      if (buf && h.momentum != 0.0f) {
-        buf[i] = h.momentum * buf[i] + gi;
-        gi = h.nesterov ? gi + h.momentum * buf[i] : buf[i];
+    for (size_t off = 0; off < n; off += kPanel) {  // a 16-bit gradient is converted a panel at a time
+      const size_t len = std::min<size_t>(kPanel, n - off);
+      const float* g = g32 ? p.grad->data<float>() + off : gbuf;
+      if (!g32) to_f32(p.grad->dtype(), elem_ptr(*p.grad, static_cast<int64_t>(off)), gbuf, len);
+      for (size_t j = 0; j < len; ++j) {
+        const size_t i = off + j;
+        float gi = g[j] * unscale + wd * w[i];
+        if (buf && h.momentum != 0.0f) {
+          buf[i] = h.momentum * buf[i] + gi;
+          gi = h.nesterov ? gi + h.momentum * buf[i] : buf[i];
+        }
+        float wi = w[i] - lr * gi;
+        if (mask) wi *= mask[i];
+        w[i] = wi;
       }
-      float wi = w[i] - lr * gi;
-      if (mask) wi *= mask[i];
-      w[i] = wi;
     }
-    if (p.value && !p.value->same_storage(*p.master)) convert_from_f32(w, p.value->dtype(), p.value->raw(), n);
+    if (p.value && !p.value->same_storage(*p.master)) from_f32(w, p.value->dtype(), p.value->raw(), n);
   }
 }
 
 bool CpuBackend::all_finite(std::span<const Tensor* const> tensors) {
   for (const Tensor* t : tensors) {
     const size_t n = static_cast<size_t>(t->numel());
-    const float* p = read_f32(*t, 0);
-    for (size_t i = 0; i < n; ++i)
-      if (!std::isfinite(p[i])) return false;
+    if (t->dtype() == DType::F32) {
+      const float* p = t->data<float>();
+      for (size_t i = 0; i < n; ++i)
+        if (!std::isfinite(p[i])) return false;
+      continue;
+    }
+    float* buf = slot_buffer(0, std::min<size_t>(n, kPanel));
+    for (size_t off = 0; off < n; off += kPanel) {
+      const size_t len = std::min<size_t>(kPanel, n - off);
+      to_f32(t->dtype(), elem_ptr(*t, static_cast<int64_t>(off)), buf, len);
+      for (size_t i = 0; i < len; ++i)
+        if (!std::isfinite(buf[i])) return false;
+    }
   }
   return true;
 }

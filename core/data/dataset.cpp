@@ -4,9 +4,11 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <numeric>
 
 #include "util/error.h"
+#include "util/paths.h"
 
 namespace trainlab {
 
@@ -163,6 +165,58 @@ TrainTestSplit split_train_test(const ClassificationData& all, double test_fract
   std::vector<int64_t> tr(perm.begin(), perm.begin() + static_cast<long>(n_train));
   std::vector<int64_t> te(perm.begin() + static_cast<long>(n_train), perm.end());
   return {all.subset(tr), all.subset(te)};
+}
+
+namespace {
+const char* const kIdxStems[] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+                                 "t10k-labels-idx1-ubyte"};
+}  // namespace
+
+IdxFolder scan_idx_folder(const std::string& dir) {
+  namespace fs = std::filesystem;
+  IdxFolder f;
+  f.dir = dir;
+  for (const char* stem : kIdxStems) {
+    std::string hit;
+    for (const char* suffix : {".gz", ""}) {
+      std::error_code ec;
+      const fs::path p = fs::path(dir) / (std::string(stem) + suffix);
+      if (fs::is_regular_file(p, ec)) {
+        hit = p.string();
+        break;
+      }
+    }
+    if (hit.empty())
+      f.missing.push_back(stem);
+    else
+      f.found.push_back(hit);
+  }
+  return f;
+}
+
+void check_idx_folder(const std::string& dir) {
+  if (!std::filesystem::is_directory(dir)) throw Error("data.path '" + dir + "' is not a folder (IDX data sets are folders of four files)");
+  const IdxFolder f = scan_idx_folder(dir);
+  if (f.complete()) return;
+  std::string missing;
+  for (const auto& m : f.missing) missing += (missing.empty() ? "" : ", ") + m + "(.gz)";
+  if (f.empty())
+    throw Error("data.path '" + dir + "' holds no IDX files: expected " + missing);
+  throw Error("data.path '" + dir + "' holds only part of an IDX data set: " + missing + " " +
+              (f.missing.size() == 1 ? "is" : "are") + " missing (an interrupted download or copy?)");
+}
+
+std::vector<std::string> fashion_mnist_dirs() {
+  std::vector<std::string> d;
+  for (const auto& root : resource_roots()) d.push_back((std::filesystem::path(root) / "data" / "fashion-mnist").string());
+  d.push_back("/usr/share/datasets/fashion-mnist");
+  return d;
+}
+
+std::string find_fashion_mnist() {
+  for (const auto& d : fashion_mnist_dirs())
+    if (scan_idx_folder(d).complete()) return d;
+  return {};
 }
 
 }  // namespace trainlab

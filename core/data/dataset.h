@@ -33,6 +33,27 @@ ClassificationData read_digits_csv(const std::string& path);
 // IDX images (magic 0x00000803, uint8 pixels scaled by 1/255) and labels (0x00000801).
 ClassificationData read_idx(const std::string& images_path, const std::string& labels_path, const std::string& name);
 
+// The four files of an MNIST-format data set in a folder, as the trainer reads them (each
+// gzip-compressed or plain): train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte,
+// t10k-labels-idx1-ubyte.
+struct IdxFolder {
+  std::string dir;
+  std::vector<std::string> found;    // paths of the files present
+  std::vector<std::string> missing;  // names (without .gz) of the files absent
+  bool complete() const { return missing.empty(); }
+  bool empty() const { return found.empty(); }
+};
+IdxFolder scan_idx_folder(const std::string& dir);
+// Throws Error when the folder does not hold all four files, naming the ones missing (a partial
+// download or copy) or saying that it holds none.
+void check_idx_folder(const std::string& dir);
+// Folders searched for Fashion-MNIST when no folder is given, in order: data/fashion-mnist under
+// each resource root (TRAINLAB_DATA_DIR first, see util/paths.h), then Debian's
+// /usr/share/datasets/fashion-mnist (package dataset-fashion-mnist).
+std::vector<std::string> fashion_mnist_dirs();
+// The first of those folders that holds all four files ("" when Fashion-MNIST is not installed).
+std::string find_fashion_mnist();
+
 // Seeded shuffle and split: the first floor(n * (1 - test_fraction)) shuffled rows train.
 TrainTestSplit split_train_test(const ClassificationData& all, double test_fraction, uint64_t seed);
 

@@ -48,6 +48,8 @@ Json StepMetrics::to_json() const {
   }
   if (val_loss) j["val_loss"] = *val_loss;
   if (val_accuracy) j["val_accuracy"] = *val_accuracy;
+  if (sparsity) j["sparsity"] = *sparsity;
+  if (bits_per_weight) j["bits_per_weight"] = *bits_per_weight;
   if (!event.empty()) j["event"] = event;
   if (!kernel_times.empty()) {
     Json k = Json::array();
@@ -81,6 +83,9 @@ StepMetrics StepMetrics::from_json(const Json& j) {
   m.runtime_context_bytes = j.value("runtime_context_bytes", int64_t{0});
   if (j.contains("val_loss") && j["val_loss"].is_number()) m.val_loss = j["val_loss"].get<double>();
   if (j.contains("val_accuracy") && j["val_accuracy"].is_number()) m.val_accuracy = j["val_accuracy"].get<double>();
+  if (j.contains("sparsity") && j["sparsity"].is_number()) m.sparsity = j["sparsity"].get<double>();
+  if (j.contains("bits_per_weight") && j["bits_per_weight"].is_number())
+    m.bits_per_weight = j["bits_per_weight"].get<double>();
   m.event = j.value("event", "");
   if (j.contains("kernels"))
     for (const auto& k : j["kernels"]) m.kernel_times.push_back({k.value("name", ""), k.value("ms", 0.0), k.value("calls", int64_t{0})});

@@ -36,6 +36,11 @@ struct StepMetrics {
   MemoryBytes mem_current, mem_peak, mem_predicted;
   int64_t device_used_bytes = 0, device_total_bytes = 0, runtime_context_bytes = 0;
   std::optional<double> val_loss, val_accuracy;
+  // Compression, present only when pruning or QAT is configured (or was switched on mid-run):
+  // sparsity = % of the prunable weights that are masked to zero (all layers together);
+  // bits_per_weight = the QAT bits of the quantized weights (their mean when layers differ),
+  // else the bits of the compute format that stores the weights (32, 16).
+  std::optional<double> sparsity, bits_per_weight;
   std::string event;      // marker label when a setting changed at this step
   std::vector<KernelTime> kernel_times;
   Json to_json() const;

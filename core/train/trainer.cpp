@@ -357,6 +357,33 @@ RunSummary Trainer::run() {
   if (!s.text) s.perm = seeded_permutation(n_train, seed * 1000003ULL + 1);
   s.cursor = 0;
 
+  // Compression metrics (StepMetrics::sparsity, bits_per_weight): recomputed when the masks or the
+  // formats can have changed (the first step and steps with an event), which keeps mask downloads
+  // off the other steps.
+  std::optional<double> sparsity, bits;
+  auto compression_metrics = [&]() {
+    const bool pruning = m_config.get_string("prune.method") != "none";
+    int64_t masked = 0, zeros = 0;
+    double qbits = 0.0, qweights = 0.0, store_bits = 32.0;
+    std::vector<float> mask;
+    for (Parameter* p : s.step->params()) {
+      if (p->value.defined()) store_bits = 8.0 * static_cast<double>(dtype_bytes(p->value.dtype(), 1));
+      if (p->mask.defined()) {
+        mask.resize(static_cast<size_t>(p->mask.numel()));
+        s.be->download(p->mask, mask.data(), DType::F32);
+        masked += p->mask.numel();
+        for (float v : mask) zeros += v == 0.0f;
+      }
+      if (s.compress->qat_on() && QuantPlan::quantizable(p->name, p->shape)) {
+        qbits += static_cast<double>(s.compress->quant_plan().spec_for(p->name).bits) * static_cast<double>(p->numel());
+        qweights += static_cast<double>(p->numel());
+      }
+    }
+    if (pruning || masked > 0) sparsity = masked > 0 ? 100.0 * static_cast<double>(zeros) / static_cast<double>(masked) : 0.0;
+    if (pruning || masked > 0 || s.compress->qat_on() || bits)
+      bits = qweights > 0 ? qbits / qweights : store_bits;
+  };
+
   for (step = 0; step < total_steps; ++step) {
     std::string event;
     if (!drain_commands(event)) {
@@ -446,6 +473,9 @@ RunSummary Trainer::run() {
       s.be->reset_kernel_times();
     }
     m.event = event;
+    if (step == 0 || !event.empty()) compression_metrics();
+    m.sparsity = sparsity;
+    m.bits_per_weight = bits;
 
     const bool end_of_epoch =
         s.text ? std::floor(s.tokens_seen / static_cast<double>(n_train)) >
