@@ -156,6 +156,10 @@ void large_product_tests(Pair& P, const Prec& pr) {
   P.gpu.set_tf32(pr.tf32);
   const std::string tag = std::string("[") + pr.name + " large] ";
   const DType dt = pr.dt;
+  // tf32: cuBLASLt's tensor-core kernels may truncate fp32 inputs to tf32 where the CPU reference
+  // rounds them to nearest (both within 2^-10 relative per operand, the truncation biased), so the
+  // two differ by up to about 1e-3 of the largest output: 2e-3 here.
+  const double tol = pr.tf32 ? 2e-3 : pr.tol;
   for (int ta = 0; ta < 2; ++ta)
     for (int tb = 0; tb < 2; ++tb) {
       const int64_t m = 512, n = 1152, k = 384;
@@ -164,7 +168,7 @@ void large_product_tests(Pair& P, const Prec& pr) {
       auto [c0, c1] = P.rand({m, n}, dt);
       P.cpu.gemm(a0, ta, b0, tb, c0, 0.5f, 0.25f);
       P.gpu.gemm(a1, ta, b1, tb, c1, 0.5f, 0.25f);
-      P.compare(tag + "gemm 512x1152x384 ta=" + std::to_string(ta) + " tb=" + std::to_string(tb), c0, c1, pr.tol);
+      P.compare(tag + "gemm 512x1152x384 ta=" + std::to_string(ta) + " tb=" + std::to_string(tb), c0, c1, tol);
     }
   {
     const int64_t m = 1024, k = 384, n = 1536;  // fc-like: [1024 x 384] x [384 x 1536]
@@ -175,7 +179,7 @@ void large_product_tests(Pair& P, const Prec& pr) {
       auto [y0, y1] = P.zeros({m, n}, dt);
       P.cpu.linear_forward(x0, w0, with_bias ? &b0 : nullptr, Activation::None, y0, nullptr);
       P.gpu.linear_forward(x1, w1, with_bias ? &b1 : nullptr, Activation::None, y1, nullptr);
-      P.compare(tag + "linear_forward 1024x384 -> 1536" + (with_bias ? " bias" : ""), y0, y1, pr.tol);
+      P.compare(tag + "linear_forward 1024x384 -> 1536" + (with_bias ? " bias" : ""), y0, y1, tol);
     }
     for (int variant = 0; variant < 3; ++variant) {
       const bool accumulate = variant == 1, with_dx = variant != 2;
@@ -186,9 +190,9 @@ void large_product_tests(Pair& P, const Prec& pr) {
       P.cpu.linear_backward(x0, w0, dy0, Activation::None, nullptr, dw0, &db0, with_dx ? &dx0 : nullptr, accumulate);
       P.gpu.linear_backward(x1, w1, dy1, Activation::None, nullptr, dw1, &db1, with_dx ? &dx1 : nullptr, accumulate);
       const std::string w = accumulate ? " accumulate" : with_dx ? "" : " (no dx)";
-      P.compare(tag + "linear_backward dw" + w, dw0, dw1, pr.tol);
-      P.compare(tag + "linear_backward dbias" + w, db0, db1, pr.tol);
-      if (with_dx) P.compare(tag + "linear_backward dx" + w, dx0, dx1, pr.tol);
+      P.compare(tag + "linear_backward dw" + w, dw0, dw1, tol);
+      P.compare(tag + "linear_backward dbias" + w, db0, db1, tol);
+      if (with_dx) P.compare(tag + "linear_backward dx" + w, dx0, dx1, tol);
     }
   }
   {
@@ -200,14 +204,14 @@ void large_product_tests(Pair& P, const Prec& pr) {
     auto [y0, y1] = P.zeros({m, n}, dt);
     P.cpu.linear_forward(x0, w0, nullptr, Activation::None, y0, nullptr);
     P.gpu.linear_forward(x1, w1, nullptr, Activation::None, y1, nullptr);
-    P.compare(tag + "linear_forward 2048x384 -> 65 (head)", y0, y1, pr.tol);
+    P.compare(tag + "linear_forward 2048x384 -> 65 (head)", y0, y1, tol);
     auto [dy0, dy1] = P.rand({m, n}, dt);
     auto [dw0, dw1] = P.zeros({n, k}, dt);
     auto [dx0, dx1] = P.zeros({m, k}, dt);
     P.cpu.linear_backward(x0, w0, dy0, Activation::None, nullptr, dw0, nullptr, &dx0, false);
     P.gpu.linear_backward(x1, w1, dy1, Activation::None, nullptr, dw1, nullptr, &dx1, false);
-    P.compare(tag + "linear_backward dw (head)", dw0, dw1, pr.tol);
-    P.compare(tag + "linear_backward dx (head)", dx0, dx1, pr.tol);
+    P.compare(tag + "linear_backward dw (head)", dw0, dw1, tol);
+    P.compare(tag + "linear_backward dx (head)", dx0, dx1, tol);
   }
   P.cpu.set_tf32(false);
   P.gpu.set_tf32(false);
@@ -287,7 +291,8 @@ void model_tests(Pair& P, const Prec& pr, double grad_tol, double dropout = 0.0)
   const std::string tag = std::string("[") + pr.name + " char-gpt" + (dropout > 0 ? " dropout 0.1" : "") + "] ";
   const ModelResult c = run_model(P.cpu, pr.dt, pr.tf32, CheckpointPolicy::Off, 0, dropout);
   const ModelResult g = run_model(P.gpu, pr.dt, pr.tf32, CheckpointPolicy::Off, 0, dropout);
-  check(tag + "loss after one step", std::fabs(g.loss - c.loss) / std::fabs(c.loss), pr.dt == DType::F32 ? 1e-5 : 1e-2);
+  const double loss_tol = pr.dt != DType::F32 ? 1e-2 : pr.tf32 ? 1e-3 : 1e-5;
+  check(tag + "loss after one step", std::fabs(g.loss - c.loss) / std::fabs(c.loss), loss_tol);
   CharGpt names(P.cpu, model_cfg(), 21);
   const auto params = names.parameters();
   double worst = 0.0;
