@@ -91,6 +91,8 @@ nlohmann::json bench_char_step(const std::string& device, const std::string& nam
   const double s = seconds_per_training_step(*be, step, preset == "tiny" ? 1e-3f : 3e-4f, "bench_char", warmup, steps);
   float st[2];
   be->download(step.stats(), st, DType::F32);
+  const double act_peak = static_cast<double>(be->ledger().peak(MemCategory::Activations)) / (1 << 20);
+  const double peak = static_cast<double>(be->ledger().snapshot().peak_total) / (1 << 20);
   const Json breakdown = kernel_breakdown(*be, step, preset == "tiny" ? 1e-3f : 3e-4f, warmup + steps);
   const double fpt = model.train_flops_per_token(T);
   const int64_t eb = dt == DType::F32 ? 4 : 2;
@@ -105,9 +107,9 @@ nlohmann::json bench_char_step(const std::string& device, const std::string& nam
           {"tokens_per_s", static_cast<double>(B * T) / s},
           {"model_tflops", fpt * static_cast<double>(B * T) / s / 1e12},
           {"final_loss", st[0] / static_cast<double>(B * T)},
-          {"activation_peak_mib", static_cast<double>(be->ledger().peak(MemCategory::Activations)) / (1 << 20)},
+          {"activation_peak_mib", act_peak},
           {"activation_predicted_mib", static_cast<double>(model.predicted_activation_bytes(B, T, eb)) / (1 << 20)},
-          {"peak_mib", static_cast<double>(be->ledger().snapshot().peak_total) / (1 << 20)},
+          {"peak_mib", peak},
           {"device_ms_per_step_by_op", breakdown}};
 }
 
