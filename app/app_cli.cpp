@@ -4,6 +4,8 @@
 #include <QCommandLineParser>
 #include <QDir>
 #include <QFileInfo>
+#include <QPalette>
+#include <QStyle>
 #include <QTimer>
 #include <cstdio>
 
@@ -50,6 +52,40 @@ int run_report_command(int argc, char** argv) {
   return 0;
 }
 
+namespace {
+// A dark palette for the Fusion style (--palette dark): the window follows the system palette
+// otherwise. Disabled text keeps enough contrast to stay readable.
+void use_dark_palette() {
+  QApplication::setStyle("Fusion");
+  QPalette p;
+  const QColor window(45, 45, 48), base(30, 30, 32), text(225, 225, 228), disabled(135, 135, 140);
+  p.setColor(QPalette::Window, window);
+  p.setColor(QPalette::WindowText, text);
+  p.setColor(QPalette::Base, base);
+  p.setColor(QPalette::AlternateBase, QColor(40, 40, 43));
+  p.setColor(QPalette::ToolTipBase, QColor(60, 60, 64));
+  p.setColor(QPalette::ToolTipText, text);
+  p.setColor(QPalette::PlaceholderText, disabled);
+  p.setColor(QPalette::Text, text);
+  p.setColor(QPalette::Button, QColor(58, 58, 62));
+  p.setColor(QPalette::ButtonText, text);
+  p.setColor(QPalette::BrightText, QColor(255, 90, 90));
+  p.setColor(QPalette::Link, QColor(110, 170, 255));
+  p.setColor(QPalette::Highlight, QColor(52, 110, 190));
+  p.setColor(QPalette::HighlightedText, Qt::white);
+  p.setColor(QPalette::Light, QColor(75, 75, 80));
+  p.setColor(QPalette::Midlight, QColor(62, 62, 66));
+  p.setColor(QPalette::Mid, QColor(40, 40, 43));
+  p.setColor(QPalette::Dark, QColor(25, 25, 27));
+  p.setColor(QPalette::Shadow, Qt::black);
+  for (auto role : {QPalette::WindowText, QPalette::Text, QPalette::ButtonText})
+    p.setColor(QPalette::Disabled, role, disabled);
+  p.setColor(QPalette::Disabled, QPalette::Base, window);
+  p.setColor(QPalette::Disabled, QPalette::Button, window);
+  QApplication::setPalette(p);
+}
+}  // namespace
+
 int run_window(int argc, char** argv) {
   QApplication app(argc, argv);
   set_application_names();
@@ -71,8 +107,11 @@ int run_window(int argc, char** argv) {
   QCommandLineOption shot_ms("screenshot-after-ms", "when to take the screenshot (default 2000)", "MS", "2000");
   QCommandLineOption size("size", "window size", "WxH");
   QCommandLineOption quit_done("quit-when-done", "quit when the started run ends");
-  for (const auto& o : {runs_dir, config, set, start, change, overlay, reopen, shot, shot_ms, size, quit_done}) p.addOption(o);
+  QCommandLineOption palette("palette", "colours: system (default) or dark", "NAME", "system");
+  for (const auto& o : {runs_dir, config, set, start, change, overlay, reopen, shot, shot_ms, size, quit_done, palette})
+    p.addOption(o);
   p.process(app);
+  if (p.value(palette) == "dark") use_dark_palette();
 
   MainWindow w(p.value(runs_dir));
   if (p.isSet(size)) {

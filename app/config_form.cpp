@@ -8,6 +8,8 @@
 #include <QGroupBox>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QMenu>
+#include <QStandardItemModel>
 #include <QRegularExpressionValidator>
 #include <QScrollArea>
 #include <QTimer>
@@ -19,6 +21,8 @@
 #include <cmath>
 
 #include "backend/backend.h"
+#include "data/dataset.h"
+#include "plot_style.h"
 #include "run_series.h"
 #include "util/error.h"
 
@@ -133,14 +137,23 @@ ConfigForm::ConfigForm(QWidget* parent) : QWidget(parent) {
         h->addWidget(r.editor, 1);
         auto* b = new QToolButton(w);
         b->setText("...");
-        b->setToolTip("Choose a digits CSV file or a folder of IDX files");
+        b->setToolTip("Choose a digits CSV file, a text file (char-gpt) or a folder of IDX files (MNIST format, "
+                      "e.g. Fashion-MNIST)");
+        b->setPopupMode(QToolButton::InstantPopup);
+        auto* menu = new QMenu(b);
         auto* le = static_cast<QLineEdit*>(r.editor);
-        connect(b, &QToolButton::clicked, this, [this, le] {
+        menu->addAction("Data file (CSV or text)...", this, [this, le] {
           const QString f = QFileDialog::getOpenFileName(this, "Data file", le->text(),
-                                                         "Data (*.csv *.csv.gz *.gz *-ubyte);;All files (*)");
-          if (!f.isEmpty()) le->setText(f);
+                                                         "Data (*.csv *.csv.gz *.gz *.txt);;All files (*)");
+          if (f.isEmpty()) return;
+          le->setText(f);
           on_user_edit("data.path");
         });
+        menu->addAction("Folder of IDX files (Fashion-MNIST, MNIST)...", this, [this, le] {
+          const QString d = QFileDialog::getExistingDirectory(this, "Folder of IDX files", le->text());
+          if (!d.isEmpty()) use_idx_folder(d);
+        });
+        b->setMenu(menu);
         h->addWidget(b);
         r.field = w;
       }
@@ -176,12 +189,8 @@ ConfigForm::ConfigForm(QWidget* parent) : QWidget(parent) {
     for (QCPAxis* ax : {m_sparsity->xAxis, m_sparsity->yAxis}) {
       ax->setTickLabelFont(f);
       ax->setLabelFont(f);
-      ax->setBasePen(QPen(palette().color(QPalette::WindowText)));
-      ax->setTickPen(QPen(palette().color(QPalette::WindowText)));
-      ax->setTickLabelColor(palette().color(QPalette::WindowText));
-      ax->setLabelColor(palette().color(QPalette::WindowText));
     }
-    m_sparsity->setBackground(palette().color(QPalette::Base));
+    style_plot(m_sparsity, palette());
     m_sparsity->yAxis->setLabel("sparsity %");
     m_sparsity->xAxis->setLabel("step");
     m_sparsity->axisRect()->setAutoMargins(QCP::msLeft | QCP::msBottom);
@@ -232,6 +241,7 @@ QWidget* ConfigForm::make_editor(const ConfigKey& k) {
     case KeyType::Enum: {
       auto* c = new QComboBox(this);
       for (const auto& ch : k.choices) c->addItem(QString::fromStdString(ch));
+      if (key == "data.name") mark_fashion_mnist(c);
       connect(c, &QComboBox::currentTextChanged, this, edited);
       return c;
     }
@@ -338,6 +348,16 @@ QStringList ConfigForm::keys() const {
 
 void ConfigForm::on_user_edit(const std::string& key) {
   if (m_loading) return;
+  if (key == "model.name" && m_rows.contains("data.name")) {
+    // The data set follows the kind of model: char-gpt trains on text, the MLPs on images.
+    const Json model = read(m_rows["model.name"]), data = read(m_rows["data.name"]);
+    const bool text_model = model == "char-gpt", text_data = data == "tinyshakespeare" || data == "text";
+    if (text_model != text_data) {
+      m_loading = true;
+      write(m_rows["data.name"], std::string(text_model ? "tinyshakespeare" : "digits"));
+      m_loading = false;
+    }
+  }
   update_dependencies();
   emit edited();
   const Row& r = m_rows[key];
@@ -349,6 +369,43 @@ void ConfigForm::on_user_edit(const std::string& key) {
       // an incomplete entry; the value is sent once it is valid
     }
   }
+}
+
+// Fashion-MNIST is offered when its four IDX files are installed (fashion_mnist_dirs()); otherwise
+// the choice is greyed out with a tooltip that says how to get it or how to point at a folder.
+void ConfigForm::mark_fashion_mnist(QComboBox* c) {
+  const int i = c->findText("fashion-mnist");
+  if (i < 0) return;
+  m_fashion_dir = QString::fromStdString(find_fashion_mnist());
+  auto* model = qobject_cast<QStandardItemModel*>(c->model());
+  if (!model) return;
+  QStandardItem* item = model->item(i);
+  if (!m_fashion_dir.isEmpty()) {
+    item->setEnabled(true);
+    item->setText("fashion-mnist");
+    item->setToolTip("Fashion-MNIST, found in " + m_fashion_dir);
+    return;
+  }
+  QStringList where;
+  for (const auto& d : fashion_mnist_dirs()) where << QString::fromStdString(d);
+  item->setText("fashion-mnist");
+  item->setEnabled(false);
+  item->setToolTip("Fashion-MNIST is not installed (looked in " + where.join(", ") +
+                   "). Install Debian's dataset-fashion-mnist, or choose a folder of IDX files with the "
+                   "Path control's ... button.");
+}
+
+void ConfigForm::use_idx_folder(const QString& dir) {
+  const IdxFolder f = scan_idx_folder(dir.toStdString());
+  write(m_rows["data.path"], dir.toStdString());
+  // A folder holding all four files switches the data set to IDX (Fashion-MNIST keeps its name);
+  // a partial one stays as chosen and the start reports what is missing (check_idx_folder).
+  if (f.complete()) {
+    const Json name = read(m_rows["data.name"]);
+    if (name != "fashion-mnist") write(m_rows["data.name"], std::string("idx"));
+    if (read(m_rows["model.name"]) == "char-gpt") write(m_rows["model.name"], std::string("mlp"));
+  }
+  on_user_edit("data.path");
 }
 
 // Hand-made niceties: controls that do nothing under the current choices are greyed out.
@@ -374,6 +431,9 @@ void ConfigForm::update_dependencies() {
       {"model.context", "model.name", {"char-gpt"}},
       {"model.pad_vocab", "model.name", {"char-gpt"}},
       {"model.dropout", "model.name", {"char-gpt"}},
+      {"model.activation", "model.name", {"char-gpt"}, true},
+      {"data.val_fraction", "model.name", {"char-gpt"}},
+      {"train.eval_windows", "model.name", {"char-gpt"}},
       {"optim.beta1", "optim.name", {"adamw"}},
       {"optim.beta2", "optim.name", {"adamw"}},
       {"optim.eps", "optim.name", {"adamw"}},

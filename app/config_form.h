@@ -17,6 +17,7 @@ class QFormLayout;
 class QGroupBox;
 class QLabel;
 class QCustomPlot;
+class QComboBox;
 
 namespace trainlab::app {
 
@@ -54,6 +55,7 @@ class ConfigForm : public QWidget {
   void on_user_edit(const std::string& key);
   void update_dependencies();
   void update_sparsity_preview();
+  void mark_fashion_mnist(QComboBox* c);
   void apply_filter(const QString& text);
   Json read(const Row& r) const;
   void write(Row& r, const Json& v);
@@ -64,6 +66,14 @@ class ConfigForm : public QWidget {
   bool m_running = false;
   QLineEdit* m_filter = nullptr;
   QCustomPlot* m_sparsity = nullptr;
+  QString m_fashion_dir;  // where Fashion-MNIST is installed ("" when it is not)
+
+ public:
+  // Folder of the installed Fashion-MNIST ("" when not installed).
+  QString fashion_mnist_dir() const { return m_fashion_dir; }
+  // As if the user chose this folder with the data path's "IDX folder" button: sets data.path and,
+  // when the folder holds all four IDX files, data.name = idx (a classifier model for char-gpt).
+  void use_idx_folder(const QString& dir);
 };
 
 }  // namespace trainlab::app

@@ -28,6 +28,7 @@
 #include <fstream>
 
 #include "backend/backend.h"
+#include "data/dataset.h"
 #include "report.h"
 #include "train/run_record.h"
 #include "util/error.h"
@@ -219,6 +220,15 @@ void MainWindow::build_ui() {
   m_text_dock->setWidget(m_text);
   addDockWidget(Qt::RightDockWidgetArea, m_text_dock);
   m_text_dock->hide();
+  m_kernels = new KernelPanel(this);
+  m_kernel_dock = new QDockWidget("Kernel times", this);
+  m_kernel_dock->setObjectName("kernel_dock");
+  m_kernel_dock->setWidget(m_kernels);
+  addDockWidget(Qt::RightDockWidgetArea, m_kernel_dock);
+  m_kernel_dock->hide();
+  connect(m_kernel_dock, &QDockWidget::visibilityChanged, this, [this](bool shown) {
+    if (shown) m_kernels->refresh();
+  });
   resize(1500, 940);
   fill_presets();
 }
@@ -262,6 +272,10 @@ void MainWindow::build_menus() {
   QAction* text = m_text_dock->toggleViewAction();
   text->setShortcut(QKeySequence("Ctrl+T"));
   view->addAction(text);
+  QAction* kernels = m_kernel_dock->toggleViewAction();
+  kernels->setShortcut(QKeySequence("Ctrl+K"));
+  kernels->setToolTip("Per-kernel times of the shown run (CUDA runs with device.kernel_timing)");
+  view->addAction(kernels);
 
   QMenu* help = menuBar()->addMenu("&Help");
   help->addAction("&About TrainLab", this, &MainWindow::about);
@@ -333,6 +347,23 @@ bool MainWindow::start_run() {
   Config c;
   try {
     c = m_form->config();
+    // IDX data sets: Fashion-MNIST from where it was found, and a clear message for a folder that
+    // holds only part of the four files (before a run folder is made).
+    const std::string data = c.get_string("data.name");
+    const bool classifier = c.get_string("model.name") != "char-gpt";
+    if (classifier && (data == "fashion-mnist" || data == "idx")) {
+      if (data == "fashion-mnist" && c.get_string("data.path").empty()) {
+        if (m_form->fashion_mnist_dir().isEmpty()) {
+          std::string where;
+          for (const auto& d : fashion_mnist_dirs()) where += (where.empty() ? "" : ", ") + d;
+          throw Error("data.name: Fashion-MNIST is not installed (looked in " + where +
+                      "). Install the package dataset-fashion-mnist, or choose a folder of IDX files for data.path.");
+        }
+        c.set_json("data.path", m_form->fashion_mnist_dir().toStdString());
+      }
+      if (c.get_string("data.path").empty()) throw Error("data.path: data.name=idx needs a folder of IDX files");
+      check_idx_folder(c.get_string("data.path"));
+    }
     if (c.get_string("run.out").empty()) {
       const std::string tag = c.get_string("model.name") + "-" + c.get_string("precision.dtype");
       c.set_json("run.out", RunRecord::default_dir(m_runs->root().toStdString(), tag));
@@ -399,6 +430,7 @@ void MainWindow::on_metrics() {
   if (!m_live->val_acc.isEmpty()) s += QString(" · val acc %1 %").arg(100 * m_live->val_acc.back(), 0, 'f', 1);
   m_status->setText(s);
   m_plots->notify_data();
+  if (m_kernel_dock->isVisible() && m_primary == m_live) m_kernels->refresh();
 }
 
 void MainWindow::on_finished(const QString& status, const QString& message, const QString& dir) {
@@ -478,6 +510,7 @@ void MainWindow::update_plots() {
   }
   for (int i = 0; i < list.size(); ++i) list[i]->color = run_color(i);
   m_plots->set_runs(list);
+  m_kernels->set_run(m_primary);
 }
 
 void MainWindow::reopen(const QString& dir) {
@@ -562,22 +595,39 @@ void MainWindow::update_buttons() {
   m_pause->setIcon(style()->standardIcon(r && m_session->paused() ? QStyle::SP_MediaPlay : QStyle::SP_MediaPause));
 }
 
-void MainWindow::about() {
+QString MainWindow::about_text() const {
   QStringList devices;
   for (const auto& d : available_devices()) {
     try {
       auto be = create_backend(d);
-      devices << QString::fromStdString(d + ": " + be->info().name);
-    } catch (const Error&) {
-      devices << QString::fromStdString(d);
+      const DeviceInfo info = be->info();
+      QString line = QString::fromStdString(d + ": " + info.name).toHtmlEscaped();
+      if (info.total_bytes > 0) line += " &middot; " + format_bytes(static_cast<double>(info.total_bytes));
+      devices << line;
+    } catch (const Error& e) {
+      devices << QString::fromStdString(d).toHtmlEscaped() + " (" + QString::fromStdString(e.what()).toHtmlEscaped() + ")";
     }
   }
-  QMessageBox::about(this, "About TrainLab",
-                     QString("<h3>TrainLab %1</h3><p>A desktop lab for training, compressing and measuring neural "
-                             "networks.</p><p>Qt %2 (built with %3)<br>CUDA backend: %4<br>Devices:<br>&nbsp;&nbsp;%5</p>")
-                         .arg(TRAINLAB_VERSION, qVersion(), QT_VERSION_STR,
-                              built_with_cuda() ? "built in" : "not built (CPU only)", devices.join("<br>&nbsp;&nbsp;")));
+#ifdef TRAINLAB_CUDA_TOOLKIT
+  const QString cuda = QString("CUDA toolkit %1 (the backend module loads when a GPU is used)").arg(TRAINLAB_CUDA_TOOLKIT);
+#else
+  const QString cuda = built_with_cuda() ? QString("built in") : QString("not built (CPU only)");
+#endif
+  return QString("<h3>TrainLab %1</h3><p>A desktop lab for training, compressing and measuring neural networks.</p>"
+                 "<table><tr><td>Qt</td><td>%2 (built with %3)</td></tr><tr><td>CUDA</td><td>%4</td></tr>"
+                 "<tr><td>Compiler</td><td>%5</td></tr><tr><td valign='top'>Devices</td><td>%6</td></tr></table>")
+      .arg(TRAINLAB_VERSION, qVersion(), QT_VERSION_STR, cuda,
+#if defined(__clang__)
+           QString("clang ") + __clang_version__,
+#elif defined(__GNUC__)
+           QString("g++ ") + __VERSION__,
+#else
+           QString("unknown"),
+#endif
+           devices.join("<br>"));
 }
+
+void MainWindow::about() { QMessageBox::about(this, "About TrainLab", about_text()); }
 
 void MainWindow::restore_settings() {
   QSettings s;

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "config_form.h"
+#include "kernel_panel.h"
 #include "plot_panel.h"
 #include "runs_panel.h"
 #include "text_panel.h"
@@ -34,6 +35,8 @@ class MainWindow : public QMainWindow {
   RunsPanel* runs() const { return m_runs; }
   TrainingSession* session() const { return m_session; }
   TextPanel* text_panel() const { return m_text; }
+  KernelPanel* kernel_panel() const { return m_kernels; }
+  QDockWidget* kernel_dock() const { return m_kernel_dock; }
   std::shared_ptr<RunSeries> live_run() const { return m_live; }
   std::shared_ptr<RunSeries> primary_run() const { return m_primary; }
   QPushButton* start_button() const { return m_start; }
@@ -55,6 +58,7 @@ class MainWindow : public QMainWindow {
   // Writes a report of run folders (PDF, HTML or CSV by extension); shows errors in the window.
   bool export_report(const QStringList& dirs, const QString& path);
   void about();
+  QString about_text() const;  // versions of TrainLab, Qt, CUDA, the compiler, and the devices
 
  protected:
   void closeEvent(QCloseEvent* e) override;
@@ -80,6 +84,8 @@ class MainWindow : public QMainWindow {
   TrainingSession* m_session = nullptr;
   TextPanel* m_text = nullptr;
   QDockWidget* m_text_dock = nullptr;
+  KernelPanel* m_kernels = nullptr;
+  QDockWidget* m_kernel_dock = nullptr;
   QPushButton *m_start = nullptr, *m_pause = nullptr, *m_stop = nullptr;
   QComboBox* m_presets = nullptr;
   QProgressBar* m_progress = nullptr;

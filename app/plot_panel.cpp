@@ -13,38 +13,15 @@
 #include <cmath>
 #include <qcustomplot.h>
 
+#include "plot_decimation.h"
+#include "plot_style.h"
+
 namespace trainlab::app {
 
 namespace {
 
-const char* kTitles[kPlotCount] = {"Loss", "Accuracy", "Throughput", "Memory", "Learning rate", "fp16 loss scale"};
-
-// Byte-valued axis: ticks at 1, 2, 5 x powers of 1024 units, labelled "12 MiB".
-class BytesTicker : public QCPAxisTicker {
- protected:
-  double getTickStep(const QCPRange& range) override {
-    double unit = 1;
-    while (range.size() / unit >= 1024 && unit < 1e15) unit *= 1024;
-    const double raw = range.size() / unit / std::max(1, tickCount());
-    double mag = 1;
-    const double mant = getMantissa(raw, &mag);
-    const double nice = mant < 1.5 ? 1 : mant < 3 ? 2 : mant < 7 ? 5 : 10;
-    return nice * mag * unit;
-  }
-  QString getTickLabel(double tick, const QLocale&, QChar, int) override { return format_bytes(tick); }
-};
-
-// Compact numbers: 12k, 1.5M.
-class CompactTicker : public QCPAxisTicker {
- protected:
-  QString getTickLabel(double tick, const QLocale& l, QChar f, int p) override {
-    const double a = std::fabs(tick);
-    if (a >= 1e9) return QString::number(tick / 1e9, 'g', 4) + "G";
-    if (a >= 1e6) return QString::number(tick / 1e6, 'g', 4) + "M";
-    if (a >= 1e4) return QString::number(tick / 1e3, 'g', 4) + "k";
-    return QCPAxisTicker::getTickLabel(tick, l, f, p);
-  }
-};
+const char* kTitles[kPlotCount] = {"Loss",          "Accuracy",        "Throughput",       "Memory",
+                                   "Learning rate", "fp16 loss scale", "Sparsity and bits"};
 
 QCPTextElement* title_element(QCustomPlot* p) {
   if (p->plotLayout()->rowCount() > 1) return qobject_cast<QCPTextElement*>(p->plotLayout()->element(0, 0));
@@ -52,20 +29,6 @@ QCPTextElement* title_element(QCustomPlot* p) {
 }
 
 }  // namespace
-
-QColor run_color(int index) {
-  static const QColor colors[] = {QColor(31, 119, 180), QColor(214, 39, 40),  QColor(44, 160, 44),
-                                  QColor(148, 103, 189), QColor(255, 127, 14), QColor(23, 190, 207),
-                                  QColor(140, 86, 75),  QColor(227, 119, 194), QColor(127, 127, 127),
-                                  QColor(188, 189, 34)};
-  return colors[index % 10];
-}
-
-static QColor category_color(size_t c) {
-  static const QColor colors[] = {QColor(78, 121, 167), QColor(242, 142, 43), QColor(225, 87, 89),
-                                  QColor(118, 183, 178), QColor(89, 161, 79), QColor(176, 122, 161)};
-  return colors[c % 6];
-}
 
 PlotPanel::PlotPanel(QWidget* parent) : QWidget(parent) {
   auto* outer = new QVBoxLayout(this);
@@ -122,8 +85,10 @@ PlotPanel::PlotPanel(QWidget* parent) : QWidget(parent) {
     p->legend->setFont(lf);
     p->legend->setRowSpacing(-2);
     p->legend->setIconSize(16, 8);
-    p->axisRect()->insetLayout()->setInsetAlignment(0, i == 1 ? (Qt::AlignBottom | Qt::AlignRight)
-                                                                : (Qt::AlignTop | Qt::AlignRight));
+    // Rising curves (accuracy, sparsity) leave the bottom right free; falling ones the top right.
+    const bool bottom = i == static_cast<int>(PlotKind::Accuracy) || i == static_cast<int>(PlotKind::Compression);
+    p->axisRect()->insetLayout()->setInsetAlignment(0, bottom ? (Qt::AlignBottom | Qt::AlignRight)
+                                                              : (Qt::AlignTop | Qt::AlignRight));
     p->xAxis->setLabel("step");
     p->xAxis->setTicker(QSharedPointer<QCPAxisTicker>(new CompactTicker));
     p->installEventFilter(this);
@@ -154,6 +119,8 @@ PlotPanel::PlotPanel(QWidget* parent) : QWidget(parent) {
   plot(PlotKind::LossScale)->yAxis->setScaleType(QCPAxis::stLogarithmic);
   plot(PlotKind::LossScale)->yAxis->setTicker(QSharedPointer<QCPAxisTicker>(new QCPAxisTickerLog));
   plot(PlotKind::LossScale)->yAxis2->setLabel("skipped steps");
+  plot(PlotKind::Compression)->yAxis->setLabel("sparsity %");
+  plot(PlotKind::Compression)->yAxis2->setLabel("bits per weight");
   {
     // The memory stack's legend sits right of the plot, where it hides no data.
     QCustomPlot* mp = plot(PlotKind::Memory);
@@ -167,13 +134,8 @@ PlotPanel::PlotPanel(QWidget* parent) : QWidget(parent) {
     side->setMargins(QMargins(0, 10, 6, 0));
     mp->plotLayout()->setColumnStretchFactor(1, 0.01);
   }
-  for (int i = 0; i < kPlotCount; ++i) {
-    m_cells[i] = m_plots[i];
-    grid->addWidget(m_plots[i], i / 2, i % 2);
-  }
-  grid->setRowStretch(0, 3);
-  grid->setRowStretch(1, 3);
-  grid->setRowStretch(2, 2);
+  for (int i = 0; i < kPlotCount; ++i) m_cells[i] = m_plots[i];
+  m_grid = grid;
   outer->addLayout(grid, 1);
   apply_palette();
   set_smoothing(m_smoothing);
@@ -298,6 +260,20 @@ void PlotPanel::build_graphs(Drawn& d, int index) {
       if (below) g->setChannelFillGraph(below);
       below = g;
     }
+    // Activations against their prediction (the MLP's count, CharGpt::predicted_activation_bytes):
+    // drawn where the activations band's top edge is when the prediction holds, i.e. on top of
+    // the measured categories below it.
+    {
+      constexpr size_t act = static_cast<size_t>(MemCategory::Activations);
+      QColor ac = category_color(act).darker(140);
+      add(PlotKind::Memory, "activations predicted", QPen(ac, 1.4, Qt::DotLine), steps, sx,
+          [](const RunSeries& r, int i) {
+            double s = r.act_predicted[i];
+            for (size_t k = 0; k < act; ++k) s += r.mem[k][i];
+            return s;
+          },
+          false);
+    }
     // Stacked graphs: the legend reads top-down like the stack.
     add(PlotKind::Memory, "predicted", QPen(QApplication::palette().color(QPalette::Text), 1.6, Qt::DashLine), steps, sx,
         [](const RunSeries& r, int i) { return r.mem_predicted[i]; }, false);
@@ -312,6 +288,13 @@ void PlotPanel::build_graphs(Drawn& d, int index) {
     add(PlotKind::Memory, "total", solid, steps, sx, [](const RunSeries& r, int i) { return r.mem_total[i]; }, false);
   }
   add(PlotKind::LearningRate, "lr", solid, steps, sx, [](const RunSeries& r, int i) { return r.lr[i]; }, false);
+  if (d.run->has_sparsity())
+    add(PlotKind::Compression, "sparsity %", solid, steps, sx, [](const RunSeries& r, int i) { return r.sparsity[i]; }, false)
+        ->setLineStyle(QCPGraph::lsStepLeft);
+  if (d.run->has_bits())
+    add(PlotKind::Compression, "bits/weight", QPen(c.lighter(140), 1.4, Qt::DashLine), steps, sx,
+        [](const RunSeries& r, int i) { return r.bits[i]; }, false, true)
+        ->setLineStyle(QCPGraph::lsStepLeft);
   if (d.run->has_loss_scale()) {
     add(PlotKind::LossScale, "loss scale", solid, steps, sx, [](const RunSeries& r, int i) { return r.loss_scale[i]; }, false);
     add(PlotKind::LossScale, "skipped", QPen(c.lighter(150), 1.2, Qt::DashLine), steps, sx,
@@ -320,7 +303,10 @@ void PlotPanel::build_graphs(Drawn& d, int index) {
   (void)index;
 }
 
-void PlotPanel::add_marker(double step, const QString& label, const QColor& color) {
+void PlotPanel::add_marker(double step, const QString& label, const QColor& color_in) {
+  // On a dark background the marker colour is lightened so that line and label stay readable.
+  const bool dark = palette().color(QPalette::Base).lightness() < 128;
+  const QColor color = dark && color_in.lightness() < 150 ? color_in.lighter(170) : color_in;
   for (auto* p : m_plots) {
     auto* line = new QCPItemStraightLine(p);
     line->setObjectName("marker");
@@ -365,12 +351,16 @@ void PlotPanel::refresh() {
   bool need_rebuild = false;
   for (auto& d : m_drawn) {
     // A run that turned fp16 (or started reporting MFU) mid-way needs its extra graphs.
-    bool has_ls = false, has_mfu = false;
+    bool has_ls = false, has_mfu = false, has_sp = false, has_bits = false;
     for (const auto& t : d.tracks) {
       if (t.graph->parentPlot() == plot(PlotKind::LossScale)) has_ls = true;
       if (t.graph->name().endsWith("MFU %")) has_mfu = true;
+      if (t.graph->name().endsWith("sparsity %")) has_sp = true;
+      if (t.graph->name().endsWith("bits/weight")) has_bits = true;
     }
-    if ((!has_ls && d.run->has_loss_scale()) || (!has_mfu && d.run->has_mfu())) need_rebuild = true;
+    if ((!has_ls && d.run->has_loss_scale()) || (!has_mfu && d.run->has_mfu()) ||
+        (!has_sp && d.run->has_sparsity()) || (!has_bits && d.run->has_bits()))
+      need_rebuild = true;
     if (d.primary && d.run->device_total_bytes > 0) {
       bool have = false;
       for (int i = 0; i < plot(PlotKind::Memory)->itemCount(); ++i)
@@ -388,7 +378,6 @@ void PlotPanel::refresh() {
     return;
   }
   const double a = m_smoothing;
-  constexpr int kRawLimit = 8000, kBuckets = 4000;
   m_in_refresh = true;
   for (auto& d : m_drawn) {
     const RunSeries& r = *d.run;
@@ -411,8 +400,7 @@ void PlotPanel::refresh() {
       auto val = [&](int i) { return use_smoothed ? t.smoothed[i] : t.y(r, i); };
       if (t.category >= 0 && !t.nonzero)
         for (int i = t.drawn; i < n && !t.nonzero; ++i) t.nonzero = r.mem[static_cast<size_t>(t.category)][i] > 0;
-      const bool big = n > kRawLimit;
-      const bool rebuild = big && (!t.decimated || m_range_dirty || n > t.built_n + t.built_n / 100);
+      const bool rebuild = envelope_needs_rebuild(n, t.decimated, t.built_n, m_range_dirty);
       if (!rebuild) {
         if (n <= t.drawn) continue;
         // Append the new points as they are (a decimated graph gets its raw tail until the next rebuild).
@@ -427,45 +415,13 @@ void PlotPanel::refresh() {
         t.drawn = n;
         continue;
       }
-      // Envelope of the visible range: per bucket its minimum and maximum, in step order.
       double lo = t.x(r, 0), hi = t.x(r, n - 1);
-      if (!m_follow) {
+      if (!m_follow) {  // the visible range only
         lo = std::max(lo, t.graph->keyAxis()->range().lower);
         hi = std::min(hi, t.graph->keyAxis()->range().upper);
       }
-      auto index_of = [&](double x) {  // first index with key >= x
-        int l = 0, h = n;
-        while (l < h) {
-          const int m = (l + h) / 2;
-          if (t.x(r, m) < x) l = m + 1; else h = m;
-        }
-        return l;
-      };
-      const int i0 = std::max(0, index_of(lo) - 1), i1 = std::min(n, index_of(hi) + 2);
-      QVector<QCPGraphData> out;
-      if (i1 - i0 <= kRawLimit) {
-        out.reserve(i1 - i0);
-        for (int i = i0; i < i1; ++i) out.push_back({t.x(r, i), val(i)});
-      } else {
-        // One bucket per pixel column (at least kBuckets when the plot has no size yet).
-        const int px = t.graph->keyAxis()->axisRect()->width();
-        const int buckets = px > 50 ? std::min(kBuckets, px) : kBuckets;
-        const int bucket = (i1 - i0 + buckets - 1) / buckets;
-        out.reserve(2 * buckets + 2);
-        for (int b = i0; b < i1; b += bucket) {
-          const int e = std::min(i1, b + bucket);
-          int imin = b, imax = b;
-          double vmin = val(b), vmax = vmin;
-          for (int i = b + 1; i < e; ++i) {
-            const double v = val(i);
-            if (v < vmin || !std::isfinite(vmin)) vmin = v, imin = i;
-            if (v > vmax || !std::isfinite(vmax)) vmax = v, imax = i;
-          }
-          const int first = std::min(imin, imax), second = std::max(imin, imax);
-          out.push_back({t.x(r, first), val(first)});
-          if (second != first) out.push_back({t.x(r, second), val(second)});
-        }
-      }
+      const QVector<QCPGraphData> out = decimate_range(
+          n, [&](int i) { return t.x(r, i); }, val, lo, hi, t.graph->keyAxis()->axisRect()->width());
       t.graph->data()->set(out, true);
       if (!t.decimated) {
         // A dense envelope draws fast only with a thin pen (wide pens go through QPainter's stroker).
@@ -541,14 +497,26 @@ void PlotPanel::refresh() {
     QCustomPlot* mp = plot(PlotKind::Memory);
     mp->yAxis->setRangeLower(0);
   }
-  // Marker labels near the right edge go to the left of their line, so that they are not clipped.
-  for (auto* p : m_plots)
+  // Marker labels near the right edge go to the left of their line, so that they are not clipped;
+  // a label that would overlap the one before it is left out (its dashed line stays, and zooming
+  // in shows it), so that dense markers (a gradual pruning schedule) stay readable.
+  for (auto* p : m_plots) {
+    QVector<QPair<double, QCPItemText*>> labels;
     for (int i = 0; i < p->itemCount(); ++i)
-      if (auto* t = qobject_cast<QCPItemText*>(p->item(i)); t && t->objectName() == "marker") {
-        const double px = p->xAxis->coordToPixel(t->position->key());
-        const double room = QFontMetrics(t->font()).horizontalAdvance(t->text()) + 8;
-        t->setPositionAlignment(Qt::AlignTop | (px + room > p->axisRect()->right() ? Qt::AlignRight : Qt::AlignLeft));
-      }
+      if (auto* t = qobject_cast<QCPItemText*>(p->item(i)); t && t->objectName() == "marker")
+        labels.push_back({p->xAxis->coordToPixel(t->position->key()), t});
+    std::stable_sort(labels.begin(), labels.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    double last_right = -1e9;
+    for (const auto& [px, t] : labels) {
+      const double room = QFontMetrics(t->font()).horizontalAdvance(t->text()) + 8;
+      const bool left_of_line = px + room > p->axisRect()->right();
+      t->setPositionAlignment(Qt::AlignTop | (left_of_line ? Qt::AlignRight : Qt::AlignLeft));
+      const double start = left_of_line ? px - room : px;
+      const bool show = start > last_right;
+      t->setVisible(show);
+      if (show) last_right = start + room;
+    }
+  }
   m_range_dirty = false;
   m_in_refresh = false;
   update_visibility();
@@ -557,20 +525,36 @@ void PlotPanel::refresh() {
 }
 
 void PlotPanel::update_visibility() {
-  bool ls = false, mfu = false;
+  bool ls = false, mfu = false, sp = false, bits = false;
   for (const auto& d : m_drawn) {
     ls = ls || d.run->has_loss_scale();
     mfu = mfu || d.run->has_mfu();
+    sp = sp || d.run->has_sparsity();
+    bits = bits || d.run->has_bits();
   }
   plot(PlotKind::Throughput)->yAxis2->setVisible(mfu);
   plot(PlotKind::LossScale)->yAxis2->setVisible(ls);
-  plot(PlotKind::LossScale)->setVisible(ls);
-  // Without fp16 the learning-rate plot spans the last row.
-  auto* grid = qobject_cast<QGridLayout*>(static_cast<QVBoxLayout*>(layout())->itemAt(1)->layout());
-  if (grid) {
-    grid->removeWidget(plot(PlotKind::LearningRate));
-    grid->addWidget(plot(PlotKind::LearningRate), 2, 0, 1, ls ? 1 : 2);
+  plot(PlotKind::Compression)->yAxis->setVisible(sp || !bits);
+  plot(PlotKind::Compression)->yAxis2->setVisible(bits);
+  // The plots that apply, two a row; an odd last one spans the row. Loss scale (fp16) and
+  // compression appear only when a run has them.
+  QVector<PlotKind> shown = {PlotKind::Loss, PlotKind::Accuracy, PlotKind::Throughput, PlotKind::Memory,
+                             PlotKind::LearningRate};
+  if (ls) shown << PlotKind::LossScale;
+  if (sp || bits) shown << PlotKind::Compression;
+  QVector<PlotKind> layout_now;
+  for (int i = 0; i < m_grid->count(); ++i)
+    for (int k = 0; k < kPlotCount; ++k)
+      if (m_grid->itemAt(i)->widget() == m_plots[k]) layout_now << static_cast<PlotKind>(k);
+  if (layout_now != shown) {
+    for (auto* p : m_plots) m_grid->removeWidget(p);
+    for (int i = 0; i < shown.size(); ++i) {
+      const bool span = i == shown.size() - 1 && i % 2 == 0;
+      m_grid->addWidget(plot(shown[i]), i / 2, i % 2, 1, span ? 2 : 1);
+    }
+    for (int r = 0; r < 4; ++r) m_grid->setRowStretch(r, r < 2 ? 3 : (r * 2 < shown.size() ? 2 : 0));
   }
+  for (int k = 0; k < kPlotCount; ++k) m_plots[k]->setVisible(shown.contains(static_cast<PlotKind>(k)));
   for (auto* p : m_plots) p->legend->setVisible(p->graphCount() > 0);
 }
 
@@ -624,29 +608,9 @@ void PlotPanel::render(PlotKind k, QCPPainter* painter, const QRectF& target) {
 }
 
 void PlotPanel::apply_palette() {
-  const QPalette pal = palette();
-  const QColor fg = pal.color(QPalette::WindowText), bg = pal.color(QPalette::Base);
-  QColor grid = fg;
-  grid.setAlpha(40);
-  QColor sub = fg;
-  sub.setAlpha(18);
   for (auto* p : m_plots) {
-    p->setBackground(bg);
-    for (QCPAxis* ax : p->axisRect()->axes()) {
-      ax->setBasePen(QPen(fg, 1));
-      ax->setTickPen(QPen(fg, 1));
-      ax->setSubTickPen(QPen(fg, 1));
-      ax->setTickLabelColor(fg);
-      ax->setLabelColor(fg);
-      ax->grid()->setPen(QPen(grid, 1, Qt::DotLine));
-      ax->grid()->setZeroLinePen(Qt::NoPen);
-    }
-    QColor lb = bg;
-    lb.setAlpha(210);
-    p->legend->setBrush(lb);
-    p->legend->setBorderPen(QPen(grid));
-    p->legend->setTextColor(fg);
-    if (auto* t = title_element(p)) t->setTextColor(fg);
+    style_plot(p, palette());
+    if (auto* t = title_element(p)) t->setTextColor(palette().color(QPalette::WindowText));
     p->replot(QCustomPlot::rpQueuedReplot);
   }
 }

@@ -1,13 +1,13 @@
 // PlotPanel: the live plots (QCustomPlot), PlotJuggler-style: runs append metrics to their
 // RunSeries; the panel copies only the new points into the graphs and replots from a 40 ms timer
 // (never per step). All points are kept in the RunSeries; a graph holds every point up to 8,000,
-// beyond that a min/max envelope of the visible range (about 4,000 buckets, rebuilt when the data
-// grew by 1 % or the view was zoomed or panned, raw points again when zoomed in far enough), so a
-// million points per series stay smooth.
+// beyond that a min/max envelope of the visible range (plot_decimation.h), so a million points per
+// series stay smooth.
 //
 // Plots: loss (train + val), accuracy (train + val), throughput (samples/s, MFU on the right axis
 // when known), memory (stacked by category for the primary run, with the predicted total as a
-// dashed line and the device capacity), learning rate, fp16 loss scale + skipped steps. Every
+// dashed line and the device capacity), learning rate, fp16 loss scale + skipped steps (only when
+// a run uses fp16), sparsity and bits per weight (only when a run prunes or quantizes). Every
 // `event` of a run becomes a labelled vertical marker on every plot. Several runs overlay.
 #pragma once
 #include <QCheckBox>
@@ -17,17 +17,19 @@
 #include <functional>
 #include <memory>
 
+#include "plot_style.h"
 #include "run_series.h"
 
 class QCustomPlot;
 class QCPGraph;
 class QLabel;
 class QCPPainter;
+class QGridLayout;
 
 namespace trainlab::app {
 
-enum class PlotKind { Loss, Accuracy, Throughput, Memory, LearningRate, LossScale };
-constexpr int kPlotCount = 6;
+enum class PlotKind { Loss, Accuracy, Throughput, Memory, LearningRate, LossScale, Compression };
+constexpr int kPlotCount = 7;
 
 class PlotPanel : public QWidget {
   Q_OBJECT
@@ -90,6 +92,7 @@ class PlotPanel : public QWidget {
 
   QCustomPlot* m_plots[kPlotCount] = {};
   QWidget* m_cells[kPlotCount] = {};
+  QGridLayout* m_grid = nullptr;
   QVector<Drawn> m_drawn;
   QTimer m_timer;
   bool m_dirty = false;
@@ -102,7 +105,5 @@ class PlotPanel : public QWidget {
   QCheckBox* m_follow_box = nullptr;
   QLabel* m_smooth_label = nullptr;
 };
-
-QColor run_color(int index);
 
 }  // namespace trainlab::app

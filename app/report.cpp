@@ -10,6 +10,7 @@
 #include <QTextDocument>
 #include <QAbstractTextDocumentLayout>
 #include <QTextStream>
+#include <cmath>
 #include <qcustomplot.h>
 #include <set>
 
@@ -36,7 +37,19 @@ QVector<PlotKind> report_plots(const QVector<std::shared_ptr<RunSeries>>& runs) 
       k << PlotKind::LossScale;
       break;
     }
+  for (const auto& r : runs)
+    if (r->has_sparsity() || r->has_bits()) {
+      k << PlotKind::Compression;
+      break;
+    }
   return k;
+}
+
+// The last finite value of a series (NaN when there is none).
+double last_finite(const QVector<double>& v) {
+  for (int i = v.size() - 1; i >= 0; --i)
+    if (std::isfinite(v[i])) return v[i];
+  return std::nan("");
 }
 
 QString num(double v, int prec = 4) { return QString::number(v, 'g', prec); }
@@ -140,6 +153,44 @@ QString Report::summary_html(bool for_pdf) const {
     for (const auto& r : m_runs)
       for (const auto& e : r->events)
         o << "<tr><td>" << esc(r->name) << "</td><td class='num' align='right'>" << e.step << "</td><td>" << esc(e.label) << "</td></tr>";
+    o << "</table>";
+  }
+
+  // Compression: final sparsity and bits per weight of the runs that pruned or quantized.
+  bool any_compression = false;
+  for (const auto& r : m_runs) any_compression = any_compression || r->has_sparsity() || r->has_bits();
+  if (any_compression) {
+    o << "<h2>Compression</h2><table cellspacing='0' cellpadding='3' border='1'><tr><th>Run</th><th>Final sparsity</th>"
+         "<th>Bits per weight</th><th>Pruning</th><th>Quantization</th></tr>";
+    for (const auto& r : m_runs) {
+      if (!r->has_sparsity() && !r->has_bits()) continue;
+      const Json flat = flatten_config(r->config);
+      auto cv = [&](const char* k) { return flat.contains(k) ? esc(json_value_text(flat[k])) : QString("&ndash;"); };
+      const double sp = last_finite(r->sparsity), bits = last_finite(r->bits);
+      o << "<tr><td>" << esc(r->name) << "</td><td class='num' align='right'>"
+        << (std::isfinite(sp) ? QString::number(sp, 'f', 2) + " %" : QString("&ndash;")) << "</td><td class='num' align='right'>"
+        << (std::isfinite(bits) ? num(bits, 4) : QString("&ndash;")) << "</td><td>" << cv("prune.method") << "</td><td>"
+        << cv("quant.mode") << (flat.value("quant.mode", std::string()) == "qat" ? " int" + cv("quant.bits") + " " + cv("quant.granularity") : QString())
+        << "</td></tr>";
+    }
+    o << "</table>";
+  }
+
+  // Per-kernel times (CUDA runs with device.kernel_timing).
+  for (const auto& r : m_runs) {
+    if (r->kernels.isEmpty()) continue;
+    const auto ks = r->kernels_by_time();
+    double total = 0;
+    for (const auto& k : ks) total += k.ms;
+    o << "<h2>Kernel times: " << esc(r->name) << "</h2><p class='muted'>summed over " << r->kernel_steps
+      << " timed steps</p><table cellspacing='0' cellpadding='3' border='1'><tr><th>Kernel</th><th>Total ms</th>"
+         "<th>Calls</th><th>ms per call</th><th>Share</th></tr>";
+    for (int i = 0; i < ks.size() && i < 25; ++i)
+      o << "<tr><td>" << esc(ks[i].name) << "</td><td class='num' align='right'>" << QString::number(ks[i].ms, 'f', 3)
+        << "</td><td class='num' align='right'>" << ks[i].calls << "</td><td class='num' align='right'>"
+        << QString::number(ks[i].calls ? ks[i].ms / static_cast<double>(ks[i].calls) : 0.0, 'f', 4)
+        << "</td><td class='num' align='right'>" << QString::number(total > 0 ? 100 * ks[i].ms / total : 0.0, 'f', 1)
+        << " %</td></tr>";
     o << "</table>";
   }
 
@@ -292,7 +343,7 @@ void Report::write_csv(const QString& path) const {
   QTextStream o(&f);
   o << "run,step,epoch,loss,train_accuracy,val_loss,val_accuracy,lr,samples_per_s,mfu,loss_scale,skipped_steps,wall_s";
   for (size_t c = 0; c < kMemCategoryCount; ++c) o << ",mem_" << mem_category_name(static_cast<MemCategory>(c));
-  o << ",mem_total,mem_predicted,event\n";
+  o << ",mem_total,mem_predicted,sparsity,bits_per_weight,event\n";
   for (const auto& r : m_runs) {
     int vi = 0;
     QString name = r->name;
@@ -312,7 +363,9 @@ void Report::write_csv(const QString& path) const {
         << QString::number(r->mfu[i], 'g', 6) << ',' << r->loss_scale[i] << ',' << r->skipped_steps[i] << ','
         << QString::number(r->wall_s[i], 'g', 8);
       for (size_t c = 0; c < kMemCategoryCount; ++c) o << ',' << QString::number(r->mem[c][i], 'f', 0);
-      o << ',' << QString::number(r->mem_total[i], 'f', 0) << ',' << QString::number(r->mem_predicted[i], 'f', 0) << ",\""
+      auto opt = [](double v) { return std::isfinite(v) ? QString::number(v, 'g', 6) : QString(); };
+      o << ',' << QString::number(r->mem_total[i], 'f', 0) << ',' << QString::number(r->mem_predicted[i], 'f', 0) << ','
+        << opt(r->sparsity[i]) << ',' << opt(r->bits[i]) << ",\""
         << events.value(r->step[i]).replace('"', "'") << "\"\n";
     }
   }

@@ -2,6 +2,7 @@
 
 #include <QDir>
 #include <QFileInfo>
+#include <algorithm>
 #include <cmath>
 
 #include "train/run_record.h"
@@ -25,9 +26,22 @@ void RunSeries::append(const StepMetrics& m) {
     val_loss.push_back(*m.val_loss);
     val_acc.push_back(m.val_accuracy.value_or(std::nan("")));
   }
+  sparsity.push_back(m.sparsity.value_or(std::nan("")));
+  bits.push_back(m.bits_per_weight.value_or(std::nan("")));
+  if (!m.kernel_times.empty()) {
+    ++kernel_steps;
+    for (const auto& k : m.kernel_times) {
+      const QString name = QString::fromStdString(k.name);
+      auto it = std::find_if(kernels.begin(), kernels.end(), [&](const KernelTotal& t) { return t.name == name; });
+      if (it == kernels.end()) it = kernels.insert(kernels.end(), KernelTotal{name, 0.0, 0});
+      it->ms += k.ms;
+      it->calls += k.calls;
+    }
+  }
   for (size_t c = 0; c < kMemCategoryCount; ++c) mem[c].push_back(static_cast<double>(m.mem_current.by_category[c]));
   mem_total.push_back(static_cast<double>(m.mem_current.total()));
   mem_predicted.push_back(static_cast<double>(m.mem_predicted.total()));
+  act_predicted.push_back(static_cast<double>(m.mem_predicted.by_category[static_cast<size_t>(MemCategory::Activations)]));
   mem_peak_total.push_back(static_cast<double>(m.mem_peak.total()));
   for (size_t c = 0; c < kMemCategoryCount; ++c) {
     last_predicted[c] = static_cast<double>(m.mem_predicted.by_category[c]);
@@ -50,6 +64,21 @@ bool RunSeries::has_loss_scale() const {
   for (const auto& e : events)
     if (e.label.contains("fp16")) return true;
   return false;
+}
+
+static bool any_finite(const QVector<double>& v) {
+  for (double x : v)
+    if (std::isfinite(x)) return true;
+  return false;
+}
+
+bool RunSeries::has_sparsity() const { return any_finite(sparsity); }
+bool RunSeries::has_bits() const { return any_finite(bits); }
+
+QVector<RunSeries::KernelTotal> RunSeries::kernels_by_time() const {
+  QVector<KernelTotal> k = kernels;
+  std::stable_sort(k.begin(), k.end(), [](const KernelTotal& a, const KernelTotal& b) { return a.ms > b.ms; });
+  return k;
 }
 
 QString RunSeries::status() const {

@@ -25,8 +25,19 @@ struct RunSeries {
 
   QVector<double> step, epoch, loss, train_acc, lr, samples_per_s, mfu, loss_scale, skipped_steps, wall_s;
   QVector<double> val_step, val_loss, val_acc;
+  // Compression (NaN on steps without the field): sparsity in %, bits per weight.
+  QVector<double> sparsity, bits;
+  // Per-kernel times summed over the steps that reported them (device.kernel_timing on a GPU).
+  struct KernelTotal {
+    QString name;
+    double ms = 0;
+    qint64 calls = 0;
+  };
+  QVector<KernelTotal> kernels;  // in first-seen order
+  int kernel_steps = 0;          // steps that carried kernel times
   std::array<QVector<double>, kMemCategoryCount> mem;  // current bytes by category
   QVector<double> mem_total, mem_predicted, mem_peak_total;
+  QVector<double> act_predicted;  // predicted activation bytes (the MLP's count, CharGpt's formula)
   std::array<double, kMemCategoryCount> last_predicted{}, last_peak{};  // by category, at the last step
   double device_total_bytes = 0;
   QVector<RunEvent> events;
@@ -36,6 +47,10 @@ struct RunSeries {
   int size() const { return static_cast<int>(step.size()); }
   bool has_mfu() const;
   bool has_loss_scale() const;  // any fp16 step with loss scaling
+  bool has_sparsity() const;    // pruning was configured or happened
+  bool has_bits() const;        // pruning or QAT reported bits per weight
+  // kernels sorted by total time, longest first
+  QVector<KernelTotal> kernels_by_time() const;
   QString status() const;       // summary.status, or "running"/"unfinished"
 
   // Reads a run folder (load_run); throws trainlab::Error.

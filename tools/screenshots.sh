@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Renders the README screenshots into docs/screenshots/ under Xvfb:
 #   main-window.png      the window during a digits run that flips fp32 -> bf16 mid-run
+#   main-window-dark.png the same window under a dark palette, during a run that prunes gradually
+#                        with 4-bit QAT (the sparsity and bits plot)
 #   runs-comparison.png  two finished runs (fp32, bf16) overlaid, differences highlighted
 #   report-page.png      pages of a PDF report exported headless (trainlab report ... -o x.pdf)
 # Usage: tools/screenshots.sh [BUILD_DIR]   (default: build-app, else build)
@@ -32,8 +34,14 @@ echo "training two short runs for the comparison..."
 
 echo "main window during a run..."
 "${xvfb[@]}" "$app" --runs-dir "$runs" --size 1600x1000 --set device.name=cpu --set train.steps=4000 \
-  --set train.eval_every=100 --set run.name="live digits" --start --change-at 1500:precision.dtype=bf16 \
+  --set train.eval_every=100 --set run.name="live digits" --start --change-at 3500:precision.dtype=bf16 \
   --screenshot "$out/main-window.png" --screenshot-after-ms 6000
+
+echo "dark palette, pruning + QAT..."
+"${xvfb[@]}" "$app" --runs-dir "$work/runs-dark" --size 1600x1000 --palette dark --set device.name=cpu \
+  --set train.steps=3000 --set train.eval_every=100 --set run.name="pruned int4" --set prune.method=gradual \
+  --set prune.sparsity=0.8 --set prune.start_step=100 --set prune.interval=100 --set prune.n_steps=8 \
+  --set quant.mode=qat --set quant.bits=4 --start --screenshot "$out/main-window-dark.png" --screenshot-after-ms 9000
 
 echo "runs comparison..."
 "${xvfb[@]}" "$app" --runs-dir "$runs" --size 1600x1000 --reopen "$runs/20260101-100000-digits-mlp-fp32" \

@@ -113,6 +113,20 @@ class TestTrainingRun : public QObject {
     const double act_before = run->mem[static_cast<size_t>(trainlab::MemCategory::Activations)][i - 1];
     const double act_after = run->mem[static_cast<size_t>(trainlab::MemCategory::Activations)][run->size() - 1];
     QVERIFY2(act_after < act_before, qPrintable(QString("%1 -> %2").arg(act_before).arg(act_after)));
+    // And the total drops: weights and gradients halve while the fp32 master joins the optimizer
+    // state (16 bytes a parameter either way), the activations halve, and the CPU backend's
+    // conversion panels stay smaller than what the activations give back.
+    const double total_before = run->mem_total[i - 1], total_after = run->mem_total[run->size() - 1];
+    QVERIFY2(total_after < total_before, qPrintable(QString("total %1 -> %2").arg(total_before).arg(total_after)));
+    qInfo("memory at the switch: total %.0f -> %.0f bytes", total_before, total_after);
+    using trainlab::MemCategory;
+    auto cat = [&](MemCategory c, int at) { return run->mem[static_cast<size_t>(c)][at]; };
+    QCOMPARE(cat(MemCategory::Weights, run->size() - 1), cat(MemCategory::Weights, i - 1) / 2);
+    QCOMPARE(cat(MemCategory::Gradients, run->size() - 1), cat(MemCategory::Gradients, i - 1) / 2);
+    // The conversion workspace is a few 16 KiB panels whatever the batch: at most 6 of them.
+    const double ws_growth = cat(MemCategory::Workspace, run->size() - 1) - cat(MemCategory::Workspace, i - 1);
+    QVERIFY2(ws_growth > 0 && ws_growth <= 6 * 16384 + 4096, qPrintable(QString::number(ws_growth)));
+    QVERIFY(w.plots()->graph(PlotKind::Memory, "activations predicted"));
 
     QTest::mouseClick(w.stop_button(), Qt::LeftButton);
     QTRY_VERIFY_WITH_TIMEOUT(!w.running(), 30000);

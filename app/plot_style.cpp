@@ -1,0 +1,65 @@
+#include "plot_style.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "run_series.h"
+
+namespace trainlab::app {
+
+QColor run_color(int index) {
+  static const QColor colors[] = {QColor(31, 119, 180), QColor(214, 39, 40),  QColor(44, 160, 44),
+                                  QColor(148, 103, 189), QColor(255, 127, 14), QColor(23, 190, 207),
+                                  QColor(140, 86, 75),  QColor(227, 119, 194), QColor(127, 127, 127),
+                                  QColor(188, 189, 34)};
+  return colors[index % 10];
+}
+
+QColor category_color(size_t c) {
+  static const QColor colors[] = {QColor(78, 121, 167), QColor(242, 142, 43), QColor(225, 87, 89),
+                                  QColor(118, 183, 178), QColor(89, 161, 79), QColor(176, 122, 161)};
+  return colors[c % 6];
+}
+
+double BytesTicker::getTickStep(const QCPRange& range) {
+  double unit = 1;
+  while (range.size() / unit >= 1024 && unit < 1e15) unit *= 1024;
+  const double raw = range.size() / unit / std::max(1, tickCount());
+  double mag = 1;
+  const double mant = getMantissa(raw, &mag);
+  const double nice = mant < 1.5 ? 1 : mant < 3 ? 2 : mant < 7 ? 5 : 10;
+  return nice * mag * unit;
+}
+
+QString BytesTicker::getTickLabel(double tick, const QLocale&, QChar, int) { return format_bytes(tick); }
+
+QString CompactTicker::getTickLabel(double tick, const QLocale& l, QChar f, int p) {
+  const double a = std::fabs(tick);
+  if (a >= 1e9) return QString::number(tick / 1e9, 'g', 4) + "G";
+  if (a >= 1e6) return QString::number(tick / 1e6, 'g', 4) + "M";
+  if (a >= 1e4) return QString::number(tick / 1e3, 'g', 4) + "k";
+  return QCPAxisTicker::getTickLabel(tick, l, f, p);
+}
+
+void style_plot(QCustomPlot* p, const QPalette& pal) {
+  const QColor fg = pal.color(QPalette::WindowText), bg = pal.color(QPalette::Base);
+  QColor grid = fg;
+  grid.setAlpha(40);
+  p->setBackground(bg);
+  for (QCPAxis* ax : p->axisRect()->axes()) {
+    ax->setBasePen(QPen(fg, 1));
+    ax->setTickPen(QPen(fg, 1));
+    ax->setSubTickPen(QPen(fg, 1));
+    ax->setTickLabelColor(fg);
+    ax->setLabelColor(fg);
+    ax->grid()->setPen(QPen(grid, 1, Qt::DotLine));
+    ax->grid()->setZeroLinePen(Qt::NoPen);
+  }
+  QColor lb = bg;
+  lb.setAlpha(210);
+  p->legend->setBrush(lb);
+  p->legend->setBorderPen(QPen(grid));
+  p->legend->setTextColor(fg);
+}
+
+}  // namespace trainlab::app

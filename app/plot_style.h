@@ -1,0 +1,32 @@
+// The look of the plots, shared by the live panel, the reports and the config form's preview:
+// colours of runs and memory categories, axis tickers for bytes and large counts, and the
+// palette-following style of a QCustomPlot (light or dark).
+#pragma once
+#include <QColor>
+#include <QPalette>
+#include <qcustomplot.h>
+
+namespace trainlab::app {
+
+// Colour of the index-th run (tab10), and of a memory category in the stack.
+QColor run_color(int index);
+QColor category_color(size_t category);
+
+// Byte-valued axis: ticks at 1, 2, 5 x powers of 1024 units, labelled "12 MiB".
+class BytesTicker : public QCPAxisTicker {
+ protected:
+  double getTickStep(const QCPRange& range) override;
+  QString getTickLabel(double tick, const QLocale& locale, QChar format, int precision) override;
+};
+
+// Compact numbers: 12k, 1.5M, 2G.
+class CompactTicker : public QCPAxisTicker {
+ protected:
+  QString getTickLabel(double tick, const QLocale& locale, QChar format, int precision) override;
+};
+
+// Background, axes, grid and legend in the palette's colours (text on Base), so that the plots
+// stay readable under a dark palette.
+void style_plot(QCustomPlot* p, const QPalette& palette);
+
+}  // namespace trainlab::app
