@@ -11,7 +11,8 @@
 #   5. (stage char) the character-GPT benchmark, char-small and char-gpt2, lab and peer;
 #   6. (stage small) trains the `small` character GPT in bf16 with dropout 0.2 (the preset
 #      resources/presets/char-small-shakespeare.json), samples text from it, quantizes it to 4 bits
-#      per group of 32 and benchmarks decoding bf16 / int8 / int4 (stage decode runs that part alone).
+#      per group of 32 and benchmarks decoding bf16 / int8 / int4 (stage decode runs that part alone);
+#   7. (stage sweep) the digits compression sweep on --device cuda.
 set -o pipefail
 OUT=${OUT:-/tmp/gpu_check_out}
 mkdir -p "$OUT"
@@ -81,6 +82,12 @@ if [[ $STAGES == *small* || $STAGES == *decode* ]]; then
   timeout 120 $CLI generate --device cuda --weights /tmp/small_q4.safetensors --prompt "ROMEO:" --tokens 400 --temperature 0 \
     > "$OUT/small_q4_sample.txt" 2>&1; head -c 800 "$OUT/small_q4_sample.txt"
   timeout 240 $CLI bench --case decode --device cuda --weights $W 2>&1 | tee "$OUT/bench_decode.jsonl"
+fi
+if [[ $STAGES == *sweep* ]]; then
+  # The compression sweep on the GPU (docs/compression/ holds the CPU table to compare with).
+  timeout ${SWEEP_TIMEOUT:-300} $CLI sweep --model digits-mlp --device cuda --out /tmp/sweep > "$OUT/sweep.log" 2>&1
+  echo "sweep exit $?" | tee -a "$OUT/sweep.log"
+  cp /tmp/sweep/sweep.csv "$OUT/sweep_cuda.csv" 2>/dev/null; cp /tmp/sweep/sweep.json "$OUT/sweep_cuda.json" 2>/dev/null
 fi
 if [[ $STAGES == *profile* ]]; then
   # Per-kernel times from the lab's own CUDA-event timing (device.kernel_timing), last step's line.
