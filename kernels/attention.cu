@@ -1,7 +1,7 @@
 // kernels/attention.cu: see attention.cuh for the math, layout and precision. The tensor-core
-// kernels (bf16 / fp16 / tf32) are in attention_tc.cuh; this file has the SIMT fp32 kernels (fp32,
-// and whatever the tensor-core path does not take), the backward's row dot D = dy . y, and the
-// launchers that pick a path.
+// kernels (bf16 / fp16 / tf32 / 3xTF32 for fp32) are in attention_tc.cuh; this file has the SIMT
+// fp32 kernels (whatever the tensor-core path does not take: hd > 128, mixed formats), the
+// backward's row dot D = dy . y, and the launchers that pick a path.
 //
 // SIMT tiles: a block of 256 threads (8 warps) owns 32 rows (query rows in the forward and dQ
 // kernels, keys in the dK/dV kernel) and streams 32-row tiles of the other side through shared
@@ -330,10 +330,10 @@ void check_dims(const char* op, int64_t B, int64_t T, int64_t H, int64_t hd) {
                 " H=" + std::to_string(H) + " hd=" + std::to_string(hd));
 }
 
-// The tensor cores take bf16 / fp16 inputs, or fp32 ones in tf32 mode (all of them in one
-// format), with hd <= 128: the padded head dim, or 0 for the SIMT path.
-int tc_hdp(int qkv_dt, int other_dt, int64_t hd, bool tf32) {
-  const bool fmt = qkv_dt == kBF16 || qkv_dt == kF16 || (qkv_dt == kF32 && tf32);
+// The tensor cores take bf16 / fp16 / fp32 inputs (all of them in one format) with hd <= 128:
+// the padded head dim, or 0 for the SIMT path.
+int tc_hdp(int qkv_dt, int other_dt, int64_t hd) {
+  const bool fmt = qkv_dt == kBF16 || qkv_dt == kF16 || qkv_dt == kF32;
   if (!fmt || other_dt != qkv_dt || hd > 128) return 0;
   return hd <= 16 ? 16 : hd <= 32 ? 32 : hd <= 64 ? 64 : 128;
 }
@@ -423,10 +423,11 @@ void tc_backward_hd(int hdp, const void* qkv, const void* dy, const float* lse, 
 void launch_attention_forward(const void* qkv, int qkv_dt, void* y, int y_dt, float* lse, int64_t B, int64_t T,
                               int64_t H, int64_t hd, bool tf32, cudaStream_t s) {
   check_dims("attention_forward", B, T, H, hd);
-  const int hdp = tc_hdp(qkv_dt, qkv_dt, hd, tf32);
+  const int hdp = tc_hdp(qkv_dt, qkv_dt, hd);
   if (hdp && qkv_dt == kBF16) return tc_forward_hd<__nv_bfloat16>(hdp, qkv, y, y_dt, lse, B, T, H, hd, s);
   if (hdp && qkv_dt == kF16) return tc_forward_hd<__half>(hdp, qkv, y, y_dt, lse, B, T, H, hd, s);
-  if (hdp) return tc_forward_hd<float>(hdp, qkv, y, y_dt, lse, B, T, H, hd, s);
+  if (hdp && tf32) return tc_forward_hd<float>(hdp, qkv, y, y_dt, lse, B, T, H, hd, s);
+  if (hdp) return tc_forward_hd<attn::F32x3>(hdp, qkv, y, y_dt, lse, B, T, H, hd, s);
   const int l = simt_lds(int(hd));
   const size_t bytes = sizeof(float) * (size_t(3) * kS * l + size_t(kS) * hd + kS * kPs);
   allow_smem(fwd_simt, bytes, "attention_forward", hd);
@@ -444,11 +445,12 @@ void launch_attention_backward(const void* qkv, int qkv_dt, const void* y, int y
   rowdot_kernel<<<blocks_for(rows, 8, 0x7fffffffu), 256, 0, s>>>(dy, dy_dt, y, y_dt, scratch, rows, int(T), int(H),
                                                                  int(hd));
   TL_LAUNCH_CHECK("attention rowdot");
-  const int hdp = tc_hdp(qkv_dt, dy_dt, hd, tf32);
+  const int hdp = tc_hdp(qkv_dt, dy_dt, hd);
   if (hdp && qkv_dt == kBF16)
     return tc_backward_hd<__nv_bfloat16>(hdp, qkv, dy, lse, scratch, dqkv, dqkv_dt, B, T, H, hd, s);
   if (hdp && qkv_dt == kF16) return tc_backward_hd<__half>(hdp, qkv, dy, lse, scratch, dqkv, dqkv_dt, B, T, H, hd, s);
-  if (hdp) return tc_backward_hd<float>(hdp, qkv, dy, lse, scratch, dqkv, dqkv_dt, B, T, H, hd, s);
+  if (hdp && tf32) return tc_backward_hd<float>(hdp, qkv, dy, lse, scratch, dqkv, dqkv_dt, B, T, H, hd, s);
+  if (hdp) return tc_backward_hd<attn::F32x3>(hdp, qkv, dy, lse, scratch, dqkv, dqkv_dt, B, T, H, hd, s);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     const dim3 grid(static_cast<unsigned>(B * H), static_cast<unsigned>((T + kS - 1) / kS));
   const size_t dkv_bytes = simt_bwd_bytes(int(hd), 2), dq_bytes = simt_bwd_bytes(int(hd), 1);

@@ -14,9 +14,10 @@
 // from run to run. Causal tiles above the diagonal are skipped.
 // Precision: bf16/fp16 qkv with hd <= 128 run on tensor cores (mma.sync m16n8k16, fp32
 // accumulation; P and dS are rounded to the input format before their products, as FlashAttention
-// does); so do fp32 inputs in tf32 mode (m16n8k8 tf32: q, k, v and dy rounded to tf32 as the CPU
-// reference does, P and dS rounded to tf32 too). Everything else (fp32, larger hd, mixed formats)
-// runs a SIMT fp32 path (rounding q, k, v, dy to tf32 in tf32 mode). Statistics, softmax and
+// does); so do fp32 inputs: in tf32 mode as m16n8k8 tf32 (q, k, v and dy rounded to tf32 as the
+// CPU reference does, P and dS rounded to tf32 too), in fp32 mode as 3xTF32 (each operand split
+// into two tf32 parts, three products: fp32-grade accuracy). Larger hd and mixed formats run a
+// SIMT fp32 path (rounding q, k, v, dy to tf32 in tf32 mode). Statistics, softmax and
 // accumulators are fp32 everywhere. Outputs are rounded once to their format (RNE).
 #pragma once
 #include <cuda_runtime_api.h>

@@ -1,5 +1,5 @@
-// kernels/attention_tc.cuh: the tensor-core attention kernels (bf16 / fp16, and fp32 inputs in tf32
-// mode); device code, included only by attention.cu (see attention.cuh for the math and layout).
+// kernels/attention_tc.cuh: the tensor-core attention kernels (bf16 / fp16; fp32 inputs as tf32 in
+// tf32 mode, as 3xTF32 otherwise); device code, included only by attention.cu (see attention.cuh).
 //
 // Tiles: a block is 4 warps; a warp owns 16 rows (query rows in the dQ kernel, key rows in the
 // dK/dV kernel; in the forward 32 query rows up to hd 64), so a block covers 64 (forward: 128)
@@ -8,8 +8,9 @@
 // while this one is multiplied. 16-bit products are mma.sync m16n8k16 (fp32 accumulators) with
 // operands from shared memory by ldmatrix (.trans for the row-major B operands of P V, dS K, P^T dO
 // and dS^T Q); the probabilities go from accumulator registers straight to A fragments. tf32
-// products are m16n8k8 with operands read from shared memory one word per register; each tile is
-// rounded to tf32 (to nearest even, as the CPU) in shared memory once it has landed. For P and dS
+// products are m16n8k8 with operands read from shared memory one word per register; in tf32 mode
+// each tile is rounded to tf32 (to nearest even, as the CPU) in shared memory once it has landed,
+// in fp32 mode it stays fp32 and each operand is split into two tf32 parts (F32x3). For P and dS
 // the k index t of an 8-key slice stands for key 2t and t + 4 for key 2t + 1, so a thread's two
 // accumulator columns are exactly its A fragment (the B rows are read in the same order).
 // Head dims pad to HDP (16, 32, 64 or 128) with zeros in shared memory, which changes no product.
@@ -62,8 +63,31 @@ struct Mma<float> {  // tf32 inputs, m16n8k8
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
   }
-  static __device__ __forceinline__ uint32_t tf32(float x) { return __float_as_uint(tf32_round(x)); }
 };
+// fp32 inputs in fp32 mode ("3xTF32"): tiles stay fp32 in shared memory and every operand x is
+// split into hi = tf32(x) and lo = tf32(x - hi); a b = a_hi b_hi + a_hi b_lo + a_lo b_hi leaves
+// out a_lo b_lo (about 2^-22 relative), so the products are as good as fp32 FMAs.
+struct F32x3 {
+  float v;
+};
+template <>
+struct Mma<F32x3> : Mma<float> {};
+
+// The fp32 value of a shared-memory element (fp32 paths only).
+__device__ __forceinline__ float value(float x) { return x; }
+__device__ __forceinline__ float value(F32x3 x) { return x.v; }
+// hi / lo tf32 parts (lo = 0 unless X3; hi is x itself when the tile is already rounded).
+template <bool X3>
+__device__ __forceinline__ void split(float x, uint32_t& hi, uint32_t& lo) {
+  if constexpr (X3) {
+    const float h = tf32_round(x);
+    hi = __float_as_uint(h);
+    lo = __float_as_uint(tf32_round(x - h));
+  } else {
+    hi = __float_as_uint(x);
+    lo = 0u;
+  }
+}
 
 // Shared-memory row padding (elements) and elements per 16-byte chunk.
 template <typename E>
@@ -124,7 +148,7 @@ __device__ __forceinline__ void load_rows(E* sm, const E* g, int64_t g_ld, int r
 // 16-bit tiles: nothing to do.
 template <typename E, int HDP>
 __device__ __forceinline__ void round_rows(E* sm, int rows, bool vec) {
-  if constexpr (sizeof(E) == 4) {
+  if constexpr (std::is_same_v<E, float>) {
     constexpr int kLds = HDP + kPad<E>, kV = kVec<E>;
     const int step = vec ? kV : 1, per_row = HDP / step;
     for (int idx = threadIdx.x; idx < rows * per_row; idx += kThreads) {
@@ -144,24 +168,33 @@ __device__ __forceinline__ void warp_abt(const E* a, const E* b, float (&c)[MT][
 #pragma unroll
     for (int n = 0; n < NB / 8; ++n) c[mt][n][0] = c[mt][n][1] = c[mt][n][2] = c[mt][n][3] = 0.0f;
   if constexpr (sizeof(E) == 4) {  // tf32 m16n8k8: A (g, t), (g+8, t), (g, t+4), (g+8, t+4); B (k t, n g), (k t+4, n g)
+    constexpr bool kX3 = std::is_same_v<E, F32x3>;
     const int g = lane / 4, t = lane % 4;
 #pragma unroll
     for (int kk = 0; kk < HDP / 8; ++kk) {
-      uint32_t af[MT][4];
+      uint32_t af[MT][4], al[MT][4];
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
         const E* ar = a + (mt * 16 + g) * kLds + kk * 8 + t;
-        af[mt][0] = __float_as_uint(ar[0]);
-        af[mt][1] = __float_as_uint(ar[8 * kLds]);
-        af[mt][2] = __float_as_uint(ar[4]);
-        af[mt][3] = __float_as_uint(ar[8 * kLds + 4]);
+        split<kX3>(value(ar[0]), af[mt][0], al[mt][0]);
+        split<kX3>(value(ar[8 * kLds]), af[mt][1], al[mt][1]);
+        split<kX3>(value(ar[4]), af[mt][2], al[mt][2]);
+        split<kX3>(value(ar[8 * kLds + 4]), af[mt][3], al[mt][3]);
       }
 #pragma unroll
       for (int n = 0; n < NB / 8; ++n) {
         const E* br = b + (n * 8 + g) * kLds + kk * 8 + t;
-        const uint32_t b0 = __float_as_uint(br[0]), b1 = __float_as_uint(br[4]);
+        uint32_t b0, b1, l0, l1;
+        split<kX3>(value(br[0]), b0, l0);
+        split<kX3>(value(br[4]), b1, l1);
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt) Mma<E>::run(c[mt][n], af[mt], b0, b1);
+        for (int mt = 0; mt < MT; ++mt) {
+          if constexpr (kX3) {
+            Mma<E>::run(c[mt][n], al[mt], b0, b1);
+            Mma<E>::run(c[mt][n], af[mt], l0, l1);
+          }
+          Mma<E>::run(c[mt][n], af[mt], b0, b1);
+        }
       }
     }
     return;
@@ -196,23 +229,32 @@ __device__ __forceinline__ void warp_pb(const float (&p)[MT][NK / 8][4], const E
                                         int lane) {
   constexpr int kLds = HDP + kPad<E>;
   if constexpr (sizeof(E) == 4) {  // tf32: k index t <-> key 2t, t + 4 <-> key 2t + 1 of each 8-key slice
+    constexpr bool kX3 = std::is_same_v<E, F32x3>;
     const int g = lane / 4, t = lane % 4;
 #pragma unroll
     for (int kk = 0; kk < NK / 8; ++kk) {
-      uint32_t af[MT][4];
+      uint32_t af[MT][4], al[MT][4];
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-        af[mt][0] = Mma<E>::tf32(p[mt][kk][0]);
-        af[mt][1] = Mma<E>::tf32(p[mt][kk][2]);
-        af[mt][2] = Mma<E>::tf32(p[mt][kk][1]);
-        af[mt][3] = Mma<E>::tf32(p[mt][kk][3]);
+      for (int mt = 0; mt < MT; ++mt) {  // P / dS: hi = tf32 (RNE); lo only used by 3xTF32
+        split<true>(p[mt][kk][0], af[mt][0], al[mt][0]);
+        split<true>(p[mt][kk][2], af[mt][1], al[mt][1]);
+        split<true>(p[mt][kk][1], af[mt][2], al[mt][2]);
+        split<true>(p[mt][kk][3], af[mt][3], al[mt][3]);
       }
 #pragma unroll
       for (int n = 0; n < HDP / 8; ++n) {
         const E* br = b + (kk * 8 + 2 * t) * kLds + n * 8 + g;
-        const uint32_t b0 = __float_as_uint(br[0]), b1 = __float_as_uint(br[kLds]);
+        uint32_t b0, b1, l0, l1;
+        split<kX3>(value(br[0]), b0, l0);
+        split<kX3>(value(br[kLds]), b1, l1);
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt) Mma<E>::run(o[mt][n], af[mt], b0, b1);
+        for (int mt = 0; mt < MT; ++mt) {
+          if constexpr (kX3) {
+            Mma<E>::run(o[mt][n], al[mt], b0, b1);
+            Mma<E>::run(o[mt][n], af[mt], l0, l1);
+          }
+          Mma<E>::run(o[mt][n], af[mt], b0, b1);
+        }
       }
     }
     return;

@@ -6,8 +6,11 @@
 // where no CUDA device is usable.
 //
 // Error measure: max |cuda - cpu| / max |cpu| over a tensor. Tolerances (kPrecisions):
-//  * fp32 1e-5 and tf32 1e-3: the SIMT path does the CPU's fp32 arithmetic (tf32: the same
-//    rounding of q, k, v and dy before the products) in another summation order.
+//  * fp32 1e-5: hd <= 128 runs 3xTF32 tensor-core products (operands split into two tf32 parts,
+//    ~2^-21 relative per product), hd 160 the SIMT path's plain fp32 FMAs; both in another
+//    summation order than the CPU.
+//  * tf32 1e-3: q, k, v and dy rounded to tf32 as on the CPU; the tensor-core path also rounds P
+//    and dS to tf32 (2^-11 relative per element, averaging out over the keys).
 //  * bf16 / fp16 1e-2: both sides start from the same 16-bit inputs and accumulate in fp32; the
 //    GPU also rounds P and dS to 16 bits before their tensor-core products (relative 2^-9 for bf16
 //    per element, averaging out over the keys), and one rounding of each output to 16 bits may
