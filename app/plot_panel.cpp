@@ -497,31 +497,33 @@ void PlotPanel::refresh() {
     QCustomPlot* mp = plot(PlotKind::Memory);
     mp->yAxis->setRangeLower(0);
   }
-  // Marker labels near the right edge go to the left of their line, so that they are not clipped;
-  // a label that would overlap the one before it is left out (its dashed line stays, and zooming
-  // in shows it), so that dense markers (a gradual pruning schedule) stay readable.
-  for (auto* p : m_plots) {
-    QVector<QPair<double, QCPItemText*>> labels;
-    for (int i = 0; i < p->itemCount(); ++i)
-      if (auto* t = qobject_cast<QCPItemText*>(p->item(i)); t && t->objectName() == "marker")
-        labels.push_back({p->xAxis->coordToPixel(t->position->key()), t});
-    std::stable_sort(labels.begin(), labels.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-    double last_right = -1e9;
-    for (const auto& [px, t] : labels) {
-      const double room = QFontMetrics(t->font()).horizontalAdvance(t->text()) + 8;
-      const bool left_of_line = px + room > p->axisRect()->right();
-      t->setPositionAlignment(Qt::AlignTop | (left_of_line ? Qt::AlignRight : Qt::AlignLeft));
-      const double start = left_of_line ? px - room : px;
-      const bool show = start > last_right;
-      t->setVisible(show);
-      if (show) last_right = start + room;
-    }
-  }
+  for (auto* p : m_plots) layout_marker_labels(p);
   m_range_dirty = false;
   m_in_refresh = false;
   update_visibility();
   for (auto* p : m_plots)
     if (p->isVisible() || !isVisible()) p->replot(QCustomPlot::rpQueuedReplot);
+}
+
+// Marker labels near the right edge go to the left of their line, so that they are not clipped;
+// a label that would overlap the one before it is left out (its dashed line stays, and zooming in
+// shows it), so that dense markers (a gradual pruning schedule) stay readable.
+void PlotPanel::layout_marker_labels(QCustomPlot* p) {
+  QVector<QPair<double, QCPItemText*>> labels;
+  for (int i = 0; i < p->itemCount(); ++i)
+    if (auto* t = qobject_cast<QCPItemText*>(p->item(i)); t && t->objectName() == "marker")
+      labels.push_back({p->xAxis->coordToPixel(t->position->key()), t});
+  std::stable_sort(labels.begin(), labels.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  double last_right = -1e9;
+  for (const auto& [px, t] : labels) {
+    const double room = QFontMetrics(t->font()).horizontalAdvance(t->text()) + 8;
+    const bool left_of_line = px + room > p->axisRect()->right();
+    t->setPositionAlignment(Qt::AlignTop | (left_of_line ? Qt::AlignRight : Qt::AlignLeft));
+    const double start = left_of_line ? px - room : px;
+    const bool show = start > last_right;
+    t->setVisible(show);
+    if (show) last_right = start + room;
+  }
 }
 
 void PlotPanel::update_visibility() {
@@ -593,18 +595,25 @@ void PlotPanel::set_follow(bool on) {
 
 void PlotPanel::render(PlotKind k, QCPPainter* painter, const QRectF& target) {
   QCustomPlot* p = plot(k);
-  const bool was_hidden = !p->isVisible();
+  // Large targets (a PDF page) draw at a smaller logical size scaled up, so that text keeps its
+  // proportion to the plot.
+  const double s = std::max(1.0, target.width() / 860.0);
+  const int w = static_cast<int>(target.width() / s), h = static_cast<int>(target.height() / s);
+  // Marker labels are placed (and thinned) for the target's size, not the widget's.
+  const QRect old_viewport = p->viewport();
+  p->setViewport(QRect(0, 0, w, h));
+  p->replot(QCustomPlot::rpImmediateRefresh);
+  layout_marker_labels(p);
   painter->save();
   painter->translate(target.topLeft());
   painter->setMode(QCPPainter::pmVectorized);
   painter->setMode(QCPPainter::pmNoCaching);
-  // Large targets (a PDF page) draw at a smaller logical size scaled up, so that text keeps its
-  // proportion to the plot.
-  const double s = std::max(1.0, target.width() / 860.0);
   painter->scale(s, s);
-  p->toPainter(painter, static_cast<int>(target.width() / s), static_cast<int>(target.height() / s));
+  p->toPainter(painter, w, h);
   painter->restore();
-  (void)was_hidden;
+  p->setViewport(old_viewport);
+  layout_marker_labels(p);
+  p->replot(QCustomPlot::rpQueuedReplot);
 }
 
 void PlotPanel::apply_palette() {
