@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backend/cpu_backend.h"
+#include "compress/compress_checks.h"
 #include "compress/quant.h"
 #include "util/error.h"
 
@@ -36,16 +37,10 @@ void gemm_i8_host(const int8_t* a, const int8_t* b, int32_t* c, int64_t m, int64
   }
 }
 
-void check_i8_matrix(const Tensor& t, const char* what) {
-  if (t.rank() != 2 || t.dtype() != DType::I8)
-    throw Error(std::string(what) + " must be an int8 matrix, got " + dtype_name(t.dtype()) + " " + shape_str(t.shape()));
-}
 }  // namespace
 
 void CpuBackend::fake_quantize(const Tensor& w, Tensor& out, int bits, int64_t group) {
-  if (bits < 2 || bits > 8) throw Error("fake_quantize: bits must be 2..8, got " + std::to_string(bits));
-  if (w.numel() != out.numel()) throw Error("fake_quantize: input and output sizes differ");
-  if (group <= 0) throw Error("fake_quantize: group must be positive");
+  compress_checks::fake_quantize(w, out, bits, group);
   const size_t n = static_cast<size_t>(w.numel());
   const float* pw = read_f32(w, 1);
   float* po = write_f32(out, 2, false);
@@ -54,7 +49,7 @@ void CpuBackend::fake_quantize(const Tensor& w, Tensor& out, int bits, int64_t g
 }
 
 void CpuBackend::quantize_i8(const Tensor& x, float scale, Tensor& q) {
-  if (q.dtype() != DType::I8 || q.numel() != x.numel()) throw Error("quantize_i8: output must be int8 of the input's size");
+  compress_checks::quantize_i8(x, q);
   const size_t n = static_cast<size_t>(x.numel());
   const float* px = read_f32(x, 1);
   int8_t* pq = q.data<int8_t>();
@@ -63,26 +58,13 @@ void CpuBackend::quantize_i8(const Tensor& x, float scale, Tensor& q) {
 }
 
 void CpuBackend::gemm_i8(const Tensor& a, const Tensor& b, Tensor& c) {
-  check_i8_matrix(a, "gemm_i8 A");
-  check_i8_matrix(b, "gemm_i8 B");
-  const int64_t m = a.dim(0), k = a.dim(1), n = b.dim(0);
-  if (b.dim(1) != k || c.rank() != 2 || c.dim(0) != m || c.dim(1) != n || c.dtype() != DType::I32)
-    throw Error("gemm_i8 shape mismatch: " + shape_str(a.shape()) + " x " + shape_str(b.shape()) + "^T -> " +
-                shape_str(c.shape()) + " (int32)");
-  if (k >= (1 << 17)) throw Error("gemm_i8: K = " + std::to_string(k) + " could overflow int32 accumulation");
+  const auto [m, n, k] = compress_checks::gemm_i8(a, b, c);
   gemm_i8_host(a.data<int8_t>(), b.data<int8_t>(), c.data<int32_t>(), m, n, k);
 }
 
 void CpuBackend::int8_linear(const Tensor& xq, float x_scale, const Tensor& wq, const Tensor& w_scales,
                              const Tensor* bias, Activation act, Tensor& y) {
-  check_i8_matrix(xq, "int8_linear input");
-  check_i8_matrix(wq, "int8_linear weight");
-  const int64_t m = xq.dim(0), k = xq.dim(1), n = wq.dim(0);
-  if (wq.dim(1) != k || y.rank() != 2 || y.dim(0) != m || y.dim(1) != n)
-    throw Error("int8_linear shape mismatch: x " + shape_str(xq.shape()) + ", w " + shape_str(wq.shape()) + ", y " +
-                shape_str(y.shape()));
-  if (w_scales.numel() != n && w_scales.numel() != 1)
-    throw Error("int8_linear: w_scales must have 1 or " + std::to_string(n) + " values");
+  const auto [m, n, k] = compress_checks::int8_linear(xq, wq, w_scales, bias, y);
   std::vector<int32_t> acc(static_cast<size_t>(m * n));
   gemm_i8_host(xq.data<int8_t>(), wq.data<int8_t>(), acc.data(), m, n, k);
   const float* ws = read_f32(w_scales, 4);
@@ -101,10 +83,7 @@ void CpuBackend::int8_linear(const Tensor& xq, float x_scale, const Tensor& wq, 
 
 void CpuBackend::distill_backward(const Tensor& zs_t, const Tensor& zt_t, float temperature, float alpha,
                                   float grad_multiplier, Tensor& dlogits, Tensor* kl_sum, bool accumulate) {
-  if (zs_t.rank() != 2 || zs_t.shape() != zt_t.shape() || dlogits.shape() != zs_t.shape())
-    throw Error("distill_backward: student " + shape_str(zs_t.shape()) + ", teacher " + shape_str(zt_t.shape()) +
-                " and gradient " + shape_str(dlogits.shape()) + " logits must have one shape");
-  if (temperature <= 0.0f) throw Error("distill_backward: the temperature must be positive");
+  compress_checks::distill(zs_t, zt_t, dlogits, temperature, kl_sum);
   const int64_t b = zs_t.dim(0), c = zs_t.dim(1);
   // Copies: read_f32 slots may alias between the two inputs' conversions otherwise.
   std::vector<float> zs(static_cast<size_t>(b * c)), zt(static_cast<size_t>(b * c));
@@ -140,7 +119,6 @@ void CpuBackend::distill_backward(const Tensor& zs_t, const Tensor& zt_t, float 
   }
   finish_write(dlogits, g);
   if (kl_sum) {
-    if (kl_sum->dtype() != DType::F32) throw Error("distill_backward: kl_sum must be fp32");
     float* k = kl_sum->data<float>();
     k[0] = (accumulate ? k[0] : 0.0f) + static_cast<float>(kl_total);
   }

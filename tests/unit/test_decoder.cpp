@@ -4,23 +4,33 @@
 // generate_tokens (the one generation loop) against CharGptGenerator::generate.
 #include <QtTest>
 #include <cmath>
+#include <memory>
 
 #include "backend/cpu_backend.h"
 #include "nn/decoder.h"
-#include "nn/transformer.h"
 #include "nn/transformer_generate.h"
 #include "util/error.h"
 
-using namespace trainlab;
-
 namespace {
-CharGptConfig cfg() {
-  CharGptConfig c;
-  c.vocab = 17;
-  c.layers = 2, c.heads = 2, c.dim = 64, c.context = 12;
-  return c;
-}
+using trainlab::CharGpt, trainlab::CharGptConfig, trainlab::CharGptWeights, trainlab::CpuBackend;
+
+// A random-initialised char-gpt (2 layers, d 64, a 12-position window so that 30 generated tokens
+// restart it) and its weights as the decoders take them.
+struct RandomGpt {
+  CpuBackend be{1};
+  std::unique_ptr<CharGpt> net;
+  CharGptWeights w;
+  explicit RandomGpt(uint64_t seed) {
+    CharGptConfig c;
+    c.vocab = 17;
+    c.layers = 2, c.heads = 2, c.dim = 64, c.context = 12;
+    net = std::make_unique<CharGpt>(be, c, seed);
+    w = CharGptWeights::from_model(be, *net);
+  }
+};
 }  // namespace
+
+using namespace trainlab;
 
 class TestDecoder : public QObject {
   Q_OBJECT
@@ -40,9 +50,8 @@ class TestDecoder : public QObject {
   }
 
   void formatValues() {
-    CpuBackend be(1);
-    CharGpt m(be, cfg(), 3);
-    const CharGptWeights w = CharGptWeights::from_model(be, m);
+    const RandomGpt model(3);
+    const CharGptWeights& w = model.w;
     QCOMPARE(int(CharGptWeights::matrix_names(w.cfg).size()), 2 * 4 + 1);
     const std::string name = "blocks.1.fc.weight";
     const auto [rows, cols] = w.matrix_shape(name);
@@ -68,11 +77,10 @@ class TestDecoder : public QObject {
   }
 
   void cpuDecoderAndGenerationLoop() {
-    CpuBackend be(1);
-    CharGpt m(be, cfg(), 4);
-    const CharGptWeights w = CharGptWeights::from_model(be, m);
-    auto dec = make_decoder(be, w, DecodeSpec{});
-    CharGptGenerator gen(be, m);
+    RandomGpt model(4);
+    const CharGptWeights& w = model.w;
+    auto dec = make_decoder(model.be, w, DecodeSpec{});
+    CharGptGenerator gen(model.be, *model.net);
     const std::vector<int32_t> prompt{3, 1, 4};
     SampleOptions s;
     s.temperature = 0.9f, s.top_k = 6, s.seed = 11;
@@ -86,7 +94,7 @@ class TestDecoder : public QObject {
     QCOMPARE(dec->kv_bytes(0), int64_t(2 * 2 * 64 * 4));
     // An int4 CPU decoder computes with the dequantised values.
     const DecodeSpec i4 = DecodeSpec::parse("int4", 32);
-    auto d4 = make_decoder(be, w, i4);
+    auto d4 = make_decoder(model.be, w, i4);
     CharGptGenerator ref(w.as_format(i4));
     d4->reset();
     ref.reset();

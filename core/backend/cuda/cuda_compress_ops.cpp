@@ -5,6 +5,7 @@
 #include <string>
 
 #include "backend/cuda/cuda_backend.h"
+#include "compress/compress_checks.h"
 #include "quant.cuh"
 
 namespace trainlab::cuda {
@@ -12,11 +13,6 @@ namespace trainlab::cuda {
 using namespace trainlab::kern;
 
 namespace {
-void check_i8_matrix(const Tensor& t, const char* what) {
-  if (t.rank() != 2 || t.dtype() != DType::I8)
-    throw Error(std::string(what) + " must be an int8 matrix, got " + dtype_name(t.dtype()) + " " +
-                shape_str(t.shape()));
-}
 bool float_format(DType t) {
   return t == DType::F32 || t == DType::BF16 || t == DType::F16 || t == DType::F8E4M3 || t == DType::F8E5M2;
 }
@@ -25,9 +21,7 @@ int act_code(Activation a) { return a == Activation::ReLU ? 1 : a == Activation:
 
 void CudaBackend::fake_quantize(const Tensor& w, Tensor& out, int bits, int64_t group) {
   bind();
-  if (bits < 2 || bits > 8) throw Error("fake_quantize: bits must be 2..8, got " + std::to_string(bits));
-  if (w.numel() != out.numel()) throw Error("fake_quantize: input and output sizes differ");
-  if (group <= 0) throw Error("fake_quantize: group must be positive");
+  compress_checks::fake_quantize(w, out, bits, group);
   if (!float_format(w.dtype()) || !float_format(out.dtype()))
     throw Error(std::string("fake_quantize: float tensors expected, got ") + dtype_name(w.dtype()) + " -> " +
                 dtype_name(out.dtype()));
@@ -44,7 +38,7 @@ void CudaBackend::fake_quantize(const Tensor& w, Tensor& out, int bits, int64_t 
 
 void CudaBackend::quantize_i8(const Tensor& x, float scale, Tensor& q) {
   bind();
-  if (q.dtype() != DType::I8 || q.numel() != x.numel()) throw Error("quantize_i8: output must be int8 of the input's size");
+  compress_checks::quantize_i8(x, q);
   if (!float_format(x.dtype())) throw Error(std::string("quantize_i8: a float input expected, got ") + dtype_name(x.dtype()));
   TimedOp timed(this, "quantize_i8", m_kernel_timing);
   const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;  // computed here, as the CPU does
@@ -53,13 +47,7 @@ void CudaBackend::quantize_i8(const Tensor& x, float scale, Tensor& q) {
 
 void CudaBackend::gemm_i8(const Tensor& a, const Tensor& b, Tensor& c) {
   bind();
-  check_i8_matrix(a, "gemm_i8 A");
-  check_i8_matrix(b, "gemm_i8 B");
-  const int64_t m = a.dim(0), k = a.dim(1), n = b.dim(0);
-  if (b.dim(1) != k || c.rank() != 2 || c.dim(0) != m || c.dim(1) != n || c.dtype() != DType::I32)
-    throw Error("gemm_i8 shape mismatch: " + shape_str(a.shape()) + " x " + shape_str(b.shape()) + "^T -> " +
-                shape_str(c.shape()) + " (int32)");
-  if (k >= (1 << 17)) throw Error("gemm_i8: K = " + std::to_string(k) + " could overflow int32 accumulation");
+  const auto [m, n, k] = compress_checks::gemm_i8(a, b, c);
   TimedOp timed(this, "gemm_i8", m_kernel_timing);
   launch_gemm_i8(a.data<int8_t>(), b.data<int8_t>(), c.data<int32_t>(), m, n, k, m_ctx.stream);
 }
@@ -67,17 +55,8 @@ void CudaBackend::gemm_i8(const Tensor& a, const Tensor& b, Tensor& c) {
 void CudaBackend::int8_linear(const Tensor& xq, float x_scale, const Tensor& wq, const Tensor& w_scales,
                               const Tensor* bias, Activation act, Tensor& y) {
   bind();
-  check_i8_matrix(xq, "int8_linear input");
-  check_i8_matrix(wq, "int8_linear weight");
-  const int64_t m = xq.dim(0), k = xq.dim(1), n = wq.dim(0);
-  if (wq.dim(1) != k || y.rank() != 2 || y.dim(0) != m || y.dim(1) != n)
-    throw Error("int8_linear shape mismatch: x " + shape_str(xq.shape()) + ", w " + shape_str(wq.shape()) + ", y " +
-                shape_str(y.shape()));
-  if (w_scales.numel() != n && w_scales.numel() != 1)
-    throw Error("int8_linear: w_scales must have 1 or " + std::to_string(n) + " values");
-  if (bias && bias->numel() != n) throw Error("int8_linear: bias must have " + std::to_string(n) + " values");
+  const auto [m, n, k] = compress_checks::int8_linear(xq, wq, w_scales, bias, y);
   if (!float_format(y.dtype())) throw Error(std::string("int8_linear: a float output expected, got ") + dtype_name(y.dtype()));
-  if (k >= (1 << 17)) throw Error("int8_linear: K = " + std::to_string(k) + " could overflow int32 accumulation");
   TimedOp timed(this, "int8_linear", m_kernel_timing);
   const Tensor ws = as_format(w_scales, DType::F32, 4);
   Tensor pb;
@@ -89,11 +68,7 @@ void CudaBackend::int8_linear(const Tensor& xq, float x_scale, const Tensor& wq,
 void CudaBackend::distill_backward(const Tensor& zs, const Tensor& zt, float temperature, float alpha,
                                    float grad_multiplier, Tensor& dlogits, Tensor* kl_sum, bool accumulate) {
   bind();
-  if (zs.rank() != 2 || zs.shape() != zt.shape() || dlogits.shape() != zs.shape())
-    throw Error("distill_backward: student " + shape_str(zs.shape()) + ", teacher " + shape_str(zt.shape()) +
-                " and gradient " + shape_str(dlogits.shape()) + " logits must have one shape");
-  if (temperature <= 0.0f) throw Error("distill_backward: the temperature must be positive");
-  if (kl_sum && kl_sum->dtype() != DType::F32) throw Error("distill_backward: kl_sum must be fp32");
+  compress_checks::distill(zs, zt, dlogits, temperature, kl_sum);
   const int64_t b = zs.dim(0), c = zs.dim(1);
   TimedOp timed(this, "distill_backward", m_kernel_timing);
   note_scalar_read();  // the loss scale comes from the device-side step scalars
