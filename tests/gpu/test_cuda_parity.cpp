@@ -35,17 +35,7 @@ void op_tests(Pair& P, const Prec& pr) {
   P.gpu.set_tf32(pr.tf32);
   const std::string tag = std::string("[") + pr.name + "] ";
   const DType dt = pr.dt;
-  // gemm, all transposes, beta != 0
-  for (int ta = 0; ta < 2; ++ta)
-    for (int tb = 0; tb < 2; ++tb) {
-      const int64_t m = 70, n = 45, k = 93;
-      auto [a0, a1] = P.rand(ta ? Shape{k, m} : Shape{m, k}, dt);
-      auto [b0, b1] = P.rand(tb ? Shape{n, k} : Shape{k, n}, dt);
-      auto [c0, c1] = P.rand({m, n}, dt);
-      P.cpu.gemm(a0, ta, b0, tb, c0, 0.5f, 0.25f);
-      P.gpu.gemm(a1, ta, b1, tb, c1, 0.5f, 0.25f);
-      P.compare(tag + "gemm ta=" + std::to_string(ta) + " tb=" + std::to_string(tb), c0, c1, pr.tol);
-    }
+  gemm_cases(P, tag, "gemm", dt, 70, 45, 93, pr.tol);  // all transposes, beta != 0
   for (Activation act : {Activation::None, Activation::ReLU, Activation::GELU}) {
     const int64_t m = 128, k = 96, n = 80;
     auto [x0, x1] = P.rand({m, k}, dt);

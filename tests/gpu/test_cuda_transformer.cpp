@@ -160,16 +160,7 @@ void large_product_tests(Pair& P, const Prec& pr) {
   // rounds them to nearest (both within 2^-10 relative per operand, the truncation biased), so the
   // two differ by up to about 1e-3 of the largest output: 2e-3 here.
   const double tol = pr.tf32 ? 2e-3 : pr.tol;
-  for (int ta = 0; ta < 2; ++ta)
-    for (int tb = 0; tb < 2; ++tb) {
-      const int64_t m = 512, n = 1152, k = 384;
-      auto [a0, a1] = P.rand(ta ? Shape{k, m} : Shape{m, k}, dt);
-      auto [b0, b1] = P.rand(tb ? Shape{n, k} : Shape{k, n}, dt);
-      auto [c0, c1] = P.rand({m, n}, dt);
-      P.cpu.gemm(a0, ta, b0, tb, c0, 0.5f, 0.25f);
-      P.gpu.gemm(a1, ta, b1, tb, c1, 0.5f, 0.25f);
-      P.compare(tag + "gemm 512x1152x384 ta=" + std::to_string(ta) + " tb=" + std::to_string(tb), c0, c1, tol);
-    }
+  gemm_cases(P, tag, "gemm 512x1152x384", dt, 512, 1152, 384, tol);
   {
     const int64_t m = 1024, k = 384, n = 1536;  // fc-like: [1024 x 384] x [384 x 1536]
     auto [x0, x1] = P.rand({m, k}, dt);

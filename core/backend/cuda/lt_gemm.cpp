@@ -10,13 +10,15 @@
 
 namespace trainlab::cuda {
 
-#define TL_LT_CHECK(expr)                                                                               \
-  do {                                                                                                  \
-    cublasStatus_t tl_st_ = (expr);                                                                     \
-    if (tl_st_ != CUBLAS_STATUS_SUCCESS)                                                                \
-      throw Error(std::string("cuBLASLt error ") + cublasLtGetStatusName(tl_st_) + " in " #expr " at " + \
-                  __FILE__ + ":" + std::to_string(__LINE__));                                           \
-  } while (0)
+namespace {
+// Every cuBLASLt call's status: an Error naming the call unless it succeeded.
+void lt_check(cublasStatus_t status, const char* call, int line) {
+  if (status != CUBLAS_STATUS_SUCCESS)
+    throw Error(std::string("cuBLASLt error ") + cublasLtGetStatusName(status) + " in " + call + " (lt_gemm.cpp:" +
+                std::to_string(line) + ")");
+}
+}  // namespace
+#define TL_LT_CHECK(expr) lt_check((expr), #expr, __LINE__)
 
 namespace {
 constexpr size_t kWorkspaceBytes = 32u << 20;
