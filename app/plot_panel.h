@@ -86,7 +86,6 @@ class PlotPanel : public QWidget {
   void build_graphs(Drawn& d, int index);
   void rebuild();
   void add_marker(double step, const QString& label, const QColor& color);
-  void layout_marker_labels(QCustomPlot* p);
   void apply_palette();
   void update_visibility();
   void show_hover(QCustomPlot* p, const QPoint& pos);

@@ -62,4 +62,25 @@ void style_plot(QCustomPlot* p, const QPalette& pal) {
   p->legend->setTextColor(fg);
 }
 
+// Marker labels near the right edge go to the left of their line, so that they are not clipped;
+// a label that would overlap the one before it is left out (its dashed line stays, and zooming in
+// shows it), so that dense markers (a gradual pruning schedule) stay readable.
+void layout_marker_labels(QCustomPlot* p) {
+  QVector<QPair<double, QCPItemText*>> labels;
+  for (int i = 0; i < p->itemCount(); ++i)
+    if (auto* t = qobject_cast<QCPItemText*>(p->item(i)); t && t->objectName() == "marker")
+      labels.push_back({p->xAxis->coordToPixel(t->position->key()), t});
+  std::stable_sort(labels.begin(), labels.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  double last_right = -1e9;
+  for (const auto& [px, t] : labels) {
+    const double room = QFontMetrics(t->font()).horizontalAdvance(t->text()) + 8;
+    const bool left_of_line = px + room > p->axisRect()->right();
+    t->setPositionAlignment(Qt::AlignTop | (left_of_line ? Qt::AlignRight : Qt::AlignLeft));
+    const double start = left_of_line ? px - room : px;
+    const bool show = start > last_right;
+    t->setVisible(show);
+    if (show) last_right = start + room;
+  }
+}
+
 }  // namespace trainlab::app

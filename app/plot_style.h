@@ -29,4 +29,8 @@ class CompactTicker : public QCPAxisTicker {
 // stay readable under a dark palette.
 void style_plot(QCustomPlot* p, const QPalette& palette);
 
+// Places the labels of a plot's markers (QCPItemText items named "marker") for its current layout:
+// left of their line near the right edge; a label that would overlap the previous one is hidden.
+void layout_marker_labels(QCustomPlot* p);
+
 }  // namespace trainlab::app
