@@ -236,7 +236,12 @@ void RunsPanel::fill() {
     if (r.summary.is_object() && r.summary.contains("message"))
       st->setToolTip(QString::fromStdString(r.summary.value("message", std::string())));
     set(CModel, cfg("model.name"), "model.name");
-    set(CPrecision, cfg("precision.dtype"), "precision.dtype");
+    // A run switched mid-run shows where it ended: "fp32 → bf16".
+    QString precision = cfg("precision.dtype");
+    const QString final_precision =
+        r.summary.is_object() ? QString::fromStdString(r.summary.value("precision", std::string())) : QString();
+    if (!final_precision.isEmpty() && final_precision != precision) precision += " \u2192 " + final_precision;
+    set(CPrecision, precision, "precision.dtype");
     set(CDevice, r.summary.is_object() ? QString::fromStdString(r.summary.value("device", std::string())) : cfg("device.name"),
         "device.name");
     if (r.summary.is_object()) {

@@ -137,6 +137,9 @@ class TestTrainingRun : public QObject {
     QFile f(run->dir + "/metrics.jsonl");
     QVERIFY(f.open(QIODevice::ReadOnly));
     QVERIFY(f.readAll().contains("\"event\""));
+    // The runs table says where the precision ended.
+    QCOMPARE(w.runs()->table()->rowCount(), 1);
+    QCOMPARE(w.runs()->table()->item(0, 3)->text(), QString::fromUtf8("fp32 \u2192 bf16"));
     QVERIFY(w.form()->editor("train.batch")->isEnabled());
   }
 };
