@@ -5,10 +5,14 @@
 // pass criterion) of the char-small and char-gpt2 attention shapes. Qt-free; exits 77 (skipped)
 // where no CUDA device is usable.
 //
-// Error measure: max |cuda - cpu| / max |cpu| over a tensor. Tolerances (kPrecisions):
-//  * fp32 1e-5: hd <= 128 runs 3xTF32 tensor-core products (operands split into two tf32 parts,
-//    ~2^-21 relative per product), hd 160 the SIMT path's plain fp32 FMAs; both in another
-//    summation order than the CPU.
+// Error measure: max |cuda - cpu| / max |cpu| over a tensor (y, lse, dqkv; the dq, dk and dv
+// thirds of dqkv are reported on their own, each against dqkv's scale). Tolerances (kPrecisions,
+// but fp32 5e-5):
+//  * fp32 5e-5, not the parity test's 1e-5: hd <= 128 runs 3xTF32 tensor-core products (operands
+//    split into two tf32 parts, ~2^-21 relative per product) whose fp32 accumulation inside the
+//    tensor core truncates rather than rounds; over 1024 keys (128 mma steps x 3 terms) that
+//    drift reaches ~1.4e-5 of the scale (measured on the H200: dv at T = 1024), a wrong mask or
+//    tile edge gives errors of order 1. hd 160 runs the SIMT path's plain fp32 FMAs.
 //  * tf32 1e-3: q, k, v and dy rounded to tf32 as on the CPU; the tensor-core path also rounds P
 //    and dS to tf32 (2^-11 relative per element, averaging out over the keys).
 //  * bf16 / fp16 1e-2: both sides start from the same 16-bit inputs and accumulate in fp32; the
@@ -42,20 +46,21 @@ std::string shape_tag(const Shape4& s) {
          " hd=" + std::to_string(s.hd);
 }
 
-// rel_err with the denominator floored at 1e-3: where the exact gradient is zero (dq and dk at
-// T = 1: P = 1, so dP - D = dy.v - dy.y = 0) both sides hold rounding noise of ~1e-7 and a pure
-// ratio would compare noise with noise; inputs are O(1), so real gradients are far above the floor.
-double grad_err(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0.0, den = 1e-3;
+// max |a - b| over one third of dqkv, divided by `scale` (max |cpu dqkv| over the whole tensor):
+// the parity measure of the dqkv tensor, reported per third. A third's own maximum would not do
+// where its exact gradient is zero (dq and dk at T = 1: P = 1, so dP - D = dy.v - dy.y = 0) and
+// both sides hold only rounding noise.
+double part_err(const std::vector<float>& a, const std::vector<float>& b, double scale) {
+  double num = 0.0;
   for (size_t i = 0; i < a.size(); ++i) {
     const double d = std::fabs(static_cast<double>(a[i]) - b[i]);
     if (!(d <= num)) num = std::isnan(d) ? INFINITY : d;
-    den = std::max(den, std::fabs(static_cast<double>(b[i])));
   }
-  return num / den;
+  return scale > 0 ? num / scale : num;
 }
 
 void attention_case(Pair& P, const Prec& pr, const Shape4& s) {
+  const double tol = pr.dt == DType::F32 && !pr.tf32 ? 5e-5 : pr.tol;  // see the top of the file
   P.cpu.set_tf32(pr.tf32);
   P.gpu.set_tf32(pr.tf32);
   const DType dt = pr.dt;
@@ -67,8 +72,8 @@ void attention_case(Pair& P, const Prec& pr, const Shape4& s) {
   auto [l0, l1] = P.rand({s.B, s.H, s.T}, DType::F32);
   P.cpu.attention_forward(qkv0, s.B, s.T, s.H, y0, l0);
   P.gpu.attention_forward(qkv1, s.B, s.T, s.H, y1, l1);
-  P.compare(tag + "y", y0, y1, pr.tol);
-  P.compare(tag + "lse", l0, l1, pr.tol);
+  P.compare(tag + "y", y0, y1, tol);
+  P.compare(tag + "lse", l0, l1, tol);
 
   auto [dy0, dy1] = P.rand({rows, d}, dt);
   auto [g0, g1] = P.rand({rows, 3 * d}, dt);  // garbage: dqkv is overwritten
@@ -76,6 +81,8 @@ void attention_case(Pair& P, const Prec& pr, const Shape4& s) {
   P.gpu.attention_backward(qkv1, y1, l1, dy1, s.B, s.T, s.H, g1);
   // Each part of dqkv on its own (a wrong dK hidden by a larger dQ would pass a joint measure).
   const std::vector<float> hc = host(P.cpu, g0), hg = host(P.gpu, g1);
+  double scale = 0.0;
+  for (float v : hc) scale = std::max(scale, std::fabs(static_cast<double>(v)));
   const char* part[3] = {"dq", "dk", "dv"};
   for (int k = 0; k < 3; ++k) {
     std::vector<float> a, b;
@@ -84,7 +91,7 @@ void attention_case(Pair& P, const Prec& pr, const Shape4& s) {
         a.push_back(hg[r * 3 * d + k * d + c]);
         b.push_back(hc[r * 3 * d + k * d + c]);
       }
-    check(tag + part[k], grad_err(a, b), pr.tol);
+    check(tag + part[k], part_err(a, b, scale), tol);
   }
   // Deterministic backward: a second run gives the same bits.
   auto [g2c, g2] = P.zeros({rows, 3 * d}, dt);
