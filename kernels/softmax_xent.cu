@@ -8,9 +8,16 @@ namespace {
 constexpr int kThreads = 1024;
 constexpr int kRowsPerWarp = 8;  // fast path: rows a warp loads at once (classes <= 32)
 
+// Block b takes rows [b * rows_per_block, (b + 1) * rows_per_block). With part_loss null (one
+// block) it writes stats itself; otherwise its sums go to part_loss/part_correct[b] and
+// softmax_xent_finish_kernel adds the blocks' sums in block order.
 __global__ void __launch_bounds__(kThreads) softmax_xent_kernel(const void* z, int zdt, int64_t rows, int64_t cols,
                                                                  const int32_t* labels, void* dz, int dzdt, float mult,
-                                                                 const DevScalars* sc, float* stats, bool accumulate) {
+                                                                 const DevScalars* sc, float* stats, bool accumulate,
+                                                                 int64_t rows_per_block, double* part_loss,
+                                                                 int* part_correct) {
+  const int64_t r_lo = blockIdx.x * rows_per_block;
+  rows = r_lo + rows_per_block < rows ? r_lo + rows_per_block : rows;  // this block's end
   __shared__ double s_loss[kThreads / 32];
   __shared__ int s_correct[kThreads / 32];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -20,7 +27,7 @@ __global__ void __launch_bounds__(kThreads) softmax_xent_kernel(const void* z, i
   if (cols <= 32) {
     // Fast path: lane j holds column j; a warp loads kRowsPerWarp rows (and labels) before it
     // reduces any of them, so the kernel waits on memory about once.
-    for (int64_t r0 = int64_t(warp) * kRowsPerWarp; r0 < rows; r0 += int64_t(kThreads / 32) * kRowsPerWarp) {
+    for (int64_t r0 = r_lo + int64_t(warp) * kRowsPerWarp; r0 < rows; r0 += int64_t(kThreads / 32) * kRowsPerWarp) {
       float v[kRowsPerWarp];
       int32_t lab[kRowsPerWarp];
 #pragma unroll
@@ -54,7 +61,7 @@ __global__ void __launch_bounds__(kThreads) softmax_xent_kernel(const void* z, i
       }
     }
   } else
-  for (int64_t r = warp; r < rows; r += kThreads / 32) {
+  for (int64_t r = r_lo + warp; r < rows; r += kThreads / 32) {
     const int64_t base = r * cols;
     float mx = -INFINITY;
     int64_t arg = 0;
@@ -91,7 +98,10 @@ __global__ void __launch_bounds__(kThreads) softmax_xent_kernel(const void* z, i
     double tl = 0.0;
     int tc = 0;
     for (int w = 0; w < kThreads / 32; ++w) tl += s_loss[w], tc += s_correct[w];
-    if (accumulate) {
+    if (part_loss) {
+      part_loss[blockIdx.x] = tl;
+      part_correct[blockIdx.x] = tc;
+    } else if (accumulate) {
       stats[0] += static_cast<float>(tl);
       stats[1] += static_cast<float>(tc);
     } else {
@@ -100,14 +110,55 @@ __global__ void __launch_bounds__(kThreads) softmax_xent_kernel(const void* z, i
     }
   }
 }
+
+__global__ void softmax_xent_finish_kernel(const double* part_loss, const int* part_correct, int blocks, float* stats,
+                                           bool accumulate) {
+  double tl = 0.0;
+  int tc = 0;
+  for (int b = 0; b < blocks; ++b) tl += part_loss[b], tc += part_correct[b];
+  if (accumulate) {
+    stats[0] += static_cast<float>(tl);
+    stats[1] += static_cast<float>(tc);
+  } else {
+    stats[0] = static_cast<float>(tl);
+    stats[1] = static_cast<float>(tc);
+  }
+}
+
+// Rows a block takes when there are many: 256 (a pass of 32 warps x 8 rows), more when that would
+// need over kMaxBlocks blocks.
+constexpr int64_t kMaxBlocks = 1024;
+int64_t rows_per_block(int64_t rows) {
+  const int64_t per = (rows + kMaxBlocks - 1) / kMaxBlocks;
+  return per <= 256 ? 256 : (per + 255) / 256 * 256;
+}
 }  // namespace
+
+int64_t softmax_xent_workspace_bytes(int64_t rows) {
+  if (rows <= kOneBlockRows) return 0;
+  const int64_t blocks = (rows + rows_per_block(rows) - 1) / rows_per_block(rows);
+  return blocks * static_cast<int64_t>(sizeof(double) + sizeof(int));
+}
 
 void launch_softmax_xent(const void* logits, int logits_dt, int64_t rows, int64_t cols, const int32_t* labels,
                          void* dlogits, int dlogits_dt, float grad_multiplier, const DevScalars* scalars, float* stats,
-                         bool accumulate, cudaStream_t s) {
-  softmax_xent_kernel<<<1, kThreads, 0, s>>>(logits, logits_dt, rows, cols, labels, dlogits, dlogits_dt, grad_multiplier,
-                                             scalars, stats, accumulate);
+                         bool accumulate, void* workspace, cudaStream_t s) {
+  if (rows <= kOneBlockRows) {
+    softmax_xent_kernel<<<1, kThreads, 0, s>>>(logits, logits_dt, rows, cols, labels, dlogits, dlogits_dt,
+                                               grad_multiplier, scalars, stats, accumulate, rows, nullptr, nullptr);
+    TL_LAUNCH_CHECK("softmax_xent");
+    return;
+  }
+  const int64_t per = rows_per_block(rows);
+  const int blocks = static_cast<int>((rows + per - 1) / per);
+  double* part_loss = static_cast<double*>(workspace);
+  int* part_correct = reinterpret_cast<int*>(part_loss + blocks);
+  softmax_xent_kernel<<<blocks, kThreads, 0, s>>>(logits, logits_dt, rows, cols, labels, dlogits, dlogits_dt,
+                                                  grad_multiplier, scalars, stats, accumulate, per, part_loss,
+                                                  part_correct);
   TL_LAUNCH_CHECK("softmax_xent");
+  softmax_xent_finish_kernel<<<1, 1, 0, s>>>(part_loss, part_correct, blocks, stats, accumulate);
+  TL_LAUNCH_CHECK("softmax_xent (block sums)");
 }
 
 }  // namespace trainlab::kern

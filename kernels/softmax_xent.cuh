@@ -7,7 +7,10 @@
 // loss_scale is read from the device-side step scalars, so a captured step sees the current one.
 // Layout: row-major logits and dlogits (any float format), int32 labels, fp32 stats[2].
 // Precision: fp32 throughout (softmax and loss in fp32 whatever the logits' format); the row
-// losses are summed in fp64. One block, one warp per row: deterministic, no atomics.
+// losses are summed in fp64. One warp per row, no atomics: up to kOneBlockRows rows in one block
+// (the MLPs' batches: one launch); more rows over blocks of 256 rows (or more) each, whose sums a
+// second one-thread kernel adds in block order, so the result is deterministic either way.
+// Workspace: softmax_xent_workspace_bytes(rows) bytes, 8-byte aligned (none for one block).
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -17,8 +20,10 @@
 
 namespace trainlab::kern {
 
+constexpr int64_t kOneBlockRows = 2048;
+int64_t softmax_xent_workspace_bytes(int64_t rows);
 void launch_softmax_xent(const void* logits, int logits_dt, int64_t rows, int64_t cols, const int32_t* labels,
                          void* dlogits, int dlogits_dt, float grad_multiplier, const DevScalars* scalars, float* stats,
-                         bool accumulate, cudaStream_t s);
+                         bool accumulate, void* workspace, cudaStream_t s);
 
 }  // namespace trainlab::kern

@@ -193,13 +193,18 @@ __global__ void embedding_tok_partial_kernel(const void* dout, int gdt, const in
   }
 }
 
-// dst[e] (=|+=) sum over segments s (ascending) of partial[s * count + e], for e < count.
+// dst[e] (=|+=) sum over segments of partial[s * count + e], for e < count: one warp per element,
+// lane l adding segments l, l + 32, ... in ascending order, the 32 lane sums then added by a fixed
+// butterfly (deterministic; a thread per element would wait on its segments' loads one by one).
 __global__ void sum_segments_kernel(const float* partial, int64_t segs, int64_t count, void* dst, int ddt,
                                     bool accumulate) {
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < count; e += int64_t(gridDim.x) * blockDim.x) {
-    float acc = accumulate ? ld(dst, e, ddt) : 0.0f;
-    for (int64_t s = 0; s < segs; ++s) acc += partial[s * count + e];
-    st(dst, e, ddt, acc);
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = (int64_t(gridDim.x) * blockDim.x) / 32;
+  for (int64_t e = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32; e < count; e += warps) {
+    float acc = 0.0f;
+    for (int64_t s = lane; s < segs; s += 32) acc += partial[s * count + e];
+    acc = warp_sum(acc);
+    if (lane == 0) st(dst, e, ddt, accumulate ? ld(dst, e, ddt) + acc : acc);
   }
 }
 
@@ -309,6 +314,7 @@ __global__ void layernorm_params_partial_kernel(const void* x, int xdt, const fl
   const int64_t r0 = seg * rows_per_seg, r1 = r0 + rows_per_seg < rows ? r0 + rows_per_seg : rows;
   float ag = 0.0f, ab = 0.0f;
   if (c < d)
+#pragma unroll 4
     for (int64_t r = r0 + ty; r < r1; r += 8) {
       const float g = ld(dy, r * d + c, dydt);
       ag += g * ((ld(x, r * d + c, xdt) - mean[r]) * rstd[r]);
@@ -334,6 +340,7 @@ __global__ void column_partial_kernel(const void* x, int xdt, int64_t rows, int6
   const int64_t r0 = seg * rows_per_seg, r1 = r0 + rows_per_seg < rows ? r0 + rows_per_seg : rows;
   float a = 0.0f;
   if (c < cols)
+#pragma unroll 4
     for (int64_t r = r0 + ty; r < r1; r += 8) a += ld(x, r * cols + c, xdt);
   sx[ty][tx] = a;
   __syncthreads();
@@ -390,7 +397,7 @@ void launch_embedding_backward(const void* dout, int dout_dt, const int32_t* idx
                                    kReduceThreads, 0, s>>>(dout, dout_dt, idx, n, per, d, vocab, partial);
     TL_LAUNCH_CHECK("embedding_backward (token partial sums)");
   }
-  sum_segments_kernel<<<blocks_for(vocab * d, 256), 256, 0, s>>>(partial, n > 0 ? segs : 0, vocab * d, dtok, dtok_dt,
+  sum_segments_kernel<<<blocks_for(vocab * d * 32, 256), 256, 0, s>>>(partial, n > 0 ? segs : 0, vocab * d, dtok, dtok_dt,
                                                                  accumulate);
   TL_LAUNCH_CHECK("embedding_backward (token sums)");
   embedding_pos_kernel<<<blocks_for(pos_rows * d, 256), 256, 0, s>>>(dout, dout_dt, n, T, d, dpos, dpos_dt, pos_rows,
@@ -434,8 +441,8 @@ void launch_layernorm_backward(const void* x, int x_dt, const void* gamma, int g
     });
     TL_LAUNCH_CHECK("layernorm_backward (dx)");
   }
-  sum_segments_kernel<<<blocks_for(d, 256), 256, 0, s>>>(partial, segs, d, dgamma, dg_dt, accumulate_params);
-  sum_segments_kernel<<<blocks_for(d, 256), 256, 0, s>>>(partial + segs * d, segs, d, dbeta, db_dt, accumulate_params);
+  sum_segments_kernel<<<blocks_for(d * 32, 256), 256, 0, s>>>(partial, segs, d, dgamma, dg_dt, accumulate_params);
+  sum_segments_kernel<<<blocks_for(d * 32, 256), 256, 0, s>>>(partial + segs * d, segs, d, dbeta, db_dt, accumulate_params);
   TL_LAUNCH_CHECK("layernorm_backward (parameter sums)");
 }
 
@@ -450,7 +457,7 @@ void launch_column_sums(const void* x, int x_dt, int64_t rows, int64_t cols, voi
                             s>>>(x, x_dt, rows, cols, per, partial);
     TL_LAUNCH_CHECK("column_sums (partial sums)");
   }
-  sum_segments_kernel<<<blocks_for(cols, 256), 256, 0, s>>>(partial, segs, cols, out, out_dt, accumulate);
+  sum_segments_kernel<<<blocks_for(cols * 32, 256), 256, 0, s>>>(partial, segs, cols, out, out_dt, accumulate);
   TL_LAUNCH_CHECK("column_sums");
 }
 

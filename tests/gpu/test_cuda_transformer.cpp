@@ -150,6 +150,29 @@ void op_tests(Pair& P, const Prec& pr, int64_t D) {
   P.gpu.set_tf32(false);
 }
 
+// Fused softmax + cross-entropy over the character model's many rows (B*T of them, over the
+// multi-block path: block sums added in block order), stats accumulated or not.
+void softmax_many_rows(Pair& P, const Prec& pr) {
+  const std::string tag = std::string("[") + pr.name + "] ";
+  const int64_t b = 5000, c = 65;
+  auto [z0, z1] = P.rand({b, c}, pr.dt, 4.0f);
+  std::vector<int32_t> lab(static_cast<size_t>(b));
+  for (int64_t i = 0; i < b; ++i) lab[static_cast<size_t>(i)] = static_cast<int32_t>((i * 11) % c);
+  auto [l0, l1] = indices(P, lab);
+  auto [d0, d1] = P.zeros({b, c}, pr.dt);
+  auto [s0, s1] = P.zeros({2}, DType::F32);
+  StepScalars sc;
+  P.cpu.set_step_scalars(sc);
+  P.gpu.set_step_scalars(sc);
+  P.cpu.softmax_xent(z0, l0, &d0, 1.0f / b, s0, false);
+  P.gpu.softmax_xent(z1, l1, &d1, 1.0f / b, s1, false);
+  P.compare(tag + "softmax_xent 5000 x 65 dlogits", d0, d1, pr.tol);
+  P.compare(tag + "softmax_xent 5000 x 65 stats", s0, s1, 1e-5);
+  P.cpu.softmax_xent(z0, l0, nullptr, 1.0f, s0, true);
+  P.gpu.softmax_xent(z1, l1, nullptr, 1.0f, s1, true);
+  P.compare(tag + "softmax_xent 5000 x 65 stats (accumulated)", s0, s1, 1e-5);
+}
+
 // The products the backend sends to cuBLASLt (m * n * k >= 2^24).
 void large_product_tests(Pair& P, const Prec& pr) {
   P.cpu.set_tf32(pr.tf32);
@@ -361,6 +384,7 @@ int main() {
       op_tests(P, pr, 50);
     });
     guarded("large products", [&] { large_product_tests(P, pr); });
+    guarded("softmax_xent, many rows", [&] { softmax_many_rows(P, pr); });
   }
   // Whole-model tolerances: gradients pass through ~20 operations; fp32 1e-4, tf32 and the 16-bit
   // formats 5e-2 (a rounding flip in one product moves a 16-bit gradient by one unit). AdamW's

@@ -526,11 +526,13 @@ void CudaBackend::softmax_xent(const Tensor& logits, const Tensor& labels, Tenso
   if (labels.dtype() != DType::I32 || labels.numel() != b)
     throw Error("softmax_xent: labels must be int32 of length " + std::to_string(b));
   if (stats.dtype() != DType::F32 || stats.numel() < 2) throw Error("softmax_xent: stats must be fp32 [2]");
+  const int64_t ws = softmax_xent_workspace_bytes(b);
+  void* scratch = ws > 0 ? reduce_scratch((ws + 3) / 4) : nullptr;
   TL_TIMED("softmax_xent");
   note_scalar_read();
   launch_softmax_xent(logits.raw(), dcode(logits.dtype()), b, c, labels.data<int32_t>(), dlogits ? dlogits->raw() : nullptr,
                       dlogits ? dcode(dlogits->dtype()) : 0, grad_multiplier, m_ctx.scalars, stats.data<float>(),
-                      accumulate_stats, m_ctx.stream);
+                      accumulate_stats, scratch, m_ctx.stream);
 }
 
 void CudaBackend::gather_rows(const Tensor& src, const Tensor& idx, Tensor& dst) {
