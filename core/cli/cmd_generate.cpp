@@ -97,6 +97,7 @@ Json bench_format(Backend& be, const Loaded& m, const DecodeSpec& spec, int64_t 
   dec->reset();
   dec->push(0);
   int64_t kv = 0;
+  const double dev0 = dec->device_seconds();
   const auto t0 = std::chrono::steady_clock::now();
   for (int64_t i = 0; i < n; ++i) {
     const std::vector<float>& z = dec->logits();
@@ -106,6 +107,9 @@ Json bench_format(Backend& be, const Loaded& m, const DecodeSpec& spec, int64_t 
   }
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double tps = s > 0 ? static_cast<double>(n) / s : 0.0;
+  const double dev_us = n > 0 ? 1e6 * (dec->device_seconds() - dev0) / static_cast<double>(n) : 0.0;
+  Json kernels = Json::object();  // device microseconds a step by kernel kind (eager, no PDL)
+  for (const auto& [kind, us] : dec->profile_step()) kernels[kind] = us;
   const int64_t wbytes = dec->weight_bytes_per_token(), kv_mean = n > 0 ? kv / n : 0;
   const double ceiling = kDramBytesPerS / static_cast<double>(wbytes + kv_mean);
   return Json{{"case", "decode"},
@@ -119,6 +123,8 @@ Json bench_format(Backend& be, const Loaded& m, const DecodeSpec& spec, int64_t 
                            {"tokens", n},
                            {"tokens_per_s", tps},
                            {"us_per_token", tps > 0 ? 1e6 / tps : 0.0},
+                           {"device_us_per_token", dev_us},
+                           {"kernel_us_eager", kernels},
                            {"weight_bytes_per_token", wbytes},
                            {"kv_bytes_per_token", kv_mean},
                            {"bytes_per_token", wbytes + kv_mean},
@@ -134,6 +140,12 @@ std::vector<DecodeSpec> bench_specs(const std::string& formats, const Loaded& m,
     if (m.format) return {*m.format};
     for (const char* f : {"fp32", "bf16", "int8", "int4"})
       if (!cpu || std::string(f) == "fp32") out.push_back(DecodeSpec::parse(f, 32));  // the CPU has no low-bit storage
+    if (!cpu)  // the same step launched kernel by kernel, for the cost of the launches
+      for (const char* f : {"bf16", "int4"}) {
+        DecodeSpec e = DecodeSpec::parse(f, 32);
+        e.cuda_graph = e.pdl = false;
+        out.push_back(e);
+      }
     return out;
   }
   std::stringstream ss(formats);

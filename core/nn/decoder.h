@@ -18,6 +18,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "compress/quant.h"
@@ -75,6 +76,10 @@ class TokenDecoder {
   // Bytes of the KV cache a push at position `pos` reads (keys and values of pos + 1 positions).
   virtual int64_t kv_bytes(int64_t pos) const = 0;
   virtual std::string describe() const = 0;
+  // Measurements where the device can make them: device time of the pushes so far (seconds), and
+  // the device time of each kind of kernel in one step (microseconds), e.g. {"qkv", 12.5}.
+  virtual double device_seconds() const { return 0.0; }
+  virtual std::vector<std::pair<std::string, double>> profile_step() { return {}; }
 };
 
 // The decoder for a backend: CharGptGenerator over as_format(spec) on the CPU, the backend's own

@@ -3,6 +3,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "backend/cuda/cuda_backend.h"
@@ -45,6 +46,8 @@ CudaDecoder::CudaDecoder(int device, const CharGptWeights& w, const DecodeSpec& 
   TL_CUDA_CHECK(cudaSetDevice(device));
   TL_CUDA_CHECK(cudaDeviceGetAttribute(&m_sms, cudaDevAttrMultiProcessorCount, device));
   TL_CUDA_CHECK(cudaStreamCreateWithFlags(&m_stream, cudaStreamNonBlocking));
+  TL_CUDA_CHECK(cudaEventCreate(&m_step_start));
+  TL_CUDA_CHECK(cudaEventCreate(&m_step_stop));
   try {
     m_tok = upload_f32(w.at("tok.weight"));
     m_pos = upload_f32(w.at("pos.weight"));
@@ -100,8 +103,11 @@ void CudaDecoder::release() {
   for (void* p : m_allocs) cudaFree(p);
   if (m_state_host) cudaFreeHost(m_state_host);
   if (m_logits_host) cudaFreeHost(m_logits_host);
+  if (m_step_start) cudaEventDestroy(m_step_start);
+  if (m_step_stop) cudaEventDestroy(m_step_stop);
   if (m_stream) cudaStreamDestroy(m_stream);
   m_exec = nullptr, m_graph = nullptr, m_state_host = nullptr, m_logits_host = nullptr, m_stream = nullptr;
+  m_step_start = m_step_stop = nullptr;
   m_allocs.clear();
 }
 
@@ -215,12 +221,15 @@ void CudaDecoder::enqueue_step() {
     if (l == 0) qkv.state = m_state_mapped, qkv.state_out = m_state_dev;
     // The step's first kernel reads what the host wrote: launched plainly, after the previous step.
     launch_decode_gemv(qkv, m_sms, m_spec.pdl && l > 0, m_stream);
+    mark("qkv");
     launch_decode_attention(m_q, L.k, L.v, m_state_dev, m_cfg.heads, D, m_cfg.context, m_att, m_spec.pdl, m_stream);
+    mark("attention");
     DecodeGemv proj = gemv(L.proj);  // x += W att + b
     proj.x = m_att;
     proj.epilogue = kAddTo;
     proj.y = m_x;
     launch_decode_gemv(proj, m_sms, m_spec.pdl, m_stream);
+    mark("proj");
     DecodeGemv fc = gemv(L.fc);  // f = GELU(W LN2(x) + b)
     fc.prologue = kLayerNorm;
     fc.x = m_x;
@@ -229,11 +238,13 @@ void CudaDecoder::enqueue_step() {
     fc.epilogue = kGelu;
     fc.y = m_f;
     launch_decode_gemv(fc, m_sms, m_spec.pdl, m_stream);
+    mark("fc");
     DecodeGemv out = gemv(L.out);  // x += W f + b
     out.x = m_f;
     out.epilogue = kAddTo;
     out.y = m_x;
     launch_decode_gemv(out, m_sms, m_spec.pdl, m_stream);
+    mark("out");
   }
   DecodeGemv head = gemv(m_head);  // logits = W LN(x)
   head.prologue = kLayerNorm;
@@ -243,6 +254,47 @@ void CudaDecoder::enqueue_step() {
   head.epilogue = kStore;
   head.y = m_logits_mapped;
   launch_decode_gemv(head, m_sms, m_spec.pdl, m_stream);
+  mark("head");
+}
+
+void CudaDecoder::mark(const char* kind) {
+  if (!m_profiling) return;
+  cudaEvent_t e;
+  TL_CUDA_CHECK(cudaEventCreate(&e));
+  TL_CUDA_CHECK(cudaEventRecord(e, m_stream));
+  m_marks.emplace_back(kind, e);
+}
+
+std::vector<std::pair<std::string, double>> CudaDecoder::profile_step() {
+  if (m_len >= m_cfg.context) return {};
+  TL_CUDA_CHECK(cudaSetDevice(m_device));
+  // One step at the next position, launched eagerly without PDL and with an event after every
+  // kernel. It writes the cache row and logits that the next push() rewrites: no lasting effect.
+  const bool pdl = m_spec.pdl;
+  m_spec.pdl = false;
+  m_profiling = true;
+  m_state_host[0] = 0;
+  m_state_host[1] = static_cast<int32_t>(m_len);
+  std::vector<std::pair<std::string, double>> out;
+  try {
+    mark("start");
+    enqueue_step();
+    TL_CUDA_CHECK(cudaStreamSynchronize(m_stream));
+    for (size_t i = 1; i < m_marks.size(); ++i) {
+      float ms = 0.0f;
+      TL_CUDA_CHECK(cudaEventElapsedTime(&ms, m_marks[i - 1].second, m_marks[i].second));
+      auto it = std::find_if(out.begin(), out.end(), [&](const auto& p) { return p.first == m_marks[i].first; });
+      if (it == out.end()) out.emplace_back(m_marks[i].first, 1e3 * ms);
+      else it->second += 1e3 * ms;
+    }
+  } catch (...) {
+    out.clear();
+  }
+  for (auto& m : m_marks) cudaEventDestroy(m.second);
+  m_marks.clear();
+  m_profiling = false;
+  m_spec.pdl = pdl;
+  return out;
 }
 
 void CudaDecoder::push(int32_t token) {
@@ -266,11 +318,18 @@ void CudaDecoder::push(int32_t token) {
       TL_CUDA_CHECK(cudaStreamEndCapture(m_stream, &m_graph));
       TL_CUDA_CHECK(cudaGraphInstantiate(&m_exec, m_graph, 0));
     }
+    TL_CUDA_CHECK(cudaEventRecord(m_step_start, m_stream));
     TL_CUDA_CHECK(cudaGraphLaunch(m_exec, m_stream));
+    TL_CUDA_CHECK(cudaEventRecord(m_step_stop, m_stream));
   } else {
+    TL_CUDA_CHECK(cudaEventRecord(m_step_start, m_stream));
     enqueue_step();
+    TL_CUDA_CHECK(cudaEventRecord(m_step_stop, m_stream));
   }
   TL_CUDA_CHECK(cudaStreamSynchronize(m_stream));
+  float ms = 0.0f;
+  TL_CUDA_CHECK(cudaEventElapsedTime(&ms, m_step_start, m_step_stop));
+  m_device_s += 1e-3 * ms;
   std::memcpy(m_logits.data(), m_logits_host, m_logits.size() * sizeof(float));
   ++m_len;
 }

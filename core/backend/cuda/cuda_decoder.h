@@ -34,6 +34,8 @@ class CudaDecoder final : public TokenDecoder {
   int64_t weight_bytes_per_token() const override { return m_weight_bytes; }
   int64_t kv_bytes(int64_t pos) const override { return 2 * m_cfg.layers * (pos + 1) * m_cfg.dim * 4; }
   std::string describe() const override;
+  double device_seconds() const override { return m_device_s; }
+  std::vector<std::pair<std::string, double>> profile_step() override;
 
  private:
   struct Matrix {
@@ -53,6 +55,7 @@ class CudaDecoder final : public TokenDecoder {
   float* upload_f32(const std::vector<float>& v);
   Matrix upload_matrix(const CharGptWeights& w, const std::string& name, const std::string& bias);
   void enqueue_step();  // one token's work on m_stream
+  void mark(const char* kind);  // profile_step: an event after the kernel just launched
 
   CharGptConfig m_cfg;
   DecodeSpec m_spec;
@@ -73,6 +76,10 @@ class CudaDecoder final : public TokenDecoder {
   std::vector<float> m_logits;
   int64_t m_len = 0;
   int64_t m_weight_bytes = 0;
+  cudaEvent_t m_step_start = nullptr, m_step_stop = nullptr;  // around each graph replay
+  double m_device_s = 0.0;
+  bool m_profiling = false;
+  std::vector<std::pair<const char*, cudaEvent_t>> m_marks;
 };
 
 }  // namespace trainlab::cuda
