@@ -301,7 +301,26 @@ cudaLaunchConfig_t launch_config(dim3 grid, dim3 block, size_t shmem, cudaStream
   return c;
 }
 
+// Every decode kernel asks for the same split of the SM's memory between L1 and shared memory, so
+// that consecutive kernels (overlapping under PDL) never wait for an SM to drain and be
+// reconfigured. Set once per kernel; a hint, so an error is cleared rather than raised.
+template <class Kernel>
+void same_carveout(Kernel k) {
+  if (cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, 50) != cudaSuccess) cudaGetLastError();
+}
 }  // namespace
+
+void prepare_decode_kernels() {
+  static const bool done = [] {
+    same_carveout(decode_gemv_kernel<kDecF32>);
+    same_carveout(decode_gemv_kernel<kDecBF16>);
+    same_carveout(decode_gemv_kernel<kDecI8>);
+    same_carveout(decode_gemv_kernel<kDecI4>);
+    same_carveout(decode_attention_kernel);
+    return true;
+  }();
+  (void)done;
+}
 
 void launch_decode_gemv(const DecodeGemv& g, int sm_count, bool pdl, cudaStream_t s) {
   const GemvShape sh = gemv_shape(g, sm_count);

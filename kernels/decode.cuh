@@ -63,6 +63,10 @@ struct DecodeGemv {
   int32_t* state_out = nullptr;      // when set, block 0 copies the state here (device memory)
 };
 
+// Sets the kernels' attributes (one L1/shared-memory split for all of them); call before any
+// launch and outside stream capture.
+void prepare_decode_kernels();
+
 // pdl: launch with programmatic dependent launch (the kernel may start while the previous one on
 // the stream finishes, and waits for it before reading; hides most of the launch gap).
 void launch_decode_gemv(const DecodeGemv& g, int sm_count, bool pdl, cudaStream_t s);

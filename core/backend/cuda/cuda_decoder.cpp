@@ -46,6 +46,7 @@ CudaDecoder::CudaDecoder(int device, const CharGptWeights& w, const DecodeSpec& 
   TL_CUDA_CHECK(cudaSetDevice(device));
   TL_CUDA_CHECK(cudaDeviceGetAttribute(&m_sms, cudaDevAttrMultiProcessorCount, device));
   TL_CUDA_CHECK(cudaStreamCreateWithFlags(&m_stream, cudaStreamNonBlocking));
+  prepare_decode_kernels();
   TL_CUDA_CHECK(cudaEventCreate(&m_step_start));
   TL_CUDA_CHECK(cudaEventCreate(&m_step_stop));
   try {
