@@ -109,7 +109,7 @@ __device__ __forceinline__ float dot16(const uint4 u, const float* x, int rot) {
 constexpr int kDepth = 8;  // 16-byte weight loads in flight per lane
 
 template <int F>
-__global__ void __launch_bounds__(256) decode_gemv_kernel(DecodeGemv g, int slice_log2) {
+__global__ void __launch_bounds__(512) decode_gemv_kernel(DecodeGemv g, int slice_log2) {
   extern __shared__ float4 smem4[];
   const int64_t K = g.cols;
   float* xs = reinterpret_cast<float*>(smem4);  // x' [K]
@@ -218,13 +218,15 @@ GemvShape gemv_shape(const DecodeGemv& g, int sm_count) {
   const int64_t nvec = g.cols / per_vec;
   int slice_log2 = 0;
   while (slice_log2 < 5 && (int64_t{2} << slice_log2) <= nvec) ++slice_log2;
-  // 4 to 8 warps a block: the prologue (LayerNorm) is repeated by every block and wants threads;
-  // 8 only where that still leaves a block for every SM.
+  // One wave: the fewest warps a block (4, 8 or 16) that brings the blocks down to one per SM, since
+  // a token's kernels are latency-bound and every extra wave of blocks costs a whole prologue and
+  // load round trip. Where even 16 warps leave more blocks than SMs (large models), 8 warps: blocks
+  // of 256 threads of which several fit an SM at once.
   auto blocks = [&](int w) {
     const int64_t rows_per_block = int64_t{w} * (32 >> slice_log2);
     return (g.rows + rows_per_block - 1) / rows_per_block;
   };
-  const int warps = blocks(8) >= sm_count ? 8 : 4;
+  const int warps = blocks(4) <= sm_count ? 4 : blocks(8) <= sm_count ? 8 : blocks(16) <= sm_count ? 16 : 8;
   return {slice_log2, warps * 32, blocks(warps)};
 }
 
