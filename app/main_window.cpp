@@ -30,6 +30,7 @@
 #include "backend/backend.h"
 #include "data/dataset.h"
 #include "report.h"
+#include "sweep_view.h"
 #include "train/run_record.h"
 #include "util/error.h"
 #include "util/paths.h"
@@ -276,6 +277,23 @@ void MainWindow::build_menus() {
   kernels->setShortcut(QKeySequence("Ctrl+K"));
   kernels->setToolTip("Per-kernel times of the shown run (CUDA runs with device.kernel_timing)");
   view->addAction(kernels);
+  view->addSeparator();
+  // The tables of `trainlab-cli sweep` (issue 5), in a window of their own, made on first use.
+  QAction* sweep = view->addAction("Compression &sweep...", QKeySequence("Ctrl+Shift+S"), this, [this] {
+    auto* v = findChild<SweepView*>();
+    if (!v) {
+      v = new SweepView(this);
+      v->setWindowFlag(Qt::Window);
+      v->resize(1200, 800);
+    }
+    v->open_with_dialog();
+    if (!v->rows().isEmpty()) {
+      v->show();
+      v->raise();
+    }
+  });
+  sweep->setObjectName("action_compression_sweep");
+  sweep->setToolTip("Plot a sweep.csv written by trainlab-cli sweep");
 
   QMenu* help = menuBar()->addMenu("&Help");
   help->addAction("&About TrainLab", this, &MainWindow::about);

@@ -1,0 +1,116 @@
+// The compression sweep view (issue 5): the committed CPU table of the digits MLP loads into three
+// plots (accuracy against bits per weight, sparsity and model bytes) with the fp32 baseline as a
+// dashed line on each and the rows in a table; a missing or garbled file is reported, not drawn.
+#include <QAction>
+#include <QDir>
+#include <QFile>
+#include <QTableWidget>
+#include <QTemporaryDir>
+#include <QtTest>
+#include <qcustomplot.h>
+
+#include "gui_support.h"
+#include "main_window.h"
+#include "sweep_view.h"
+
+using namespace trainlab::app;
+
+namespace {
+QCPGraph* baseline(QCustomPlot* p) {
+  for (int i = 0; i < p->graphCount(); ++i)
+    if (p->graph(i)->property("baseline").toBool()) return p->graph(i);
+  return nullptr;
+}
+}  // namespace
+
+class TestSweepView : public QObject {
+  Q_OBJECT
+ private:
+  QTemporaryDir m_tmp;
+  QString csv_path() const {
+    return QDir(qEnvironmentVariable("TRAINLAB_DATA_DIR")).absoluteFilePath("../docs/compression/digits-mlp-cpu.csv");
+  }
+
+ private slots:
+  void initTestCase() {
+    gui_test::isolate_settings("test_sweep_view");
+    QVERIFY(m_tmp.isValid());
+    QVERIFY2(QFile::exists(csv_path()), qPrintable(csv_path()));
+  }
+
+  void loadsTheCpuTable() {
+    SweepView v;
+    v.resize(1200, 800);
+    QVERIFY2(v.load(csv_path()), qPrintable(v.error()));
+    QCOMPARE(v.rows().size(), 56);
+    QCOMPARE(v.table()->rowCount(), 56);
+    // bits: ptq tensor/channel/group32 (7 each, bits 2..8), ptq-w8a8, qat (3), ft+ptq (3) + baseline
+    QCustomPlot* bits = v.plot(SweepView::Bits);
+    QCOMPARE(bits->graphCount(), 7);
+    QCOMPARE(v.graph(SweepView::Bits, "ptq tensor")->dataCount(), 7);
+    QCOMPARE(v.graph(SweepView::Bits, "ptq group32")->dataCount(), 7);
+    QCOMPARE(v.graph(SweepView::Bits, "ptq-w8a8")->dataCount(), 1);
+    QCOMPARE(v.graph(SweepView::Bits, "qat")->dataCount(), 3);
+    QCOMPARE(v.graph(SweepView::Bits, "ft+ptq")->dataCount(), 3);
+    QCPGraph* t = v.graph(SweepView::Bits, "ptq tensor");
+    QCOMPARE(t->data()->at(0)->key, 2.0006);  // sorted by x
+    QCOMPARE(t->data()->at(0)->value, 18.61);
+    // sparsity: one series per pruning method
+    QCPGraph* gradual = v.graph(SweepView::Sparsity, "prune-gradual");
+    QVERIFY(gradual);
+    QCOMPARE(gradual->dataCount(), 5);
+    QVERIFY(v.graph(SweepView::Sparsity, "prune-oneshot+ft (global)"));
+    QVERIFY(v.graph(SweepView::Sparsity, "lottery-ticket"));
+    // model bytes: every row but the baseline, log axis
+    QCustomPlot* bytes = v.plot(SweepView::Bytes);
+    QCOMPARE(bytes->xAxis->scaleType(), QCPAxis::stLogarithmic);
+    int points = 0;
+    for (int i = 0; i < bytes->graphCount(); ++i)
+      if (!bytes->graph(i)->property("baseline").toBool()) points += bytes->graph(i)->dataCount();
+    QCOMPARE(points, 55);
+    for (QCustomPlot* p : {bits, v.plot(SweepView::Sparsity), bytes}) {
+      QCPGraph* b = baseline(p);
+      QVERIFY(b);
+      QCOMPARE(b->pen().style(), Qt::DashLine);
+      QCOMPARE(b->data()->at(0)->value, 97.78);
+      QVERIFY(p->legend->visible());
+    }
+  }
+
+  void reportsGarbledFiles() {
+    SweepView v;
+    QVERIFY(!v.load(m_tmp.filePath("missing.csv")));
+    QVERIFY(v.error().contains("missing.csv"));
+
+    const QString bad = m_tmp.filePath("bad.csv");
+    QFile f(bad);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write("method,granularity,bits,sparsity,test_accuracy,model_bytes,bits_per_weight\n"
+            "fp32,-,32,0,0.97,340008,32\n"
+            "ptq,tensor,four,0,0.9,1000,4\n");
+    f.close();
+    QVERIFY(!v.load(bad));
+    QVERIFY2(v.error().contains("line 3") && v.error().contains("bits"), qPrintable(v.error()));
+    QVERIFY(v.rows().isEmpty());
+
+    const QString nocol = m_tmp.filePath("nocol.csv");
+    QFile g(nocol);
+    QVERIFY(g.open(QIODevice::WriteOnly));
+    g.write("a,b,c\n1,2,3\n");
+    g.close();
+    QVERIFY(!v.load(nocol));
+    QVERIFY2(v.error().contains("missing column"), qPrintable(v.error()));
+    // a good file after bad ones still loads
+    QVERIFY(v.load(csv_path()));
+  }
+
+  void menuHasTheAction() {
+    MainWindow w;
+    QAction* a = w.findChild<QAction*>("action_compression_sweep");
+    QVERIFY(a);
+    QCOMPARE(a->shortcut(), QKeySequence("Ctrl+Shift+S"));
+  }
+};
+
+QTEST_MAIN(TestSweepView)
+#include "test_sweep_view.moc"
