@@ -51,6 +51,8 @@ Config tolerant_config(const Json& nested) {
   return c;
 }
 
+}  // namespace
+
 QStringList preset_dirs() {
   QStringList d;
   for (const auto& r : resource_roots()) {
@@ -59,8 +61,6 @@ QStringList preset_dirs() {
   }
   return d;
 }
-
-}  // namespace
 
 MainWindow::MainWindow(const QString& runs_root, QWidget* parent) : QMainWindow(parent) {
   setWindowTitle("TrainLab");
@@ -232,72 +232,6 @@ void MainWindow::build_ui() {
   });
   resize(1500, 940);
   fill_presets();
-}
-
-void MainWindow::build_menus() {
-  QMenu* file = menuBar()->addMenu("&File");
-  file->addAction("&Open config...", QKeySequence::Open, this, [this] {
-    const QString f = QFileDialog::getOpenFileName(this, "Open config", preset_dirs().value(0), "Config (*.json)");
-    if (!f.isEmpty()) load_preset(f);
-  });
-  file->addAction("&Save config...", QKeySequence::Save, this, [this] {
-    const QString f = QFileDialog::getSaveFileName(this, "Save config", "preset.json", "Config (*.json)");
-    if (!f.isEmpty()) save_preset(f);
-  });
-  file->addSeparator();
-  file->addAction("&Export report...", QKeySequence("Ctrl+E"), this, [this] {
-    QStringList d = m_runs->checked_dirs();
-    if (d.isEmpty()) d = m_runs->selected_dirs();
-    if (d.isEmpty() && m_primary && !m_primary->dir.isEmpty()) d << m_primary->dir;
-    export_dialog(d);
-  });
-  file->addAction("Runs &folder...", this, [this] {
-    const QString d = QFileDialog::getExistingDirectory(this, "Runs folder", m_runs->root());
-    if (!d.isEmpty()) m_runs->set_root(d);
-  });
-  file->addSeparator();
-  file->addAction("&Quit", QKeySequence::Quit, this, &QWidget::close);
-
-  QMenu* run = menuBar()->addMenu("&Run");
-  run->addAction(style()->standardIcon(QStyle::SP_MediaPlay), "&Start", QKeySequence("Ctrl+R"), this, [this] { start_run(); });
-  run->addAction(style()->standardIcon(QStyle::SP_MediaPause), "&Pause / resume", QKeySequence("Ctrl+P"), this,
-                 &MainWindow::toggle_pause);
-  run->addAction(style()->standardIcon(QStyle::SP_MediaStop), "S&top", QKeySequence("Ctrl+."), this, &MainWindow::stop_run);
-
-  QMenu* view = menuBar()->addMenu("&View");
-  view->addAction("&Fit plots to data", QKeySequence("Ctrl+0"), this, [this] {
-    m_plots->set_follow(true);
-    m_plots->refresh();
-  });
-  view->addAction("&Clear overlays", this, [this] { m_runs->set_checked({}); });
-  QAction* text = m_text_dock->toggleViewAction();
-  text->setShortcut(QKeySequence("Ctrl+T"));
-  view->addAction(text);
-  QAction* kernels = m_kernel_dock->toggleViewAction();
-  kernels->setShortcut(QKeySequence("Ctrl+K"));
-  kernels->setToolTip("Per-kernel times of the shown run (CUDA runs with device.kernel_timing)");
-  view->addAction(kernels);
-  view->addSeparator();
-  // The tables of `trainlab-cli sweep` (issue 5), in a window of their own, made on first use.
-  QAction* sweep = view->addAction("Compression &sweep...", QKeySequence("Ctrl+Shift+S"), this, [this] {
-    auto* v = findChild<SweepView*>();
-    if (!v) {
-      v = new SweepView(this);
-      v->setWindowFlag(Qt::Window);
-      v->resize(1200, 800);
-    }
-    v->open_with_dialog();
-    if (!v->rows().isEmpty()) {
-      v->show();
-      v->raise();
-    }
-  });
-  sweep->setObjectName("action_compression_sweep");
-  sweep->setToolTip("Plot a sweep.csv written by trainlab-cli sweep");
-
-  QMenu* help = menuBar()->addMenu("&Help");
-  help->addAction("&About TrainLab", this, &MainWindow::about);
-  help->addAction("About &Qt", qApp, &QApplication::aboutQt);
 }
 
 void MainWindow::fill_presets() {
@@ -613,39 +547,6 @@ void MainWindow::update_buttons() {
   m_pause->setIcon(style()->standardIcon(r && m_session->paused() ? QStyle::SP_MediaPlay : QStyle::SP_MediaPause));
 }
 
-QString MainWindow::about_text() const {
-  QStringList devices;
-  for (const auto& d : available_devices()) {
-    try {
-      auto be = create_backend(d);
-      const DeviceInfo info = be->info();
-      QString line = QString::fromStdString(d + ": " + info.name).toHtmlEscaped();
-      if (info.total_bytes > 0) line += " &middot; " + format_bytes(static_cast<double>(info.total_bytes));
-      devices << line;
-    } catch (const Error& e) {
-      devices << QString::fromStdString(d).toHtmlEscaped() + " (" + QString::fromStdString(e.what()).toHtmlEscaped() + ")";
-    }
-  }
-#ifdef TRAINLAB_CUDA_TOOLKIT
-  const QString cuda = QString("CUDA toolkit %1 (the backend module loads when a GPU is used)").arg(TRAINLAB_CUDA_TOOLKIT);
-#else
-  const QString cuda = built_with_cuda() ? QString("built in") : QString("not built (CPU only)");
-#endif
-  return QString("<h3>TrainLab %1</h3><p>A desktop lab for training, compressing and measuring neural networks.</p>"
-                 "<table><tr><td>Qt</td><td>%2 (built with %3)</td></tr><tr><td>CUDA</td><td>%4</td></tr>"
-                 "<tr><td>Compiler</td><td>%5</td></tr><tr><td valign='top'>Devices</td><td>%6</td></tr></table>")
-      .arg(TRAINLAB_VERSION, qVersion(), QT_VERSION_STR, cuda,
-#if defined(__clang__)
-           QString("clang ") + __clang_version__,
-#elif defined(__GNUC__)
-           QString("g++ ") + __VERSION__,
-#else
-           QString("unknown"),
-#endif
-           devices.join("<br>"));
-}
-
-void MainWindow::about() { QMessageBox::about(this, "About TrainLab", about_text()); }
 
 void MainWindow::restore_settings() {
   QSettings s;

@@ -1,0 +1,143 @@
+// MainWindow: the menu bar (actions, shortcuts) and the About box; the rest of the window is in
+// main_window.cpp.
+#include "main_window.h"
+#include <QAction>
+#include <QApplication>
+#include <QCloseEvent>
+#include <QComboBox>
+#include <QDir>
+#include <QFile>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QDockWidget>
+#include <QFrame>
+#include <QHBoxLayout>
+#include <QKeySequence>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QScrollArea>
+#include <QScrollBar>
+#include <QSettings>
+#include <QSplitter>
+#include <QStandardPaths>
+#include <QStatusBar>
+#include <QStyle>
+#include <QToolButton>
+#include <QVBoxLayout>
+#include <fstream>
+#include "backend/backend.h"
+#include "data/dataset.h"
+#include "report.h"
+#include "sweep_view.h"
+#include "train/run_record.h"
+#include "util/error.h"
+#include "util/paths.h"
+
+namespace trainlab::app {
+
+QStringList preset_dirs();  // main_window.cpp: the folders the preset list reads
+
+void MainWindow::build_menus() {
+  QMenu* file = menuBar()->addMenu("&File");
+  file->addAction("&Open config...", QKeySequence::Open, this, [this] {
+    const QString f = QFileDialog::getOpenFileName(this, "Open config", preset_dirs().value(0), "Config (*.json)");
+    if (!f.isEmpty()) load_preset(f);
+  });
+  file->addAction("&Save config...", QKeySequence::Save, this, [this] {
+    const QString f = QFileDialog::getSaveFileName(this, "Save config", "preset.json", "Config (*.json)");
+    if (!f.isEmpty()) save_preset(f);
+  });
+  file->addSeparator();
+  file->addAction("&Export report...", QKeySequence("Ctrl+E"), this, [this] {
+    QStringList d = m_runs->checked_dirs();
+    if (d.isEmpty()) d = m_runs->selected_dirs();
+    if (d.isEmpty() && m_primary && !m_primary->dir.isEmpty()) d << m_primary->dir;
+    export_dialog(d);
+  });
+  file->addAction("Runs &folder...", this, [this] {
+    const QString d = QFileDialog::getExistingDirectory(this, "Runs folder", m_runs->root());
+    if (!d.isEmpty()) m_runs->set_root(d);
+  });
+  file->addSeparator();
+  file->addAction("&Quit", QKeySequence::Quit, this, &QWidget::close);
+
+  QMenu* run = menuBar()->addMenu("&Run");
+  run->addAction(style()->standardIcon(QStyle::SP_MediaPlay), "&Start", QKeySequence("Ctrl+R"), this, [this] { start_run(); });
+  run->addAction(style()->standardIcon(QStyle::SP_MediaPause), "&Pause / resume", QKeySequence("Ctrl+P"), this,
+                 &MainWindow::toggle_pause);
+  run->addAction(style()->standardIcon(QStyle::SP_MediaStop), "S&top", QKeySequence("Ctrl+."), this, &MainWindow::stop_run);
+
+  QMenu* view = menuBar()->addMenu("&View");
+  view->addAction("&Fit plots to data", QKeySequence("Ctrl+0"), this, [this] {
+    m_plots->set_follow(true);
+    m_plots->refresh();
+  });
+  view->addAction("&Clear overlays", this, [this] { m_runs->set_checked({}); });
+  QAction* text = m_text_dock->toggleViewAction();
+  text->setShortcut(QKeySequence("Ctrl+T"));
+  view->addAction(text);
+  QAction* kernels = m_kernel_dock->toggleViewAction();
+  kernels->setShortcut(QKeySequence("Ctrl+K"));
+  kernels->setToolTip("Per-kernel times of the shown run (CUDA runs with device.kernel_timing)");
+  view->addAction(kernels);
+  view->addSeparator();
+  // The tables of `trainlab-cli sweep` (issue 5), in a window of their own, made on first use.
+  QAction* sweep = view->addAction("Compression &sweep...", QKeySequence("Ctrl+Shift+S"), this, [this] {
+    auto* v = findChild<SweepView*>();
+    if (!v) {
+      v = new SweepView(this);
+      v->setWindowFlag(Qt::Window);
+      v->resize(1200, 800);
+    }
+    v->open_with_dialog();
+    if (!v->rows().isEmpty()) {
+      v->show();
+      v->raise();
+    }
+  });
+  sweep->setObjectName("action_compression_sweep");
+  sweep->setToolTip("Plot a sweep.csv written by trainlab-cli sweep");
+
+  QMenu* help = menuBar()->addMenu("&Help");
+  help->addAction("&About TrainLab", this, &MainWindow::about);
+  help->addAction("About &Qt", qApp, &QApplication::aboutQt);
+}
+
+
+QString MainWindow::about_text() const {
+  QStringList devices;
+  for (const auto& d : available_devices()) {
+    try {
+      auto be = create_backend(d);
+      const DeviceInfo info = be->info();
+      QString line = QString::fromStdString(d + ": " + info.name).toHtmlEscaped();
+      if (info.total_bytes > 0) line += " &middot; " + format_bytes(static_cast<double>(info.total_bytes));
+      devices << line;
+    } catch (const Error& e) {
+      devices << QString::fromStdString(d).toHtmlEscaped() + " (" + QString::fromStdString(e.what()).toHtmlEscaped() + ")";
+    }
+  }
+#ifdef TRAINLAB_CUDA_TOOLKIT
+  const QString cuda = QString("CUDA toolkit %1 (the backend module loads when a GPU is used)").arg(TRAINLAB_CUDA_TOOLKIT);
+#else
+  const QString cuda = built_with_cuda() ? QString("built in") : QString("not built (CPU only)");
+#endif
+  return QString("<h3>TrainLab %1</h3><p>A desktop lab for training, compressing and measuring neural networks.</p>"
+                 "<table><tr><td>Qt</td><td>%2 (built with %3)</td></tr><tr><td>CUDA</td><td>%4</td></tr>"
+                 "<tr><td>Compiler</td><td>%5</td></tr><tr><td valign='top'>Devices</td><td>%6</td></tr></table>")
+      .arg(TRAINLAB_VERSION, qVersion(), QT_VERSION_STR, cuda,
+#if defined(__clang__)
+           QString("clang ") + __clang_version__,
+#elif defined(__GNUC__)
+           QString("g++ ") + __VERSION__,
+#else
+           QString("unknown"),
+#endif
+           devices.join("<br>"));
+}
+
+void MainWindow::about() { QMessageBox::about(this, "About TrainLab", about_text()); }
+
+}  // namespace trainlab::app
