@@ -2,8 +2,9 @@
 // (one query row; sizes that are no multiple of any tile; head dims 16, 24, 32, 64, 128 and 160,
 // i.e. every tensor-core head-dim variant, the unaligned-load path and the SIMT fallback for
 // 16-bit) in fp32, tf32, bf16 and fp16; the backward's determinism; then a timing printout (not a
-// pass criterion) of the char-small and char-gpt2 attention shapes. Qt-free; exits 77 (skipped)
-// where no CUDA device is usable.
+// pass criterion; median device ms of 20 calls) of the char-small and char-gpt2 attention shapes.
+// `test_cuda_attention --bench` runs only the timings and prints them as JSON lines (op, prec,
+// B, H, T, hd, ms, tflops). Qt-free; exits 77 (skipped) where no CUDA device is usable.
 //
 // Error measure: max |cuda - cpu| / max |cpu| over a tensor (y, lse, dqkv; the dq, dk and dv
 // thirds of dqkv are reported on their own, each against dqkv's scale). Tolerances (kPrecisions,
@@ -101,9 +102,29 @@ void attention_case(Pair& P, const Prec& pr, const Shape4& s) {
         std::memcmp(again.data(), hg.data(), hg.size() * sizeof(float)) == 0 ? 0.0 : 1.0, 0.0);
 }
 
-// Device time per call (the backend's kernel timing) and TFLOP/s; causal attention flops: forward
-// 2 * B * H * T^2 * hd (half of the 4 B H T^2 hd of a full product pair), backward 2.5 times that.
-void timing(Backend& gpu, const char* name, DType dt, bool tf32, const Shape4& s) {
+// Device time per call (the backend's kernel timing, cudaEvents around each call): the median of
+// 20 calls after 3 warm-up pairs. Causal attention flops: forward 2 * B * H * T^2 * hd (half of
+// the 4 B H T^2 hd of a full product pair), backward 2.5 times that.
+struct Timing {
+  double fwd_ms, bwd_ms, fwd_tflops, bwd_tflops;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+// The device ms of the one call `op` makes (kernel timing on, collected at once).
+template <typename Op>
+double time_call(Backend& gpu, const char* name, Op op) {
+  gpu.reset_kernel_times();
+  op();
+  for (const KernelTime& k : gpu.kernel_times())
+    if (k.name == name && k.calls == 1) return k.ms;
+  throw Error(std::string("timing: no single timed call of ") + name);
+}
+
+Timing timing(Backend& gpu, DType dt, bool tf32, const Shape4& s) {
   gpu.set_tf32(tf32);
   const int64_t d = s.H * s.hd, rows = s.B * s.T;
   Tensor qkv = gpu.empty({rows, 3 * d}, dt, MemCategory::Workspace);
@@ -121,29 +142,56 @@ void timing(Backend& gpu, const char* name, DType dt, bool tf32, const Shape4& s
   }
   gpu.synchronize();
   gpu.set_kernel_timing(true);
-  gpu.reset_kernel_times();
-  const int iters = 20;
-  for (int i = 0; i < iters; ++i) {
-    gpu.attention_forward(qkv, s.B, s.T, s.H, y, lse);
-    gpu.attention_backward(qkv, y, lse, dy, s.B, s.T, s.H, dqkv);
-  }
-  gpu.synchronize();
-  double fwd = 0.0, bwd = 0.0;
-  for (const KernelTime& k : gpu.kernel_times()) {
-    if (k.name == "attention_forward" && k.calls) fwd = k.ms / static_cast<double>(k.calls);
-    if (k.name == "attention_backward" && k.calls) bwd = k.ms / static_cast<double>(k.calls);
+  std::vector<double> fwd, bwd;
+  for (int i = 0; i < 20; ++i) {
+    fwd.push_back(time_call(gpu, "attention_forward", [&] { gpu.attention_forward(qkv, s.B, s.T, s.H, y, lse); }));
+    bwd.push_back(time_call(gpu, "attention_backward",
+                            [&] { gpu.attention_backward(qkv, y, lse, dy, s.B, s.T, s.H, dqkv); }));
   }
   gpu.set_kernel_timing(false);
   const double flops = 2.0 * static_cast<double>(s.B * s.H) * static_cast<double>(s.T * s.T) * static_cast<double>(s.hd);
-  std::printf("TIME [%s] %-34s fwd %8.4f ms (%6.1f TFLOP/s)  bwd %8.4f ms (%6.1f TFLOP/s)\n", name,
-              shape_tag(s).c_str(), fwd, fwd > 0 ? flops / (fwd * 1e9) : 0.0, bwd,
-              bwd > 0 ? 2.5 * flops / (bwd * 1e9) : 0.0);
+  Timing t{median(fwd), median(bwd), 0.0, 0.0};
+  t.fwd_tflops = t.fwd_ms > 0 ? flops / (t.fwd_ms * 1e9) : 0.0;
+  t.bwd_tflops = t.bwd_ms > 0 ? 2.5 * flops / (t.bwd_ms * 1e9) : 0.0;
+  return t;
+}
+
+struct TimedPrec {
+  const char* name;
+  DType dt;
+  bool tf32;
+};
+const TimedPrec kTimed[] = {
+    {"bf16", DType::BF16, false}, {"fp16", DType::F16, false}, {"fp32", DType::F32, false}, {"tf32", DType::F32, true}};
+const Shape4 kCharSmall{64, 256, 6, 64}, kCharGpt2{16, 1024, 12, 64};
+
+// --bench: one JSON line per (shape, precision, direction), nothing else on stdout.
+int bench(Backend& gpu) {
+  for (const Shape4& s : {kCharGpt2, kCharSmall})
+    for (const TimedPrec& p : kTimed) {
+      const Timing t = timing(gpu, p.dt, p.tf32, s);
+      for (int dir = 0; dir < 2; ++dir)
+        std::printf("{\"op\":\"attention_%s\",\"prec\":\"%s\",\"B\":%lld,\"H\":%lld,\"T\":%lld,\"hd\":%lld,"
+                    "\"ms\":%.5f,\"tflops\":%.1f}\n",
+                    dir ? "backward" : "forward", p.name, static_cast<long long>(s.B), static_cast<long long>(s.H),
+                    static_cast<long long>(s.T), static_cast<long long>(s.hd), dir ? t.bwd_ms : t.fwd_ms,
+                    dir ? t.bwd_tflops : t.fwd_tflops);
+    }
+  return 0;
 }
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   std::unique_ptr<Backend> gpu = cuda_or_skip();
   if (!gpu) return 77;
+  if (argc > 1 && std::strcmp(argv[1], "--bench") == 0) {
+    try {
+      return bench(*gpu);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "bench failed: %s\n", e.what());
+      return 1;
+    }
+  }
   CpuBackend cpu;
   Pair P{cpu, *gpu};
   const Shape4 shapes[] = {{2, 1, 1, 16},  {2, 37, 3, 32},  {1, 256, 6, 64}, {1, 1024, 2, 64},
@@ -151,13 +199,12 @@ int main() {
   try {
     for (const auto& pr : kPrecisions)
       for (const auto& s : shapes) attention_case(P, pr, s);
-    const Shape4 char_small{64, 256, 6, 64}, char_gpt2{16, 1024, 12, 64};
-    for (const Shape4& s : {char_small, char_gpt2}) {
-      timing(*gpu, "bf16", DType::BF16, false, s);
-      timing(*gpu, "fp16", DType::F16, false, s);
-      timing(*gpu, "fp32", DType::F32, false, s);
-      timing(*gpu, "tf32", DType::F32, true, s);
-    }
+    for (const Shape4& s : {kCharSmall, kCharGpt2})
+      for (const TimedPrec& p : kTimed) {
+        const Timing t = timing(*gpu, p.dt, p.tf32, s);
+        std::printf("TIME [%s] %-34s fwd %8.4f ms (%6.1f TFLOP/s)  bwd %8.4f ms (%6.1f TFLOP/s)\n", p.name,
+                    shape_tag(s).c_str(), t.fwd_ms, t.fwd_tflops, t.bwd_ms, t.bwd_tflops);
+      }
   } catch (const std::exception& e) {
     std::printf("FAIL: exception: %s\n", e.what());
     ++g_fail;
