@@ -85,7 +85,7 @@ if [[ $STAGES == *small* || $STAGES == *decode* ]]; then
 fi
 if [[ $STAGES == *sweep* ]]; then
   # The compression sweep on the GPU (docs/compression/ holds the CPU table to compare with).
-  timeout ${SWEEP_TIMEOUT:-300} $CLI sweep --model digits-mlp --device cuda --out /tmp/sweep > "$OUT/sweep.log" 2>&1
+  timeout ${SWEEP_TIMEOUT:-420} $CLI sweep --model digits-mlp --device cuda --out /tmp/sweep > "$OUT/sweep.log" 2>&1
   echo "sweep exit $?" | tee -a "$OUT/sweep.log"
   cp /tmp/sweep/sweep.csv "$OUT/sweep_cuda.csv" 2>/dev/null; cp /tmp/sweep/sweep.json "$OUT/sweep_cuda.json" 2>/dev/null
 fi
