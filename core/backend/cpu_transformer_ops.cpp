@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "backend/cpu_backend.h"
+#include "backend/cpu_numeric.h"
 #include "backend/dropout_hash.h"
 #include "util/error.h"
 
@@ -32,11 +33,6 @@ extern "C" int openblas_get_num_threads(void);
 namespace trainlab {
 
 namespace {
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-#define TL_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define TL_VECTOR_CLONES
-#endif
 
 TL_VECTOR_CLONES void add_rows(float* __restrict out, const float* __restrict a, const float* __restrict b, size_t n) {
   for (size_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
@@ -152,16 +148,7 @@ TL_VECTOR_CLONES void gelu_grad_rows(const float* __restrict x, const float* dy,
 
 void parallel_for(int64_t n, int threads, const std::function<void(int, int64_t, int64_t)>& fn);
 
-inline float tf32_round(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if ((u & 0x7F800000u) != 0x7F800000u) {
-    u += 0xFFFu + ((u >> 13) & 1u);
-    u &= ~0x1FFFu;
-  }
-  std::memcpy(&f, &u, 4);
-  return f;
-}
+using cpu::tf32_round;
 
 void check_fp32(const Tensor& t, const char* what, int64_t n) {
   if (t.dtype() != DType::F32 || t.numel() != n)

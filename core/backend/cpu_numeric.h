@@ -1,0 +1,31 @@
+// Small numeric helpers shared by the CPU backend's source files (cpu_backend.cpp,
+// cpu_transformer_ops.cpp, cpu_panels.cpp): the vector-clone attribute of the hot loops and tf32
+// rounding. Internal to core/backend; not part of the backend interface.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+// Hot elementwise loops are written so the compiler vectorises them; on x86-64 each also gets an
+// AVX2/FMA clone chosen at load time (results are deterministic on a given machine).
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#define TL_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define TL_VECTOR_CLONES
+#endif
+
+namespace trainlab::cpu {
+
+// f rounded to tf32 (10 mantissa bits): the low 13 bits rounded away, ties to even; inf/NaN kept.
+inline float tf32_round(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7F800000u) != 0x7F800000u) {
+    u += 0xFFFu + ((u >> 13) & 1u);
+    u &= ~0x1FFFu;
+  }
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+}  // namespace trainlab::cpu

@@ -1,0 +1,50 @@
+// The CPU backend's format conversions and its panel-wise matrix product (cpu_panels.cpp).
+//
+// Operands that are not plain fp32 (16-bit and fp8 formats, or fp32 with tf32 rounding) are converted
+// to fp32 a panel of at most kPanel elements at a time, and results are computed in panels and rounded
+// back, so the conversion workspace stays at a few panels (16 KiB each) whatever the batch or the
+// matrix sizes. Converting whole tensors would make the workspace grow with the batch, and a 16-bit run
+// would then hold more memory than the fp32 run it replaces. The elementwise loops split the elements
+// and row reductions keep their row order, so they give the same bits as whole-tensor conversions; the
+// products split the result into blocks and the inner dimension into panels (see panel_gemm), which
+// changes only the order of fp32 additions.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+
+#include "tensor/tensor.h"
+
+namespace trainlab::cpu {
+
+constexpr int64_t kPanel = 4096;
+
+// dst[i] = fp32 of n values of format t (exact widening; bf16 and fp16 by fast paths).
+void to_f32(DType t, const void* src, float* dst, size_t n);
+// n fp32 values rounded to format t (nearest even, NaNs stay quiet NaNs), written to dst.
+void from_f32(const float* src, DType t, void* dst, size_t n);
+// p[i] = round_to(t, p[i]) for n values.
+void round_n(DType t, float* p, size_t n);
+
+// Address of element `elem` of t's storage (any format).
+const char* elem_ptr(const Tensor& t, int64_t elem);
+char* elem_ptr(Tensor& t, int64_t elem);
+
+// dst[rows, cols] (dense) = fp32 of the block at (r0, c0) of the row-major matrix t (tf32-rounded if asked).
+void load_block(const Tensor& t, int64_t r0, int64_t rows, int64_t c0, int64_t cols, float* dst, bool tf32);
+// The block at (r0, c0) of t = src[rows, cols] (row stride ld_src), rounded to t's format.
+void store_block(const float* src, int64_t ld_src, Tensor& t, int64_t r0, int64_t rows, int64_t c0, int64_t cols);
+
+// A workspace buffer of at least n floats in the given slot (allocated on first use).
+using Scratch = std::function<float*(int slot, size_t n)>;
+// Runs on every finished fp32 block of a product's result before it is rounded into C:
+// block[rows, cols] with row stride ld, at (i0, j0) of C.
+using BlockEpilogue = std::function<void(float* block, int64_t ld, int64_t i0, int64_t rows, int64_t j0, int64_t cols)>;
+
+// C[m,n] = alpha op(A) op(B) + beta C through cblas_sgemm, converting in panels (slots 1, 2, 3 for
+// A, B and C) whatever is not plain fp32; with everything fp32 it is one sgemm on the tensors.
+void panel_gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, float alpha, float beta, bool tf32,
+                const Scratch& scratch, const BlockEpilogue* epilogue);
+
+}  // namespace trainlab::cpu
