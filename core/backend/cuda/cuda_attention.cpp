@@ -1,7 +1,8 @@
 // CudaBackend's fused causal attention (Backend::attention_forward / attention_backward) over
 // kernels/attention.cu: shape and format checks here, the flash-style kernels there (tensor cores
-// for bf16 / fp16, an fp32 SIMT path for fp32 and tf32; see attention.cuh). The backward's row-dot
-// scratch D [B, H, T] comes from the backend's allocator as Workspace, so the ledger counts it.
+// for bf16 / fp16 / tf32 / 3xTF32, an fp32 SIMT path for the rest; see attention.cuh). The
+// backward's scratch (row dots D [B, H, T] and the fused kernel's bounded dQ accumulator) comes
+// from the backend's allocator as Workspace, so the ledger counts it.
 #include <string>
 
 #include "attention.cuh"
@@ -59,7 +60,8 @@ void CudaBackend::attention_backward(const Tensor& qkv, const Tensor& y, const T
   check_rows("attention_backward", "dqkv", dqkv, qkv.numel());
   check_lse("attention_backward", lse, B * H * T);
   TimedOp timed(this, "attention_backward", m_kernel_timing);
-  Tensor scratch = empty({attention_backward_scratch_floats(B, T, H)}, DType::F32, MemCategory::Workspace);
+  Tensor scratch = empty({attention_backward_scratch_floats(B, T, H, hd, dcode(qkv.dtype()), dcode(dy.dtype()))},
+                         DType::F32, MemCategory::Workspace);
   launch_attention_backward(qkv.raw(), dcode(qkv.dtype()), y.raw(), dcode(y.dtype()), dy.raw(), dcode(dy.dtype()),
                             lse.data<float>(), scratch.data<float>(), dqkv.raw(), dcode(dqkv.dtype()), B, T, H, hd,
                             m_tf32, m_ctx.stream);
