@@ -199,12 +199,14 @@ __global__ void __launch_bounds__(kThreads) bwd_fused_tc(const E* __restrict__ q
       float s[NQ / 8][4], dp[NQ / 8][4];
       warp_abt<E, HDP, NQ>(ks + warp * 16 * kLds, qt, s, lane);
       warp_abt<E, HDP, NQ>(vs + warp * 16 * kLds, dot, dp, lane);
+      // The causal mask (and rows past T) only touch the diagonal tile and the last one.
+      const bool masked = it == kb || (it + 1) * NQ > T;
 #pragma unroll
       for (int n = 0; n < NQ / 8; ++n)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int ql = n * 8 + 2 * t4 + (e & 1), q = it * NQ + ql, key = kr + (e >> 1) * 8;
-          const float p = (q < key || q >= T) ? 0.0f : exp2f(s[n][e] * scale_log2 - lt[ql]);
+          const float p = (masked && (q < key || q >= T)) ? 0.0f : exp2f(s[n][e] * scale_log2 - lt[ql]);
           s[n][e] = p;
           dp[n][e] = p * (dp[n][e] - drow[ql]);
           // dS^T (key, query) -> dS tile [query][key]

@@ -351,19 +351,32 @@ __global__ void __launch_bounds__(kThreads) fwd_tc(const E* __restrict__ qkv, vo
     float s[MT][kKeys / 8][4];
     warp_abt<E, HDP, kKeys, MT>(qs + warp * 16 * MT * kLds, kt, s, lane);
     // Online softmax in base 2 (scores pre-multiplied by log2 e): the row max across the quad
-    // of threads that shares a row, rescale of the running sum and output.
+    // of threads that shares a row, rescale of the running sum and output. Only tiles that reach
+    // past this warp's first row (or past T) need the causal mask (a warp-uniform branch).
+    const bool masked = (j + 1) * kKeys > r0 - lane / 4 + 1 || (j + 1) * kKeys > T;
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
       float mx[2] = {m[mt][0], m[mt][1]};
+      if (masked) {
 #pragma unroll
-      for (int n = 0; n < kKeys / 8; ++n)
+        for (int n = 0; n < kKeys / 8; ++n)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int key = j * kKeys + n * 8 + 2 * (lane % 4) + (e & 1), q = r0 + 16 * mt + (e >> 1) * 8;
-          const float x = (key > q || key >= T) ? -INFINITY : s[mt][n][e] * scale_log2;
-          s[mt][n][e] = x;
-          mx[e >> 1] = fmaxf(mx[e >> 1], x);
-        }
+          for (int e = 0; e < 4; ++e) {
+            const int key = j * kKeys + n * 8 + 2 * (lane % 4) + (e & 1), q = r0 + 16 * mt + (e >> 1) * 8;
+            const float x = (key > q || key >= T) ? -INFINITY : s[mt][n][e] * scale_log2;
+            s[mt][n][e] = x;
+            mx[e >> 1] = fmaxf(mx[e >> 1], x);
+          }
+      } else {
+#pragma unroll
+        for (int n = 0; n < kKeys / 8; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const float x = s[mt][n][e] * scale_log2;
+            s[mt][n][e] = x;
+            mx[e >> 1] = fmaxf(mx[e >> 1], x);
+          }
+      }
       float base2[2], alpha[2];
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
