@@ -5,30 +5,14 @@
 #include <algorithm>
 
 #include "decode.cuh"
+#include "decode_device.cuh"
 #include "device_common.cuh"
 
 namespace trainlab::kern {
 
 namespace {
 
-// Sum or max over the block (blockDim.x a multiple of 32); every thread gets the result.
-template <bool kMax>
-__device__ float block_all_reduce(float v, float* shared /* [32] */) {
-  for (int o = 16; o > 0; o >>= 1) {
-    const float w = __shfl_xor_sync(0xffffffffu, v, o);
-    v = kMax ? fmaxf(v, w) : v + w;
-  }
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
-  __syncthreads();  // a previous reduction may still read `shared`
-  if (lane == 0) shared[warp] = v;
-  __syncthreads();
-  v = lane < warps ? shared[lane] : (kMax ? -INFINITY : 0.0f);
-  for (int o = 16; o > 0; o >>= 1) {
-    const float w = __shfl_xor_sync(0xffffffffu, v, o);
-    v = kMax ? fmaxf(v, w) : v + w;
-  }
-  return v;
-}
+using namespace decode_dev;
 
 // Programmatic dependent launch (sm_90): a kernel launched with the attribute may start while the
 // previous one finishes; it waits here, before touching global memory, until that grid has
@@ -39,74 +23,6 @@ __device__ __forceinline__ void wait_for_previous_grid() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
-
-// The two's-complement field of `bits` bits at bit `lo` of w.
-template <int bits>
-__device__ __forceinline__ int32_t sext(uint32_t w, int lo) {
-  return static_cast<int32_t>(w << (32 - bits - lo)) >> (32 - bits);
-}
-
-// Per format: weights per 32-bit word and the dot product of one word with its x values.
-template <int F>
-struct Fmt;
-template <>
-struct Fmt<kDecF32> {
-  static constexpr int kPerWord = 1;
-  __device__ static float word(uint32_t w, const float* x) { return __uint_as_float(w) * x[0]; }
-};
-template <>
-struct Fmt<kDecBF16> {
-  static constexpr int kPerWord = 2;
-  // A bf16 is the high half of an fp32: shifting it up is the exact conversion.
-  __device__ static float word(uint32_t w, const float* x) {
-    const float2 a = *reinterpret_cast<const float2*>(x);
-    return __uint_as_float(w << 16) * a.x + __uint_as_float(w & 0xffff0000u) * a.y;
-  }
-};
-template <>
-struct Fmt<kDecI8> {
-  static constexpr int kPerWord = 4;
-  __device__ static float word(uint32_t w, const float* x) {
-    const float4 a = *reinterpret_cast<const float4*>(x);
-    return static_cast<float>(sext<8>(w, 0)) * a.x + static_cast<float>(sext<8>(w, 8)) * a.y +
-           static_cast<float>(sext<8>(w, 16)) * a.z + static_cast<float>(sext<8>(w, 24)) * a.w;
-  }
-};
-template <>
-struct Fmt<kDecI4> {
-  static constexpr int kPerWord = 8;
-  // Eight two's-complement nibbles, the lowest first.
-  __device__ static float word(uint32_t w, const float* x) {
-    const float4 a = *reinterpret_cast<const float4*>(x), b = *reinterpret_cast<const float4*>(x + 4);
-    return static_cast<float>(sext<4>(w, 0)) * a.x + static_cast<float>(sext<4>(w, 4)) * a.y +
-           static_cast<float>(sext<4>(w, 8)) * a.z + static_cast<float>(sext<4>(w, 12)) * a.w +
-           static_cast<float>(sext<4>(w, 16)) * b.x + static_cast<float>(sext<4>(w, 20)) * b.y +
-           static_cast<float>(sext<4>(w, 24)) * b.z + static_cast<float>(sext<4>(w, 28)) * b.w;
-  }
-};
-
-// The four words of a 16-byte load against x [4 * kPerWord]. Lanes start at different words
-// (rot) so that the lanes of a slice, whose x segments lie a multiple of 128 bytes apart, read
-// different shared-memory banks.
-template <int F>
-__device__ __forceinline__ float dot16(const uint4 u, const float* x, int rot) {
-  if constexpr (F == kDecF32) {
-    const float4 a = *reinterpret_cast<const float4*>(x);
-    return __uint_as_float(u.x) * a.x + __uint_as_float(u.y) * a.y + __uint_as_float(u.z) * a.z +
-           __uint_as_float(u.w) * a.w;
-  } else {
-    float acc = 0.0f;
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int jw = (j + rot) & 3;
-      const uint32_t w = jw == 0 ? u.x : jw == 1 ? u.y : jw == 2 ? u.z : u.w;
-      acc += Fmt<F>::word(w, x + jw * Fmt<F>::kPerWord);
-    }
-    return acc;
-  }
-}
-
-constexpr int kDepth = 8;  // 16-byte weight loads in flight per lane
 
 template <int F>
 __global__ void __launch_bounds__(512) decode_gemv_kernel(DecodeGemv g, int slice_log2) {
@@ -216,8 +132,7 @@ struct GemvShape {
 GemvShape gemv_shape(const DecodeGemv& g, int sm_count) {
   const int per_vec = g.format == kDecF32 ? 4 : g.format == kDecBF16 ? 8 : g.format == kDecI8 ? 16 : 32;
   const int64_t nvec = g.cols / per_vec;
-  int slice_log2 = 0;
-  while (slice_log2 < 5 && (int64_t{2} << slice_log2) <= nvec) ++slice_log2;
+  const int slice_log2 = decode_slice_log2(nvec);
   // One wave: the fewest warps a block (4, 8 or 16) that brings the blocks down to one per SM, since
   // a token's kernels are latency-bound and every extra wave of blocks costs a whole prologue and
   // load round trip. Where even 16 warps leave more blocks than SMs (large models), 8 warps: blocks
@@ -230,58 +145,15 @@ GemvShape gemv_shape(const DecodeGemv& g, int sm_count) {
   return {slice_log2, warps * 32, blocks(warps)};
 }
 
-// One block per head. Scores: a thread per key, the q.k dot product from 16-byte loads of the
-// key row (independent loads, one round trip). Values: threads own 4 channels each (hd/4
-// threads read one value row, coalesced) and split the positions into groups, summed at the end.
+// One block per head (decode_dev::attention_head), after the previous kernel.
 __global__ void __launch_bounds__(512) decode_attention_kernel(const float* q, const float* kc, const float* vc,
                                                                const int32_t* state, int64_t dim, int64_t hd,
                                                                int64_t context, float scale, float* y) {
   extern __shared__ float4 sm4[];
   __shared__ float red[32];
-  float* qs = reinterpret_cast<float*>(sm4);  // [hd]
-  float* sc = qs + hd;                        // [context] scores, then probabilities
-  float* part = sc + (context + 3) / 4 * 4;   // [groups, hd], 16-byte aligned
   wait_for_previous_grid();
-  const int64_t h = blockIdx.x, len = static_cast<int64_t>(state[1]) + 1, off = h * hd, hd4 = hd / 4;
-  for (int64_t c = threadIdx.x; c < hd; c += blockDim.x) qs[c] = q[off + c];
-  __syncthreads();
-  const float4* q4 = reinterpret_cast<const float4*>(qs);
-  for (int64_t j = threadIdx.x; j < len; j += blockDim.x) {
-    const float4* k4 = reinterpret_cast<const float4*>(kc + j * dim + off);
-    float dot = 0.0f;
-#pragma unroll 16
-    for (int64_t c = 0; c < hd4; ++c) {
-      const float4 a = __ldcg(k4 + c), b = q4[c];  // (written by earlier kernels: L2, not the read-only path)
-      dot += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
-    }
-    sc[j] = dot * scale;
-  }
-  __syncthreads();
-  float mx = -INFINITY;
-  for (int64_t j = threadIdx.x; j < len; j += blockDim.x) mx = fmaxf(mx, sc[j]);
-  mx = block_all_reduce<true>(mx, red);
-  float sum = 0.0f;
-  for (int64_t j = threadIdx.x; j < len; j += blockDim.x) sum += (sc[j] = expf(sc[j] - mx));
-  sum = block_all_reduce<false>(sum, red);  // (its barriers also publish sc)
-  for (int64_t j = threadIdx.x; j < len; j += blockDim.x) sc[j] /= sum;  // p_j, as the CPU
-  __syncthreads();
-  const int64_t groups = blockDim.x / hd4, c4 = threadIdx.x % hd4, gi = threadIdx.x / hd4;
-  if (gi < groups) {
-    float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll 4
-    for (int64_t j = gi; j < len; j += groups) {
-      const float p = sc[j];
-      const float4 v = __ldcg(reinterpret_cast<const float4*>(vc + j * dim + off) + c4);
-      a.x += p * v.x, a.y += p * v.y, a.z += p * v.z, a.w += p * v.w;
-    }
-    reinterpret_cast<float4*>(part + gi * hd)[c4] = a;
-  }
-  __syncthreads();
-  for (int64_t c = threadIdx.x; c < hd; c += blockDim.x) {
-    float a = 0.0f;
-    for (int64_t p = 0; p < groups; ++p) a += part[p * hd + c];
-    y[off + c] = a;
-  }
+  attention_head(blockIdx.x, q, kc, vc, static_cast<int64_t>(state[1]) + 1, dim, hd, context, scale, y,
+                 reinterpret_cast<float*>(sm4), red);
 }
 
 // The launch, with programmatic dependent launch allowed when `pdl` (the attribute array lives
@@ -342,8 +214,7 @@ void launch_decode_attention(const float* q, const float* kcache, const float* v
                              int64_t heads, int64_t dim, int64_t context, float* y, bool pdl, cudaStream_t s) {
   const int64_t hd = dim / heads;
   const int threads = 512;
-  const int64_t groups = threads / (hd / 4);
-  const size_t shmem = static_cast<size_t>(hd + (context + 3) / 4 * 4 + groups * hd) * sizeof(float);
+  const size_t shmem = static_cast<size_t>(decode_dev::attention_smem_floats(hd, context, threads)) * sizeof(float);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));  // as the CPU generator
   const cudaLaunchConfig_t cfg =
       launch_config(dim3(static_cast<unsigned>(heads)), dim3(static_cast<unsigned>(threads)), shmem, s, pdl);

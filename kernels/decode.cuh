@@ -23,6 +23,12 @@
 // Attention: one block per head; q . k_j / sqrt(hd) for j <= p (a thread per key), softmax in fp32,
 //   y = sum_j softmax_j v_j (threads own 4 channels, positions split into groups). KV cache fp32
 //   [context, d] per layer.
+// Step: the whole token in one cooperative kernel (decode_step.cu), persistent blocks (one per SM)
+//   that run the phases above in order with a grid-wide barrier between them: per layer
+//   qkv | attention | proj | fc | out, then the head. Before each barrier a block already loads its
+//   first weights, scales, bias and LayerNorm parameters of the next phase (they do not depend on
+//   the barrier), so after it only the activations (read through L2) are on the critical path.
+//   A row is summed by the same lanes in the same order as the GEMV kernel: the same values.
 // Latency: weights, scales and LayerNorm parameters are loaded before the kernel waits for the
 //   previous one (programmatic dependent launch), 8 16-byte loads in flight per lane.
 // Requirements (checked by the decoder): cols a multiple of the format's 16-byte vector (4, 8,
@@ -62,6 +68,37 @@ struct DecodeGemv {
   const int32_t* state = nullptr;    // {token, position} (device memory, or mapped host memory)
   int32_t* state_out = nullptr;      // when set, block 0 copies the state here (device memory)
 };
+
+// One matrix of the step (the fields of DecodeGemv's weights).
+struct DecodeMatrix {
+  const void* w = nullptr;
+  const void* scales = nullptr;
+  const float* bias = nullptr;
+  int64_t rows = 0, cols = 0, group = 0;
+};
+
+struct DecodeLayer {
+  DecodeMatrix qkv, proj, fc, out;
+  const float *ln1_w = nullptr, *ln1_b = nullptr, *ln2_w = nullptr, *ln2_b = nullptr;
+  float *k = nullptr, *v = nullptr;  // KV cache [context, dim]
+};
+
+struct DecodeStep {
+  int format = kDecF32;
+  int64_t layers = 0, dim = 0, heads = 0, context = 0;
+  const DecodeLayer* layer = nullptr;  // [layers], device memory
+  DecodeMatrix head;
+  const float *tok = nullptr, *pos = nullptr, *ln_w = nullptr, *ln_b = nullptr;
+  float *x = nullptr, *q = nullptr, *att = nullptr, *f = nullptr;  // activations [dim], [dim], [dim], [4 dim]
+  float* logits = nullptr;                                         // [head.rows]
+};
+
+// Blocks of the step kernel (one per SM when one fits: the kernel's blocks must all be resident),
+// or 0 when the device cannot run it (no cooperative launch, too much shared memory).
+int decode_step_blocks(const DecodeStep& s, int device);
+
+// One token at `position`: its logits into s.logits, its keys and values into the caches.
+void launch_decode_step(const DecodeStep& s, int32_t token, int32_t position, int blocks, cudaStream_t stream);
 
 // Sets the kernels' attributes (one L1/shared-memory split for all of them); call before any
 // launch and outside stream capture.

@@ -117,6 +117,7 @@ Json bench_format(Backend& be, const Loaded& m, const DecodeSpec& spec, int64_t 
                            {"params", m.params},
                            {"device", be.info().name},
                            {"format", spec.label()},
+                           {"one_kernel", spec.one_kernel},
                            {"cuda_graph", spec.cuda_graph},
                            {"pdl", spec.pdl},
                            {"decoder", dec->describe()},
@@ -140,22 +141,28 @@ std::vector<DecodeSpec> bench_specs(const std::string& formats, const Loaded& m,
     if (m.format) return {*m.format};
     for (const char* f : {"fp32", "bf16", "int8", "int4"})
       if (!cpu || std::string(f) == "fp32") out.push_back(DecodeSpec::parse(f, 32));  // the CPU has no low-bit storage
-    if (!cpu)  // the same step launched kernel by kernel, for the cost of the launches
-      for (const char* f : {"bf16", "int4"}) {
-        DecodeSpec e = DecodeSpec::parse(f, 32);
-        e.cuda_graph = e.pdl = false;
-        out.push_back(e);
-      }
+    if (!cpu)  // the same step as a kernel per operation, replayed as a graph and launched one by one
+      for (const bool graph : {true, false})
+        for (const char* f : {"bf16", "int4"}) {
+          DecodeSpec e = DecodeSpec::parse(f, 32);
+          e.one_kernel = false;
+          e.cuda_graph = e.pdl = graph;
+          out.push_back(e);
+        }
     return out;
   }
   std::stringstream ss(formats);
   std::string item;
   while (std::getline(ss, item, ',')) {
     if (item.empty()) continue;
-    const std::string suffix = "-nograph";
-    const bool nograph = item.size() > suffix.size() && item.compare(item.size() - suffix.size(), suffix.size(), suffix) == 0;
-    if (nograph) item.resize(item.size() - suffix.size());
+    auto strip = [&](const std::string& suffix) {
+      const bool has = item.size() > suffix.size() && item.compare(item.size() - suffix.size(), suffix.size(), suffix) == 0;
+      if (has) item.resize(item.size() - suffix.size());
+      return has;
+    };
+    const bool nograph = strip("-nograph"), graph = !nograph && strip("-graph");
     DecodeSpec s = DecodeSpec::parse_label(item);
+    s.one_kernel = !nograph && !graph;
     s.cuda_graph = s.pdl = !nograph;
     out.push_back(s);
   }
@@ -184,7 +191,7 @@ Runner add_generate_command(CLI::App& app) {
     long tokens = 200, top_k = 0, seed = 1;
     int group = 32;
     double temperature = 1.0;
-    bool no_cache = false, json = false, bench = false, no_graph = false, no_pdl = false;
+    bool no_cache = false, json = false, bench = false, no_graph = false, no_pdl = false, kernels = false;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* cmd = app.add_subcommand("generate", "Generate text with a trained char-gpt (KV cache; tokens per second on stderr)");
@@ -200,8 +207,11 @@ Runner add_generate_command(CLI::App& app) {
   cmd->add_option("--weight-format", o->format,
                   "Matrices in fp32, bf16, int8 (per channel) or int4 (per group); default fp32, or a quantized file's own");
   cmd->add_option("--group", o->group, "Weights per scale for int4 (32, 64 or 128)");
-  cmd->add_flag("--no-graph", o->no_graph, "GPU: launch the per-token kernels one by one instead of replaying a CUDA graph");
-  cmd->add_flag("--no-pdl", o->no_pdl, "GPU: launch each kernel only after the previous one has finished (no programmatic dependent launch)");
+  cmd->add_flag("--kernels", o->kernels,
+                "GPU: a kernel per operation replayed as a CUDA graph, instead of the whole token in one cooperative kernel");
+  cmd->add_flag("--no-graph", o->no_graph, "GPU: a kernel per operation, launched one by one (implies --kernels)");
+  cmd->add_flag("--no-pdl", o->no_pdl,
+                "GPU: a kernel per operation, each launched only after the previous one has finished (implies --kernels)");
   cmd->add_flag("--bench", o->bench,
                 "Measure decoding: one JSON line per format (fp32, bf16, int8, int4; or --weight-format) with tokens/s, "
                 "bytes a token and the DRAM-bandwidth ceiling");
@@ -217,6 +227,7 @@ Runner add_generate_command(CLI::App& app) {
     if (o->bench) {
       std::string formats = o->format.empty() ? "" : DecodeSpec::parse(o->format, o->group).label();
       if (!formats.empty() && o->no_graph) formats += "-nograph";
+      else if (!formats.empty() && o->kernels) formats += "-graph";
       int failures = 0;
       for (const Json& r : bench_decode(o->device, o->weights, o->bench_preset, formats, o->tokens,
                                         static_cast<uint64_t>(o->seed))) {
@@ -232,6 +243,7 @@ Runner add_generate_command(CLI::App& app) {
     auto be = create_backend(o->device, &notice);
     if (!notice.empty()) std::fprintf(stderr, "%s\n", notice.c_str());
     DecodeSpec spec = !o->format.empty() ? DecodeSpec::parse(o->format, o->group) : m.format.value_or(DecodeSpec{});
+    spec.one_kernel = !o->kernels && !o->no_graph && !o->no_pdl;
     spec.cuda_graph = !o->no_graph;
     spec.pdl = !o->no_pdl;
 

@@ -2,8 +2,9 @@
 //
 // A TokenDecoder holds a model's weights in some format and a KV cache; push() runs one token at
 // the next position and leaves the logits of that position. The CPU one is CharGptGenerator
-// (fp32, cblas); a backend may provide its own (the CUDA module's graph-captured GEMV decoder,
-// which keeps the matrices in bf16, int8 or packed int4 and so reads fewer bytes a token).
+// (fp32, cblas); a backend may provide its own (the CUDA module's GEMV decoder,
+// which keeps the matrices in bf16, int8 or packed int4 and so reads fewer bytes a token, and runs
+// a token as one cooperative kernel).
 // generate_tokens() is the one generation loop (window rule, greedy or top-k sampling) over any
 // decoder, so every device produces the same tokens from the same logits.
 //
@@ -38,8 +39,10 @@ enum class DecodeFormat : uint8_t { F32, BF16, I8, I4 };
 struct DecodeSpec {
   DecodeFormat format = DecodeFormat::F32;
   QuantSpec quant;          // I8 / I4: bits, granularity, group (bits 2..4 for I4, 2..8 for I8)
-  bool cuda_graph = true;   // devices that can replay the per-token step as one graph
-  bool pdl = true;          // CUDA: kernels may launch while the previous one finishes (sm_90)
+  bool one_kernel = true;   // CUDA: the whole token in one cooperative kernel (grid barriers between
+                            // its phases); false: a kernel per operation, as a graph or one by one
+  bool cuda_graph = true;   // (one_kernel false) devices that can replay the per-token step as one graph
+  bool pdl = true;          // (one_kernel false) CUDA: kernels may launch while the previous one finishes (sm_90)
   // "fp32", "bf16", "int8", "int8-channel", "int4-g32" ... (parse accepts these names).
   std::string label() const;
   static DecodeSpec parse(const std::string& name, int group);  // "fp32|bf16|int8|int4"; group for int4

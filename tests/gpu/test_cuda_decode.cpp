@@ -3,9 +3,15 @@
 //    per-tensor int8 / 3-bit codes against the CPU generator run on the values the format
 //    represents (CharGptWeights::as_format: the dequantised weights), tolerance 1e-4 relative
 //    (fp32 accumulation in another order), also over a 600-position window;
+//  * the default decoder is the one-kernel step (kernels/decode_step.cu); the kernel-per-operation
+//    decoder is checked against the CPU too, and the two agree to 1e-5 (LayerNorm sums in another
+//    order where blocks differ in size);
 //  * the replayed CUDA graph gives the same logits as launching the kernels one by one, also
 //    after reset() (a new window reuses the graph);
 //  * greedy generation over window restarts gives the CPU's tokens (first 60 at least).
+#include <functional>
+#include <numeric>
+
 #include "nn/decoder.h"
 #include "nn/transformer_generate.h"
 #include "parity_support.h"
@@ -78,6 +84,20 @@ int main() {
       check("decode logits " + s.label() + " vs CPU on the format's values, " + std::to_string(toks.size()) + " positions",
             logits_error(ref, *dec, toks, cfg.vocab), 1e-4);
     }
+    std::printf("     %s\n", make_decoder(*gpu, w, spec("int4"))->describe().c_str());
+    check("decode: the default GPU decoder runs a token as one cooperative kernel",
+          make_decoder(*gpu, w, spec("int4"))->describe().find("one cooperative kernel") == std::string::npos ? 1.0 : 0.0, 0.0);
+
+    // The kernel per operation (graph replay): against the CPU, and against the one-kernel step.
+    for (const char* f : {"fp32", "bf16", "int4"}) {
+      DecodeSpec k = spec(f);
+      k.one_kernel = false;
+      CharGptGenerator ref(w.as_format(k));
+      auto dk = make_decoder(*gpu, w, k), d1 = make_decoder(*gpu, w, spec(f));
+      check(std::string("decode logits ") + f + ", a kernel per operation, vs CPU", logits_error(ref, *dk, toks, cfg.vocab), 1e-4);
+      check(std::string("decode logits ") + f + ": one-kernel step vs a kernel per operation", logits_error(*dk, *d1, toks, cfg.vocab),
+            1e-5);
+    }
 
     // A window longer than the attention kernel's 512 threads (keys in several passes).
     {
@@ -94,6 +114,7 @@ int main() {
     // for bit, and across reset().
     for (const char* f : {"fp32", "int4"}) {
       DecodeSpec g = spec(f), e = spec(f);
+      g.one_kernel = e.one_kernel = false;
       e.cuda_graph = false;
       e.pdl = false;
       auto dg = make_decoder(*gpu, w, g), de = make_decoder(*gpu, w, e);
@@ -115,6 +136,11 @@ int main() {
       int64_t same = 0;
       while (same < 100 && a[static_cast<size_t>(same)] == b[static_cast<size_t>(same)]) ++same;
       std::printf("     %s: %lld of 100 greedy tokens equal before the first difference\n", f, static_cast<long long>(same));
+      SampleOptions recompute = greedy;  // the window rerun for every token instead of the KV cache
+      recompute.use_cache = false;
+      const auto c = generate_tokens(*dec, cfg, prompt, 100, recompute);
+      check(std::string("decode greedy tokens ") + f + ": KV cache vs full recompute on the GPU (tokens differing)",
+            static_cast<double>(std::inner_product(b.begin(), b.end(), c.begin(), 0, std::plus<>(), std::not_equal_to<>())), 0.0);
       check(std::string("decode greedy tokens ") + f + ": tokens before the first CPU/GPU difference short of 60",
             static_cast<double>(std::max<int64_t>(0, 60 - same)), 0.0);
     }

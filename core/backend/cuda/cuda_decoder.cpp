@@ -88,6 +88,10 @@ CudaDecoder::CudaDecoder(int device, const CharGptWeights& w, const DecodeSpec& 
     TL_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&m_state_mapped), m_state_host, 0));
     TL_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&m_logits_mapped), m_logits_host, 0));
     m_logits.assign(static_cast<size_t>(V), 0.0f);
+    if (spec.one_kernel) {
+      build_step_table();
+      m_step_blocks = decode_step_blocks(m_step, device);  // 0: a kernel per operation (described as such)
+    }
   } catch (...) {
     release();  // what was allocated so far (every pointer starts null)
     throw;
@@ -191,6 +195,42 @@ CudaDecoder::Matrix CudaDecoder::upload_matrix(const CharGptWeights& w, const st
   return m;
 }
 
+void CudaDecoder::build_step_table() {
+  auto matrix = [](const Matrix& m) {
+    DecodeMatrix d;
+    d.w = m.w;
+    d.scales = m.scales;
+    d.bias = m.bias;
+    d.rows = m.rows;
+    d.cols = m.cols;
+    d.group = m.group;
+    return d;
+  };
+  std::vector<DecodeLayer> table;
+  for (const Layer& L : m_layers) {
+    DecodeLayer d;
+    d.qkv = matrix(L.qkv);
+    d.proj = matrix(L.proj);
+    d.fc = matrix(L.fc);
+    d.out = matrix(L.out);
+    d.ln1_w = L.ln1_w, d.ln1_b = L.ln1_b, d.ln2_w = L.ln2_w, d.ln2_b = L.ln2_b;
+    d.k = L.k, d.v = L.v;
+    table.push_back(d);
+  }
+  auto* dev = static_cast<DecodeLayer*>(device_alloc(table.size() * sizeof(DecodeLayer)));
+  TL_CUDA_CHECK(cudaMemcpy(dev, table.data(), table.size() * sizeof(DecodeLayer), cudaMemcpyHostToDevice));
+  m_step.format = kernel_format(m_spec.format);
+  m_step.layers = m_cfg.layers;
+  m_step.dim = m_cfg.dim;
+  m_step.heads = m_cfg.heads;
+  m_step.context = m_cfg.context;
+  m_step.layer = dev;
+  m_step.head = matrix(m_head);
+  m_step.tok = m_tok, m_step.pos = m_pos, m_step.ln_w = m_ln_w, m_step.ln_b = m_ln_b;
+  m_step.x = m_x, m_step.q = m_q, m_step.att = m_att, m_step.f = m_f;
+  m_step.logits = m_logits_mapped;
+}
+
 void CudaDecoder::enqueue_step() {
   const int64_t D = m_cfg.dim;
   auto gemv = [&](const Matrix& m) {
@@ -269,6 +309,15 @@ void CudaDecoder::mark(const char* kind) {
 std::vector<std::pair<std::string, double>> CudaDecoder::profile_step() {
   if (m_len >= m_cfg.context) return {};
   TL_CUDA_CHECK(cudaSetDevice(m_device));
+  if (m_step_blocks > 0) {  // one kernel: its device time (phases are not separable)
+    TL_CUDA_CHECK(cudaEventRecord(m_step_start, m_stream));
+    launch_decode_step(m_step, 0, static_cast<int32_t>(m_len), m_step_blocks, m_stream);
+    TL_CUDA_CHECK(cudaEventRecord(m_step_stop, m_stream));
+    TL_CUDA_CHECK(cudaStreamSynchronize(m_stream));
+    float ms = 0.0f;
+    TL_CUDA_CHECK(cudaEventElapsedTime(&ms, m_step_start, m_step_stop));
+    return {{"step", 1e3 * ms}};
+  }
   // One step at the next position, launched eagerly without PDL and with an event after every
   // kernel. It writes the cache row and logits that the next push() rewrites: no lasting effect.
   const bool pdl = m_spec.pdl;
@@ -305,7 +354,11 @@ void CudaDecoder::push(int32_t token) {
   TL_CUDA_CHECK(cudaSetDevice(m_device));
   m_state_host[0] = token;  // the previous step has finished (push synchronises), so the pinned
   m_state_host[1] = static_cast<int32_t>(m_len);  // buffer is free to rewrite
-  if (m_spec.cuda_graph) {
+  if (m_step_blocks > 0) {
+    TL_CUDA_CHECK(cudaEventRecord(m_step_start, m_stream));
+    launch_decode_step(m_step, token, static_cast<int32_t>(m_len), m_step_blocks, m_stream);
+    TL_CUDA_CHECK(cudaEventRecord(m_step_stop, m_stream));
+  } else if (m_spec.cuda_graph) {
     if (!m_exec) {
       TL_CUDA_CHECK(cudaStreamBeginCapture(m_stream, cudaStreamCaptureModeThreadLocal));
       try {
@@ -336,9 +389,13 @@ void CudaDecoder::push(int32_t token) {
 }
 
 std::string CudaDecoder::describe() const {
+  if (m_step_blocks > 0)
+    return "CUDA decoder, " + m_spec.label() + " weights, one cooperative kernel a token (" +
+           std::to_string(5 * m_cfg.layers + 1) + " phases, grid barriers, " + std::to_string(m_step_blocks) + " blocks)";
   return "CUDA decoder, " + m_spec.label() + " weights, " + std::to_string(5 * m_cfg.layers + 1) + " kernels a token" +
          (m_spec.cuda_graph ? " in one CUDA graph" : " launched one by one") +
-         (m_spec.pdl ? ", programmatic dependent launch" : "");
+         (m_spec.pdl ? ", programmatic dependent launch" : "") +
+         (m_spec.one_kernel ? " (the device cannot run the one-kernel step)" : "");
 }
 
 }  // namespace trainlab::cuda

@@ -8,14 +8,18 @@
 // one, bias / residual add / GELU / the K,V cache writes into the GEMV epilogues, attention on its
 // own); the token and position come from mapped pinned host memory and the logits go back into it
 // (no copies). At the `small` size (10.7M
-// parameters, under the H200's 50 MB L2) that step is launch-bound, so it is captured once as a
-// CUDA graph that reads the token and position from device memory, and replayed for every token.
+// parameters, under the H200's 50 MB L2) that step is launch-bound: by default (DecodeSpec::
+// one_kernel) the whole token is one cooperative kernel (kernels/decode_step.cu: the same phases
+// with grid-wide barriers between them, token and position as kernel arguments); otherwise the
+// kernels are captured once as a CUDA graph that reads the token and position from device
+// memory, and replayed for every token (or launched one by one).
 #pragma once
 #include <cuda_runtime_api.h>
 
 #include <string>
 #include <vector>
 
+#include "decode.cuh"
 #include "nn/decoder.h"
 
 namespace trainlab::cuda {
@@ -54,7 +58,8 @@ class CudaDecoder final : public TokenDecoder {
   void* device_alloc(size_t bytes);
   float* upload_f32(const std::vector<float>& v);
   Matrix upload_matrix(const CharGptWeights& w, const std::string& name, const std::string& bias);
-  void enqueue_step();  // one token's work on m_stream
+  void enqueue_step();  // one token's work on m_stream, a kernel per operation
+  void build_step_table();  // m_step: the one-kernel step's parameters and layer table
   void mark(const char* kind);  // profile_step: an event after the kernel just launched
 
   CharGptConfig m_cfg;
@@ -67,6 +72,8 @@ class CudaDecoder final : public TokenDecoder {
   float *m_tok = nullptr, *m_pos = nullptr, *m_ln_w = nullptr, *m_ln_b = nullptr;
   Matrix m_head;
   std::vector<Layer> m_layers;
+  kern::DecodeStep m_step;  // one_kernel: the step kernel's parameters
+  int m_step_blocks = 0;    // its grid (0: a kernel per operation)
   float *m_x = nullptr, *m_q = nullptr, *m_att = nullptr, *m_f = nullptr;
   int32_t* m_state_dev = nullptr;     // {token, position} for the kernels after the first
   int32_t* m_state_host = nullptr;    // mapped pinned: written by push()

@@ -1,0 +1,168 @@
+// kernels/decode_device.cuh: device code shared by the decode kernels (decode.cu: one kernel per
+// operation; decode_step.cu: the whole token in one cooperative kernel). Never included by host
+// C++. The math and layouts are those of decode.cuh.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "decode.cuh"
+#include "device_common.cuh"
+
+namespace trainlab::kern::decode_dev {
+
+// Sum or max over the block (blockDim.x a multiple of 32); every thread gets the result.
+template <bool kMax>
+__device__ float block_all_reduce(float v, float* shared /* [32] */) {
+  for (int o = 16; o > 0; o >>= 1) {
+    const float w = __shfl_xor_sync(0xffffffffu, v, o);
+    v = kMax ? fmaxf(v, w) : v + w;
+  }
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  __syncthreads();  // a previous reduction may still read `shared`
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  v = lane < warps ? shared[lane] : (kMax ? -INFINITY : 0.0f);
+  for (int o = 16; o > 0; o >>= 1) {
+    const float w = __shfl_xor_sync(0xffffffffu, v, o);
+    v = kMax ? fmaxf(v, w) : v + w;
+  }
+  return v;
+}
+
+// The two's-complement field of `bits` bits at bit `lo` of w.
+template <int bits>
+__device__ __forceinline__ int32_t sext(uint32_t w, int lo) {
+  return static_cast<int32_t>(w << (32 - bits - lo)) >> (32 - bits);
+}
+
+// Per format: weights per 32-bit word and the dot product of one word with its x values.
+template <int F>
+struct Fmt;
+template <>
+struct Fmt<kDecF32> {
+  static constexpr int kPerWord = 1;
+  __device__ static float word(uint32_t w, const float* x) { return __uint_as_float(w) * x[0]; }
+};
+template <>
+struct Fmt<kDecBF16> {
+  static constexpr int kPerWord = 2;
+  // A bf16 is the high half of an fp32: shifting it up is the exact conversion.
+  __device__ static float word(uint32_t w, const float* x) {
+    const float2 a = *reinterpret_cast<const float2*>(x);
+    return __uint_as_float(w << 16) * a.x + __uint_as_float(w & 0xffff0000u) * a.y;
+  }
+};
+template <>
+struct Fmt<kDecI8> {
+  static constexpr int kPerWord = 4;
+  __device__ static float word(uint32_t w, const float* x) {
+    const float4 a = *reinterpret_cast<const float4*>(x);
+    return static_cast<float>(sext<8>(w, 0)) * a.x + static_cast<float>(sext<8>(w, 8)) * a.y +
+           static_cast<float>(sext<8>(w, 16)) * a.z + static_cast<float>(sext<8>(w, 24)) * a.w;
+  }
+};
+template <>
+struct Fmt<kDecI4> {
+  static constexpr int kPerWord = 8;
+  // Eight two's-complement nibbles, the lowest first.
+  __device__ static float word(uint32_t w, const float* x) {
+    const float4 a = *reinterpret_cast<const float4*>(x), b = *reinterpret_cast<const float4*>(x + 4);
+    return static_cast<float>(sext<4>(w, 0)) * a.x + static_cast<float>(sext<4>(w, 4)) * a.y +
+           static_cast<float>(sext<4>(w, 8)) * a.z + static_cast<float>(sext<4>(w, 12)) * a.w +
+           static_cast<float>(sext<4>(w, 16)) * b.x + static_cast<float>(sext<4>(w, 20)) * b.y +
+           static_cast<float>(sext<4>(w, 24)) * b.z + static_cast<float>(sext<4>(w, 28)) * b.w;
+  }
+};
+
+// The four words of a 16-byte load against x [4 * kPerWord]. Lanes start at different words
+// (rot) so that the lanes of a slice, whose x segments lie a multiple of 128 bytes apart, read
+// different shared-memory banks.
+template <int F>
+__device__ __forceinline__ float dot16(const uint4 u, const float* x, int rot) {
+  if constexpr (F == kDecF32) {
+    const float4 a = *reinterpret_cast<const float4*>(x);
+    return __uint_as_float(u.x) * a.x + __uint_as_float(u.y) * a.y + __uint_as_float(u.z) * a.z +
+           __uint_as_float(u.w) * a.w;
+  } else {
+    float acc = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int jw = (j + rot) & 3;
+      const uint32_t w = jw == 0 ? u.x : jw == 1 ? u.y : jw == 2 ? u.z : u.w;
+      acc += Fmt<F>::word(w, x + jw * Fmt<F>::kPerWord);
+    }
+    return acc;
+  }
+}
+
+constexpr int kDepth = 8;  // 16-byte weight loads in flight per lane
+
+// log2 of the lanes that share a row: a power of two up to 32, at most half the row's 16-byte
+// vectors so that every lane has loads in flight. Host and device use the same rule, so both
+// decoders sum a row in the same order (bit-identical results).
+__host__ __device__ inline int decode_slice_log2(int64_t nvec) {
+  int s = 0;
+  while (s < 5 && (int64_t{2} << s) <= nvec) ++s;
+  return s;
+}
+
+// One head of single-query attention over the KV cache (the whole block): y[h*hd ..] = softmax(q.k_j
+// / sqrt(hd))_j v_j over positions j < len. Scores: a thread per key, the q.k dot product from
+// 16-byte loads of the key row (independent loads, one round trip). Values: threads own 4
+// channels each (hd/4 threads read one value row, coalesced) and split the positions into groups,
+// summed at the end. q and the cache are read through L2 (__ldcg): other blocks or kernels have
+// just written them. smem: hd + round_up(context, 4) + (blockDim / (hd/4)) * hd floats, 16-byte aligned.
+__device__ inline void attention_head(int64_t h, const float* q, const float* kc, const float* vc, int64_t len,
+                                      int64_t dim, int64_t hd, int64_t context, float scale, float* y, float* smem,
+                                      float* red) {
+  float* qs = smem;                          // [hd]
+  float* sc = qs + hd;                       // [context] scores, then probabilities
+  float* part = sc + (context + 3) / 4 * 4;  // [groups, hd], 16-byte aligned
+  const int64_t off = h * hd, hd4 = hd / 4;
+  for (int64_t c = threadIdx.x; c < hd; c += blockDim.x) qs[c] = __ldcg(q + off + c);
+  __syncthreads();
+  const float4* q4 = reinterpret_cast<const float4*>(qs);
+  for (int64_t j = threadIdx.x; j < len; j += blockDim.x) {
+    const float4* k4 = reinterpret_cast<const float4*>(kc + j * dim + off);
+    float dot = 0.0f;
+#pragma unroll 16
+    for (int64_t c = 0; c < hd4; ++c) {
+      const float4 a = __ldcg(k4 + c), b = q4[c];
+      dot += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
+    }
+    sc[j] = dot * scale;
+  }
+  __syncthreads();
+  float mx = -INFINITY;
+  for (int64_t j = threadIdx.x; j < len; j += blockDim.x) mx = fmaxf(mx, sc[j]);
+  mx = block_all_reduce<true>(mx, red);
+  float sum = 0.0f;
+  for (int64_t j = threadIdx.x; j < len; j += blockDim.x) sum += (sc[j] = expf(sc[j] - mx));
+  sum = block_all_reduce<false>(sum, red);  // (its barriers also publish sc)
+  for (int64_t j = threadIdx.x; j < len; j += blockDim.x) sc[j] /= sum;  // p_j, as the CPU
+  __syncthreads();
+  const int64_t groups = blockDim.x / hd4, c4 = threadIdx.x % hd4, gi = threadIdx.x / hd4;
+  if (gi < groups) {
+    float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll 4
+    for (int64_t j = gi; j < len; j += groups) {
+      const float p = sc[j];
+      const float4 v = __ldcg(reinterpret_cast<const float4*>(vc + j * dim + off) + c4);
+      a.x += p * v.x, a.y += p * v.y, a.z += p * v.z, a.w += p * v.w;
+    }
+    reinterpret_cast<float4*>(part + gi * hd)[c4] = a;
+  }
+  __syncthreads();
+  for (int64_t c = threadIdx.x; c < hd; c += blockDim.x) {
+    float a = 0.0f;
+    for (int64_t p = 0; p < groups; ++p) a += part[p * hd + c];
+    y[off + c] = a;
+  }
+}
+
+// Floats of shared memory attention_head needs with `threads` threads.
+__host__ __device__ inline int64_t attention_smem_floats(int64_t hd, int64_t context, int threads) {
+  return hd + (context + 3) / 4 * 4 + (threads / (hd / 4)) * hd;
+}
+
+}  // namespace trainlab::kern::decode_dev
