@@ -194,7 +194,7 @@ void CharGpt::release_buffers() {
   m_seg_in.clear();
   m_shared = Acts();
   m_x_final = m_hf = m_meanf = m_rstdf = m_logits = m_tmp = Tensor();
-  m_dx = m_g = m_dh = m_datt = m_dqkv = m_df = Tensor();
+  m_dx = m_dh = m_df = Tensor();
 }
 
 Tensor& CharGpt::buf(Backend& be, Tensor& t, const Shape& s, DType dt) {
@@ -216,7 +216,7 @@ uint64_t CharGpt::drop_seed(int64_t l, int site) const {
   return z ^ (z >> 31);
 }
 
-void CharGpt::block_forward(Backend& be, int64_t l, Acts& a, const Tensor& x_in) {
+void CharGpt::block_forward(Backend& be, int64_t l, Acts& a, const Tensor& x_in, Tensor* x_out) {
   const Block& p = m_blocks[static_cast<size_t>(l)];
   const int64_t N = m_B * m_T, D = m_cfg.dim, H = m_cfg.heads;
   const DType dt = m_tok.value.dtype();
@@ -236,9 +236,10 @@ void CharGpt::block_forward(Backend& be, int64_t l, Acts& a, const Tensor& x_in)
   // fc and GELU apart: the pre-activation is the product's own output (no copy), GELU vectorised.
   be.linear_forward(h2, p.fc_w.value, &p.fc_b.value, Activation::None, buf(be, a.pre, {N, 4 * D}, dt), nullptr);
   be.gelu_forward(a.pre, f);
+  if (!x_out) return;  // a recomputed segment's last block: its output is not needed again
   be.linear_forward(f, p.out_w.value, &p.out_b.value, Activation::None, tmp, nullptr);
   if (m_drop) be.dropout(tmp, static_cast<float>(m_cfg.dropout), drop_seed(l, 1), tmp);
-  be.add(a.x_mid, tmp, buf(be, a.x_out, {N, D}, dt));
+  be.add(a.x_mid, tmp, *x_out);
 }
 
 void CharGpt::recompute_selective(Backend& be, int64_t l, Acts& a) {
@@ -259,28 +260,42 @@ void CharGpt::block_backward(Backend& be, int64_t l, Acts& a, Tensor& dx, bool a
   if (sel) recompute_selective(be, l, a);
   const Tensor& h1 = sel ? m_shared.h1 : a.h1;
   const Tensor& h2 = sel ? m_shared.h2 : a.h2;
-  const Tensor& f = sel ? m_shared.f : a.f;
-  // MLP branch: dx is the gradient w.r.t. x_out; g a copy the products may use as scratch.
-  Tensor& g = buf(be, m_g, {N, D}, dt);
+  Tensor& f = sel ? m_shared.f : a.f;
+  // Gradients live in buffers whose forward contents are dead by then (no [N, 4d] or [N, 3d]
+  // gradient buffer of their own): g (the branch gradient, which the products may use as scratch)
+  // in m_tmp; d(f) and d(pre) over f once out's weight gradient has read f; d(att) in dh between
+  // the two LayerNorm backwards; d(qkv) over f again (d(pre) consumed by then).
+  // MLP branch: dx is the gradient w.r.t. x_out.
+  Tensor& g = buf(be, m_tmp, {N, D}, dt);
   const float pd = static_cast<float>(m_cfg.dropout);
   if (m_drop)
     be.dropout(dx, pd, drop_seed(l, 1), g);  // the branch's mask, same seed as the forward
   else
     be.copy(dx, g);
-  Tensor& df = buf(be, m_df, {N, 4 * D}, dt);
-  be.linear_backward(f, p.out_w.value, g, Activation::None, nullptr, p.out_w.grad, &p.out_b.grad, &df, acc);
+  Tensor* df = nullptr;
+  if (be.fp8()) {
+    // fp8 runs keep linear_backward's own (fp8) dx product, written to a buffer of its own.
+    df = &buf(be, m_df, {N, 4 * D}, dt);
+    be.linear_backward(f, p.out_w.value, g, Activation::None, nullptr, p.out_w.grad, &p.out_b.grad, df, acc);
+  } else {
+    // Weight gradient first (reads f; without an activation it leaves g as it was), then
+    // d(f) = g W over f: the same product linear_backward's dx is.
+    be.linear_backward(f, p.out_w.value, g, Activation::None, nullptr, p.out_w.grad, &p.out_b.grad, nullptr, acc);
+    df = &f;
+    be.gemm(g, false, p.out_w.value, false, *df, 1.0f, 0.0f);
+  }
   Tensor& dh = buf(be, m_dh, {N, D}, dt);
-  be.gelu_backward(a.pre, df, df);  // d(pre), in place
-  be.linear_backward(h2, p.fc_w.value, df, Activation::None, nullptr, p.fc_w.grad, &p.fc_b.grad, &dh, acc);
+  be.gelu_backward(a.pre, *df, *df);  // d(pre), in place
+  be.linear_backward(h2, p.fc_w.value, *df, Activation::None, nullptr, p.fc_w.grad, &p.fc_b.grad, &dh, acc);
   be.layernorm_backward(a.x_mid, p.ln2_w.value, a.mean2, a.rstd2, dh, dx, p.ln2_w.grad, p.ln2_b.grad, true, acc);
   // Attention branch: dx is now the gradient w.r.t. x_mid.
   if (m_drop)
     be.dropout(dx, pd, drop_seed(l, 0), g);
   else
     be.copy(dx, g);
-  Tensor& datt = buf(be, m_datt, {N, D}, dt);
+  Tensor& datt = dh;
   be.linear_backward(a.att, p.proj_w.value, g, Activation::None, nullptr, p.proj_w.grad, &p.proj_b.grad, &datt, acc);
-  Tensor& dqkv = buf(be, m_dqkv, {N, 3 * D}, dt);
+  Tensor dqkv = df->reshape({N * 4 * D}).slice_rows(0, N * 3 * D).reshape({N, 3 * D});
   be.attention_backward(a.qkv, a.att, a.lse, datt, m_B, m_T, H, dqkv);
   be.linear_backward(h1, p.qkv_w.value, dqkv, Activation::None, nullptr, p.qkv_w.grad, &p.qkv_b.grad, &dh, acc);
   be.layernorm_backward(a.x_in, p.ln1_w.value, a.mean1, a.rstd1, dh, dx, p.ln1_w.grad, p.ln1_b.grad, true, acc);
@@ -307,25 +322,22 @@ Tensor CharGpt::forward(Backend& be, const Tensor& x, bool training) {
     const int64_t segs = (L + m_k - 1) / m_k;
     m_acts.resize(static_cast<size_t>(m_k));
     m_seg_in.resize(static_cast<size_t>(segs));
+    m_seg_in[0] = m_x0;
     for (int64_t l = 0; l < L; ++l) {
       const int64_t s = l / m_k, j = l % m_k;
-      if (j == 0) {
-        if (s == 0) {
-          m_seg_in[0] = m_x0;
-        } else {
-          be.copy(h, buf(be, m_seg_in[static_cast<size_t>(s)], {N, D}, dt));
-          h = m_seg_in[static_cast<size_t>(s)];
-        }
-      }
       Acts& a = m_acts[static_cast<size_t>(j)];
-      block_forward(be, l, a, h);
-      h = a.x_out;
+      // A segment's last block writes its output straight into the next segment's kept input.
+      const bool seg_end = j == m_k - 1 && s + 1 < segs;
+      Tensor& out = seg_end ? buf(be, m_seg_in[static_cast<size_t>(s + 1)], {N, D}, dt) : buf(be, a.x_out, {N, D}, dt);
+      block_forward(be, l, a, h, &out);
+      h = out;
     }
   } else {
     m_acts.resize(static_cast<size_t>(L));
     for (int64_t l = 0; l < L; ++l) {
-      block_forward(be, l, m_acts[static_cast<size_t>(l)], h);
-      h = m_acts[static_cast<size_t>(l)].x_out;
+      Acts& a = m_acts[static_cast<size_t>(l)];
+      block_forward(be, l, a, h, &buf(be, a.x_out, {N, D}, dt));
+      h = a.x_out;
     }
   }
   m_x_final = h;
@@ -352,7 +364,8 @@ void CharGpt::backward(Backend& be, Tensor& dlogits, bool acc) {
         Tensor h = m_seg_in[static_cast<size_t>(s)];
         for (int64_t l = first; l < last; ++l) {
           Acts& a = m_acts[static_cast<size_t>(l - first)];
-          block_forward(be, l, a, h);
+          // The segment's last output (the next segment's kept input) is not recomputed.
+          block_forward(be, l, a, h, l + 1 < last ? &buf(be, a.x_out, {N, D}, dt) : nullptr);
           h = a.x_out;
         }
       }

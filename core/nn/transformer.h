@@ -90,7 +90,9 @@ class CharGpt final : public Model {
   struct Acts {
     Tensor x_in, h1, mean1, rstd1, qkv, att, lse, x_mid, h2, mean2, rstd2, pre, f, x_out;
   };
-  void block_forward(Backend& be, int64_t l, Acts& a, const Tensor& x_in);
+  // x_out: where the block's output goes; null skips the MLP's output product and residual add
+  // (a recomputed segment's last block, whose output backward never reads).
+  void block_forward(Backend& be, int64_t l, Acts& a, const Tensor& x_in, Tensor* x_out);
   void block_backward(Backend& be, int64_t l, Acts& a, Tensor& dx, bool accumulate);
   void recompute_selective(Backend& be, int64_t l, Acts& a);
   Tensor& buf(Backend& be, Tensor& t, const Shape& s, DType dt);
@@ -116,9 +118,10 @@ class CharGpt final : public Model {
   std::vector<Tensor> m_seg_in; // EveryK: residual stream at each segment start
   Acts m_shared;                // Selective: h1, h2, f shared by all blocks
   Tensor m_x_final, m_hf, m_meanf, m_rstdf, m_logits;
-  Tensor m_tmp;                 // [N, d] projection outputs before the residual add
-  // Backward buffers.
-  Tensor m_dx, m_g, m_dh, m_datt, m_dqkv, m_df;
+  Tensor m_tmp;                 // [N, d] projection outputs before the residual add; backward: the branch gradient
+  // Backward buffers (the others reuse dead activations: block_backward).
+  Tensor m_dx, m_dh;
+  Tensor m_df;                  // fp8 runs only: d(f) [N, 4d]
 };
 
 // Builds a CharGpt from an architecture object (CharGpt::architecture()).

@@ -27,6 +27,19 @@ int act_code(Activation a) { return a == Activation::ReLU ? 1 : a == Activation:
 // cuBLAS's setup there.
 constexpr int64_t kLtMinWork = int64_t(1) << 24;
 bool lt_size(int64_t m, int64_t n, int64_t k) { return m * n * k >= kLtMinWork; }
+// A linear layer's weight gradient as one tile problem: dW[n, k] (+)= sum_b g[b, n] x[b, k] for
+// g [m, n] and x [m, k] (linear_backward's first product, and linear_backward_lt's fallback).
+GemmProblem dw_problem(const Tensor& g, const Tensor& x, Tensor& dw, int64_t m, int64_t n, int64_t k, bool accumulate,
+                       bool tf32) {
+  GemmProblem p;
+  p.a = g.raw(), p.sam = 1, p.sak = n;
+  p.b = x.raw(), p.sbk = k, p.sbn = 1;
+  p.c = dw.raw(), p.ldc = k, p.c_dt = dcode(dw.dtype());
+  p.m = static_cast<int>(n), p.n = static_cast<int>(k), p.k = static_cast<int>(m);
+  p.beta = accumulate ? 1.0f : 0.0f;
+  p.tf32 = tf32;
+  return p;
+}
 }  // namespace
 
 // --- timing ----------------------------------------------------------------------------------
@@ -428,12 +441,7 @@ void CudaBackend::linear_backward(const Tensor& x, const Tensor& w, Tensor& dy, 
   const bool separate_bias = dbias && tf32;
   {
     GemmProblem& p = probs[count++];
-    p.a = g.raw(), p.sam = 1, p.sak = n;
-    p.b = px.raw(), p.sbk = k, p.sbn = 1;
-    p.c = dw.raw(), p.ldc = k, p.c_dt = dcode(dw.dtype());
-    p.m = static_cast<int>(n), p.n = static_cast<int>(k), p.k = static_cast<int>(m);
-    p.beta = accumulate ? 1.0f : 0.0f;
-    p.tf32 = tf32;
+    p = dw_problem(g, px, dw, m, n, k, accumulate, tf32);
     if (act != Activation::None) p.a_mask = ps.raw(), p.a_mask_act = act_code(act);
     if (dbias && !separate_bias) {
       p.ones_col = true;
@@ -488,13 +496,7 @@ bool CudaBackend::linear_backward_lt(const Tensor& g, const Tensor& px, const Te
   }
   if (!bias_done && !m_lt_gemm->run(pdw)) {
     if (!dx) return false;
-    GemmProblem p;  // dW on the tiles (dx is already done)
-    p.a = g.raw(), p.sam = 1, p.sak = n;
-    p.b = px.raw(), p.sbk = k, p.sbn = 1;
-    p.c = dw.raw(), p.ldc = k, p.c_dt = dcode(dw.dtype());
-    p.m = static_cast<int>(n), p.n = static_cast<int>(k), p.k = static_cast<int>(m);
-    p.beta = accumulate ? 1.0f : 0.0f;
-    p.tf32 = tf32;
+    const GemmProblem p = dw_problem(g, px, dw, m, n, k, accumulate, tf32);  // dW on the tiles (dx is already done)
     launch_gemm(dcode(in), &p, 1, m_ctx.stream);
   }
   if (dbias && !bias_done) {

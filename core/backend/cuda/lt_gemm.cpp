@@ -3,6 +3,8 @@
 #include <cublasLt.h>
 
 #include <bit>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "backend/cuda/cuda_backend.h"
@@ -19,6 +21,31 @@ void lt_check(cublasStatus_t status, const char* call, int line) {
 }
 }  // namespace
 #define TL_LT_CHECK(expr) lt_check((expr), #expr, __LINE__)
+
+// The fp32 products' math when TRAINLAB_FP32_GEMM is unset. Native until the H200 measurement of
+// tests/gpu/test_cuda_fp32_gemm (plain FP32 against the BF16x9 emulation on the gpt2 products,
+// time and error against a double-precision reference) shows the emulation both faster and
+// FP32-accurate on the machine.
+constexpr Fp32Math kDefaultFp32Math = Fp32Math::Native;
+
+const char* fp32_math_name(Fp32Math m) {
+  switch (m) {
+    case Fp32Math::Native: return "native";
+    case Fp32Math::Bf16x9: return "bf16x9";
+    case Fp32Math::Auto: return "auto";
+  }
+  return "?";
+}
+
+Fp32Math fp32_math_from_env() {
+  const char* v = std::getenv("TRAINLAB_FP32_GEMM");
+  if (!v || !*v) return kDefaultFp32Math;
+  const std::string s(v);
+  if (s == "native") return Fp32Math::Native;
+  if (s == "bf16x9") return Fp32Math::Bf16x9;
+  if (s == "auto") return Fp32Math::Auto;
+  throw Error("TRAINLAB_FP32_GEMM='" + s + "': expected native, bf16x9 or auto");
+}
 
 namespace {
 constexpr size_t kWorkspaceBytes = 32u << 20;
@@ -49,7 +76,7 @@ Alignments alignments(const LtProblem& p) {
 }
 }  // namespace
 
-LtGemm::LtGemm(CudaBackend& be) : m_be(be) {}
+LtGemm::LtGemm(CudaBackend& be) : m_be(be), m_fp32_math(fp32_math_from_env()) {}
 
 LtGemm::~LtGemm() {
   for (auto& [k, p] : m_plans) {
@@ -58,7 +85,14 @@ LtGemm::~LtGemm() {
     if (p.la) cublasLtMatrixLayoutDestroy(static_cast<cublasLtMatrixLayout_t>(p.la));
     if (p.desc) cublasLtMatmulDescDestroy(static_cast<cublasLtMatmulDesc_t>(p.desc));
   }
+  if (m_emulation) cublasLtEmulationDescDestroy(static_cast<cublasLtEmulationDesc_t>(m_emulation));
   if (m_handle) cublasLtDestroy(static_cast<cublasLtHandle_t>(m_handle));
+}
+
+int LtGemm::compute_type(const LtProblem& p) const {
+  if (p.in != DType::F32) return CUBLAS_COMPUTE_32F;
+  if (p.tf32) return CUBLAS_COMPUTE_32F_FAST_TF32;
+  return m_fp32_math == Fp32Math::Native ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_EMULATED_16BFX9;
 }
 
 bool LtGemm::eligible(const LtProblem& p) {
@@ -72,11 +106,11 @@ bool LtGemm::eligible(const LtProblem& p) {
 
 // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: cuBLASLt's first operand is B,
 // its second A. A row-major matrix [r, c] is the column-major [c, r] with leading dimension c.
-LtGemm::Plan& LtGemm::plan(const LtProblem& p, int epilogue) {
+LtGemm::Plan& LtGemm::plan(const LtProblem& p, int epilogue, int compute_code) {
   const Alignments al = alignments(p);
   const int al_code = static_cast<int>(std::countr_zero(al.a) * 100 + std::countr_zero(al.b) * 10 + std::countr_zero(al.c));
-  const Key key{p.m, p.n, p.k, p.trans_a, p.trans_b, static_cast<int>(p.in) * 16 + static_cast<int>(p.out), al_code, p.tf32,
-                epilogue};
+  const Key key{p.m,    p.n,     p.k, p.trans_a, p.trans_b, static_cast<int>(p.in) * 16 + static_cast<int>(p.out),
+                al_code, compute_code, epilogue};
   auto it = m_plans.find(key);
   if (it != m_plans.end()) return it->second;
   if (!m_handle) {
@@ -86,11 +120,22 @@ LtGemm::Plan& LtGemm::plan(const LtProblem& p, int epilogue) {
     m_workspace = m_be.empty({static_cast<int64_t>(kWorkspaceBytes)}, DType::I8, MemCategory::Workspace);
   }
   Plan& pl = m_plans[key];
-  const cublasComputeType_t compute =
-      p.in == DType::F32 ? (p.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F) : CUBLAS_COMPUTE_32F;
+  const auto compute = static_cast<cublasComputeType_t>(compute_code);
   cublasLtMatmulDesc_t desc;
   TL_LT_CHECK(cublasLtMatmulDescCreate(&desc, compute, CUDA_R_32F));
   pl.desc = desc;
+  if (compute == CUBLAS_COMPUTE_32F_EMULATED_16BFX9) {
+    if (!m_emulation) {
+      cublasLtEmulationDesc_t em;
+      TL_LT_CHECK(cublasLtEmulationDescCreate(&em));
+      m_emulation = em;
+      const int32_t strategy =
+          m_fp32_math == Fp32Math::Auto ? CUBLAS_EMULATION_STRATEGY_PERFORMANT : CUBLAS_EMULATION_STRATEGY_EAGER;
+      TL_LT_CHECK(cublasLtEmulationDescSetAttribute(em, CUBLASLT_EMULATION_DESC_STRATEGY, &strategy, sizeof(strategy)));
+    }
+    auto em = static_cast<cublasLtEmulationDesc_t>(m_emulation);
+    TL_LT_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EMULATION_DESCRIPTOR, &em, sizeof(em)));
+  }
   const cublasOperation_t op_first = p.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;   // B
   const cublasOperation_t op_second = p.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;  // A
   TL_LT_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof(op_first)));
@@ -145,7 +190,20 @@ LtGemm::Plan& LtGemm::plan(const LtProblem& p, int epilogue) {
 bool LtGemm::run(const LtProblem& p) {
   if (p.bias && p.row_sums) throw Error("cuBLASLt product: a bias and a bias gradient in one call");
   const int epi = p.bias ? CUBLASLT_EPILOGUE_BIAS : p.row_sums ? CUBLASLT_EPILOGUE_BGRADB : CUBLASLT_EPILOGUE_DEFAULT;
-  Plan& pl = plan(p, epi);
+  const int compute = compute_type(p);
+  bool emulated = compute == CUBLAS_COMPUTE_32F_EMULATED_16BFX9;
+  Plan* chosen = &plan(p, epi, compute);
+  if (!chosen->ok && emulated) {
+    // No emulated algorithm for this product: plain FP32 (still FP32-accurate), said once.
+    if (!m_told_fallback)
+      std::fprintf(stderr, "note: cuBLASLt has no BF16x9-emulated algorithm for a %lld x %lld x %lld product (epilogue %d); "
+                   "such products use plain FP32\n", static_cast<long long>(p.m), static_cast<long long>(p.n),
+                   static_cast<long long>(p.k), epi);
+    m_told_fallback = true;
+    emulated = false;
+    chosen = &plan(p, epi, CUBLAS_COMPUTE_32F);
+  }
+  Plan& pl = *chosen;
   if (!pl.ok) return false;
   auto desc = static_cast<cublasLtMatmulDesc_t>(pl.desc);
   if (epi != CUBLASLT_EPILOGUE_DEFAULT) {
@@ -159,8 +217,8 @@ bool LtGemm::run(const LtProblem& p) {
       static_cast<cublasLtMatrixLayout_t>(pl.lb), &p.beta, p.c, static_cast<cublasLtMatrixLayout_t>(pl.lc), p.c,
       static_cast<cublasLtMatrixLayout_t>(pl.lc), &algo, m_workspace.raw(), kWorkspaceBytes, m_be.m_ctx.stream);
   if (st == CUBLAS_STATUS_NOT_SUPPORTED) {
-    pl.ok = false;  // refused at run time: the caller's kernel from now on
-    return false;
+    pl.ok = false;  // refused at run time: plain FP32 (emulated plans) or the caller's kernel from now on
+    return emulated ? run(p) : false;
   }
   TL_LT_CHECK(st);
   return true;

@@ -6,8 +6,11 @@
 // and optionally row_sums[i] = sum_k op(A)[i, k] (the bias gradient of a linear layer's dW product,
 // cuBLASLt's BGRADB epilogue).
 // Formats: A and B fp32, bf16 or fp16 (the same); C the input format or fp32; bias in C's format.
-// Compute: fp32 accumulation. fp32 inputs use CUBLAS_COMPUTE_32F (exact fp32 FMA products, no
-// tensor-core rounding) or CUBLAS_COMPUTE_32F_FAST_TF32 when tf32 is on.
+// Compute: fp32 accumulation. fp32 inputs use CUBLAS_COMPUTE_32F_FAST_TF32 when tf32 is on, else
+// the FP32 math of Fp32Math below: CUBLAS_COMPUTE_32F (plain fp32 FMA, no tensor cores) or
+// cuBLAS's BF16x9 emulation (CUBLAS_COMPUTE_32F_EMULATED_16BFX9: every fp32 operand split into
+// three bf16 parts, the products on the bf16 tensor cores, FP32-accurate by cuBLAS's contract).
+// A product the emulated compute type has no algorithm for (an epilogue, a shape) uses plain FP32.
 // Plans: the operation descriptor, layouts and the heuristic's algorithm are built once per
 // (shape, transposes, formats, compute, epilogue) and reused; only pointers change per call, so
 // a captured step replays the same plan. Workspace: 32 MiB, allocated once through the backend
@@ -22,6 +25,17 @@
 namespace trainlab::cuda {
 
 class CudaBackend;
+
+// How fp32 products (tf32 off) are computed; TRAINLAB_FP32_GEMM selects it per backend:
+//   native   CUBLAS_COMPUTE_32F
+//   bf16x9   CUBLAS_COMPUTE_32F_EMULATED_16BFX9, strategy EAGER (emulate wherever cuBLAS can)
+//   auto     CUBLAS_COMPUTE_32F_EMULATED_16BFX9, strategy PERFORMANT (cuBLAS emulates only where it
+//            expects it to be faster than plain FP32)
+// The default, and why, is kDefaultFp32Math in lt_gemm.cpp.
+enum class Fp32Math : uint8_t { Native, Bf16x9, Auto };
+const char* fp32_math_name(Fp32Math m);
+// TRAINLAB_FP32_GEMM's value, or the default when it is unset; an Error names a bad value.
+Fp32Math fp32_math_from_env();
 
 struct LtProblem {
   const void* a = nullptr;
@@ -49,6 +63,7 @@ class LtGemm {
   // Runs the product on the backend's stream; false (nothing written) when cuBLASLt has no
   // algorithm for it.
   bool run(const LtProblem& p);
+  Fp32Math fp32_math() const { return m_fp32_math; }
 
  private:
   struct Plan {
@@ -57,11 +72,15 @@ class LtGemm {
     alignas(16) unsigned char algo[64] = {};  // cublasLtMatmulAlgo_t
     bool ok = false;
   };
-  // m, n, k, transposes, formats, operand alignments, tf32, epilogue.
-  using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool, int, int, bool, int>;
-  Plan& plan(const LtProblem& p, int epilogue);
+  // m, n, k, transposes, formats, operand alignments, compute type, epilogue.
+  using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool, int, int, int, int>;
+  Plan& plan(const LtProblem& p, int epilogue, int compute);
+  int compute_type(const LtProblem& p) const;  // cublasComputeType_t
   CudaBackend& m_be;
-  void* m_handle = nullptr;  // cublasLtHandle_t
+  Fp32Math m_fp32_math;
+  void* m_handle = nullptr;     // cublasLtHandle_t
+  void* m_emulation = nullptr;  // cublasLtEmulationDesc_t of the emulated plans (their strategy)
+  bool m_told_fallback = false; // the note that an emulated product fell back to plain FP32 was written
   Tensor m_workspace;
   std::map<Key, Plan> m_plans;
 };
