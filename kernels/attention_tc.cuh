@@ -76,13 +76,19 @@ struct Mma<F32x3> : Mma<float> {};
 // The fp32 value of a shared-memory element (fp32 paths only).
 __device__ __forceinline__ float value(float x) { return x; }
 __device__ __forceinline__ float value(F32x3 x) { return x.v; }
+// x rounded to tf32 by the hardware conversion (to nearest, ties away from zero): one instruction
+// where tf32_round takes about seven. Ties decide nothing in a split (lo keeps the exact rest).
+__device__ __forceinline__ uint32_t tf32_rna(float x) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+  return r;
+}
 // hi / lo tf32 parts (lo = 0 unless X3; hi is x itself when the tile is already rounded).
 template <bool X3>
 __device__ __forceinline__ void split(float x, uint32_t& hi, uint32_t& lo) {
   if constexpr (X3) {
-    const float h = tf32_round(x);
-    hi = __float_as_uint(h);
-    lo = __float_as_uint(tf32_round(x - h));
+    hi = tf32_rna(x);
+    lo = tf32_rna(x - __uint_as_float(hi));  // exact difference, then rounded
   } else {
     hi = __float_as_uint(x);
     lo = 0u;
@@ -235,7 +241,7 @@ __device__ __forceinline__ void warp_pb(const float (&p)[MT][NK / 8][4], const E
     for (int kk = 0; kk < NK / 8; ++kk) {
       uint32_t af[MT][4], al[MT][4];
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {  // P / dS: hi = tf32 (RNE); lo only used by 3xTF32
+      for (int mt = 0; mt < MT; ++mt) {  // P / dS: hi = tf32 (to nearest); lo only used by 3xTF32
         split<true>(p[mt][kk][0], af[mt][0], al[mt][0]);
         split<true>(p[mt][kk][2], af[mt][1], al[mt][1]);
         split<true>(p[mt][kk][1], af[mt][2], al[mt][2]);
