@@ -10,6 +10,10 @@
 #include "backend/dropout_hash.h"
 #include "device_common.cuh"
 #include "transformer_ops.cuh"
+#include "util/error.h"
+
+#include <string>
+#include <type_traits>
 
 namespace trainlab::kern {
 
@@ -32,14 +36,21 @@ template <>
 __device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
 
 // 16-byte vectors of one storage format T; element index i must be a multiple of N.
+// Raw is the loaded vector before conversion (fewer registers to keep a row in: LayerNorm).
 template <class T>
 struct Vec {
   static constexpr int N = 16 / sizeof(T);
-  __device__ __forceinline__ static void load(const void* p, int64_t i, int, float* out) {
-    const uint4 u = *reinterpret_cast<const uint4*>(static_cast<const T*>(p) + i);
+  using Raw = uint4;
+  __device__ __forceinline__ static Raw load_raw(const void* p, int64_t i, int) {
+    return *reinterpret_cast<const uint4*>(static_cast<const T*>(p) + i);
+  }
+  __device__ __forceinline__ static void unpack(const Raw& u, float* out) {
     const T* e = reinterpret_cast<const T*>(&u);
 #pragma unroll
     for (int k = 0; k < N; ++k) out[k] = to_f<T>(e[k]);
+  }
+  __device__ __forceinline__ static void load(const void* p, int64_t i, int dt, float* out) {
+    unpack(load_raw(p, i, dt), out);
   }
   __device__ __forceinline__ static void store(void* p, int64_t i, int, const float* v) {
     uint4 u;
@@ -51,6 +62,9 @@ struct Vec {
 };
 struct Scalar {
   static constexpr int N = 1;
+  using Raw = float;
+  __device__ __forceinline__ static Raw load_raw(const void* p, int64_t i, int dt) { return ld(p, i, dt); }
+  __device__ __forceinline__ static void unpack(const Raw& u, float* out) { out[0] = u; }
   __device__ __forceinline__ static void load(const void* p, int64_t i, int dt, float* out) { out[0] = ld(p, i, dt); }
   __device__ __forceinline__ static void store(void* p, int64_t i, int dt, const float* v) { st(p, i, dt, v[0]); }
 };
@@ -71,6 +85,19 @@ void dispatch(std::initializer_list<int> dts, std::initializer_list<const void*>
   if (ok && dt0 == kBF16) return f(Vec<__nv_bfloat16>{});
   if (ok && dt0 == kF16) return f(Vec<__half>{});
   f(Scalar{});
+}
+
+// Calls f(std::integral_constant<int, K>{}) with K the vectors a lane keeps in registers over a
+// row of d columns (LayerNorm): the fewest of 2, 3, 4 that hold the lane's share of the row, 4
+// for wider rows (the rest re-read) and for the element-wise accessor (a rare mixed-format path).
+template <class A, class F>
+void with_cached(int64_t d, F&& f) {
+  const int64_t per_lane = (d + 32 * A::N - 1) / (32 * A::N);
+  if constexpr (A::N > 1) {
+    if (per_lane <= 2) return f(std::integral_constant<int, 2>{});
+    if (per_lane == 3) return f(std::integral_constant<int, 3>{});
+  }
+  f(std::integral_constant<int, 4>{});
 }
 
 __device__ __forceinline__ float warp_sum(float v) {
@@ -98,19 +125,34 @@ struct DropoutOp {
   }
 };
 
-// y[i] = op(a[i], b[i], i) for elements [first, n) in vectors of A::N (b may be null).
+// y[i] = op(a[i], b[i], i) for elements [first, n) in vectors of A::N (b may be null). Each thread
+// takes kMapUnroll vectors a block-width apart and issues all their loads before any math, so more
+// bytes are in flight per thread (GELU's erff would otherwise stall each load in turn).
+constexpr int kMapUnroll = 2;
 template <class A, class Op>
 __global__ void map_kernel(const void* a, int adt, const void* b, int bdt, void* y, int ydt, int64_t first, int64_t n,
                            Op op) {
   const int64_t count = (n - first) / A::N;
-  for (int64_t v = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; v < count; v += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t i = first + v * A::N;
-    float x[A::N], w[A::N], out[A::N];
-    A::load(a, i, adt, x);
-    if (b) A::load(b, i, bdt, w);
+  const int64_t step = int64_t(gridDim.x) * blockDim.x * kMapUnroll;
+  for (int64_t v0 = blockIdx.x * int64_t(blockDim.x) * kMapUnroll + threadIdx.x; v0 < count; v0 += step) {
+    float x[kMapUnroll][A::N], w[kMapUnroll][A::N];
 #pragma unroll
-    for (int k = 0; k < A::N; ++k) out[k] = op(x[k], b ? w[k] : 0.0f, i + k);
-    A::store(y, i, ydt, out);
+    for (int u = 0; u < kMapUnroll; ++u) {
+      const int64_t v = v0 + int64_t(u) * blockDim.x;
+      if (v >= count) continue;
+      A::load(a, first + v * A::N, adt, x[u]);
+      if (b) A::load(b, first + v * A::N, bdt, w[u]);
+    }
+#pragma unroll
+    for (int u = 0; u < kMapUnroll; ++u) {
+      const int64_t v = v0 + int64_t(u) * blockDim.x;
+      if (v >= count) continue;
+      const int64_t i = first + v * A::N;
+      float out[A::N];
+#pragma unroll
+      for (int k = 0; k < A::N; ++k) out[k] = op(x[u][k], b ? w[u][k] : 0.0f, i + k);
+      A::store(y, i, ydt, out);
+    }
   }
 }
 
@@ -124,7 +166,8 @@ void run_map(const void* a, int adt, const void* b, int bdt, void* y, int ydt, i
     using A = decltype(acc);
     const int64_t whole = n / A::N * A::N;
     if (whole > 0)
-      map_kernel<A, Op><<<blocks_for(whole / A::N, 256), 256, 0, s>>>(a, adt, b, bdt, y, ydt, 0, whole, op);
+      map_kernel<A, Op><<<blocks_for(whole / A::N, 256 * kMapUnroll), 256, 0, s>>>(a, adt, b, bdt, y, ydt, 0, whole,
+                                                                                 op);
     done = whole;
   });
   if (done < n) map_kernel<Scalar, Op><<<1, 256, 0, s>>>(a, adt, b, bdt, y, ydt, done, n, op);  // the tail
@@ -163,22 +206,33 @@ int64_t segments_for(int64_t rows) {
 }
 
 // partial[seg, v, c] = sum over rows r of segment seg (ascending) with idx[r] == v of dout[r, c].
-// Grid: (segments, vocab, column chunks of kReduceThreads * kColsPerThread).
-__global__ void embedding_tok_partial_kernel(const void* dout, int gdt, const int32_t* idx, int64_t n, int64_t rows_per_seg,
-                                             int64_t d, int64_t vocab, float* partial) {
-  __shared__ int32_t sidx[256];
+// Grid: (segments, vocab, column chunks of kReduceThreads * kColsPerThread). Per 256 rows, the
+// rows of token v are first listed in ascending order (warp ballots, warp counts added in warp
+// order), then summed a few rows at a time so their loads are in flight together.
+__global__ void __launch_bounds__(kReduceThreads)
+    embedding_tok_partial_kernel(const void* dout, int gdt, const int32_t* idx, int64_t n, int64_t rows_per_seg,
+                                 int64_t d, int64_t vocab, float* partial) {
+  static_assert(kReduceThreads == 256, "one row of 256 per thread when listing a token's rows");
+  __shared__ int32_t hits[kReduceThreads];
+  __shared__ int warp_hits[kReduceThreads / 32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t seg = blockIdx.x, v = blockIdx.y;
   const int64_t c0 = static_cast<int64_t>(blockIdx.z) * kReduceThreads * kColsPerThread + threadIdx.x;
   const int64_t r0 = seg * rows_per_seg, r1 = r0 + rows_per_seg < n ? r0 + rows_per_seg : n;
   float acc[kColsPerThread] = {};
-  for (int64_t base = r0; base < r1; base += 256) {
-    const int64_t cnt = r1 - base < 256 ? r1 - base : 256;
+  for (int64_t base = r0; base < r1; base += kReduceThreads) {
+    const bool hit = base + threadIdx.x < r1 && idx[base + threadIdx.x] == v;
+    const unsigned ballot = __ballot_sync(0xffffffffu, hit);
+    __syncthreads();  // the previous chunk's list is no longer read
+    if (lane == 0) warp_hits[warp] = __popc(ballot);
     __syncthreads();
-    if (threadIdx.x < cnt) sidx[threadIdx.x] = idx[base + threadIdx.x];
+    int before = 0, total = 0;
+    for (int w = 0; w < kReduceThreads / 32; ++w) before += w < warp ? warp_hits[w] : 0, total += warp_hits[w];
+    if (hit) hits[before + __popc(ballot & ((1u << lane) - 1u))] = threadIdx.x;
     __syncthreads();
-    for (int64_t j = 0; j < cnt; ++j) {
-      if (sidx[j] != v) continue;
-      const int64_t row = (base + j) * d;
+#pragma unroll 4
+    for (int k = 0; k < total; ++k) {
+      const int64_t row = (base + hits[k]) * d;
 #pragma unroll
       for (int q = 0; q < kColsPerThread; ++q) {
         const int64_t c = c0 + q * kReduceThreads;
@@ -219,119 +273,203 @@ __global__ void embedding_pos_kernel(const void* dout, int gdt, int64_t n, int64
       continue;
     }
     float acc = accumulate ? ld(dpos, e, pdt) : 0.0f;
-    for (int64_t b = 0; b < B; ++b) acc += ld(dout, (b * T + t) * d + c, gdt);
+#pragma unroll 8
+    for (int64_t b = 0; b < B; ++b) acc += ld(dout, (b * T + t) * d + c, gdt);  // loads issued 8 at a time
     st(dpos, e, pdt, acc);
   }
 }
 
 // --- LayerNorm -----------------------------------------------------------------------------------
-constexpr int kRowsPerBlock = 8;  // one warp per row, 256 threads
+// One warp per row. Lane l owns the row's vectors at columns l*N + k*32*N (k = 0, 1, ...); the
+// first K of them (K = 2, 3 or 4 as the width needs: a whole row of up to 1024 columns in bf16 /
+// fp16, 512 in fp32) stay in registers between the passes over the row, so each row is read from
+// DRAM once, with all of a lane's loads in flight together; vectors past those are read again.
+constexpr int kRowsPerBlock = 8;  // forward: one warp per row, 256 threads
 
-template <class A>
-__global__ void layernorm_fwd_kernel(const void* x, int xdt, const void* gamma, int gdt, const void* beta, int bdt,
-                                     float eps, int64_t rows, int64_t d, void* y, int ydt, float* mean, float* rstd) {
+template <class A, int K>
+__global__ void __launch_bounds__(32 * kRowsPerBlock)
+    layernorm_fwd_kernel(const void* x, int xdt, const void* gamma, int gdt, const void* beta, int bdt, float eps,
+                         int64_t rows, int64_t d, void* y, int ydt, float* mean, float* rstd) {
   const int lane = threadIdx.x & 31;
   const int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / 32;
   if (row >= rows) return;
-  const int64_t base = row * d;
+  const int64_t base = row * d, stride = 32 * A::N, j0 = lane * A::N, jt = j0 + K * stride;
   const float inv_d = 1.0f / static_cast<float>(d);
-  float s = 0.0f;
-  for (int64_t j = lane * A::N; j < d; j += 32 * A::N) {
-    float v[A::N];
-    A::load(x, base + j, xdt, v);
+  float v[K][A::N];
+  {
+    typename A::Raw raw[K];  // all loads in flight before the first conversion
 #pragma unroll
-    for (int k = 0; k < A::N; ++k) s += v[k];
+    for (int k = 0; k < K; ++k)
+      if (j0 + k * stride < d) raw[k] = A::load_raw(x, base + j0 + k * stride, xdt);
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+      if (j0 + k * stride < d) A::unpack(raw[k], v[k]);
+  }
+  // Pass 1: the mean (per lane in column order, then the warp's butterfly).
+  float s = 0.0f;
+#pragma unroll
+  for (int k = 0; k < K; ++k)
+    if (j0 + k * stride < d)
+#pragma unroll
+      for (int e = 0; e < A::N; ++e) s += v[k][e];
+  for (int64_t j = jt; j < d; j += stride) {
+    float t[A::N];
+    A::load(x, base + j, xdt, t);
+#pragma unroll
+    for (int e = 0; e < A::N; ++e) s += t[e];
   }
   const float m = warp_sum(s) * inv_d;
+  // Pass 2: the variance from the squares of x - mean.
   float q = 0.0f;
-  for (int64_t j = lane * A::N; j < d; j += 32 * A::N) {
-    float v[A::N];
-    A::load(x, base + j, xdt, v);
 #pragma unroll
-    for (int k = 0; k < A::N; ++k) q += (v[k] - m) * (v[k] - m);
+  for (int k = 0; k < K; ++k)
+    if (j0 + k * stride < d)
+#pragma unroll
+      for (int e = 0; e < A::N; ++e) q += (v[k][e] - m) * (v[k][e] - m);
+  for (int64_t j = jt; j < d; j += stride) {
+    float t[A::N];
+    A::load(x, base + j, xdt, t);
+#pragma unroll
+    for (int e = 0; e < A::N; ++e) q += (t[e] - m) * (t[e] - m);
   }
   const float r = 1.0f / sqrtf(warp_sum(q) * inv_d + eps);
   if (lane == 0) mean[row] = m, rstd[row] = r;
-  for (int64_t j = lane * A::N; j < d; j += 32 * A::N) {
-    float v[A::N], g[A::N], b[A::N];
-    A::load(x, base + j, xdt, v);
+  // Pass 3: y = (x - mean) * rstd * gamma + beta.
+  auto out = [&](float* t, int64_t j) {
+    float g[A::N], b[A::N];
     A::load(gamma, j, gdt, g);
     A::load(beta, j, bdt, b);
 #pragma unroll
-    for (int k = 0; k < A::N; ++k) v[k] = (v[k] - m) * r * g[k] + b[k];
-    A::store(y, base + j, ydt, v);
+    for (int e = 0; e < A::N; ++e) t[e] = (t[e] - m) * r * g[e] + b[e];
+    A::store(y, base + j, ydt, t);
+  };
+#pragma unroll
+  for (int k = 0; k < K; ++k)
+    if (j0 + k * stride < d) out(v[k], j0 + k * stride);
+  for (int64_t j = jt; j < d; j += stride) {
+    float t[A::N];
+    A::load(x, base + j, xdt, t);
+    out(t, j);
   }
 }
 
-// dx (=|+=) rstd * (g - mean(g) - xhat * mean(g * xhat)) per row, g = dy * gamma.
+// LayerNorm backward in one pass over the rows, all three outputs:
+//   dx (=|+=) rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * gamma (per row);
+//   partial[0, seg, c] = sum dy * xhat, partial[1, seg, c] = sum dy over the segment's rows.
+// Block = segment: `warps` warps over rows r0 + w, r0 + w + warps, ... (ascending). Each warp
+// keeps running column sums of its own rows in shared memory, at the end added in warp order.
+// A lane only touches its own columns (no races, no atomics), stored lane-minor: column
+// lane*N + k*32*N + e of the lane's vector k sits at slot (k*N + e)*32 + lane, so a warp's
+// accesses hit 32 different banks. Rows are read once: x, dy (and dx when accumulating) are
+// loaded together into registers (unconverted) for the row's sums, then reused for dx and the
+// column sums (vectors past the K cached are re-read).
 template <class A>
-__global__ void layernorm_bwd_dx_kernel(const void* x, int xdt, const void* gamma, int gdt, const float* mean,
-                                        const float* rstd, const void* dy, int dydt, int64_t rows, int64_t d, void* dx,
-                                        int dxdt, bool accumulate) {
-  const int lane = threadIdx.x & 31;
-  const int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / 32;
-  if (row >= rows) return;
-  const int64_t base = row * d;
-  const float m = mean[row], r = rstd[row], inv_d = 1.0f / static_cast<float>(d);
-  float sg = 0.0f, sgx = 0.0f;
-  for (int64_t j = lane * A::N; j < d; j += 32 * A::N) {
-    float v[A::N], g[A::N], gy[A::N];
-    A::load(x, base + j, xdt, v);
-    A::load(gamma, j, gdt, g);
-    A::load(dy, base + j, dydt, gy);
-#pragma unroll
-    for (int k = 0; k < A::N; ++k) {
-      const float gg = gy[k] * g[k];
-      sg += gg;
-      sgx += gg * ((v[k] - m) * r);
-    }
-  }
-  const float mg = warp_sum(sg) * inv_d, mgx = warp_sum(sgx) * inv_d;
-  for (int64_t j = lane * A::N; j < d; j += 32 * A::N) {
-    float v[A::N], g[A::N], gy[A::N], o[A::N];
-    A::load(x, base + j, xdt, v);
-    A::load(gamma, j, gdt, g);
-    A::load(dy, base + j, dydt, gy);
-    if (accumulate) A::load(dx, base + j, dxdt, o);
-#pragma unroll
-    for (int k = 0; k < A::N; ++k) {
-      const float t = r * (gy[k] * g[k] - mg - ((v[k] - m) * r) * mgx);
-      o[k] = accumulate ? o[k] + t : t;
-    }
-    A::store(dx, base + j, dxdt, o);
-  }
+__host__ __device__ constexpr int64_t ln_slots(int64_t d) {  // shared floats of one warp's sums of one kind
+  return (d + 32 * A::N - 1) / (32 * A::N) * 32 * A::N;
 }
 
-// Column sums of one row segment: partial[0, seg, c] = sum dy * xhat, partial[1, seg, c] = sum dy
-// over the segment's rows. Block (32 columns, 8 row lanes): lane ty takes rows ty, ty + 8, ...
-// (ascending) and the 8 lane sums are added in lane order.
-__global__ void layernorm_params_partial_kernel(const void* x, int xdt, const float* mean, const float* rstd,
-                                                const void* dy, int dydt, int64_t rows, int64_t d, int64_t rows_per_seg,
-                                                int64_t segs, float* partial) {
-  __shared__ float sg[8][33], sb[8][33];
-  const int tx = threadIdx.x, ty = threadIdx.y;
-  const int64_t c = blockIdx.x * int64_t(32) + tx, seg = blockIdx.y;
-  const int64_t r0 = seg * rows_per_seg, r1 = r0 + rows_per_seg < rows ? r0 + rows_per_seg : rows;
-  float ag = 0.0f, ab = 0.0f;
-  if (c < d)
-#pragma unroll 4
-    for (int64_t r = r0 + ty; r < r1; r += 8) {
-      const float g = ld(dy, r * d + c, dydt);
-      ag += g * ((ld(x, r * d + c, xdt) - mean[r]) * rstd[r]);
-      ab += g;
+template <class A, int K>
+__global__ void __launch_bounds__(256)
+    layernorm_bwd_kernel(const void* x, int xdt, const void* gamma, int gdt, const float* mean, const float* rstd,
+                         const void* dy, int dydt, int64_t rows, int64_t d, void* dx, int dxdt, bool accumulate,
+                         int64_t rows_per_seg, int64_t segs, float* partial) {
+  extern __shared__ float acc[];
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  const int64_t P = ln_slots<A>(d);
+  float* ag = acc + int64_t(w) * 2 * P;  // this warp's sums of dy * xhat, then of dy
+  float* ab = ag + P;
+  for (int64_t i = lane; i < 2 * P; i += 32) ag[i] = 0.0f;
+  const int64_t stride = 32 * A::N, j0 = lane * A::N;
+  const int64_t r0 = blockIdx.x * rows_per_seg, r1 = r0 + rows_per_seg < rows ? r0 + rows_per_seg : rows;
+  const float inv_d = 1.0f / static_cast<float>(d);
+  for (int64_t row = r0 + w; row < r1; row += warps) {
+    const int64_t base = row * d;
+    const float m = mean[row], r = rstd[row];
+    typename A::Raw xr[K], yr[K], orr[K];
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int64_t j = j0 + k * stride;
+      if (j < d) {
+        xr[k] = A::load_raw(x, base + j, xdt);
+        yr[k] = A::load_raw(dy, base + j, dydt);
+        if (accumulate) orr[k] = A::load_raw(dx, base + j, dxdt);
+      }
     }
-  sg[ty][tx] = ag;
-  sb[ty][tx] = ab;
+    // Row sums of g and g * xhat.
+    float sg = 0.0f, sgx = 0.0f;
+    auto sums = [&](const float* xx, const float* gg, int64_t j) {
+      float ga[A::N];
+      A::load(gamma, j, gdt, ga);
+#pragma unroll
+      for (int e = 0; e < A::N; ++e) {
+        const float t = gg[e] * ga[e];
+        sg += t;
+        sgx += t * ((xx[e] - m) * r);
+      }
+    };
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+      if (j0 + k * stride < d) {
+        float xx[A::N], gg[A::N];
+        A::unpack(xr[k], xx);
+        A::unpack(yr[k], gg);
+        sums(xx, gg, j0 + k * stride);
+      }
+    for (int64_t j = j0 + K * stride; j < d; j += stride) {
+      float xx[A::N], gg[A::N];
+      A::load(x, base + j, xdt, xx);
+      A::load(dy, base + j, dydt, gg);
+      sums(xx, gg, j);
+    }
+    const float mg = warp_sum(sg) * inv_d, mgx = warp_sum(sgx) * inv_d;
+    // dx and the column sums of the lane's vector k.
+    auto grads = [&](const float* xx, const float* gg, float* oo, int64_t k) {
+      const int64_t j = j0 + k * stride;
+      float ga[A::N];
+      A::load(gamma, j, gdt, ga);
+#pragma unroll
+      for (int e = 0; e < A::N; ++e) {
+        const float xh = (xx[e] - m) * r;
+        const float t = r * (gg[e] * ga[e] - mg - xh * mgx);
+        oo[e] = accumulate ? oo[e] + t : t;
+        const int64_t slot = (k * A::N + e) * 32 + lane;
+        ag[slot] += gg[e] * xh;
+        ab[slot] += gg[e];
+      }
+      A::store(dx, base + j, dxdt, oo);
+    };
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+      if (j0 + k * stride < d) {
+        float xx[A::N], gg[A::N], oo[A::N];
+        A::unpack(xr[k], xx);
+        A::unpack(yr[k], gg);
+        if (accumulate) A::unpack(orr[k], oo);
+        grads(xx, gg, oo, k);
+      }
+    for (int64_t k = K; j0 + k * stride < d; ++k) {
+      const int64_t j = j0 + k * stride;
+      float xx[A::N], gg[A::N], oo[A::N];
+      A::load(x, base + j, xdt, xx);
+      A::load(dy, base + j, dydt, gg);
+      if (accumulate) A::load(dx, base + j, dxdt, oo);
+      grads(xx, gg, oo, k);
+    }
+  }
   __syncthreads();
-  if (ty == 0 && c < d) {
+  // Slot i (read bank-conflict free) holds column c of lane i % 32, vector k, element e.
+  for (int64_t i = threadIdx.x; i < P; i += blockDim.x) {
+    const int64_t ke = i / 32, c = (ke / A::N) * stride + (i % 32) * A::N + ke % A::N;
+    if (c >= d) continue;
     float tg = 0.0f, tb = 0.0f;
-    for (int k = 0; k < 8; ++k) tg += sg[k][tx], tb += sb[k][tx];
-    partial[seg * d + c] = tg;
-    partial[(segs + seg) * d + c] = tb;
+    for (int q = 0; q < warps; ++q) tg += acc[int64_t(q) * 2 * P + i], tb += acc[int64_t(q) * 2 * P + P + i];
+    partial[blockIdx.x * d + c] = tg;
+    partial[(segs + blockIdx.x) * d + c] = tb;
   }
 }
 
-// partial[seg, c] = sum of x[r, c] over the segment's rows, in the same lane order as above.
+// partial[seg, c] = sum of x[r, c] over the segment's rows. Block (32 columns, 8 row lanes): lane
+// ty takes rows ty, ty + 8, ... (ascending) and the 8 lane sums are added in lane order.
 __global__ void column_partial_kernel(const void* x, int xdt, int64_t rows, int64_t cols, int64_t rows_per_seg,
                                       float* partial) {
   __shared__ float sx[8][33];
@@ -412,37 +550,69 @@ void launch_layernorm_forward(const void* x, int x_dt, const void* gamma, int g_
   const unsigned blocks = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
   dispatch({x_dt, g_dt, b_dt, y_dt}, {x, gamma, beta, y}, d, [&](auto acc) {
     using A = decltype(acc);
-    layernorm_fwd_kernel<A><<<blocks, 32 * kRowsPerBlock, 0, s>>>(x, x_dt, gamma, g_dt, beta, b_dt, eps, rows, d, y,
-                                                                   y_dt, mean, rstd);
+    with_cached<A>(d, [&](auto k) {
+      layernorm_fwd_kernel<A, decltype(k)::value><<<blocks, 32 * kRowsPerBlock, 0, s>>>(
+          x, x_dt, gamma, g_dt, beta, b_dt, eps, rows, d, y, y_dt, mean, rstd);
+    });
   });
   TL_LAUNCH_CHECK("layernorm_forward");
 }
 
-int64_t layernorm_backward_workspace(int64_t rows, int64_t d) { return 2 * segments_for(rows) * d; }
+namespace {
+// LayerNorm backward's launch shape, a function of (rows, d) alone, so the same rows always fall
+// into the same segments in the same order (bit-identical parameter sums run to run): segments of
+// kLnSegRows rows (at most kLnMaxSegs of them), one block each, of as many warps (8 at most) as
+// give the warps' column sums (2 * d fp32 a warp, d rounded up to whole vectors of the lanes)
+// kLnSmemBudget bytes of shared memory.
+constexpr int64_t kLnSegRows = 64, kLnMaxSegs = 1024;
+constexpr int64_t kLnSmemBudget = 96 * 1024, kLnSmemMax = 200 * 1024;
+struct LnBwdShape {
+  int64_t segs, per;
+};
+LnBwdShape ln_bwd_shape(int64_t rows) {
+  LnBwdShape p{};
+  const int64_t segs = (rows + kLnSegRows - 1) / kLnSegRows;
+  p.segs = rows <= 0 ? 0 : segs < 1 ? 1 : segs > kLnMaxSegs ? kLnMaxSegs : segs;
+  p.per = p.segs > 0 ? (rows + p.segs - 1) / p.segs : 0;
+  return p;
+}
+int ln_bwd_warps(int64_t slots) {
+  const int64_t w = kLnSmemBudget / (8 * slots);
+  return static_cast<int>(w < 1 ? 1 : w > 8 ? 8 : w);
+}
+}  // namespace
+
+int64_t layernorm_backward_workspace(int64_t rows, int64_t d) { return 2 * ln_bwd_shape(rows).segs * d; }
 
 void launch_layernorm_backward(const void* x, int x_dt, const void* gamma, int g_dt, const float* mean,
                                const float* rstd, const void* dy, int dy_dt, int64_t rows, int64_t d, void* dx,
                                int dx_dt, bool accumulate_dx, void* dgamma, int dg_dt, void* dbeta, int db_dt,
                                bool accumulate_params, float* partial, cudaStream_t s) {
   if (d <= 0) return;
-  // Parameter sums first: they read dy, which dx may overwrite (dx may alias dy, as on the CPU).
-  const int64_t segs = rows > 0 ? segments_for(rows) : 0, per = rows > 0 ? (rows + segs - 1) / segs : 0;
-  if (segs > 0) {
-    layernorm_params_partial_kernel<<<dim3(static_cast<unsigned>((d + 31) / 32), static_cast<unsigned>(segs)),
-                                      dim3(32, 8), 0, s>>>(x, x_dt, mean, rstd, dy, dy_dt, rows, d, per, segs, partial);
-    TL_LAUNCH_CHECK("layernorm_backward (parameter partial sums)");
-  }
-  if (rows > 0) {
-    const unsigned blocks = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
+  if (8 * (d + 255) > kLnSmemMax)
+    throw Error("layernorm_backward: rows of " + std::to_string(d) + " columns are wider than the CUDA kernel's " +
+                std::to_string(kLnSmemMax / 8 - 255) + " (one warp's column sums must fit in shared memory)");
+  const LnBwdShape p = ln_bwd_shape(rows);
+  if (p.segs > 0) {
     dispatch({x_dt, g_dt, dy_dt, dx_dt}, {x, gamma, dy, dx}, d, [&](auto acc) {
       using A = decltype(acc);
-      layernorm_bwd_dx_kernel<A><<<blocks, 32 * kRowsPerBlock, 0, s>>>(x, x_dt, gamma, g_dt, mean, rstd, dy, dy_dt,
-                                                                        rows, d, dx, dx_dt, accumulate_dx);
+      const int64_t slots = ln_slots<A>(d);
+      const int warps = ln_bwd_warps(slots);
+      const size_t smem = static_cast<size_t>(warps) * 2 * static_cast<size_t>(slots) * sizeof(float);
+      with_cached<A>(d, [&](auto k) {
+        auto* kernel = &layernorm_bwd_kernel<A, decltype(k)::value>;
+        if (smem > 48 * 1024)
+          TL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+        kernel<<<static_cast<unsigned>(p.segs), 32 * warps, smem, s>>>(x, x_dt, gamma, g_dt, mean, rstd, dy, dy_dt, rows,
+                                                                       d, dx, dx_dt, accumulate_dx, p.per, p.segs,
+                                                                       partial);
+      });
     });
-    TL_LAUNCH_CHECK("layernorm_backward (dx)");
+    TL_LAUNCH_CHECK("layernorm_backward (dx, parameter partial sums)");
   }
-  sum_segments_kernel<<<blocks_for(d * 32, 256), 256, 0, s>>>(partial, segs, d, dgamma, dg_dt, accumulate_params);
-  sum_segments_kernel<<<blocks_for(d * 32, 256), 256, 0, s>>>(partial + segs * d, segs, d, dbeta, db_dt, accumulate_params);
+  sum_segments_kernel<<<blocks_for(d * 32, 256), 256, 0, s>>>(partial, p.segs, d, dgamma, dg_dt, accumulate_params);
+  sum_segments_kernel<<<blocks_for(d * 32, 256), 256, 0, s>>>(partial + p.segs * d, p.segs, d, dbeta, db_dt,
+                                                               accumulate_params);
   TL_LAUNCH_CHECK("layernorm_backward (parameter sums)");
 }
 

@@ -15,8 +15,10 @@
 // accumulation, one rounding (nearest even) to the output's format. Formats: fp32, bf16, fp16
 // (any mix; when all tensors of a call share one format, 16-byte vector loads are used).
 // Determinism: no floating-point atomics anywhere. The column reductions (dtok, dpos, dgamma,
-// dbeta) are split into fixed row segments whose partial sums (fp32, in row order) are added in
-// segment order by a second kernel, so the same inputs always give bit-identical results.
+// dbeta) are split into fixed row segments (a function of the shape alone) whose partial sums
+// (fp32, in row order) are added in segment order by a second kernel, so the same inputs always
+// give bit-identical results. LayerNorm backward reads each row once: dx and the segment's
+// dgamma / dbeta partial sums come from one kernel (rows up to 25,345 columns wide).
 // Scratch: the backward reductions need `partial` fp32 workspace of the size *_workspace() says.
 #pragma once
 #include <cuda_runtime_api.h>

@@ -3,7 +3,7 @@
 //   1. per operation, every precision: embedding forward/backward, LayerNorm forward/backward
 //      (residual add fused, parameter gradients accumulated or not), add, GELU, dropout (the
 //      same mask as the CPU: exact in fp32), on a vector-friendly width (384) and an odd one (50);
-//      the column reductions give bit-identical results when repeated;
+//      the column reductions give bit-identical results when repeated; LayerNorm on 2048-wide rows;
 //   2. the large products that go to cuBLASLt: gemm (all transposes, beta), linear forward with
 //      and without bias, linear backward (accumulate or not, with and without dx);
 //   3. a small CharGpt (2 layers, 2 heads, dim 64, context 32, batch 4, vocabulary 65) through
@@ -148,6 +148,34 @@ void op_tests(Pair& P, const Prec& pr, int64_t D) {
   }
   P.cpu.set_tf32(false);
   P.gpu.set_tf32(false);
+}
+
+// LayerNorm on rows wider than a lane keeps in registers (2048 columns: the kernels re-read the
+// vectors past the cached ones; the backward's block has fewer warps and more than 48 KiB of
+// shared memory), 300 rows (several reduction segments, the last one short).
+void layernorm_wide(Pair& P, const Prec& pr) {
+  const std::string tag = std::string("[") + pr.name + " d=2048] ";
+  const DType dt = pr.dt;
+  const int64_t N = 300, D = 2048;
+  auto [x0, x1] = P.rand({N, D}, dt, 2.0f);
+  auto [ga0, ga1] = P.rand({D}, dt, 1.0f, true);
+  auto [be0, be1] = P.rand({D}, dt, 0.5f);
+  auto [y0, y1] = P.zeros({N, D}, dt);
+  auto [m0, m1] = P.zeros({N}, DType::F32);
+  auto [r0, r1] = P.zeros({N}, DType::F32);
+  P.cpu.layernorm_forward(x0, ga0, be0, 1e-5f, y0, m0, r0);
+  P.gpu.layernorm_forward(x1, ga1, be1, 1e-5f, y1, m1, r1);
+  P.compare(tag + "layernorm_forward y", y0, y1, pr.tol);
+  P.compare(tag + "layernorm_forward rstd", r0, r1, 1e-5);
+  auto [dy0, dy1] = P.rand({N, D}, dt);
+  auto [dx0, dx1] = P.rand({N, D}, dt);
+  auto [dg0, dg1] = P.rand({D}, dt);
+  auto [db0, db1] = P.rand({D}, dt);
+  P.cpu.layernorm_backward(x0, ga0, m0, r0, dy0, dx0, dg0, db0, true, true);
+  P.gpu.layernorm_backward(x1, ga1, m1, r1, dy1, dx1, dg1, db1, true, true);
+  P.compare(tag + "layernorm_backward dx +=dx +=params", dx0, dx1, pr.tol);
+  P.compare(tag + "layernorm_backward dgamma +=dx +=params", dg0, dg1, pr.tol);
+  P.compare(tag + "layernorm_backward dbeta +=dx +=params", db0, db1, pr.tol);
 }
 
 // Fused softmax + cross-entropy over the character model's many rows (B*T of them, over the
@@ -382,6 +410,7 @@ int main() {
     guarded("operations", [&] {
       op_tests(P, pr, 384);
       op_tests(P, pr, 50);
+      layernorm_wide(P, pr);
     });
     guarded("large products", [&] { large_product_tests(P, pr); });
     guarded("softmax_xent, many rows", [&] { softmax_many_rows(P, pr); });
