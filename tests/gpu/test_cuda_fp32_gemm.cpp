@@ -3,6 +3,7 @@
 //   native   cuBLASLt CUBLAS_COMPUTE_32F (plain fp32 FMA)
 //   bf16x9   cuBLASLt CUBLAS_COMPUTE_32F_EMULATED_16BFX9, strategy EAGER
 //   auto     the same compute type, strategy PERFORMANT (cuBLAS picks emulation where it pays)
+//   tuned    native with TRAINLAB_LT_AUTOTUNE=1 (the fastest of cuBLASLt's first 8 algorithms)
 //   split6   not a backend mode: what a hand-made emulation would cost here -- each fp32 operand
 //            split on the host into three bf16 parts (x = x0 + x1 + x2, round to nearest), the six
 //            largest of the nine part products summed by ONE bf16 product with fp32 output over
@@ -213,7 +214,7 @@ int main() {
   std::unique_ptr<Backend> probe = cuda_or_skip();
   if (!probe) return 77;
   probe.reset();
-  const char* modes[] = {"native", "bf16x9", "auto", "split6"};
+  const char* modes[] = {"native", "bf16x9", "auto", "tuned", "split6"};
   std::map<std::string, double> step_ms;
   std::map<std::string, double> worst_rel, worst_norm;
   try {
@@ -223,8 +224,9 @@ int main() {
       std::vector<float> native_sample;
       double native_norm = 0;
       for (const char* mode : modes) {
-        const bool split = std::string(mode) == "split6";
-        setenv("TRAINLAB_FP32_GEMM", split ? "native" : mode, 1);
+        const bool split = std::string(mode) == "split6", tuned = std::string(mode) == "tuned";
+        setenv("TRAINLAB_FP32_GEMM", split || tuned ? "native" : mode, 1);
+        setenv("TRAINLAB_LT_AUTOTUNE", tuned ? "1" : "0", 1);
         std::unique_ptr<Backend> be = create_backend("cuda");
         const Result r = split ? run_split6(*be, s, o) : run_backend(*be, s, o);
         const bool same = !native_sample.empty() && r.sample == native_sample;
@@ -255,5 +257,6 @@ int main() {
     ++g_fail;
   }
   unsetenv("TRAINLAB_FP32_GEMM");
+  unsetenv("TRAINLAB_LT_AUTOTUNE");
   return finish();
 }

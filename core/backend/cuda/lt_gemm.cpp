@@ -2,6 +2,7 @@
 
 #include <cublasLt.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstdio>
 #include <cstdlib>
@@ -22,10 +23,18 @@ void lt_check(cublasStatus_t status, const char* call, int line) {
 }  // namespace
 #define TL_LT_CHECK(expr) lt_check((expr), #expr, __LINE__)
 
-// The fp32 products' math when TRAINLAB_FP32_GEMM is unset. Native until the H200 measurement of
-// tests/gpu/test_cuda_fp32_gemm (plain FP32 against the BF16x9 emulation on the gpt2 products,
-// time and error against a double-precision reference) shows the emulation both faster and
-// FP32-accurate on the machine.
+// The fp32 products' math when TRAINLAB_FP32_GEMM is unset: Native, measured. On the H200 (sm_90,
+// cuBLAS of CUDA 13.0), tests/gpu/test_cuda_fp32_gemm, 2026-11-29 19:30 UTC, the 15 product shapes
+// of a gpt2 step (16384 tokens, d 768):
+//   native   167.5 ms of products per step (47-52 TFLOP/s), worst error 2.5e-6 (err_rel), 2.4e-7 (err_norm)
+//   bf16x9   167.4 ms, output bit-identical to native on every shape: cuBLAS accepts the emulated
+//   auto     compute type on Hopper but runs its plain FP32 kernels (BF16x9 kernels are Blackwell's)
+//   split6   83.6 ms (2.0x; a hand split into three bf16 parts, six part products on the bf16
+//            tensor cores) but errors of 1.0e-4 (err_rel) and 4.3e-6 (err_norm): 18-40x native's,
+//            above the fp32 parity tolerance (1e-5) -- Hopper's tensor-core accumulation is not
+//            fp32-exact, so this emulation is not FP32-accurate here.
+// Neither is both faster and FP32-accurate on Hopper; bf16x9/auto remain selectable for GPUs where
+// cuBLAS does emulate (test_cuda_fp32_gemm checks their accuracy wherever it runs).
 constexpr Fp32Math kDefaultFp32Math = Fp32Math::Native;
 
 const char* fp32_math_name(Fp32Math m) {
@@ -48,6 +57,14 @@ Fp32Math fp32_math_from_env() {
 }
 
 namespace {
+// TRAINLAB_LT_AUTOTUNE: "1" on, "0" or unset off.
+bool autotune_from_env() {
+  const char* v = std::getenv("TRAINLAB_LT_AUTOTUNE");
+  if (!v || !*v || std::string(v) == "0") return false;
+  if (std::string(v) == "1") return true;
+  throw Error(std::string("TRAINLAB_LT_AUTOTUNE='") + v + "': expected 0 or 1");
+}
+
 constexpr size_t kWorkspaceBytes = 32u << 20;
 static_assert(sizeof(cublasLtMatmulAlgo_t) <= 64, "LtGemm::Plan::algo too small");
 
@@ -76,7 +93,7 @@ Alignments alignments(const LtProblem& p) {
 }
 }  // namespace
 
-LtGemm::LtGemm(CudaBackend& be) : m_be(be), m_fp32_math(fp32_math_from_env()) {}
+LtGemm::LtGemm(CudaBackend& be) : m_be(be), m_fp32_math(fp32_math_from_env()), m_autotune(autotune_from_env()) {}
 
 LtGemm::~LtGemm() {
   for (auto& [k, p] : m_plans) {
@@ -177,13 +194,16 @@ LtGemm::Plan& LtGemm::plan(const LtProblem& p, int epilogue, int compute_code) {
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al.a, sizeof(al.a));
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al.c, sizeof(al.c));
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al.c, sizeof(al.c));
-  cublasLtMatmulHeuristicResult_t heur{};
+  cublasLtMatmulHeuristicResult_t heur[kLtCandidates] = {};
   int found = 0;
   const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(static_cast<cublasLtHandle_t>(m_handle), desc, la, lb, lc, lc,
-                                                           pref, 1, &heur, &found);
+                                                           pref, m_autotune ? kLtCandidates : 1, heur, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   pl.ok = hs == CUBLAS_STATUS_SUCCESS && found > 0;
-  if (pl.ok) std::memcpy(pl.algo, &heur.algo, sizeof(heur.algo));
+  if (pl.ok) {
+    pl.count = std::min(found, kLtCandidates);
+    for (int i = 0; i < pl.count; ++i) std::memcpy(pl.algos[i], &heur[i].algo, sizeof(heur[i].algo));
+  }
   return pl;
 }
 
@@ -210,18 +230,49 @@ bool LtGemm::run(const LtProblem& p) {
     const void* bp = p.bias ? p.bias : p.row_sums;
     TL_LT_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof(bp)));
   }
-  cublasLtMatmulAlgo_t algo;
-  std::memcpy(&algo, pl.algo, sizeof(algo));
-  const cublasStatus_t st = cublasLtMatmul(
-      static_cast<cublasLtHandle_t>(m_handle), desc, &p.alpha, p.b, static_cast<cublasLtMatrixLayout_t>(pl.la), p.a,
-      static_cast<cublasLtMatrixLayout_t>(pl.lb), &p.beta, p.c, static_cast<cublasLtMatrixLayout_t>(pl.lc), p.c,
-      static_cast<cublasLtMatrixLayout_t>(pl.lc), &algo, m_workspace.raw(), kWorkspaceBytes, m_be.m_ctx.stream);
+  if (m_autotune && !pl.tuned && pl.count > 1 && p.beta == 0.0f && !m_be.m_ctx.capturing) tune(p, pl);
+  const auto st = static_cast<cublasStatus_t>(matmul(p, pl, pl.chosen));
   if (st == CUBLAS_STATUS_NOT_SUPPORTED) {
     pl.ok = false;  // refused at run time: plain FP32 (emulated plans) or the caller's kernel from now on
     return emulated ? run(p) : false;
   }
   TL_LT_CHECK(st);
   return true;
+}
+
+int LtGemm::matmul(const LtProblem& p, Plan& pl, int i) {
+  cublasLtMatmulAlgo_t algo;
+  std::memcpy(&algo, pl.algos[i], sizeof(algo));
+  return cublasLtMatmul(static_cast<cublasLtHandle_t>(m_handle), static_cast<cublasLtMatmulDesc_t>(pl.desc), &p.alpha, p.b,
+                        static_cast<cublasLtMatrixLayout_t>(pl.la), p.a, static_cast<cublasLtMatrixLayout_t>(pl.lb), &p.beta,
+                        p.c, static_cast<cublasLtMatrixLayout_t>(pl.lc), p.c, static_cast<cublasLtMatrixLayout_t>(pl.lc),
+                        &algo, m_workspace.raw(), kWorkspaceBytes, m_be.m_ctx.stream);
+}
+
+// Times each held algorithm on the call's own operands (beta is 0: every run rewrites the output,
+// and run() then writes it once more with the chosen one) and keeps the fastest that runs.
+void LtGemm::tune(const LtProblem& p, Plan& pl) {
+  cudaStream_t s = m_be.m_ctx.stream;
+  cudaEvent_t e0, e1;
+  TL_CUDA_CHECK(cudaEventCreate(&e0));
+  TL_CUDA_CHECK(cudaEventCreate(&e1));
+  float best_ms = 0.0f;
+  int best = -1;
+  for (int i = 0; i < pl.count; ++i) {
+    if (matmul(p, pl, i) != CUBLAS_STATUS_SUCCESS) continue;  // warm-up; an algorithm that refuses is skipped
+    TL_CUDA_CHECK(cudaEventRecord(e0, s));
+    bool ran = true;
+    for (int r = 0; r < 3 && ran; ++r) ran = matmul(p, pl, i) == CUBLAS_STATUS_SUCCESS;
+    TL_CUDA_CHECK(cudaEventRecord(e1, s));
+    TL_CUDA_CHECK(cudaEventSynchronize(e1));
+    float ms = 0.0f;
+    TL_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    if (ran && (best < 0 || ms < best_ms)) best = i, best_ms = ms;
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  pl.chosen = best >= 0 ? best : 0;
+  pl.tuned = true;
 }
 
 }  // namespace trainlab::cuda

@@ -16,6 +16,11 @@
 // a captured step replays the same plan. Workspace: 32 MiB, allocated once through the backend
 // (ledger category Workspace), like PyTorch's cuBLAS workspace that its allocator also counts.
 // A product cuBLASLt refuses (no algorithm) returns false, and the caller uses its own kernel.
+// Autotuning (TRAINLAB_LT_AUTOTUNE=1, off by default): the plan keeps the heuristic's first
+// kLtCandidates algorithms, and the plan's first eager (not captured) call that overwrites its
+// output (beta 0) times each (one warm-up, three timed runs) and keeps the fastest. The choice
+// can differ between processes, so products are then not bit-reproducible from run to run
+// (within a process a plan keeps its algorithm): an experiment, not the default.
 #pragma once
 #include <map>
 #include <tuple>
@@ -66,21 +71,29 @@ class LtGemm {
   Fp32Math fp32_math() const { return m_fp32_math; }
 
  private:
+  static constexpr int kLtCandidates = 8;
   struct Plan {
     void* desc = nullptr;        // cublasLtMatmulDesc_t
     void* la = nullptr, *lb = nullptr, *lc = nullptr;  // cublasLtMatrixLayout_t
-    alignas(16) unsigned char algo[64] = {};  // cublasLtMatmulAlgo_t
+    alignas(16) unsigned char algos[kLtCandidates][64] = {};  // cublasLtMatmulAlgo_t, heuristic order
+    int count = 0;               // algorithms held (1 unless autotuning)
+    int chosen = 0;              // the one run
+    bool tuned = false;
     bool ok = false;
   };
   // m, n, k, transposes, formats, operand alignments, compute type, epilogue.
   using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool, int, int, int, int>;
   Plan& plan(const LtProblem& p, int epilogue, int compute);
   int compute_type(const LtProblem& p) const;  // cublasComputeType_t
+  // One cuBLASLt call of the plan's algorithm `i`; the cublasStatus_t.
+  int matmul(const LtProblem& p, Plan& pl, int i);
+  void tune(const LtProblem& p, Plan& pl);
   CudaBackend& m_be;
   Fp32Math m_fp32_math;
   void* m_handle = nullptr;     // cublasLtHandle_t
   void* m_emulation = nullptr;  // cublasLtEmulationDesc_t of the emulated plans (their strategy)
   bool m_told_fallback = false; // the note that an emulated product fell back to plain FP32 was written
+  bool m_autotune = false;      // TRAINLAB_LT_AUTOTUNE=1
   Tensor m_workspace;
   std::map<Key, Plan> m_plans;
 };
