@@ -24,11 +24,13 @@
 //   y = sum_j softmax_j v_j (threads own 4 channels, positions split into groups). KV cache fp32
 //   [context, d] per layer.
 // Step: the whole token in one cooperative kernel (decode_step.cu), persistent blocks (one per SM)
-//   that run the phases above in order with a grid-wide barrier between them: per layer
-//   qkv | attention | proj | fc | out, then the head. Before each barrier a block already loads its
-//   first weights, scales, bias and LayerNorm parameters of the next phase (they do not depend on
-//   the barrier), so after it only the activations (read through L2) are on the critical path.
-//   A row is summed by the same lanes in the same order as the GEMV kernel: the same values.
+//   with a grid-wide barrier between phases, three a layer: (A) a block a head: LayerNorm, the
+//   head's q/k/v rows, its attention and its columns of the projection (partial sums per head);
+//   (B) the residual x + b_proj + the heads' partial sums in head order, LayerNorm, fc + GELU;
+//   (C) out + residual; then the head. Before each barrier a block already loads its first
+//   weights, scales, bias and LayerNorm parameters of the next phase, so that after it only the
+//   activations (read through L2) are on the critical path. The projection is summed per head
+//   (another order than the GEMV kernel: results agree to rounding).
 // Latency: weights, scales and LayerNorm parameters are loaded before the kernel waits for the
 //   previous one (programmatic dependent launch), 8 16-byte loads in flight per lane.
 // Requirements (checked by the decoder): cols a multiple of the format's 16-byte vector (4, 8,
@@ -89,8 +91,12 @@ struct DecodeStep {
   const DecodeLayer* layer = nullptr;  // [layers], device memory
   DecodeMatrix head;
   const float *tok = nullptr, *pos = nullptr, *ln_w = nullptr, *ln_b = nullptr;
-  float *x = nullptr, *q = nullptr, *att = nullptr, *f = nullptr;  // activations [dim], [dim], [dim], [4 dim]
+  float *x = nullptr, *x2 = nullptr, *f = nullptr;  // the residual stream (two buffers, alternating by layer) [dim], f [4 dim]
+  float* part = nullptr;                              // the heads' projection sums [heads, dim]
   float* logits = nullptr;                                         // [head.rows]
+  // Profiling (null otherwise): block 0 stores the global timer (ns) at the start, after each
+  // barrier and at the end: 3 * layers + 2 stamps, the phases' boundaries as block 0 sees them.
+  unsigned long long* stamps = nullptr;
 };
 
 // Blocks of the step kernel (one per SM when one fits: the kernel's blocks must all be resident),

@@ -106,21 +106,21 @@ __host__ __device__ inline int decode_slice_log2(int64_t nvec) {
   return s;
 }
 
-// One head of single-query attention over the KV cache (the whole block): y[h*hd ..] = softmax(q.k_j
-// / sqrt(hd))_j v_j over positions j < len. Scores: a thread per key, the q.k dot product from
-// 16-byte loads of the key row (independent loads, one round trip). Values: threads own 4
-// channels each (hd/4 threads read one value row, coalesced) and split the positions into groups,
-// summed at the end. q and the cache are read through L2 (__ldcg): other blocks or kernels have
-// just written them. smem: hd + round_up(context, 4) + (blockDim / (hd/4)) * hd floats, 16-byte aligned.
-__device__ inline void attention_head(int64_t h, const float* q, const float* kc, const float* vc, int64_t len,
-                                      int64_t dim, int64_t hd, int64_t context, float scale, float* y, float* smem,
-                                      float* red) {
+// One head of single-query attention over the KV cache (the whole block): y_head[c] = sum_j
+// softmax(q.k_j / sqrt(hd))_j v_j[c] over positions j < len, with q already in smem[0, hd).
+// Scores: a thread per key, the q.k dot product from 16-byte loads of the key row (independent
+// loads, one round trip). Values: threads own 4 channels each (hd/4 threads read one value row,
+// coalesced) and split the positions into groups, summed at the end. The cache is read through L2
+// (__ldcg): other blocks or kernels have just written it. y_head may be global or shared memory.
+// smem: hd + round_up(context, 4) + (blockDim / (hd/4)) * hd floats, 16-byte aligned.
+__device__ inline void attention_head_core(int64_t off, const float* kc, const float* vc, int64_t len, int64_t dim,
+                                           int64_t hd, int64_t context, float scale, float* y_head, float* smem,
+                                           float* red) {
   float* qs = smem;                          // [hd]
   float* sc = qs + hd;                       // [context] scores, then probabilities
   float* part = sc + (context + 3) / 4 * 4;  // [groups, hd], 16-byte aligned
-  const int64_t off = h * hd, hd4 = hd / 4;
-  for (int64_t c = threadIdx.x; c < hd; c += blockDim.x) qs[c] = __ldcg(q + off + c);
-  __syncthreads();
+  const int64_t hd4 = hd / 4;
+  __syncthreads();  // qs written by the caller
   const float4* q4 = reinterpret_cast<const float4*>(qs);
   for (int64_t j = threadIdx.x; j < len; j += blockDim.x) {
     const float4* k4 = reinterpret_cast<const float4*>(kc + j * dim + off);
@@ -156,8 +156,17 @@ __device__ inline void attention_head(int64_t h, const float* q, const float* kc
   for (int64_t c = threadIdx.x; c < hd; c += blockDim.x) {
     float a = 0.0f;
     for (int64_t p = 0; p < groups; ++p) a += part[p * hd + c];
-    y[off + c] = a;
+    y_head[c] = a;
   }
+}
+
+// The same with q read from global memory (through L2) and the result into y [dim] at head h.
+__device__ inline void attention_head(int64_t h, const float* q, const float* kc, const float* vc, int64_t len,
+                                      int64_t dim, int64_t hd, int64_t context, float scale, float* y, float* smem,
+                                      float* red) {
+  const int64_t off = h * hd;
+  for (int64_t c = threadIdx.x; c < hd; c += blockDim.x) smem[c] = __ldcg(q + off + c);
+  attention_head_core(off, kc, vc, len, dim, hd, context, scale, y + off, smem, red);
 }
 
 // Floats of shared memory attention_head needs with `threads` threads.

@@ -4,8 +4,8 @@
 //    represents (CharGptWeights::as_format: the dequantised weights), tolerance 1e-4 relative
 //    (fp32 accumulation in another order), also over a 600-position window;
 //  * the default decoder is the one-kernel step (kernels/decode_step.cu); the kernel-per-operation
-//    decoder is checked against the CPU too, and the two agree to 1e-5 (LayerNorm sums in another
-//    order where blocks differ in size);
+//    decoder is checked against the CPU too, and the two agree to 1e-4 (the one-kernel step sums
+//    the projection per head: another order);
 //  * the replayed CUDA graph gives the same logits as launching the kernels one by one, also
 //    after reset() (a new window reuses the graph);
 //  * greedy generation over window restarts gives the CPU's tokens (first 60 at least).
@@ -96,7 +96,7 @@ int main() {
       auto dk = make_decoder(*gpu, w, k), d1 = make_decoder(*gpu, w, spec(f));
       check(std::string("decode logits ") + f + ", a kernel per operation, vs CPU", logits_error(ref, *dk, toks, cfg.vocab), 1e-4);
       check(std::string("decode logits ") + f + ": one-kernel step vs a kernel per operation", logits_error(*dk, *d1, toks, cfg.vocab),
-            1e-5);
+            1e-4);
     }
 
     // A window longer than the attention kernel's 512 threads (keys in several passes).

@@ -227,7 +227,9 @@ void CudaDecoder::build_step_table() {
   m_step.layer = dev;
   m_step.head = matrix(m_head);
   m_step.tok = m_tok, m_step.pos = m_pos, m_step.ln_w = m_ln_w, m_step.ln_b = m_ln_b;
-  m_step.x = m_x, m_step.q = m_q, m_step.att = m_att, m_step.f = m_f;
+  m_step.x = m_x, m_step.f = m_f;
+  m_step.x2 = static_cast<float*>(device_alloc(static_cast<size_t>(m_cfg.dim) * sizeof(float)));
+  m_step.part = static_cast<float*>(device_alloc(static_cast<size_t>(m_cfg.heads * m_cfg.dim) * sizeof(float)));
   m_step.logits = m_logits_mapped;
 }
 
@@ -309,14 +311,30 @@ void CudaDecoder::mark(const char* kind) {
 std::vector<std::pair<std::string, double>> CudaDecoder::profile_step() {
   if (m_len >= m_cfg.context) return {};
   TL_CUDA_CHECK(cudaSetDevice(m_device));
-  if (m_step_blocks > 0) {  // one kernel: its device time (phases are not separable)
+  if (m_step_blocks > 0) {  // one kernel: its phases from block 0's time stamps, and the whole launch
+    const int64_t n = 3 * m_cfg.layers + 2;
+    if (!m_stamps) m_stamps = static_cast<unsigned long long*>(device_alloc(static_cast<size_t>(n) * 8));
+    DecodeStep st = m_step;
+    st.stamps = m_stamps;
     TL_CUDA_CHECK(cudaEventRecord(m_step_start, m_stream));
-    launch_decode_step(m_step, 0, static_cast<int32_t>(m_len), m_step_blocks, m_stream);
+    launch_decode_step(st, 0, static_cast<int32_t>(m_len), m_step_blocks, m_stream);
     TL_CUDA_CHECK(cudaEventRecord(m_step_stop, m_stream));
     TL_CUDA_CHECK(cudaStreamSynchronize(m_stream));
     float ms = 0.0f;
     TL_CUDA_CHECK(cudaEventElapsedTime(&ms, m_step_start, m_step_stop));
-    return {{"step", 1e3 * ms}};
+    std::vector<unsigned long long> t(static_cast<size_t>(n));
+    TL_CUDA_CHECK(cudaMemcpy(t.data(), m_stamps, t.size() * 8, cudaMemcpyDeviceToHost));
+    static const char* kinds[] = {"qkv+attention+proj", "fc", "out"};
+    std::vector<std::pair<std::string, double>> out;
+    for (int64_t i = 0; i + 1 < n; ++i) {
+      const std::string kind = i + 2 == n ? "head" : kinds[i % 3];
+      const double us = 1e-3 * static_cast<double>(t[static_cast<size_t>(i + 1)] - t[static_cast<size_t>(i)]);
+      auto it = std::find_if(out.begin(), out.end(), [&](const auto& p) { return p.first == kind; });
+      if (it == out.end()) out.emplace_back(kind, us);
+      else it->second += us;
+    }
+    out.emplace_back("launch", 1e3 * ms);  // the whole kernel by events: phases plus launch and drain
+    return out;
   }
   // One step at the next position, launched eagerly without PDL and with an event after every
   // kernel. It writes the cache row and logits that the next push() rewrites: no lasting effect.
@@ -391,7 +409,7 @@ void CudaDecoder::push(int32_t token) {
 std::string CudaDecoder::describe() const {
   if (m_step_blocks > 0)
     return "CUDA decoder, " + m_spec.label() + " weights, one cooperative kernel a token (" +
-           std::to_string(5 * m_cfg.layers + 1) + " phases, grid barriers, " + std::to_string(m_step_blocks) + " blocks)";
+           std::to_string(3 * m_cfg.layers + 1) + " phases, grid barriers, " + std::to_string(m_step_blocks) + " blocks)";
   return "CUDA decoder, " + m_spec.label() + " weights, " + std::to_string(5 * m_cfg.layers + 1) + " kernels a token" +
          (m_spec.cuda_graph ? " in one CUDA graph" : " launched one by one") +
          (m_spec.pdl ? ", programmatic dependent launch" : "") +

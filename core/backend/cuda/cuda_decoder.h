@@ -74,6 +74,7 @@ class CudaDecoder final : public TokenDecoder {
   std::vector<Layer> m_layers;
   kern::DecodeStep m_step;  // one_kernel: the step kernel's parameters
   int m_step_blocks = 0;    // its grid (0: a kernel per operation)
+  unsigned long long* m_stamps = nullptr;  // profile_step's time stamps (device memory)
   float *m_x = nullptr, *m_q = nullptr, *m_att = nullptr, *m_f = nullptr;
   int32_t* m_state_dev = nullptr;     // {token, position} for the kernels after the first
   int32_t* m_state_host = nullptr;    // mapped pinned: written by push()
