@@ -26,14 +26,26 @@ template <>
 __device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
 template <>
 __device__ __forceinline__ float to_f<__half>(__half v) { return __half2float(v); }
+
+// The 4 bytes of format T holding v[0] (and v[1] for 16-bit formats), rounded to nearest even.
 template <class T>
-__device__ __forceinline__ T from_f(float v);
+__device__ __forceinline__ uint32_t pack_word(const float* v);
 template <>
-__device__ __forceinline__ float from_f<float>(float v) { return v; }
+__device__ __forceinline__ uint32_t pack_word<float>(const float* v) { return __float_as_uint(v[0]); }
 template <>
-__device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+__device__ __forceinline__ uint32_t pack_word<__nv_bfloat16>(const float* v) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(v[0], v[1]);
+  uint32_t r;
+  memcpy(&r, &h, 4);
+  return r;
+}
 template <>
-__device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
+__device__ __forceinline__ uint32_t pack_word<__half>(const float* v) {
+  const __half2 h = __floats2half2_rn(v[0], v[1]);
+  uint32_t r;
+  memcpy(&r, &h, 4);
+  return r;
+}
 
 // 16-byte vectors of one storage format T; element index i must be a multiple of N.
 // Raw is the loaded vector before conversion (fewer registers to keep a row in: LayerNorm).
@@ -52,12 +64,13 @@ struct Vec {
   __device__ __forceinline__ static void load(const void* p, int64_t i, int dt, float* out) {
     unpack(load_raw(p, i, dt), out);
   }
+  // One 16-byte store instruction (__stwb: st.global.wb.v4): a plain uint4 assignment was split
+  // by the compiler into four 4-byte stores in the elementwise kernels.
   __device__ __forceinline__ static void store(void* p, int64_t i, int, const float* v) {
-    uint4 u;
-    T* e = reinterpret_cast<T*>(&u);
+    uint32_t w[4];
 #pragma unroll
-    for (int k = 0; k < N; ++k) e[k] = from_f<T>(v[k]);
-    *reinterpret_cast<uint4*>(static_cast<T*>(p) + i) = u;
+    for (int k = 0; k < 4; ++k) w[k] = pack_word<T>(v + k * (N / 4));
+    __stwb(reinterpret_cast<uint4*>(static_cast<T*>(p) + i), make_uint4(w[0], w[1], w[2], w[3]));
   }
 };
 struct Scalar {
@@ -107,11 +120,34 @@ __device__ __forceinline__ float warp_sum(float v) {
 }
 
 // --- elementwise ---------------------------------------------------------------------------------
+// Phi(x) as the CPU reference computes it (cpu_transformer_ops.cpp): 0.5 erfc(|x| / sqrt 2) from
+// Numerical Recipes' erfc (fractional error < 1.2e-7 everywhere, the tail x << 0 included), here
+// with the fast reciprocal and exponential (a few ulp). About 15 instructions without branches,
+// where erff's two ranges cost ~40 in a mixed warp: GELU over the MLP's activations (4d wide) was
+// bound by instruction issue, not by memory.
+__device__ __forceinline__ float normal_cdf(float x) {
+  const float z = fabsf(x) * 0.70710678118654752f;
+  const float t = __fdividef(1.0f, fmaf(0.5f, z, 1.0f));
+  float p = 0.17087277f;
+  p = fmaf(p, t, -0.82215223f);
+  p = fmaf(p, t, 1.48851587f);
+  p = fmaf(p, t, -1.13520398f);
+  p = fmaf(p, t, 0.27886807f);
+  p = fmaf(p, t, -0.18628806f);
+  p = fmaf(p, t, 0.09678418f);
+  p = fmaf(p, t, 0.37409196f);
+  p = fmaf(p, t, 1.00002368f);
+  p = fmaf(p, t, -1.26551223f);
+  const float half_erfc = 0.5f * t * __expf(fmaf(-z, z, p));  // Phi(-|x|)
+  return x >= 0.0f ? 1.0f - half_erfc : half_erfc;
+}
 struct GeluOp {
-  __device__ float operator()(float x, float, int64_t) const { return gelu_f(x); }
+  __device__ float operator()(float x, float, int64_t) const { return x * normal_cdf(x); }
 };
-struct GeluGradOp {
-  __device__ float operator()(float x, float dy, int64_t) const { return dy * gelu_grad_f(x); }
+struct GeluGradOp {  // dy * (Phi(x) + x phi(x))
+  __device__ float operator()(float x, float dy, int64_t) const {
+    return dy * (normal_cdf(x) + x * (0.39894228040143268f * __expf(-0.5f * x * x)));
+  }
 };
 struct AddOp {
   __device__ float operator()(float a, float b, int64_t) const { return a + b; }
@@ -247,18 +283,25 @@ __global__ void __launch_bounds__(kReduceThreads)
   }
 }
 
-// dst[e] (=|+=) sum over segments of partial[s * count + e], for e < count: one warp per element,
-// lane l adding segments l, l + 32, ... in ascending order, the 32 lane sums then added by a fixed
-// butterfly (deterministic; a thread per element would wait on its segments' loads one by one).
-__global__ void sum_segments_kernel(const float* partial, int64_t segs, int64_t count, void* dst, int ddt,
-                                    bool accumulate) {
+// dst[e] (=|+=) sum over segments of partial[s * count + e], for e < count, and, when dst2 is
+// given, dst2[e] (=|+=) the same over partial[(segs + s) * count + e] (LayerNorm's dgamma and dbeta
+// in one launch): one warp per element, lane l adding segments l, l + 32, ... in ascending order,
+// the 32 lane sums then added by a fixed butterfly (deterministic; a thread per element would
+// wait on its segments' loads one by one).
+__global__ void sum_segments_kernel(const float* partial, int64_t segs, int64_t count, void* dst, int ddt, void* dst2,
+                                    int ddt2, bool accumulate) {
   const int lane = threadIdx.x & 31;
-  const int64_t warps = (int64_t(gridDim.x) * blockDim.x) / 32;
-  for (int64_t e = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32; e < count; e += warps) {
+  const int64_t warps = (int64_t(gridDim.x) * blockDim.x) / 32, total = dst2 ? 2 * count : count;
+  for (int64_t e = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32; e < total; e += warps) {
+    const bool second = e >= count;
+    const int64_t i = second ? e - count : e;
+    const float* src = second ? partial + segs * count : partial;
     float acc = 0.0f;
-    for (int64_t s = lane; s < segs; s += 32) acc += partial[s * count + e];
+    for (int64_t s = lane; s < segs; s += 32) acc += src[s * count + i];
     acc = warp_sum(acc);
-    if (lane == 0) st(dst, e, ddt, accumulate ? ld(dst, e, ddt) + acc : acc);
+    void* out = second ? dst2 : dst;
+    const int odt = second ? ddt2 : ddt;
+    if (lane == 0) st(out, i, odt, accumulate ? ld(out, i, odt) + acc : acc);
   }
 }
 
@@ -521,13 +564,22 @@ void launch_embedding_forward(const void* tok, int tok_dt, int64_t vocab, const 
   TL_LAUNCH_CHECK("embedding_forward");
 }
 
-int64_t embedding_backward_workspace(int64_t n, int64_t vocab, int64_t d) { return segments_for(n) * vocab * d; }
+namespace {
+// Token-gradient segments: 512 rows each (a block lists and sums one token's rows of a segment;
+// longer segments mean fewer partial sums, segs * vocab * d of them), at most 128.
+int64_t token_segments(int64_t n) {
+  const int64_t s = (n + 511) / 512;
+  return s < 1 ? 1 : s > 128 ? 128 : s;
+}
+}  // namespace
+
+int64_t embedding_backward_workspace(int64_t n, int64_t vocab, int64_t d) { return token_segments(n) * vocab * d; }
 
 void launch_embedding_backward(const void* dout, int dout_dt, const int32_t* idx, int64_t n, int64_t T, int64_t d,
                                void* dtok, int dtok_dt, int64_t vocab, void* dpos, int dpos_dt, int64_t pos_rows,
                                bool accumulate, float* partial, cudaStream_t s) {
   if (d <= 0) return;
-  const int64_t segs = segments_for(n), per = (n + segs - 1) / segs;
+  const int64_t segs = token_segments(n), per = (n + segs - 1) / segs;
   const int64_t chunks = (d + kReduceThreads * kColsPerThread - 1) / (kReduceThreads * kColsPerThread);
   if (n > 0) {
     embedding_tok_partial_kernel<<<dim3(static_cast<unsigned>(segs), static_cast<unsigned>(vocab),
@@ -536,7 +588,7 @@ void launch_embedding_backward(const void* dout, int dout_dt, const int32_t* idx
     TL_LAUNCH_CHECK("embedding_backward (token partial sums)");
   }
   sum_segments_kernel<<<blocks_for(vocab * d * 32, 256), 256, 0, s>>>(partial, n > 0 ? segs : 0, vocab * d, dtok, dtok_dt,
-                                                                 accumulate);
+                                                                      nullptr, 0, accumulate);
   TL_LAUNCH_CHECK("embedding_backward (token sums)");
   embedding_pos_kernel<<<blocks_for(pos_rows * d, 256), 256, 0, s>>>(dout, dout_dt, n, T, d, dpos, dpos_dt, pos_rows,
                                                                       accumulate);
@@ -610,9 +662,8 @@ void launch_layernorm_backward(const void* x, int x_dt, const void* gamma, int g
     });
     TL_LAUNCH_CHECK("layernorm_backward (dx, parameter partial sums)");
   }
-  sum_segments_kernel<<<blocks_for(d * 32, 256), 256, 0, s>>>(partial, p.segs, d, dgamma, dg_dt, accumulate_params);
-  sum_segments_kernel<<<blocks_for(d * 32, 256), 256, 0, s>>>(partial + p.segs * d, p.segs, d, dbeta, db_dt,
-                                                               accumulate_params);
+  sum_segments_kernel<<<blocks_for(2 * d * 32, 256), 256, 0, s>>>(partial, p.segs, d, dgamma, dg_dt, dbeta, db_dt,
+                                                                   accumulate_params);
   TL_LAUNCH_CHECK("layernorm_backward (parameter sums)");
 }
 
@@ -627,7 +678,8 @@ void launch_column_sums(const void* x, int x_dt, int64_t rows, int64_t cols, voi
                             s>>>(x, x_dt, rows, cols, per, partial);
     TL_LAUNCH_CHECK("column_sums (partial sums)");
   }
-  sum_segments_kernel<<<blocks_for(cols * 32, 256), 256, 0, s>>>(partial, segs, cols, out, out_dt, accumulate);
+  sum_segments_kernel<<<blocks_for(cols * 32, 256), 256, 0, s>>>(partial, segs, cols, out, out_dt, nullptr, 0,
+                                                                  accumulate);
   TL_LAUNCH_CHECK("column_sums");
 }
 

@@ -9,7 +9,8 @@
 //                   rstd = 1 / sqrt(var + eps);  y = (x - mean) * rstd * gamma + beta
 //   layernorm bwd:  g = dy * gamma;  dx (=|+=) rstd * (g - mean(g) - xhat * mean(g * xhat));
 //                   dgamma (=|+=) sum_rows dy * xhat;  dbeta (=|+=) sum_rows dy
-//   add:            out = a + b;   gelu: y = x * Phi(x) (erff);  gelu bwd: dx = dy * (Phi(x) + x phi(x))
+//   add:            out = a + b;   gelu: y = x * Phi(x);  gelu bwd: dx = dy * (Phi(x) + x phi(x)), Phi as the
+//                   CPU's: 0.5 erfc(|x| / sqrt 2) by Numerical Recipes' erfc (fractional error < 1.2e-7)
 //   dropout:        y[i] = hash(seed, i) >= threshold(p) ? x[i] * (1 / (1 - p)) : 0  (backend/dropout_hash.h)
 // Layout: row-major, contiguous. Precision: inputs converted to fp32, fp32 arithmetic and
 // accumulation, one rounding (nearest even) to the output's format. Formats: fp32, bf16, fp16
