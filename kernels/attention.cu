@@ -14,6 +14,8 @@
 // column reads).
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
@@ -409,11 +411,30 @@ struct FusedPlan {
   int hdp = 0;  // 0: no fused kernel for this call
   int64_t chunk = 0, tiles = 0, acc_off = 0, sem_off = 0, floats = 0;
 };
-FusedPlan fused_plan(int64_t B, int64_t T, int64_t H, int64_t hd, int qkv_dt, int dy_dt) {
+// Which tensor-core backward runs where both could (hd <= 64). H200, char-gpt2 shape, ms a layer
+// (first fused version, block-wide counter handshake): 16-bit fused 1.48 against split 0.90 (the
+// handshake and the accumulator round trip cost more than the two recomputed products); fp32
+// (3xTF32) fused 5.25 against split 7.27 (split not yet with the cvt.rna operand split).
+// TRAINLAB_ATTN_BWD=fused|split overrides the choice (for measurements; read once).
+bool fused_by_default(int qkv_dt, bool tf32) { return qkv_dt == kF32 && !tf32; }
+int bwd_override() {  // 0: none, 1: fused, 2: split
+  static const int v = [] {
+    const char* e = std::getenv("TRAINLAB_ATTN_BWD");
+    if (e == nullptr || *e == 0) return 0;
+    if (std::strcmp(e, "fused") == 0) return 1;
+    if (std::strcmp(e, "split") == 0) return 2;
+    throw Error(std::string("TRAINLAB_ATTN_BWD must be 'fused' or 'split', got '") + e + "'");
+  }();
+  return v;
+}
+
+FusedPlan fused_plan(int64_t B, int64_t T, int64_t H, int64_t hd, int qkv_dt, int dy_dt, bool tf32) {
   FusedPlan p;
   p.floats = B * H * T;
   const int hdp = tc_hdp(qkv_dt, dy_dt, hd);
   if (hdp == 0 || hdp > 64) return p;
+  const int o = bwd_override();
+  if (o == 2 || (o == 0 && !fused_by_default(qkv_dt, tf32))) return p;
   p.hdp = hdp;
   const int64_t bh = B * H, per_head = T * hdp;
   const int64_t most = std::min<int64_t>(65535, std::max<int64_t>(1, kDqAccBytes / int64_t(sizeof(float)) / per_head));
@@ -422,7 +443,7 @@ FusedPlan fused_plan(int64_t B, int64_t T, int64_t H, int64_t hd, int qkv_dt, in
   p.tiles = (T + attn::kBwdTile - 1) / attn::kBwdTile;
   p.acc_off = (p.floats + 63) / 64 * 64;
   p.sem_off = p.acc_off + p.chunk * per_head;
-  p.floats = p.sem_off + p.chunk * p.tiles;
+  p.floats = p.sem_off + p.chunk * p.tiles * attn::kWarps;
   return p;
 }
 
@@ -437,7 +458,7 @@ void tc_backward_fused(const void* qkv, const void* dy, const float* lse, float*
   int* sem = reinterpret_cast<int*>(scratch + p.sem_off);
   for (int64_t bh0 = 0; bh0 < B * H; bh0 += p.chunk) {
     const int64_t n = std::min(p.chunk, B * H - bh0);
-    TL_CUDA_CHECK(cudaMemsetAsync(sem, 0, sizeof(int) * static_cast<size_t>(n * p.tiles), s));
+    TL_CUDA_CHECK(cudaMemsetAsync(sem, 0, sizeof(int) * static_cast<size_t>(n * p.tiles * attn::kWarps), s));
     attn::bwd_fused_tc<E, HDP><<<dim3(static_cast<unsigned>(p.tiles), static_cast<unsigned>(n)), attn::kThreads,
                                  bytes, s>>>(static_cast<const E*>(qkv), static_cast<const E*>(dy), lse, scratch, dqkv,
                                              dqdt, acc, sem, int(bh0), int(T), int(H), int(hd), scale, vec);
@@ -455,8 +476,9 @@ void tc_forward_hd(int hdp, const void* qkv, void* y, int ydt, float* lse, int64
     default: return tc_forward<E, 128>(qkv, y, ydt, lse, B, T, H, hd, s);
   }
 }
-// hd <= 64: the fused kernel; hd 128: the dK/dV and dQ kernels (two hd-wide accumulators plus
-// the 64-query score tiles would not fit in registers).
+// The fused kernel where the plan says so (hd <= 64, see fused_plan), else the dK/dV and dQ
+// kernels (always at hd 128: two hd-wide accumulators plus the 64-query score tiles would not
+// fit in registers).
 template <typename E>
 void tc_backward_hd(const FusedPlan& p, int hdp, const void* qkv, const void* dy, const float* lse, float* scratch,
                     void* dqkv, int dqdt, int64_t B, int64_t T, int64_t H, int64_t hd, cudaStream_t s) {
@@ -466,13 +488,18 @@ void tc_backward_hd(const FusedPlan& p, int hdp, const void* qkv, const void* dy
     case 64: return tc_backward_fused<E, 64>(qkv, dy, lse, scratch, dqkv, dqdt, B, T, H, hd, p, s);
     default: break;
   }
-  if (hdp != 128) throw Error("attention_backward: no tensor-core kernel for head dim " + std::to_string(hd));
-  tc_backward<E, 128>(qkv, dy, lse, scratch, dqkv, dqdt, B, T, H, hd, s);
+  switch (hdp) {
+    case 16: return tc_backward<E, 16>(qkv, dy, lse, scratch, dqkv, dqdt, B, T, H, hd, s);
+    case 32: return tc_backward<E, 32>(qkv, dy, lse, scratch, dqkv, dqdt, B, T, H, hd, s);
+    case 64: return tc_backward<E, 64>(qkv, dy, lse, scratch, dqkv, dqdt, B, T, H, hd, s);
+    default: return tc_backward<E, 128>(qkv, dy, lse, scratch, dqkv, dqdt, B, T, H, hd, s);
+  }
 }
 }  // namespace
 
-int64_t attention_backward_scratch_floats(int64_t B, int64_t T, int64_t H, int64_t hd, int qkv_dt, int dy_dt) {
-  return fused_plan(B, T, H, hd, qkv_dt, dy_dt).floats;
+int64_t attention_backward_scratch_floats(int64_t B, int64_t T, int64_t H, int64_t hd, int qkv_dt, int dy_dt,
+                                          bool tf32) {
+  return fused_plan(B, T, H, hd, qkv_dt, dy_dt, tf32).floats;
 }
 
 void launch_attention_forward(const void* qkv, int qkv_dt, void* y, int y_dt, float* lse, int64_t B, int64_t T,
@@ -501,7 +528,7 @@ void launch_attention_backward(const void* qkv, int qkv_dt, const void* y, int y
                                                                  int(hd));
   TL_LAUNCH_CHECK("attention rowdot");
   const int hdp = tc_hdp(qkv_dt, dy_dt, hd);
-  const FusedPlan p = fused_plan(B, T, H, hd, qkv_dt, dy_dt);
+  const FusedPlan p = fused_plan(B, T, H, hd, qkv_dt, dy_dt, tf32);
   if (hdp && qkv_dt == kBF16)
     return tc_backward_hd<__nv_bfloat16>(p, hdp, qkv, dy, lse, scratch, dqkv, dqkv_dt, B, T, H, hd, s);
   if (hdp && qkv_dt == kF16)

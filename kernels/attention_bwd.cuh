@@ -12,7 +12,8 @@
 // Deterministic dQ: the partials of query tile q come from key blocks kb = q, q - 1, ..., 0 and
 // are summed in exactly that order into an fp32 accumulator [bh][T][HDP] in global memory (L2):
 // block kb waits until the tile's counter says q - kb partials are in (acquire), adds its own
-// (plain loads and stores, no atomics), and bumps the counter (release). Block q, the diagonal,
+// (plain loads and stores, no atomics), and bumps the counter (release). Counters are per warp
+// (each warp owns 16 rows of the tile), so the handshake never stalls the whole block. Block q, the diagonal,
 // writes the first partial without waiting; block 0 adds the last one and stores dQ (times the
 // scale, in the output format) straight into dqkv. Blocks iterate their query tiles upward, so
 // block kb reaches tile q one step after block kb + 1 did: the chain never stalls when both run.
@@ -126,8 +127,8 @@ constexpr size_t bwd_fused_bytes() {
 }
 
 // grid (key blocks, heads of this launch): key block kb = gridDim.x - 1 - blockIdx.x, head
-// bh = bh0 + blockIdx.y; acc [gridDim.y][T][HDP] fp32 and sem [gridDim.y][key blocks] (zeroed)
-// belong to this launch's heads.
+// bh = bh0 + blockIdx.y; acc [gridDim.y][T][HDP] fp32 and sem [gridDim.y][key blocks][kWarps]
+// (zeroed) belong to this launch's heads.
 template <typename E, int HDP>
 __global__ void __launch_bounds__(kThreads) bwd_fused_tc(const E* __restrict__ qkv, const E* __restrict__ dy,
                                                          const float* __restrict__ lse, const float* __restrict__ dd,
@@ -151,7 +152,7 @@ __global__ void __launch_bounds__(kThreads) bwd_fused_tc(const E* __restrict__ q
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
   const float scale_log2 = scale * kLog2e;
   float* acc_bh = acc + int64_t(bhl) * T * HDP;
-  int* sem_bh = sem + bhl * nt;
+  int* sem_bh = sem + bhl * nt * kWarps;
 
   auto load_queries = [&](int it, int sg) {
     const int qa = it * NQ;
@@ -222,11 +223,12 @@ __global__ void __launch_bounds__(kThreads) bwd_fused_tc(const E* __restrict__ q
     }
     float dq[HDP / 8][4];
     warp_ab<E, HDP, kBwdTile>(dss + warp * 16 * kDs, kDs, ks, dq, lane);
-    // Ordered accumulation of the tile's dQ (see the top of the file).
+    // Ordered accumulation of the tile's dQ (see the top of the file), warp by warp: warp w owns
+    // rows 16 w .. 16 w + 15 of the tile and its own counter, so no block barrier waits on it.
     const bool first = it == kb, last = kb == 0;
-    int* flag = sem_bh + it;
+    int* flag = sem_bh + it * kWarps + warp;
     if (!first) {
-      if (threadIdx.x == 0) {
+      if (lane == 0) {
         // Bounded wait (~2^26 polls, seconds): a broken dispatch-order assumption traps (a launch
         // error the backend reports) instead of hanging the device.
         for (uint32_t polls = 0; ld_acquire(flag) < it - kb; ++polls) {
@@ -234,7 +236,7 @@ __global__ void __launch_bounds__(kThreads) bwd_fused_tc(const E* __restrict__ q
           __nanosleep(32);
         }
       }
-      __syncthreads();
+      __syncwarp();
     }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -259,11 +261,12 @@ __global__ void __launch_bounds__(kThreads) bwd_fused_tc(const E* __restrict__ q
         }
       }
     }
-    __syncthreads();  // accumulator rows stored; dS tile and query stage free for reuse
-    if (!last && threadIdx.x == 0) {
-      __threadfence();
-      st_release(flag, it - kb + 1);
+    if (!last) {
+      __syncwarp();  // the warp's accumulator rows are stored ...
+      if (lane == 0) st_release(flag, it - kb + 1);  // ... before its counter moves (release)
     }
+    // No barrier here: the dS tile and this query stage are rewritten only after the next
+    // iteration's first barrier, which every warp reaches after its dQ product.
   }
 #pragma unroll
   for (int r = 0; r < 2; ++r) {

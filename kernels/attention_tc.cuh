@@ -493,12 +493,16 @@ __global__ void __launch_bounds__(kThreads) bwd_dq_tc(const E* __restrict__ qkv,
     float s[kKeys / 8][4], dp[kKeys / 8][4];
     warp_abt<E, HDP, kKeys>(qs + warp * 16 * kLds, kt, s, lane);
     warp_abt<E, HDP, kKeys>(dos + warp * 16 * kLds, vt, dp, lane);
+    // Only tiles that reach past this warp's first row (or past T) need the causal mask; rows
+    // past T have lse = inf, so P = 0 there without it.
+    const bool masked = (j + 1) * kKeys > r0 - lane / 4 + 1 || (j + 1) * kKeys > T;
 #pragma unroll
     for (int n = 0; n < kKeys / 8; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int key = j * kKeys + n * 8 + 2 * (lane % 4) + (e & 1), q = r0 + (e >> 1) * 8;
-        const float p = (key > q || key >= T) ? 0.0f : exp2f(s[n][e] * scale_log2 - lse2[e >> 1]);
+        const float p =
+            (masked && (key > q || key >= T)) ? 0.0f : exp2f(s[n][e] * scale_log2 - lse2[e >> 1]);
         s[n][e] = p * (dp[n][e] - drow[e >> 1]);
       }
     warp_pb<E, HDP, kKeys>(s, kt, dq, lane);
@@ -519,8 +523,8 @@ __global__ void __launch_bounds__(kThreads) bwd_dq_tc(const E* __restrict__ qkv,
   }
 }
 
-// Backward, dK and dV: block = 64 keys (16 per warp); streams the query tiles (NQ rows) at or
-// below the diagonal: S^T = K Q^T, P^T, dP^T = V dY^T, dS^T; dV += P^T dY, dK += dS^T Q.
+// Backward, dK and dV: block = 64 keys (16 per warp), grid (B*H, key tiles), heaviest first;
+// streams the query tiles (NQ rows) at or below the diagonal: S^T = K Q^T, P^T, dP^T = V dY^T, dS^T; dV += P^T dY, dK += dS^T Q.
 template <typename E, int HDP, int NQ>
 __global__ void __launch_bounds__(kThreads) bwd_dkv_tc(const E* __restrict__ qkv, const E* __restrict__ dy,
                                                        const float* __restrict__ lse, const float* __restrict__ dd,
@@ -535,7 +539,7 @@ __global__ void __launch_bounds__(kThreads) bwd_dkv_tc(const E* __restrict__ qkv
   float* ls = reinterpret_cast<float*>(dos + 2 * NQ * kLds);  // 2 stages of lse * log2 e
   float* ds = ls + 2 * NQ;                                     // 2 stages of D
   const int bh = blockIdx.x, b = bh / H, h = bh % H;
-  const int k0 = (gridDim.y - 1 - blockIdx.y) * kRows;
+  const int k0 = blockIdx.y * kRows;  // the most query tiles first (key block 0 sees them all)
   const int D = H * hd;
   const int64_t ld = 3LL * D;
   const E* base = qkv + int64_t(b) * T * ld + int64_t(h) * hd;
@@ -589,12 +593,14 @@ __global__ void __launch_bounds__(kThreads) bwd_dkv_tc(const E* __restrict__ qkv
     float s[NQ / 8][4], dp[NQ / 8][4];
     warp_abt<E, HDP, NQ>(ks + warp * 16 * kLds, qt, s, lane);
     warp_abt<E, HDP, NQ>(vs + warp * 16 * kLds, dot, dp, lane);
+    // Only query tiles that start before this warp's last key (or reach past T) need the mask.
+    const bool masked = it * NQ < kr - lane / 4 + 15 || (it + 1) * NQ > T;
 #pragma unroll
     for (int n = 0; n < NQ / 8; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int ql = n * 8 + 2 * (lane % 4) + (e & 1), q = it * NQ + ql, key = kr + (e >> 1) * 8;
-        const float p = (q < key || q >= T) ? 0.0f : exp2f(s[n][e] * scale_log2 - lt[ql]);
+        const float p = (masked && (q < key || q >= T)) ? 0.0f : exp2f(s[n][e] * scale_log2 - lt[ql]);
         s[n][e] = p;
         dp[n][e] = p * (dp[n][e] - drow[ql]);
       }

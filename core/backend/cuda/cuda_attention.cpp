@@ -60,7 +60,7 @@ void CudaBackend::attention_backward(const Tensor& qkv, const Tensor& y, const T
   check_rows("attention_backward", "dqkv", dqkv, qkv.numel());
   check_lse("attention_backward", lse, B * H * T);
   TimedOp timed(this, "attention_backward", m_kernel_timing);
-  Tensor scratch = empty({attention_backward_scratch_floats(B, T, H, hd, dcode(qkv.dtype()), dcode(dy.dtype()))},
+  Tensor scratch = empty({attention_backward_scratch_floats(B, T, H, hd, dcode(qkv.dtype()), dcode(dy.dtype()), m_tf32)},
                          DType::F32, MemCategory::Workspace);
   launch_attention_backward(qkv.raw(), dcode(qkv.dtype()), y.raw(), dcode(y.dtype()), dy.raw(), dcode(dy.dtype()),
                             lse.data<float>(), scratch.data<float>(), dqkv.raw(), dcode(dqkv.dtype()), B, T, H, hd,
