@@ -12,7 +12,8 @@
 #   6. (stage small) trains the `small` character GPT in bf16 with dropout 0.2 (the preset
 #      resources/presets/char-small-shakespeare.json), samples text from it, quantizes it to 4 bits
 #      per group of 32 and benchmarks decoding bf16 / int8 / int4 (stage decode runs that part alone);
-#   7. (stage sweep) the digits compression sweep on --device cuda.
+#   7. (stage sweep) the digits compression sweep on --device cuda, from the CPU table's baseline
+#      weights (docs/compression/digits-mlp-baseline.safetensors) so the two tables differ by the device only.
 set -o pipefail
 OUT=${OUT:-/tmp/gpu_check_out}
 mkdir -p "$OUT"
@@ -85,7 +86,7 @@ if [[ $STAGES == *small* || $STAGES == *decode* ]]; then
 fi
 if [[ $STAGES == *sweep* ]]; then
   # The compression sweep on the GPU (docs/compression/ holds the CPU table to compare with).
-  timeout ${SWEEP_TIMEOUT:-420} $CLI sweep --model digits-mlp --device cuda --out /tmp/sweep > "$OUT/sweep.log" 2>&1
+  timeout ${SWEEP_TIMEOUT:-420} $CLI sweep --model digits-mlp --device cuda --baseline ${SRC:-.}/docs/compression/digits-mlp-baseline.safetensors --steps 660 --out /tmp/sweep > "$OUT/sweep.log" 2>&1
   echo "sweep exit $?" | tee -a "$OUT/sweep.log"
   cp /tmp/sweep/sweep.csv "$OUT/sweep_cuda.csv" 2>/dev/null; cp /tmp/sweep/sweep.json "$OUT/sweep_cuda.json" 2>/dev/null
 fi

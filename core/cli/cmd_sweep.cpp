@@ -2,11 +2,12 @@
 //
 //   trainlab-cli sweep --model digits-mlp --out DIR
 //
-// 1. trains the fp32 baseline (DIR/runs/baseline, must reach --min-accuracy);
+// 1. trains the fp32 baseline (DIR/runs/baseline, must reach --min-accuracy), or takes trained
+//    weights (--baseline FILE, e.g. to rerun one table on another device from the same start);
 // 2. PTQ: bits 2..8 x {per tensor, per channel, per group of 32} (+ W8A8 with calibrated int8
 //    activations), each a real quantized weights file;
 // 3. pruning: sparsity {50, 75, 90, 95, 98}% x {one-shot, one-shot + fine-tune, gradual (cubic
-//    schedule over the fine-tune steps)}, plus 2:4 + fine-tune, structured (hidden units removed,
+//    schedule over the fine-tune steps)} with the classifier kept dense, plus 2:4 + fine-tune, structured (hidden units removed,
 //    smaller dense MLP, fine-tuned) and a lottery ticket (rewound to the initialisation);
 // 4. QAT vs PTQ at 2, 3, 4 bits (per channel): QAT fine-tunes from the baseline;
 // 5. distillation: 64-64 and 16-16 students from the baseline teacher (alpha 0.5, T = 1 and 4) vs
@@ -147,7 +148,7 @@ struct Sweep {
 
 Runner add_sweep_command(CLI::App& app) {
   struct Opts {
-    std::string model = "digits-mlp", out, device = "cpu";
+    std::string model = "digits-mlp", out, device = "cpu", baseline;
     long steps = 0, finetune = 1000;
     double min_accuracy = 0.97;
     int64_t speed_rows = 4096;
@@ -158,6 +159,9 @@ Runner add_sweep_command(CLI::App& app) {
   cmd->add_option("--model", o->model, "Model to sweep (digits-mlp)");
   cmd->add_option("--out", o->out, "Output folder (table, run records)")->required();
   cmd->add_option("--device", o->device, "cpu (default) or another device");
+  cmd->add_option("--baseline", o->baseline,
+                  "Start from these trained fp32 weights instead of training a baseline (e.g. another device's "
+                  "runs/baseline/model.safetensors: the points then differ only by the device)");
   cmd->add_option("--steps", o->steps, "Baseline optimizer steps (0: train.epochs of the config)");
   cmd->add_option("--finetune-steps", o->finetune, "Steps of each fine-tuning point (pruning, QAT)");
   cmd->add_option("--min-accuracy", o->min_accuracy, "Fail unless the fp32 baseline reaches this test accuracy");
@@ -172,6 +176,10 @@ Runner add_sweep_command(CLI::App& app) {
     fs::create_directories(sw.out + "/runs");
     sw.base.set("model.name", o->model);
     sw.base.set("device.name", o->device);
+    // The classifier (10 x 256) stays dense in every pruning point: at 98 % per layer it would keep
+    // 51 weights, about 5 a class, and the point's accuracy then hangs on which few survive (the
+    // CPU and GPU tables differed there by 6-10 points). --set prune.include_output=true prunes it.
+    sw.base.set("prune.include_output", "false");
     for (const auto& s : o->sets) {
       const auto eq = s.find('=');
       if (eq == std::string::npos) throw Error("--set " + s + ": expected key=value");
@@ -181,16 +189,38 @@ Runner add_sweep_command(CLI::App& app) {
     sw.data = load_classification_data(sw.base);
 
     // 1. baseline ------------------------------------------------------------------------------
-    std::fprintf(stderr, "sweep: training the fp32 baseline\n");
     long base_steps = o->steps;
     {
-      Config c = sw.base;
-      c.set("run.out", sw.dir("baseline"));
-      if (base_steps > 0) c.set("train.steps", std::to_string(base_steps));
-      Trainer t(c);
-      RunSummary s = t.run();
-      base_steps = s.steps;
-      sw.base_weights = sw.dir("baseline") + "/model.safetensors";
+      RunSummary s;
+      if (o->baseline.empty()) {
+        std::fprintf(stderr, "sweep: training the fp32 baseline\n");
+        Config c = sw.base;
+        c.set("run.out", sw.dir("baseline"));
+        if (base_steps > 0) c.set("train.steps", std::to_string(base_steps));
+        Trainer t(c);
+        s = t.run();
+        base_steps = s.steps;
+        sw.base_weights = sw.dir("baseline") + "/model.safetensors";
+      } else {
+        std::fprintf(stderr, "sweep: baseline from %s\n", o->baseline.c_str());
+        if (!fs::exists(o->baseline)) throw Error("--baseline " + o->baseline + ": no such file");
+        if (base_steps <= 0) {  // the lottery ticket and the students train as long as the baseline did
+          const fs::path summary = fs::path(o->baseline).parent_path() / "summary.json";
+          std::ifstream in(summary);
+          if (!in)
+            throw Error("--baseline " + o->baseline + ": give --steps N (the baseline's training steps) or keep its summary.json beside it");
+          Json j;
+          in >> j;
+          base_steps = j.value("steps", 0L);
+          if (base_steps <= 0) throw Error(summary.string() + ": no \"steps\" in the run summary");
+        }
+        fs::create_directories(sw.dir("baseline"));
+        sw.base_weights = sw.dir("baseline") + "/model.safetensors";
+        fs::copy_file(o->baseline, sw.base_weights, fs::copy_options::overwrite_existing);
+        s.steps = base_steps;
+        auto m = load_model_file(*sw.be, sw.base_weights);
+        s.test_accuracy = model_accuracy(*sw.be, *m, sw.data.test);
+      }
       sw.base_file = read_safetensors(sw.base_weights);
       auto m = load_model_file(*sw.be, sw.base_weights);
       for (Parameter* p : prunable_parameters(*m)) sw.weights_count += p->numel();
@@ -200,6 +230,7 @@ Runner add_sweep_command(CLI::App& app) {
       r.model_bytes = tensor_bytes(sw.base_file);
       r.train_steps = s.steps;
       r.run_dir = sw.dir("baseline");
+      if (!o->baseline.empty()) r.note = "weights from " + o->baseline;
       sw.add(r);
       if (s.test_accuracy < o->min_accuracy) {
         char buf[160];
@@ -272,7 +303,7 @@ Runner add_sweep_command(CLI::App& app) {
         const std::string s_txt = std::to_string(sp);
         {  // one-shot, no fine-tuning
           auto m = load_model_file(*sw.be, sw.base_weights);
-          auto ps = prunable_parameters(*m);
+          auto ps = prunable_parameters(*m, sw.base.get_bool("prune.include_output"));
           apply_masks(*sw.be, ps, magnitude_masks(download_masters(*sw.be, ps), sp, PruneScope::Layer));
           const std::string name = "prune-oneshot-" + std::to_string(pct);
           fs::create_directories(sw.dir(name));

@@ -69,7 +69,7 @@ void Compression::read_quant_config() {
   // With QAT asked for, check every layer's spec now, so that a bad group fails with a message
   // before any step (or before a mid-run switch is applied).
   if (m_config.get_string("quant.mode") == "qat")
-    for (Parameter* p : m_prunable) m_plan.spec_for(p->name).group_size(p->shape[0], p->shape[1]);
+    for (Parameter* p : m_quantizable) m_plan.spec_for(p->name).group_size(p->shape[0], p->shape[1]);
 }
 
 std::unique_ptr<Model> Compression::attach(std::unique_ptr<Model> model, int64_t batch, int accumulate) {
@@ -88,6 +88,9 @@ std::unique_ptr<Model> Compression::attach(std::unique_ptr<Model> model, int64_t
   }
   m_model = model.get();
   m_prunable = prunable_parameters(*m_model, m_config.get_bool("prune.include_output"));
+  // QAT fakes the quantization of every linear weight, the classifier included, whatever pruning
+  // leaves out: the stored low-bit file quantizes them all.
+  m_quantizable = prunable_parameters(*m_model, true);
   read_quant_config();
   if (m_config.get_bool("prune.rewind") && m_config.get_int("prune.rewind_step") == 0) {
     std::vector<Parameter*> all = m_model->parameters();
@@ -102,7 +105,7 @@ void Compression::set_qat(bool on) {
   if (on == m_qat) return;
   m_qat = on;
   if (!on) {  // values back to plain copies of the masters
-    for (Parameter* p : m_prunable) p->set_compute_dtype(m_be, m_model->compute_dtype());
+    for (Parameter* p : m_quantizable) p->set_compute_dtype(m_be, m_model->compute_dtype());
     m_be.invalidate_captures();
   }
   m_requant = on;
@@ -110,7 +113,7 @@ void Compression::set_qat(bool on) {
 
 void Compression::fake_quantize_values() {
   bool realloc = false;
-  for (Parameter* p : m_prunable) {
+  for (Parameter* p : m_quantizable) {
     if (p->value.same_storage(p->master)) {  // fp32 runs share the storage: QAT needs its own copy
       p->value = m_be.empty(p->shape, DType::F32, MemCategory::Weights);
       realloc = true;

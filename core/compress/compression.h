@@ -86,7 +86,8 @@ class Compression {
   Model* m_model = nullptr;     // the model the trainer runs (maybe a DistillModel)
   DistillModel* m_distill = nullptr;
   int64_t m_batch = 1;
-  std::vector<Parameter*> m_prunable;
+  std::vector<Parameter*> m_prunable;     // linear weights pruning acts on (prune.include_output)
+  std::vector<Parameter*> m_quantizable;  // every linear weight (QAT)
   std::vector<std::vector<float>> m_snapshot;  // lottery ticket: masters at prune.rewind_step
   bool m_qat = false;
   QuantPlan m_plan;
