@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <random>
+#include <set>
 
 #include "backend/cpu_backend.h"
 #include "compress/compression.h"
@@ -251,6 +252,30 @@ class TestQuant : public QObject {
     be.download(mp[0]->master, master.data(), DType::F32);
     be.download(mp[0]->value, value.data(), DType::F32);
     QVERIFY(master != value);
+  }
+
+  // QAT quantizes every linear weight, the classifier included, even when pruning is told to leave
+  // the classifier out (prune.include_output=false): the stored low-bit file quantizes them all.
+  void qatCoversClassifierWhenPruningSkipsIt() {
+    CpuBackend be(1);
+    Config c;
+    c.set("quant.mode", "qat");
+    c.set("quant.bits", "2");
+    c.set("quant.granularity", "tensor");
+    c.set("prune.include_output", "false");
+    auto m = std::unique_ptr<Model>(new Mlp(be, {8, 12, 4}, Activation::ReLU, 5));
+    Compression comp(c, be);
+    auto model = comp.attach(std::move(m), 4, 1);
+    comp.before_step(0);
+    auto ps = model->parameters();
+    for (size_t i = 0; i < ps.size(); i += 2) {  // weights (biases sit between them)
+      Parameter* w = ps[i];
+      QVERIFY2(!w->value.same_storage(w->master), w->name.c_str());
+      std::vector<float> v(static_cast<size_t>(w->numel()));
+      be.download(w->value, v.data(), DType::F32);
+      std::set<float> levels(v.begin(), v.end());
+      QVERIFY2(levels.size() <= 4, qPrintable(QString("%1: %2 distinct values at 2 bits").arg(w->name.c_str()).arg(levels.size())));
+    }
   }
 
   // QAT switched on in the middle of a run applies at the next step and ends with a real
