@@ -411,12 +411,14 @@ struct FusedPlan {
   int hdp = 0;  // 0: no fused kernel for this call
   int64_t chunk = 0, tiles = 0, acc_off = 0, sem_off = 0, floats = 0;
 };
-// Which tensor-core backward runs where both could (hd <= 64). H200, char-gpt2 shape, ms a layer
-// (first fused version, block-wide counter handshake): 16-bit fused 1.48 against split 0.90 (the
-// handshake and the accumulator round trip cost more than the two recomputed products); fp32
-// (3xTF32) fused 5.25 against split 7.27 (split not yet with the cvt.rna operand split).
-// TRAINLAB_ATTN_BWD=fused|split overrides the choice (for measurements; read once).
-bool fused_by_default(int qkv_dt, bool tf32) { return qkv_dt == kF32 && !tf32; }
+// Which tensor-core backward runs where both could (hd <= 64): the split dQ / dK-dV kernels, in
+// every precision. H200, char-gpt2 shape (B 16, H 12, T 1024, hd 64), ms a layer, run of 2026-11-29
+// 20:17 on b478ffb: bf16 split 0.92 vs fused 1.46; fp16 0.96 vs 1.50; tf32 2.29 vs 2.29; fp32
+// (3xTF32) split 3.18 vs fused 5.33 (T 256: 0.76 vs 1.03). The fused kernel's ordered dQ handshake
+// and accumulator round trip cost more than the two products the split kernels recompute.
+// TRAINLAB_ATTN_BWD=fused selects the fused kernel (measurements, and its parity tests); =split
+// forces the default (read once).
+bool fused_by_default(int /*qkv_dt*/, bool /*tf32*/) { return false; }
 int bwd_override() {  // 0: none, 1: fused, 2: split
   static const int v = [] {
     const char* e = std::getenv("TRAINLAB_ATTN_BWD");

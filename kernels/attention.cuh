@@ -10,9 +10,10 @@
 // Flash style: the T x T scores never reach device memory. Forward: online softmax over key tiles
 // with fp32 running max and sum. Backward: P rebuilt from q, k and lse. One kernel per key tile
 // accumulates dK and dV over the query tiles below it, a second per query tile accumulates dQ
-// over the key tiles left of it (recomputing P and dS); or, for fp32 on tensor cores at hd <= 64,
-// one fused kernel per key tile does both and adds each tile's dQ partial into an fp32
-// accumulator in a fixed order (attention_bwd.cuh). No atomics: deterministic, bit-identical
+// over the key tiles left of it (recomputing P and dS). A fused kernel per key tile that does both
+// and adds each tile's dQ partial into an fp32 accumulator in a fixed order (attention_bwd.cuh,
+// hd <= 64 on tensor cores) is kept for measurement: TRAINLAB_ATTN_BWD=fused (slower on the H200,
+// see attention.cu). No atomics: deterministic, bit-identical
 // from run to run. Causal tiles above the diagonal are skipped.
 // Precision: bf16/fp16 qkv with hd <= 128 run on tensor cores (mma.sync m16n8k16, fp32
 // accumulation; P and dS are rounded to the input format before their products, as FlashAttention
@@ -34,7 +35,7 @@ void launch_attention_forward(const void* qkv, int qkv_dt, void* y, int y_dt, fl
                               int64_t H, int64_t hd, bool tf32, cudaStream_t s);
 
 // fp32 scratch the backward needs, in floats: D = rowdot(dy, y) [B, H, T]; where the fused
-// tensor-core backward runs (hd <= 64; by default fp32 inputs outside tf32 mode, see attention.cu)
+// tensor-core backward runs (hd <= 64, with TRAINLAB_ATTN_BWD=fused, see attention.cu)
 // also the fp32 dQ accumulator of one chunk of heads (at most 32 MiB: larger B * H run in several
 // launches) and its tile counters.
 int64_t attention_backward_scratch_floats(int64_t B, int64_t T, int64_t H, int64_t hd, int qkv_dt, int dy_dt,
