@@ -161,7 +161,8 @@ Runner add_sweep_command(CLI::App& app) {
   cmd->add_option("--device", o->device, "cpu (default) or another device");
   cmd->add_option("--baseline", o->baseline,
                   "Start from these trained fp32 weights instead of training a baseline (e.g. another device's "
-                  "runs/baseline/model.safetensors: the points then differ only by the device)");
+                  "runs/baseline/model.safetensors: the points then differ only by the device); trained with the "
+                  "sweep's seed and data (checked against a config.json beside the file)");
   cmd->add_option("--steps", o->steps, "Baseline optimizer steps (0: train.epochs of the config)");
   cmd->add_option("--finetune-steps", o->finetune, "Steps of each fine-tuning point (pruning, QAT)");
   cmd->add_option("--min-accuracy", o->min_accuracy, "Fail unless the fp32 baseline reaches this test accuracy");
@@ -213,6 +214,17 @@ Runner add_sweep_command(CLI::App& app) {
           in >> j;
           base_steps = j.value("steps", 0L);
           if (base_steps <= 0) throw Error(summary.string() + ": no \"steps\" in the run summary");
+        }
+        // A run record beside the weights: its seed must be the sweep's, or the points would be
+        // measured on another train/test split than the one the baseline was trained on.
+        const fs::path run_config = fs::path(o->baseline).parent_path() / "config.json";
+        if (fs::exists(run_config)) {
+          const Config rc = Config::from_file(run_config.string());
+          if (rc.get_int("train.seed") != sw.base.get_int("train.seed"))
+            throw Error("--baseline " + o->baseline + ": its run (" + run_config.string() + ") used train.seed " +
+                        std::to_string(rc.get_int("train.seed")) + ", this sweep " +
+                        std::to_string(sw.base.get_int("train.seed")) + " (another train/test split): add --set train.seed=" +
+                        std::to_string(rc.get_int("train.seed")));
         }
         fs::create_directories(sw.dir("baseline"));
         sw.base_weights = sw.dir("baseline") + "/model.safetensors";

@@ -109,6 +109,37 @@ class TestCli : public QObject {
     QVERIFY(std::fabs(ev.at("test_loss").get<double>() - sum.at("test_loss").get<double>()) < 1e-5);
   }
 
+  // `sweep --baseline` starts the grid from a finished run's weights: the baseline row is that run's
+  // accuracy and its step count comes from the summary.json beside the weights.
+  void sweepFromBaseline() {
+    const QString run = dir("sweep-base");
+    Result r = cli({"train", "--model", "digits-mlp", "--epochs", "2", "--seed", "3", "--device", "cpu", "--out", run});
+    QVERIFY2(r.code == 0, qPrintable(describe(r)));
+    const Json sum = read_json((run + "/summary.json").toStdString());
+    const QString out = dir("sweep-out");
+    // A baseline trained with another seed (another train/test split) is refused, naming the fix.
+    r = cli({"sweep", "--model", "digits-mlp", "--device", "cpu", "--baseline", run + "/model.safetensors", "--out", out});
+    QVERIFY2(r.code != 0 && r.code != -2 && r.err.contains("--set train.seed=3"), qPrintable(describe(r)));
+    r = cli({"sweep", "--model", "digits-mlp", "--device", "cpu", "--baseline", run + "/model.safetensors", "--set",
+             "train.seed=3", "--finetune-steps", "4", "--min-accuracy", "0", "--speed-rows", "64", "--out", out},
+            300000);
+    QVERIFY2(r.code == 0, qPrintable(describe(r)));
+    const Json table = read_json((out + "/sweep.json").toStdString());
+    QCOMPARE(table.at("baseline_steps").get<long>(), sum.at("steps").get<long>());
+    const Json& rows = table.at("rows");
+    QVERIFY2(rows.size() > 40, qPrintable(QString("%1 rows").arg(rows.size())));
+    QCOMPARE(rows[0].at("method").get<std::string>(), std::string("fp32"));
+    QCOMPARE(rows[0].at("test_accuracy").get<double>(), sum.at("test_accuracy").get<double>());
+    // The classifier stays dense in the pruning points: 50 % of each hidden layer is less than 50 %.
+    bool saw_prune = false;
+    for (const Json& row : rows)
+      if (row.at("method").get<std::string>() == "prune-oneshot" && !saw_prune) {
+        saw_prune = true;
+        QVERIFY2(row.at("sparsity").get<double>() < 50.0 && row.at("sparsity").get<double>() > 45.0, row.dump().c_str());
+      }
+    QVERIFY(saw_prune);
+  }
+
   void flagsReachTheConfig() {
     const QString out = dir("flags");
     const Result r = cli({"train", "--steps", "4", "--batch", "32", "--lr", "0.002", "--optimizer", "sgd", "--precision",
@@ -164,6 +195,10 @@ class TestCli : public QObject {
     QTest::newRow("missing weights") << QStringList{"eval", "--weights", dir("none.safetensors")}
                                      << QStringList{dir("none.safetensors")};
     QTest::newRow("weights not safetensors") << QStringList{"eval", "--weights", cfg} << QStringList{cfg};
+    QTest::newRow("missing sweep baseline") << QStringList{"sweep", "--device", "cpu", "--baseline", dir("none.safetensors"), "--out", dir("sw")}
+                                            << QStringList{"--baseline", dir("none.safetensors")};
+    QTest::newRow("sweep baseline without steps") << QStringList{"sweep", "--device", "cpu", "--baseline", file, "--out", dir("sw")}
+                                                  << QStringList{"--baseline", "--steps"};
     QTest::newRow("unknown bench case") << QStringList{"bench", "--case", "nope", "--device", "cpu"} << QStringList{"nope"};
   }
   void badInput() {
