@@ -5,6 +5,7 @@
 #include <string>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_checks.h"
 #include "compress/compress_checks.h"
 #include "quant.cuh"
 
@@ -16,7 +17,6 @@ namespace {
 bool float_format(DType t) {
   return t == DType::F32 || t == DType::BF16 || t == DType::F16 || t == DType::F8E4M3 || t == DType::F8E5M2;
 }
-int act_code(Activation a) { return a == Activation::ReLU ? 1 : a == Activation::GELU ? 2 : 0; }
 }  // namespace
 
 void CudaBackend::fake_quantize(const Tensor& w, Tensor& out, int bits, int64_t group) {

@@ -3,6 +3,7 @@
 // here with the same messages as the CPU reference; the kernels do the math (see
 // transformer_ops.cuh for precision and the deterministic reductions).
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_checks.h"
 #include "transformer_ops.cuh"
 #include "util/error.h"
 
@@ -12,7 +13,6 @@ namespace trainlab::cuda {
 
 using namespace trainlab::kern;
 
-#define TL_TIMED_OP(name) TimedOp tl_timed_op_(this, name, m_kernel_timing)
 
 namespace {
 void check_fp32(const Tensor& t, const char* what, int64_t n) {
@@ -45,7 +45,7 @@ void CudaBackend::embedding_forward(const Tensor& tok, const Tensor& pos, const 
     throw Error("embedding_forward: shapes do not fit: tok " + shape_str(tok.shape()) + ", pos " + shape_str(pos.shape()) +
                 ", " + std::to_string(n) + " tokens in rows of " + std::to_string(T) + ", out " + shape_str(out.shape()));
   check_float("embedding_forward", {&tok, &pos, &out});
-  TL_TIMED_OP("embedding_forward");
+  TL_TIMED("embedding_forward");
   launch_embedding_forward(tok.raw(), dcode(tok.dtype()), vocab, pos.raw(), dcode(pos.dtype()), idx.data<int32_t>(), n, T,
                            d, out.raw(), dcode(out.dtype()), m_ctx.stream);
 }
@@ -60,7 +60,7 @@ void CudaBackend::embedding_backward(const Tensor& dout, const Tensor& idx, int6
                 shape_str(dtok.shape()) + ", dpos " + shape_str(dpos.shape()) + ", T " + std::to_string(T));
   check_float("embedding_backward", {&dout, &dtok, &dpos});
   float* partial = reduce_scratch(embedding_backward_workspace(n, vocab, d));
-  TL_TIMED_OP("embedding_backward");
+  TL_TIMED("embedding_backward");
   launch_embedding_backward(dout.raw(), dcode(dout.dtype()), idx.data<int32_t>(), n, T, d, dtok.raw(),
                             dcode(dtok.dtype()), vocab, dpos.raw(), dcode(dpos.dtype()), dpos.dim(0), accumulate, partial,
                             m_ctx.stream);
@@ -75,7 +75,7 @@ void CudaBackend::layernorm_forward(const Tensor& x, const Tensor& gamma, const 
   check_fp32(mean, "layernorm mean", n);
   check_fp32(rstd, "layernorm rstd", n);
   check_float("layernorm_forward", {&x, &gamma, &beta, &y});
-  TL_TIMED_OP("layernorm_forward");
+  TL_TIMED("layernorm_forward");
   launch_layernorm_forward(x.raw(), dcode(x.dtype()), gamma.raw(), dcode(gamma.dtype()), beta.raw(), dcode(beta.dtype()),
                            eps, n, d, y.raw(), dcode(y.dtype()), mean.data<float>(), rstd.data<float>(), m_ctx.stream);
 }
@@ -91,7 +91,7 @@ void CudaBackend::layernorm_backward(const Tensor& x, const Tensor& gamma, const
   check_fp32(rstd, "layernorm rstd", n);
   check_float("layernorm_backward", {&x, &gamma, &dy, &dx, &dgamma, &dbeta});
   float* partial = reduce_scratch(layernorm_backward_workspace(n, d));
-  TL_TIMED_OP("layernorm_backward");
+  TL_TIMED("layernorm_backward");
   launch_layernorm_backward(x.raw(), dcode(x.dtype()), gamma.raw(), dcode(gamma.dtype()), mean.data<float>(),
                             rstd.data<float>(), dy.raw(), dcode(dy.dtype()), n, d, dx.raw(), dcode(dx.dtype()),
                             accumulate_dx, dgamma.raw(), dcode(dgamma.dtype()), dbeta.raw(), dcode(dbeta.dtype()),
@@ -113,7 +113,7 @@ void CudaBackend::dropout(const Tensor& x, float p, uint64_t seed, Tensor& y) {
     m_ctx.capture_refused = true;
     return;
   }
-  TL_TIMED_OP("dropout");
+  TL_TIMED("dropout");
   launch_dropout(x.raw(), dcode(x.dtype()), p, seed, y.raw(), dcode(y.dtype()), x.numel(), m_ctx.stream);
 }
 
@@ -122,7 +122,7 @@ void CudaBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
   if (a.numel() != b.numel() || a.numel() != out.numel())
     throw Error("add: sizes differ: " + shape_str(a.shape()) + " + " + shape_str(b.shape()) + " -> " + shape_str(out.shape()));
   check_float("add", {&a, &b, &out});
-  TL_TIMED_OP("add");
+  TL_TIMED("add");
   launch_add(a.raw(), dcode(a.dtype()), b.raw(), dcode(b.dtype()), out.raw(), dcode(out.dtype()), out.numel(), m_ctx.stream);
 }
 
@@ -130,7 +130,7 @@ void CudaBackend::gelu_forward(const Tensor& x, Tensor& y) {
   bind();
   if (x.numel() != y.numel()) throw Error("gelu_forward: sizes differ");
   check_float("gelu_forward", {&x, &y});
-  TL_TIMED_OP("gelu_forward");
+  TL_TIMED("gelu_forward");
   launch_gelu_forward(x.raw(), dcode(x.dtype()), y.raw(), dcode(y.dtype()), x.numel(), m_ctx.stream);
 }
 
@@ -138,7 +138,7 @@ void CudaBackend::gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) {
   bind();
   if (x.numel() != dy.numel() || x.numel() != dx.numel()) throw Error("gelu_backward: sizes differ");
   check_float("gelu_backward", {&x, &dy, &dx});
-  TL_TIMED_OP("gelu_backward");
+  TL_TIMED("gelu_backward");
   launch_gelu_backward(x.raw(), dcode(x.dtype()), dy.raw(), dcode(dy.dtype()), dx.raw(), dcode(dx.dtype()), x.numel(),
                        m_ctx.stream);
 }
