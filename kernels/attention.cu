@@ -19,6 +19,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "attention.cuh"
@@ -300,6 +301,76 @@ __global__ void rowdot_kernel(const void* dy, int dydt, const void* y, int ydt, 
   }
 }
 
+// The same D with 16-byte loads where dy and y share a 16- or 32-bit format and a head row is
+// whole 16-byte chunks (hd = 64 bf16: 8 lanes a row, 4 rows a warp, every load coalesced). Each
+// lane sums its chunk in order, then the row's lanes combine by shuffles: fp32 throughout, as the
+// generic kernel (the sums differ from it only in order).
+template <typename E, int kLanes>
+__global__ void rowdot_vec_kernel(const E* __restrict__ dy, const E* __restrict__ y, float* __restrict__ dd,
+                                  int64_t rows, int T, int H, int hd) {
+  constexpr int kV = 16 / int(sizeof(E));
+  const int64_t r = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / kLanes;
+  const int sub = threadIdx.x % kLanes;
+  float s = 0.0f;
+  if (r < rows) {
+    for (int c = sub * kV; c < hd; c += kLanes * kV) {
+      const uint4 a = *reinterpret_cast<const uint4*>(dy + r * hd + c);
+      const uint4 b = *reinterpret_cast<const uint4*>(y + r * hd + c);
+      const E* ea = reinterpret_cast<const E*>(&a);
+      const E* eb = reinterpret_cast<const E*>(&b);
+#pragma unroll
+      for (int i = 0; i < kV; ++i) {
+        if constexpr (std::is_same_v<E, float>)
+          s = fmaf(ea[i], eb[i], s);
+        else if constexpr (std::is_same_v<E, __half>)
+          s = fmaf(__half2float(ea[i]), __half2float(eb[i]), s);
+        else
+          s = fmaf(__bfloat162float(ea[i]), __bfloat162float(eb[i]), s);
+      }
+    }
+  }
+#pragma unroll
+  for (int o = kLanes / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  if (r < rows && sub == 0) {
+    const int64_t h = r % H, bt = r / H, b = bt / T, t = bt % T;
+    dd[(b * H + h) * T + t] = s;
+  }
+}
+
+template <typename E>
+bool rowdot_vec(const void* dy, const void* y, float* dd, int64_t rows, int64_t T, int64_t H, int64_t hd,
+                cudaStream_t s) {
+  constexpr int kV = 16 / int(sizeof(E));
+  if (hd % kV != 0 || reinterpret_cast<uintptr_t>(dy) % 16 != 0 || reinterpret_cast<uintptr_t>(y) % 16 != 0) return false;
+  const int64_t chunks = hd / kV;
+  const auto go = [&](auto lanes) {
+    constexpr int kL = decltype(lanes)::value;
+    rowdot_vec_kernel<E, kL><<<blocks_for(rows * kL, 256, 0x7fffffffu), 256, 0, s>>>(
+        static_cast<const E*>(dy), static_cast<const E*>(y), dd, rows, int(T), int(H), int(hd));
+  };
+  if (chunks <= 4)
+    go(std::integral_constant<int, 4>{});
+  else if (chunks <= 8)
+    go(std::integral_constant<int, 8>{});
+  else
+    go(std::integral_constant<int, 16>{});
+  TL_LAUNCH_CHECK("attention rowdot_vec");
+  return true;
+}
+
+// D = rowdot(dy, y) into dd [B, H, T]: the vector kernel where the formats allow, else one warp
+// a row with per-element format conversion.
+void launch_rowdot(const void* dy, int dy_dt, const void* y, int y_dt, float* dd, int64_t rows, int64_t T, int64_t H,
+                   int64_t hd, cudaStream_t s) {
+  if (dy_dt == y_dt) {
+    if (dy_dt == kBF16 && rowdot_vec<__nv_bfloat16>(dy, y, dd, rows, T, H, hd, s)) return;
+    if (dy_dt == kF16 && rowdot_vec<__half>(dy, y, dd, rows, T, H, hd, s)) return;
+    if (dy_dt == kF32 && rowdot_vec<float>(dy, y, dd, rows, T, H, hd, s)) return;
+  }
+  rowdot_kernel<<<blocks_for(rows, 8, 0x7fffffffu), 256, 0, s>>>(dy, dy_dt, y, y_dt, dd, rows, int(T), int(H), int(hd));
+  TL_LAUNCH_CHECK("attention rowdot");
+}
+
 int optin_smem() {
   int dev = 0, v = 0;
   TL_CUDA_CHECK(cudaGetDevice(&dev));
@@ -415,7 +486,8 @@ struct FusedPlan {
 // every precision. H200, char-gpt2 shape (B 16, H 12, T 1024, hd 64), ms a layer, run of 2026-11-29
 // 20:17 on b478ffb: bf16 split 0.92 vs fused 1.46; fp16 0.96 vs 1.50; tf32 2.29 vs 2.29; fp32
 // (3xTF32) split 3.18 vs fused 5.33 (T 256: 0.76 vs 1.03). The fused kernel's ordered dQ handshake
-// and accumulator round trip cost more than the two products the split kernels recompute.
+// and accumulator round trip cost more than the two products the split kernels recompute. The
+// split kernels' lean softmax loops (23:00 the same day) took them further: bf16 0.50, fp32 2.79.
 // TRAINLAB_ATTN_BWD=fused selects the fused kernel (measurements, and its parity tests); =split
 // forces the default (read once).
 bool fused_by_default(int /*qkv_dt*/, bool /*tf32*/) { return false; }
@@ -526,9 +598,7 @@ void launch_attention_backward(const void* qkv, int qkv_dt, const void* y, int y
                                int64_t H, int64_t hd, bool tf32, cudaStream_t s) {
   check_dims("attention_backward", B, T, H, hd);
   const int64_t rows = B * T * H;
-  rowdot_kernel<<<blocks_for(rows, 8, 0x7fffffffu), 256, 0, s>>>(dy, dy_dt, y, y_dt, scratch, rows, int(T), int(H),
-                                                                 int(hd));
-  TL_LAUNCH_CHECK("attention rowdot");
+  launch_rowdot(dy, dy_dt, y, y_dt, scratch, rows, T, H, hd, s);
   const int hdp = tc_hdp(qkv_dt, dy_dt, hd);
   const FusedPlan p = fused_plan(B, T, H, hd, qkv_dt, dy_dt, tf32);
   if (hdp && qkv_dt == kBF16)

@@ -262,15 +262,19 @@ void CharGpt::block_backward(Backend& be, int64_t l, Acts& a, Tensor& dx, bool a
   const Tensor& h2 = sel ? m_shared.h2 : a.h2;
   Tensor& f = sel ? m_shared.f : a.f;
   // Gradients live in buffers whose forward contents are dead by then (no [N, 4d] or [N, 3d]
-  // gradient buffer of their own): g (the branch gradient, which the products may use as scratch)
-  // in m_tmp; d(f) and d(pre) over f once out's weight gradient has read f; d(att) in dh between
+  // gradient buffer of their own): g (the branch gradient) in m_tmp where it differs from dx;
+  // d(f) and d(pre) over f once out's weight gradient has read f; d(att) in dh between
   // the two LayerNorm backwards; d(qkv) over f again (d(pre) consumed by then).
   // MLP branch: dx is the gradient w.r.t. x_out.
-  Tensor& g = buf(be, m_tmp, {N, D}, dt);
+  // Without dropout the branch gradient is dx itself: the products only read it (no activation
+  // here), and dx is next written by the LayerNorm backward, after its last read. fp8 runs keep a
+  // copy (their quantizing backward is not promised to leave dy alone).
+  const bool own_g = m_drop || be.fp8();
+  Tensor& g = own_g ? buf(be, m_tmp, {N, D}, dt) : dx;
   const float pd = static_cast<float>(m_cfg.dropout);
   if (m_drop)
     be.dropout(dx, pd, drop_seed(l, 1), g);  // the branch's mask, same seed as the forward
-  else
+  else if (own_g)
     be.copy(dx, g);
   Tensor* df = nullptr;
   if (be.fp8()) {
@@ -291,7 +295,7 @@ void CharGpt::block_backward(Backend& be, int64_t l, Acts& a, Tensor& dx, bool a
   // Attention branch: dx is now the gradient w.r.t. x_mid.
   if (m_drop)
     be.dropout(dx, pd, drop_seed(l, 0), g);
-  else
+  else if (own_g)
     be.copy(dx, g);
   Tensor& datt = dh;
   be.linear_backward(a.att, p.proj_w.value, g, Activation::None, nullptr, p.proj_w.grad, &p.proj_b.grad, &datt, acc);
