@@ -1,6 +1,5 @@
 // kernels/attention.cu: see attention.cuh for the math, layout and precision. The tensor-core
-// kernels (bf16 / fp16 / tf32 / 3xTF32 for fp32) are in attention_tc.cuh, the fused backward for
-// hd <= 64 in attention_bwd.cuh; this file has the SIMT
+// kernels (bf16 / fp16 / tf32 / 3xTF32 for fp32) are in attention_tc.cuh; this file has the SIMT
 // fp32 kernels (whatever the tensor-core path does not take: hd > 128, mixed formats), the
 // backward's row dot D = dy . y, and the launchers that pick a path.
 //
@@ -14,8 +13,6 @@
 // column reads).
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
-#include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
@@ -23,7 +20,6 @@
 #include <utility>
 
 #include "attention.cuh"
-#include "attention_bwd.cuh"
 #include "attention_tc.cuh"
 #include "device_common.cuh"
 #include "util/error.h"
@@ -474,72 +470,6 @@ void tc_backward(const void* qkv, const void* dy, const float* lse, const float*
   TL_LAUNCH_CHECK("attention bwd_dq_tc");
 }
 
-// The fused backward's scratch after D: the dQ accumulator of `chunk` heads, then their tile
-// counters. Heads run in launches of at most `chunk` (equal-sized), so the accumulator stays
-// within kDqAccBytes.
-constexpr int64_t kDqAccBytes = int64_t(32) << 20;
-struct FusedPlan {
-  int hdp = 0;  // 0: no fused kernel for this call
-  int64_t chunk = 0, tiles = 0, acc_off = 0, sem_off = 0, floats = 0;
-};
-// Which tensor-core backward runs where both could (hd <= 64): the split dQ / dK-dV kernels, in
-// every precision. H200, char-gpt2 shape (B 16, H 12, T 1024, hd 64), ms a layer, run of 2026-11-29
-// 20:17 on b478ffb: bf16 split 0.92 vs fused 1.46; fp16 0.96 vs 1.50; tf32 2.29 vs 2.29; fp32
-// (3xTF32) split 3.18 vs fused 5.33 (T 256: 0.76 vs 1.03). The fused kernel's ordered dQ handshake
-// and accumulator round trip cost more than the two products the split kernels recompute. The
-// split kernels' lean softmax loops (23:00 the same day) took them further: bf16 0.50, fp32 2.79.
-// TRAINLAB_ATTN_BWD=fused selects the fused kernel (measurements, and its parity tests); =split
-// forces the default (read once).
-bool fused_by_default(int /*qkv_dt*/, bool /*tf32*/) { return false; }
-int bwd_override() {  // 0: none, 1: fused, 2: split
-  static const int v = [] {
-    const char* e = std::getenv("TRAINLAB_ATTN_BWD");
-    if (e == nullptr || *e == 0) return 0;
-    if (std::strcmp(e, "fused") == 0) return 1;
-    if (std::strcmp(e, "split") == 0) return 2;
-    throw Error(std::string("TRAINLAB_ATTN_BWD must be 'fused' or 'split', got '") + e + "'");
-  }();
-  return v;
-}
-
-FusedPlan fused_plan(int64_t B, int64_t T, int64_t H, int64_t hd, int qkv_dt, int dy_dt, bool tf32) {
-  FusedPlan p;
-  p.floats = B * H * T;
-  const int hdp = tc_hdp(qkv_dt, dy_dt, hd);
-  if (hdp == 0 || hdp > 64) return p;
-  const int o = bwd_override();
-  if (o == 2 || (o == 0 && !fused_by_default(qkv_dt, tf32))) return p;
-  p.hdp = hdp;
-  const int64_t bh = B * H, per_head = T * hdp;
-  const int64_t most = std::min<int64_t>(65535, std::max<int64_t>(1, kDqAccBytes / int64_t(sizeof(float)) / per_head));
-  const int64_t launches = (bh + most - 1) / most;
-  p.chunk = (bh + launches - 1) / launches;
-  p.tiles = (T + attn::kBwdTile - 1) / attn::kBwdTile;
-  p.acc_off = (p.floats + 63) / 64 * 64;
-  p.sem_off = p.acc_off + p.chunk * per_head;
-  p.floats = p.sem_off + p.chunk * p.tiles * attn::kWarps;
-  return p;
-}
-
-template <typename E, int HDP>
-void tc_backward_fused(const void* qkv, const void* dy, const float* lse, float* scratch, void* dqkv, int dqdt,
-                       int64_t B, int64_t T, int64_t H, int64_t hd, const FusedPlan& p, cudaStream_t s) {
-  constexpr size_t bytes = attn::bwd_fused_bytes<E, HDP>();
-  allow_smem(attn::bwd_fused_tc<E, HDP>, bytes, "attention_backward", hd);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const bool vec = vec_ok<E>(hd, qkv, dy);
-  float* acc = scratch + p.acc_off;
-  int* sem = reinterpret_cast<int*>(scratch + p.sem_off);
-  for (int64_t bh0 = 0; bh0 < B * H; bh0 += p.chunk) {
-    const int64_t n = std::min(p.chunk, B * H - bh0);
-    TL_CUDA_CHECK(cudaMemsetAsync(sem, 0, sizeof(int) * static_cast<size_t>(n * p.tiles * attn::kWarps), s));
-    attn::bwd_fused_tc<E, HDP><<<dim3(static_cast<unsigned>(p.tiles), static_cast<unsigned>(n)), attn::kThreads,
-                                 bytes, s>>>(static_cast<const E*>(qkv), static_cast<const E*>(dy), lse, scratch, dqkv,
-                                             dqdt, acc, sem, int(bh0), int(T), int(H), int(hd), scale, vec);
-    TL_LAUNCH_CHECK("attention bwd_fused_tc");
-  }
-}
-
 template <typename E>
 void tc_forward_hd(int hdp, const void* qkv, void* y, int ydt, float* lse, int64_t B, int64_t T, int64_t H, int64_t hd,
                    cudaStream_t s) {
@@ -550,30 +480,22 @@ void tc_forward_hd(int hdp, const void* qkv, void* y, int ydt, float* lse, int64
     default: return tc_forward<E, 128>(qkv, y, ydt, lse, B, T, H, hd, s);
   }
 }
-// The fused kernel where the plan says so (hd <= 64, see fused_plan), else the dK/dV and dQ
-// kernels (always at hd 128: two hd-wide accumulators plus the 64-query score tiles would not
-// fit in registers).
+// The dK/dV and dQ kernels for the padded head dim.
 template <typename E>
-void tc_backward_hd(const FusedPlan& p, int hdp, const void* qkv, const void* dy, const float* lse, float* scratch,
-                    void* dqkv, int dqdt, int64_t B, int64_t T, int64_t H, int64_t hd, cudaStream_t s) {
-  switch (p.hdp) {
-    case 16: return tc_backward_fused<E, 16>(qkv, dy, lse, scratch, dqkv, dqdt, B, T, H, hd, p, s);
-    case 32: return tc_backward_fused<E, 32>(qkv, dy, lse, scratch, dqkv, dqdt, B, T, H, hd, p, s);
-    case 64: return tc_backward_fused<E, 64>(qkv, dy, lse, scratch, dqkv, dqdt, B, T, H, hd, p, s);
-    default: break;
-  }
+void tc_backward_hd(int hdp, const void* qkv, const void* dy, const float* lse, const float* dd, void* dqkv, int dqdt,
+                    int64_t B, int64_t T, int64_t H, int64_t hd, cudaStream_t s) {
   switch (hdp) {
-    case 16: return tc_backward<E, 16>(qkv, dy, lse, scratch, dqkv, dqdt, B, T, H, hd, s);
-    case 32: return tc_backward<E, 32>(qkv, dy, lse, scratch, dqkv, dqdt, B, T, H, hd, s);
-    case 64: return tc_backward<E, 64>(qkv, dy, lse, scratch, dqkv, dqdt, B, T, H, hd, s);
-    default: return tc_backward<E, 128>(qkv, dy, lse, scratch, dqkv, dqdt, B, T, H, hd, s);
+    case 16: return tc_backward<E, 16>(qkv, dy, lse, dd, dqkv, dqdt, B, T, H, hd, s);
+    case 32: return tc_backward<E, 32>(qkv, dy, lse, dd, dqkv, dqdt, B, T, H, hd, s);
+    case 64: return tc_backward<E, 64>(qkv, dy, lse, dd, dqkv, dqdt, B, T, H, hd, s);
+    default: return tc_backward<E, 128>(qkv, dy, lse, dd, dqkv, dqdt, B, T, H, hd, s);
   }
 }
 }  // namespace
 
-int64_t attention_backward_scratch_floats(int64_t B, int64_t T, int64_t H, int64_t hd, int qkv_dt, int dy_dt,
-                                          bool tf32) {
-  return fused_plan(B, T, H, hd, qkv_dt, dy_dt, tf32).floats;
+int64_t attention_backward_scratch_floats(int64_t B, int64_t T, int64_t H, int64_t /*hd*/, int /*qkv_dt*/,
+                                          int /*dy_dt*/, bool /*tf32*/) {
+  return B * H * T;  // D
 }
 
 void launch_attention_forward(const void* qkv, int qkv_dt, void* y, int y_dt, float* lse, int64_t B, int64_t T,
@@ -600,13 +522,11 @@ void launch_attention_backward(const void* qkv, int qkv_dt, const void* y, int y
   const int64_t rows = B * T * H;
   launch_rowdot(dy, dy_dt, y, y_dt, scratch, rows, T, H, hd, s);
   const int hdp = tc_hdp(qkv_dt, dy_dt, hd);
-  const FusedPlan p = fused_plan(B, T, H, hd, qkv_dt, dy_dt, tf32);
   if (hdp && qkv_dt == kBF16)
-    return tc_backward_hd<__nv_bfloat16>(p, hdp, qkv, dy, lse, scratch, dqkv, dqkv_dt, B, T, H, hd, s);
-  if (hdp && qkv_dt == kF16)
-    return tc_backward_hd<__half>(p, hdp, qkv, dy, lse, scratch, dqkv, dqkv_dt, B, T, H, hd, s);
-  if (hdp && tf32) return tc_backward_hd<float>(p, hdp, qkv, dy, lse, scratch, dqkv, dqkv_dt, B, T, H, hd, s);
-  if (hdp) return tc_backward_hd<attn::F32x3>(p, hdp, qkv, dy, lse, scratch, dqkv, dqkv_dt, B, T, H, hd, s);
+    return tc_backward_hd<__nv_bfloat16>(hdp, qkv, dy, lse, scratch, dqkv, dqkv_dt, B, T, H, hd, s);
+  if (hdp && qkv_dt == kF16) return tc_backward_hd<__half>(hdp, qkv, dy, lse, scratch, dqkv, dqkv_dt, B, T, H, hd, s);
+  if (hdp && tf32) return tc_backward_hd<float>(hdp, qkv, dy, lse, scratch, dqkv, dqkv_dt, B, T, H, hd, s);
+  if (hdp) return tc_backward_hd<attn::F32x3>(hdp, qkv, dy, lse, scratch, dqkv, dqkv_dt, B, T, H, hd, s);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const dim3 grid(static_cast<unsigned>(B * H), static_cast<unsigned>((T + kS - 1) / kS));
   const size_t dkv_bytes = simt_bwd_bytes(int(hd), 2), dq_bytes = simt_bwd_bytes(int(hd), 1);

@@ -10,11 +10,10 @@
 // Flash style: the T x T scores never reach device memory. Forward: online softmax over key tiles
 // with fp32 running max and sum. Backward: P rebuilt from q, k and lse. One kernel per key tile
 // accumulates dK and dV over the query tiles below it, a second per query tile accumulates dQ
-// over the key tiles left of it (recomputing P and dS). A fused kernel per key tile that does both
-// and adds each tile's dQ partial into an fp32 accumulator in a fixed order (attention_bwd.cuh,
-// hd <= 64 on tensor cores) is kept for measurement: TRAINLAB_ATTN_BWD=fused (slower on the H200,
-// see attention.cu). No atomics: deterministic, bit-identical
-// from run to run. Causal tiles above the diagonal are skipped.
+// over the key tiles left of it (recomputing P and dS). No atomics: deterministic, bit-identical
+// from run to run. Causal tiles above the diagonal are skipped. (A fused one-kernel backward that
+// summed dQ partials in a fixed order was measured slower in every precision and removed; see
+// BENCHMARKS.md.)
 // Precision: bf16/fp16 qkv with hd <= 128 run on tensor cores (mma.sync m16n8k16, fp32
 // accumulation; P and dS are rounded to the input format before their products, as FlashAttention
 // does); so do fp32 inputs: in tf32 mode as m16n8k8 tf32 (q, k, v and dy rounded to tf32 as the
@@ -34,10 +33,7 @@ namespace trainlab::kern {
 void launch_attention_forward(const void* qkv, int qkv_dt, void* y, int y_dt, float* lse, int64_t B, int64_t T,
                               int64_t H, int64_t hd, bool tf32, cudaStream_t s);
 
-// fp32 scratch the backward needs, in floats: D = rowdot(dy, y) [B, H, T]; where the fused
-// tensor-core backward runs (hd <= 64, with TRAINLAB_ATTN_BWD=fused, see attention.cu)
-// also the fp32 dQ accumulator of one chunk of heads (at most 32 MiB: larger B * H run in several
-// launches) and its tile counters.
+// fp32 scratch the backward needs, in floats: D = rowdot(dy, y) [B, H, T].
 int64_t attention_backward_scratch_floats(int64_t B, int64_t T, int64_t H, int64_t hd, int qkv_dt, int dy_dt,
                                           bool tf32);
 
