@@ -1,8 +1,8 @@
 // CudaBackend's fused causal attention (Backend::attention_forward / attention_backward) over
 // kernels/attention.cu: shape and format checks here, the flash-style kernels there (tensor cores
 // for bf16 / fp16 / tf32 / 3xTF32, an fp32 SIMT path for the rest; see attention.cuh). The
-// backward's scratch (row dots D [B, H, T] and the fused kernel's bounded dQ accumulator) comes
-// from the backend's allocator as Workspace, so the ledger counts it.
+// backward's scratch (the row dots D [B, H, T]) comes from the backend's allocator as Workspace,
+// so the ledger counts it.
 #include <string>
 
 #include "attention.cuh"
