@@ -10,6 +10,8 @@
 #include <thread>
 #include <vector>
 
+#include "backend/backend_checks.h"
+
 #include "backend/cpu_numeric.h"
 #include "backend/cpu_panels.h"
 #include "util/error.h"
@@ -75,10 +77,6 @@ TL_VECTOR_CLONES void adamw_kernel(float* __restrict w, const float* __restrict 
     wi -= step_size * mi / (std::sqrt(vi) * inv_bc2_sqrt + eps);
     w[i] = mask ? wi * mask[i] : wi;
   }
-}
-
-void check_matrix(const Tensor& t, const char* what) {
-  if (t.rank() != 2) throw Error(std::string(what) + " must be a matrix, got shape " + shape_str(t.shape()));
 }
 
 }  // namespace
@@ -223,16 +221,7 @@ void CpuBackend::fill(Tensor& t, float value) {
 
 void CpuBackend::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha,
                       float beta) {
-  check_matrix(a, "gemm A");
-  check_matrix(b, "gemm B");
-  check_matrix(c, "gemm C");
-  const int64_t m = trans_a ? a.dim(1) : a.dim(0);
-  const int64_t k = trans_a ? a.dim(0) : a.dim(1);
-  const int64_t kb = trans_b ? b.dim(1) : b.dim(0);
-  const int64_t n = trans_b ? b.dim(0) : b.dim(1);
-  if (k != kb || c.dim(0) != m || c.dim(1) != n)
-    throw Error("gemm shape mismatch: " + shape_str(a.shape()) + (trans_a ? "^T" : "") + " x " +
-                shape_str(b.shape()) + (trans_b ? "^T" : "") + " -> " + shape_str(c.shape()));
+  const auto [m, n, k] = gemm_dims(a, trans_a, b, trans_b, c);
   const Scratch scratch = [this](int slot, size_t n) { return slot_buffer(slot, n); };
   panel_gemm(a, trans_a, b, trans_b, c, alpha, beta, m_tf32, scratch, nullptr);
 }

@@ -1,11 +1,12 @@
-// Small helpers shared by the CUDA backend's source files (internal): argument checks, the
-// kernels' activation codes, and TL_TIMED, which times the rest of the calling operation when
-// kernel timing is on (TimedOp, cuda_backend.h).
+// Small helpers shared by the CUDA backend's source files (internal): argument checks (those of
+// every backend come from backend/backend_checks.h), the kernels' activation codes, and TL_TIMED,
+// which times the rest of the calling operation when kernel timing is on (TimedOp, cuda_backend.h).
 #pragma once
 
 #include <string>
 
 #include "backend/backend.h"
+#include "backend/backend_checks.h"
 #include "backend/cuda/cuda_backend.h"
 #include "util/error.h"
 
@@ -13,9 +14,7 @@
 
 namespace trainlab::cuda {
 
-inline void check_matrix(const Tensor& t, const char* what) {
-  if (t.rank() != 2) throw Error(std::string(what) + " must be a matrix, got shape " + shape_str(t.shape()));
-}
+using trainlab::check_matrix;  // backend/backend_checks.h
 // The kernels' activation code: 0 none, 1 ReLU, 2 GELU.
 inline int act_code(Activation a) { return a == Activation::ReLU ? 1 : a == Activation::GELU ? 2 : 0; }
 

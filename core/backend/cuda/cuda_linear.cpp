@@ -44,16 +44,7 @@ GemmProblem dw_problem(const Tensor& g, const Tensor& x, Tensor& dw, int64_t m, 
 void CudaBackend::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha,
                        float beta) {
   bind();
-  check_matrix(a, "gemm A");
-  check_matrix(b, "gemm B");
-  check_matrix(c, "gemm C");
-  const int64_t m = trans_a ? a.dim(1) : a.dim(0);
-  const int64_t k = trans_a ? a.dim(0) : a.dim(1);
-  const int64_t kb = trans_b ? b.dim(1) : b.dim(0);
-  const int64_t n = trans_b ? b.dim(0) : b.dim(1);
-  if (k != kb || c.dim(0) != m || c.dim(1) != n)
-    throw Error("gemm shape mismatch: " + shape_str(a.shape()) + (trans_a ? "^T" : "") + " x " +
-                shape_str(b.shape()) + (trans_b ? "^T" : "") + " -> " + shape_str(c.shape()));
+  const auto [m, n, k] = gemm_dims(a, trans_a, b, trans_b, c);
   TL_TIMED("gemm");
   const DType in = (a.dtype() == b.dtype() && gemm_format(a.dtype())) ? a.dtype() : DType::F32;
   const Tensor pa = as_format(a, in, 1), pb = as_format(b, in, 2);

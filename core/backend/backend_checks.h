@@ -1,0 +1,35 @@
+// Argument checks every backend makes the same way (internal to core/backend): rank-2 operands
+// and the product's shapes, with the messages the tests and the user see.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "tensor/tensor.h"
+#include "util/error.h"
+
+namespace trainlab {
+
+inline void check_matrix(const Tensor& t, const char* what) {
+  if (t.rank() != 2) throw Error(std::string(what) + " must be a matrix, got shape " + shape_str(t.shape()));
+}
+
+// m, n, k of c = op(a) op(b) after checking that a, b, c are matrices of matching shapes.
+struct GemmDims {
+  int64_t m, n, k;
+};
+inline GemmDims gemm_dims(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c) {
+  check_matrix(a, "gemm A");
+  check_matrix(b, "gemm B");
+  check_matrix(c, "gemm C");
+  const int64_t m = trans_a ? a.dim(1) : a.dim(0);
+  const int64_t k = trans_a ? a.dim(0) : a.dim(1);
+  const int64_t kb = trans_b ? b.dim(1) : b.dim(0);
+  const int64_t n = trans_b ? b.dim(0) : b.dim(1);
+  if (k != kb || c.dim(0) != m || c.dim(1) != n)
+    throw Error("gemm shape mismatch: " + shape_str(a.shape()) + (trans_a ? "^T" : "") + " x " +
+                shape_str(b.shape()) + (trans_b ? "^T" : "") + " -> " + shape_str(c.shape()));
+  return {m, n, k};
+}
+
+}  // namespace trainlab
