@@ -32,6 +32,15 @@ float formula(float w, float amax, int bits) {
   return s * q;
 }
 
+// A config that trains with QAT at `bits` per `granularity`.
+Config qat_config(const char* bits, const char* granularity) {
+  Config c;
+  c.set("quant.mode", "qat");
+  c.set("quant.bits", bits);
+  c.set("quant.granularity", granularity);
+  return c;
+}
+
 std::vector<float> huge_row_tensor(int64_t rows, int64_t cols) {
   std::mt19937_64 rng(3);
   std::vector<float> w(static_cast<size_t>(rows * cols));
@@ -186,10 +195,7 @@ class TestQuant : public QObject {
   // gradient handed to the fp32 master is dL/dQ(w) unchanged (the rounding treated as identity).
   void steGradient() {
     CpuBackend be(1);
-    Config c;
-    c.set("quant.mode", "qat");
-    c.set("quant.bits", "3");
-    c.set("quant.granularity", "channel");
+    Config c = qat_config("3", "channel");
     const int64_t B = 5;
     auto qat_model = std::unique_ptr<Model>(new Mlp(be, {8, 12, 4}, Activation::ReLU, 11));
     Compression comp(c, be);
@@ -258,10 +264,7 @@ class TestQuant : public QObject {
   // the classifier out (prune.include_output=false): the stored low-bit file quantizes them all.
   void qatCoversClassifierWhenPruningSkipsIt() {
     CpuBackend be(1);
-    Config c;
-    c.set("quant.mode", "qat");
-    c.set("quant.bits", "2");
-    c.set("quant.granularity", "tensor");
+    Config c = qat_config("2", "tensor");
     c.set("prune.include_output", "false");
     auto m = std::unique_ptr<Model>(new Mlp(be, {8, 12, 4}, Activation::ReLU, 5));
     Compression comp(c, be);
