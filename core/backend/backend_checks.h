@@ -1,5 +1,5 @@
 // Argument checks every backend makes the same way (internal to core/backend): rank-2 operands
-// and the product's shapes, with the messages the tests and the user see.
+// and the products' shapes, with the messages the tests and the user see.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +29,17 @@ inline GemmDims gemm_dims(const Tensor& a, bool trans_a, const Tensor& b, bool t
   if (k != kb || c.dim(0) != m || c.dim(1) != n)
     throw Error("gemm shape mismatch: " + shape_str(a.shape()) + (trans_a ? "^T" : "") + " x " +
                 shape_str(b.shape()) + (trans_b ? "^T" : "") + " -> " + shape_str(c.shape()));
+  return {m, n, k};
+}
+
+// m, n, k of y [m, n] = x [m, k] w^T (w [n, k]) after checking the three shapes.
+inline GemmDims linear_dims(const Tensor& x, const Tensor& w, const Tensor& y) {
+  check_matrix(x, "linear input");
+  check_matrix(w, "linear weight");
+  const int64_t m = x.dim(0), k = x.dim(1), n = w.dim(0);
+  if (w.dim(1) != k || y.dim(0) != m || y.dim(1) != n)
+    throw Error("linear shape mismatch: x " + shape_str(x.shape()) + ", w " + shape_str(w.shape()) + ", y " +
+                shape_str(y.shape()));
   return {m, n, k};
 }
 

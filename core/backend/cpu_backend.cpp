@@ -228,12 +228,7 @@ void CpuBackend::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans
 
 void CpuBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, Tensor& y,
                                 Tensor* pre) {
-  check_matrix(x, "linear input");
-  check_matrix(w, "linear weight");
-  const int64_t m = x.dim(0), k = x.dim(1), n = w.dim(0);
-  if (w.dim(1) != k || y.dim(0) != m || y.dim(1) != n)
-    throw Error("linear shape mismatch: x " + shape_str(x.shape()) + ", w " + shape_str(w.shape()) + ", y " +
-                shape_str(y.shape()));
+  const auto [m, n, k] = linear_dims(x, w, y);
   if (pre && (pre->numel() != m * n))
     throw Error("linear pre-activation " + shape_str(pre->shape()) + " does not match y " + shape_str(y.shape()));
   const float* pb = bias ? read_f32(*bias, 4) : nullptr;  // n values: a vector, not a matrix

@@ -74,12 +74,7 @@ void CudaBackend::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool tran
 void CudaBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, Tensor& y,
                                  Tensor* pre) {
   bind();
-  check_matrix(x, "linear input");
-  check_matrix(w, "linear weight");
-  const int64_t m = x.dim(0), k = x.dim(1), n = w.dim(0);
-  if (w.dim(1) != k || y.dim(0) != m || y.dim(1) != n)
-    throw Error("linear shape mismatch: x " + shape_str(x.shape()) + ", w " + shape_str(w.shape()) + ", y " +
-                shape_str(y.shape()));
+  const auto [m, n, k] = linear_dims(x, w, y);
   TL_TIMED("linear_forward");
   if (m_fp8_matmul) note_scalar_read();
   if (m_fp8_matmul && m_fp8_gemm->forward(x, w, bias, act, y, pre)) return;
