@@ -221,7 +221,7 @@ void CpuBackend::fill(Tensor& t, float value) {
 
 void CpuBackend::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha,
                       float beta) {
-  const auto [m, n, k] = gemm_dims(a, trans_a, b, trans_b, c);
+  gemm_dims(a, trans_a, b, trans_b, c);  // the checks; panel_gemm derives the sizes itself
   const Scratch scratch = [this](int slot, size_t n) { return slot_buffer(slot, n); };
   panel_gemm(a, trans_a, b, trans_b, c, alpha, beta, m_tf32, scratch, nullptr);
 }
