@@ -411,17 +411,20 @@ __host__ __device__ constexpr int64_t ln_slots(int64_t d) {  // shared floats of
   return (d + 32 * A::N - 1) / (32 * A::N) * 32 * A::N;
 }
 
+// kinds: 2 (dgamma, dbeta), or 3 with the column sums of dx as stored (dx_sums: a bias gradient).
 template <class A, int K>
 __global__ void __launch_bounds__(256)
     layernorm_bwd_kernel(const void* x, int xdt, const void* gamma, int gdt, const float* mean, const float* rstd,
                          const void* dy, int dydt, int64_t rows, int64_t d, void* dx, int dxdt, bool accumulate,
-                         int64_t rows_per_seg, int64_t segs, float* partial) {
+                         int64_t rows_per_seg, int64_t segs, float* partial, int kinds) {
   extern __shared__ float acc[];
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, warps = blockDim.x >> 5;
   const int64_t P = ln_slots<A>(d);
-  float* ag = acc + int64_t(w) * 2 * P;  // this warp's sums of dy * xhat, then of dy
+  float* ag = acc + int64_t(w) * kinds * P;  // this warp's sums of dy * xhat, then of dy (then of dx)
   float* ab = ag + P;
-  for (int64_t i = lane; i < 2 * P; i += 32) ag[i] = 0.0f;
+  float* ao = ab + P;
+  const bool dx_sums = kinds == 3;
+  for (int64_t i = lane; i < kinds * P; i += 32) ag[i] = 0.0f;
   const int64_t stride = 32 * A::N, j0 = lane * A::N;
   const int64_t r0 = blockIdx.x * rows_per_seg, r1 = r0 + rows_per_seg < rows ? r0 + rows_per_seg : rows;
   const float inv_d = 1.0f / static_cast<float>(d);
@@ -478,6 +481,7 @@ __global__ void __launch_bounds__(256)
         const int64_t slot = (k * A::N + e) * 32 + lane;
         ag[slot] += gg[e] * xh;
         ab[slot] += gg[e];
+        if (dx_sums) ao[slot] += round_fmt(oo[e], dxdt);
       }
       A::store(dx, base + j, dxdt, oo);
     };
@@ -504,10 +508,15 @@ __global__ void __launch_bounds__(256)
   for (int64_t i = threadIdx.x; i < P; i += blockDim.x) {
     const int64_t ke = i / 32, c = (ke / A::N) * stride + (i % 32) * A::N + ke % A::N;
     if (c >= d) continue;
-    float tg = 0.0f, tb = 0.0f;
-    for (int q = 0; q < warps; ++q) tg += acc[int64_t(q) * 2 * P + i], tb += acc[int64_t(q) * 2 * P + P + i];
+    float tg = 0.0f, tb = 0.0f, to = 0.0f;
+    for (int q = 0; q < warps; ++q) {
+      const float* wq = acc + int64_t(q) * kinds * P;
+      tg += wq[i], tb += wq[P + i];
+      if (dx_sums) to += wq[2 * P + i];
+    }
     partial[blockIdx.x * d + c] = tg;
     partial[(segs + blockIdx.x) * d + c] = tb;
+    if (dx_sums) partial[(2 * segs + blockIdx.x) * d + c] = to;
   }
 }
 
@@ -628,36 +637,37 @@ LnBwdShape ln_bwd_shape(int64_t rows) {
   p.per = p.segs > 0 ? (rows + p.segs - 1) / p.segs : 0;
   return p;
 }
-int ln_bwd_warps(int64_t slots) {
-  const int64_t w = kLnSmemBudget / (8 * slots);
+int ln_bwd_warps(int64_t slots, int kinds) {
+  const int64_t w = kLnSmemBudget / (4 * kinds * slots);
   return static_cast<int>(w < 1 ? 1 : w > 8 ? 8 : w);
 }
 }  // namespace
 
-int64_t layernorm_backward_workspace(int64_t rows, int64_t d) { return 2 * ln_bwd_shape(rows).segs * d; }
+int64_t layernorm_backward_workspace(int64_t rows, int64_t d) { return 3 * ln_bwd_shape(rows).segs * d; }
 
 void launch_layernorm_backward(const void* x, int x_dt, const void* gamma, int g_dt, const float* mean,
                                const float* rstd, const void* dy, int dy_dt, int64_t rows, int64_t d, void* dx,
                                int dx_dt, bool accumulate_dx, void* dgamma, int dg_dt, void* dbeta, int db_dt,
-                               bool accumulate_params, float* partial, cudaStream_t s) {
+                               bool accumulate_params, float* partial, cudaStream_t s, void* dx_sums, int ds_dt) {
   if (d <= 0) return;
-  if (8 * (d + 255) > kLnSmemMax)
+  const int kinds = dx_sums ? 3 : 2;
+  if (4 * kinds * (d + 255) > kLnSmemMax)
     throw Error("layernorm_backward: rows of " + std::to_string(d) + " columns are wider than the CUDA kernel's " +
-                std::to_string(kLnSmemMax / 8 - 255) + " (one warp's column sums must fit in shared memory)");
+                std::to_string(kLnSmemMax / (4 * kinds) - 255) + " (one warp's column sums must fit in shared memory)");
   const LnBwdShape p = ln_bwd_shape(rows);
   if (p.segs > 0) {
     dispatch({x_dt, g_dt, dy_dt, dx_dt}, {x, gamma, dy, dx}, d, [&](auto acc) {
       using A = decltype(acc);
       const int64_t slots = ln_slots<A>(d);
-      const int warps = ln_bwd_warps(slots);
-      const size_t smem = static_cast<size_t>(warps) * 2 * static_cast<size_t>(slots) * sizeof(float);
+      const int warps = ln_bwd_warps(slots, kinds);
+      const size_t smem = static_cast<size_t>(warps) * kinds * static_cast<size_t>(slots) * sizeof(float);
       with_cached<A>(d, [&](auto k) {
         auto* kernel = &layernorm_bwd_kernel<A, decltype(k)::value>;
         if (smem > 48 * 1024)
           TL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
         kernel<<<static_cast<unsigned>(p.segs), 32 * warps, smem, s>>>(x, x_dt, gamma, g_dt, mean, rstd, dy, dy_dt, rows,
                                                                        d, dx, dx_dt, accumulate_dx, p.per, p.segs,
-                                                                       partial);
+                                                                       partial, kinds);
       });
     });
     TL_LAUNCH_CHECK("layernorm_backward (dx, parameter partial sums)");
@@ -665,6 +675,11 @@ void launch_layernorm_backward(const void* x, int x_dt, const void* gamma, int g
   sum_segments_kernel<<<blocks_for(2 * d * 32, 256), 256, 0, s>>>(partial, p.segs, d, dgamma, dg_dt, dbeta, db_dt,
                                                                    accumulate_params);
   TL_LAUNCH_CHECK("layernorm_backward (parameter sums)");
+  if (dx_sums) {
+    sum_segments_kernel<<<blocks_for(d * 32, 256), 256, 0, s>>>(partial + 2 * p.segs * d, p.segs, d, dx_sums, ds_dt,
+                                                                nullptr, 0, accumulate_params);
+    TL_LAUNCH_CHECK("layernorm_backward (dx column sums)");
+  }
 }
 
 int64_t column_sums_workspace(int64_t rows, int64_t cols) { return segments_for(rows) * cols; }

@@ -42,12 +42,14 @@ void launch_embedding_backward(const void* dout, int dout_dt, const int32_t* idx
 void launch_layernorm_forward(const void* x, int x_dt, const void* gamma, int g_dt, const void* beta, int b_dt,
                               float eps, int64_t rows, int64_t d, void* y, int y_dt, float* mean, float* rstd,
                               cudaStream_t s);
-// fp32 elements of scratch layernorm_backward needs.
+// fp32 elements of scratch layernorm_backward needs (with dx_sums: the column sums of dx as
+// stored, accumulated as the parameters, a linear layer's bias gradient taken in the same pass).
 int64_t layernorm_backward_workspace(int64_t rows, int64_t d);
 void launch_layernorm_backward(const void* x, int x_dt, const void* gamma, int g_dt, const float* mean,
                                const float* rstd, const void* dy, int dy_dt, int64_t rows, int64_t d, void* dx,
                                int dx_dt, bool accumulate_dx, void* dgamma, int dg_dt, void* dbeta, int db_dt,
-                               bool accumulate_params, float* partial, cudaStream_t s);
+                               bool accumulate_params, float* partial, cudaStream_t s, void* dx_sums = nullptr,
+                               int ds_dt = 0);
 
 // out[c] (=|+=) sum_r x[r, c] (a linear layer's bias gradient), same deterministic segments.
 int64_t column_sums_workspace(int64_t rows, int64_t cols);

@@ -119,6 +119,13 @@ class Backend {
   // pre-activation (GELU's backward needs it; ReLU's uses y).
   virtual void linear_forward(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, Tensor& y,
                               Tensor* pre) = 0;
+  // y[M,N] = x[M,K] * w[N,K]^T + bias[N] + residual[M,N], rounded once to y's format: a linear
+  // layer whose output joins a residual stream, the add fused into the product's epilogue (the
+  // transformer's attention and MLP projections). residual has y's shape and may alias y.
+  virtual void linear_forward_residual(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& residual,
+                                       Tensor& y) {
+    throw_not_implemented("linear_forward_residual");
+  }
   // Backward of linear_forward. `dy` is the gradient w.r.t. y; the backend may use it as scratch
   // (its contents are undefined afterwards). The gradient w.r.t. the pre-activation is rounded to
   // dy's format before the products, as a device that stores it would. `saved` is y for ReLU, pre
@@ -159,9 +166,12 @@ class Backend {
   }
   // dx (=|+= when accumulate_dx: the residual add fused) = rstd * (g - mean(g) - xhat * mean(g*xhat)),
   // g = dy * gamma; dgamma (=|+=) sum_rows dy*xhat; dbeta (=|+=) sum_rows dy (accumulate_params).
+  // dx_sums (optional, =|+= as the parameters): the column sums of dx as stored (rounded to dx's
+  // format) -- the bias gradient of the linear layer whose output is the residual stream x, taken
+  // while dx is in registers instead of by a pass of its own (see linear_backward's dbias).
   virtual void layernorm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
                                   const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta, bool accumulate_dx,
-                                  bool accumulate_params) {
+                                  bool accumulate_params, Tensor* dx_sums = nullptr) {
     throw_not_implemented("layernorm_backward");
   }
   // Causal multi-head attention over a fused projection qkv [B*T, 3D] (per row: q | k | v, head h

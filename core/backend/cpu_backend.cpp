@@ -228,17 +228,48 @@ void CpuBackend::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans
 
 void CpuBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, Tensor& y,
                                 Tensor* pre) {
+  linear_forward_impl(x, w, bias, act, y, pre, nullptr);
+}
+
+void CpuBackend::linear_forward_residual(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& residual,
+                                         Tensor& y) {
+  if (residual.numel() != y.numel())
+    throw Error("linear_forward_residual: residual " + shape_str(residual.shape()) + " does not match y " +
+                shape_str(y.shape()));
+  if (residual.raw() == y.raw()) {  // fp32 outputs are computed in place: keep the residual apart
+    Tensor kept = empty(residual.shape(), residual.dtype(), MemCategory::Workspace);
+    copy(residual, kept);
+    linear_forward_impl(x, w, bias, Activation::None, y, nullptr, &kept);
+    return;
+  }
+  linear_forward_impl(x, w, bias, Activation::None, y, nullptr, &residual);
+}
+
+void CpuBackend::linear_forward_impl(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, Tensor& y,
+                                     Tensor* pre, const Tensor* residual) {
   const auto [m, n, k] = linear_dims(x, w, y);
   if (pre && (pre->numel() != m * n))
     throw Error("linear pre-activation " + shape_str(pre->shape()) + " does not match y " + shape_str(y.shape()));
   const float* pb = bias ? read_f32(*bias, 4) : nullptr;  // n values: a vector, not a matrix
   // The pre-activation is rounded to y's format, as a device that stores it would; the epilogue
-  // runs on each fp32 block of the product before it is rounded into y.
+  // runs on each fp32 block of the product before it is rounded into y. A residual is added in
+  // fp32 after the bias (never y itself: linear_forward_residual copies an aliasing one first).
   const DType store = y.dtype();
   const BlockEpilogue epilogue = [&](float* blk, int64_t ld, int64_t i0, int64_t rows, int64_t j0, int64_t cols) {
     const float* bj = pb ? pb + j0 : nullptr;
     for (int64_t r = 0; r < rows; ++r) {
       float* row = blk + r * ld;
+      if (residual) {
+        bias_relu_rows(row, bj, 1, cols, false);
+        float part[256];
+        for (int64_t c = 0; c < cols; c += 256) {
+          const int64_t len = std::min<int64_t>(256, cols - c);
+          to_f32(residual->dtype(), elem_ptr(*residual, (i0 + r) * n + j0 + c), part, static_cast<size_t>(len));
+          for (int64_t j = 0; j < len; ++j) row[c + j] += part[j];
+        }
+        round_n(store, row, static_cast<size_t>(cols));
+        continue;
+      }
       if (act != Activation::GELU && store == DType::F32 && !pre) {
         bias_relu_rows(row, bj, 1, cols, act == Activation::ReLU);
         continue;
@@ -288,27 +319,33 @@ void CpuBackend::linear_backward(const Tensor& x, const Tensor& w, Tensor& dy, A
   const Scratch scratch = [this](int slot, size_t len) { return slot_buffer(slot, len); };
   // dw (=|+=) d(pre)^T x
   panel_gemm(dy, true, x, false, dw, 1.0f, accumulate ? 1.0f : 0.0f, m_tf32, scratch, nullptr);
-  if (dbias) {
-    float* pdb = write_f32(*dbias, 5, accumulate);  // n values
-    if (!accumulate) std::fill_n(pdb, n, 0.0f);
-    if (dy.dtype() == DType::F32) {
-      column_sums(dy.data<float>(), m, n, pdb);
-    } else {  // row blocks (column blocks for rows wider than a panel), rows in order
-      const int64_t cb = std::min<int64_t>(n, kPanel), rb = std::max<int64_t>(1, kPanel / cb);
-      float* buf = slot_buffer(0, static_cast<size_t>(std::min<int64_t>(m, rb) * cb));
-      for (int64_t c0 = 0; c0 < n; c0 += cb) {
-        const int64_t cn = std::min(cb, n - c0);
-        for (int64_t r0 = 0; r0 < m; r0 += rb) {
-          const int64_t rn = std::min(rb, m - r0);
-          load_block(dy, r0, rn, c0, cn, buf, false);
-          column_sums(buf, rn, cn, pdb + c0);
-        }
-      }
-    }
-    finish_write(*dbias, pdb);
-  }
+  if (dbias) bias_grad_sums(dy, *dbias, accumulate);
   // dx = d(pre) w
   if (dx) panel_gemm(dy, false, w, false, *dx, 1.0f, 0.0f, m_tf32, scratch, nullptr);
+}
+
+void CpuBackend::bias_grad_sums(const Tensor& g, Tensor& dbias, bool accumulate) {
+  const int64_t n = dbias.numel(), m = n > 0 ? g.numel() / n : 0;
+  if (n <= 0 || m * n != g.numel())
+    throw Error("bias gradient: " + shape_str(g.shape()) + " is not rows of " + std::to_string(n) + " columns");
+  float* pdb = write_f32(dbias, 5, accumulate);  // n values
+  if (!accumulate) std::fill_n(pdb, n, 0.0f);
+  if (g.dtype() == DType::F32) {
+    column_sums(g.data<float>(), m, n, pdb);
+  } else {  // row blocks (column blocks for rows wider than a panel), rows in order
+    const Tensor g2 = g.reshape({m, n});
+    const int64_t cb = std::min<int64_t>(n, kPanel), rb = std::max<int64_t>(1, kPanel / cb);
+    float* buf = slot_buffer(0, static_cast<size_t>(std::min<int64_t>(m, rb) * cb));
+    for (int64_t c0 = 0; c0 < n; c0 += cb) {
+      const int64_t cn = std::min(cb, n - c0);
+      for (int64_t r0 = 0; r0 < m; r0 += rb) {
+        const int64_t rn = std::min(rb, m - r0);
+        load_block(g2, r0, rn, c0, cn, buf, false);
+        column_sums(buf, rn, cn, pdb + c0);
+      }
+    }
+  }
+  finish_write(dbias, pdb);
 }
 
 void CpuBackend::activation_forward(Activation act, const Tensor& x, Tensor& y) {

@@ -30,6 +30,8 @@ class CpuBackend final : public Backend {
             float beta) override;
   void linear_forward(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, Tensor& y,
                       Tensor* pre) override;
+  void linear_forward_residual(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& residual,
+                               Tensor& y) override;
   void linear_backward(const Tensor& x, const Tensor& w, Tensor& dy, Activation act, const Tensor* saved,
                        Tensor& dw, Tensor* dbias, Tensor* dx, bool accumulate) override;
   void activation_forward(Activation act, const Tensor& x, Tensor& y) override;
@@ -55,7 +57,8 @@ class CpuBackend final : public Backend {
   void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& y, Tensor& mean,
                          Tensor& rstd) override;
   void layernorm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd, const Tensor& dy,
-                          Tensor& dx, Tensor& dgamma, Tensor& dbeta, bool accumulate_dx, bool accumulate_params) override;
+                          Tensor& dx, Tensor& dgamma, Tensor& dbeta, bool accumulate_dx, bool accumulate_params,
+                          Tensor* dx_sums = nullptr) override;
   void attention_forward(const Tensor& qkv, int64_t B, int64_t T, int64_t H, Tensor& y, Tensor& lse) override;
   void attention_backward(const Tensor& qkv, const Tensor& y, const Tensor& lse, const Tensor& dy, int64_t B, int64_t T,
                           int64_t H, Tensor& dqkv) override;
@@ -78,6 +81,13 @@ class CpuBackend final : public Backend {
   // Rounds the fp32 result back into t when t is not fp32.
   void finish_write(Tensor& t, const float* computed);
   float* slot_buffer(int slot, size_t n);
+  // linear_forward with an optional residual added before the one rounding (the two public forms).
+  void linear_forward_impl(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, Tensor& y, Tensor* pre,
+                           const Tensor* residual);
+  // dbias (=|+=) the column sums of g [rows, dbias.numel()] as stored, rows in order in fp32 (slots
+  // 0 and 5): a linear layer's bias gradient, wherever it is taken (linear_backward, or fused into
+  // gelu_backward / layernorm_backward), so the sums are bit-identical wherever they are taken.
+  void bias_grad_sums(const Tensor& g, Tensor& dbias, bool accumulate);
 
   static constexpr int kSlots = 12;  // 0-5: the MLP ops, 6-11: the transformer ops (cpu_transformer_ops.cpp)
   std::array<Tensor, kSlots> m_workspace;

@@ -283,7 +283,7 @@ void CpuBackend::layernorm_forward(const Tensor& x, const Tensor& gamma, const T
 
 void CpuBackend::layernorm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
                                     const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta, bool accumulate_dx,
-                                    bool accumulate_params) {
+                                    bool accumulate_params, Tensor* dx_sums) {
   const int64_t d = x.dim(-1), n = x.numel() / d;
   if (dy.numel() != x.numel() || dx.numel() != x.numel() || dgamma.numel() != d || dbeta.numel() != d)
     throw Error("layernorm_backward: shapes do not fit: x " + shape_str(x.shape()) + ", dy " + shape_str(dy.shape()));
@@ -308,6 +308,7 @@ void CpuBackend::layernorm_backward(const Tensor& x, const Tensor& gamma, const 
   finish_write(dx, pdx);
   finish_write(dgamma, pdg);
   finish_write(dbeta, pdb);
+  if (dx_sums) bias_grad_sums(dx, *dx_sums, accumulate_params);
 }
 
 namespace {

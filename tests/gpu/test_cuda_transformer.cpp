@@ -110,6 +110,12 @@ void op_tests(Pair& P, const Prec& pr, int64_t D) {
         P.gpu.layernorm_backward(x1, ga1, m1, r1, dy1, dx1, dg1, db1, false, false);
         check(tag + "layernorm_backward dgamma repeats bit-identically", first == bytes_of(P.gpu, dg1) ? 0.0 : 1.0, 0.0);
       }
+      // The column sums of dx as stored (a linear layer's bias gradient), accumulated as the parameters.
+      auto [s0, s1] = P.rand({D}, dt);
+      P.cpu.layernorm_backward(x0, ga0, m0, r0, dy0, dx0, dg0, db0, acc_dx, acc_p, &s0);
+      P.gpu.layernorm_backward(x1, ga1, m1, r1, dy1, dx1, dg1, db1, acc_dx, acc_p, &s1);
+      P.compare(tag + "layernorm_backward dx column sums" + w, s0, s1, pr.tol);
+      P.compare(tag + "layernorm_backward dx (with its sums)" + w, dx0, dx1, pr.tol);
     }
   }
   // add, GELU, dropout (odd total sizes: the vector loop's scalar tail)
@@ -176,6 +182,10 @@ void layernorm_wide(Pair& P, const Prec& pr) {
   P.compare(tag + "layernorm_backward dx +=dx +=params", dx0, dx1, pr.tol);
   P.compare(tag + "layernorm_backward dgamma +=dx +=params", dg0, dg1, pr.tol);
   P.compare(tag + "layernorm_backward dbeta +=dx +=params", db0, db1, pr.tol);
+  auto [s0, s1] = P.rand({D}, dt);
+  P.cpu.layernorm_backward(x0, ga0, m0, r0, dy0, dx0, dg0, db0, true, false, &s0);
+  P.gpu.layernorm_backward(x1, ga1, m1, r1, dy1, dx1, dg1, db1, true, false, &s1);
+  P.compare(tag + "layernorm_backward dx column sums +=dx", s0, s1, pr.tol);
 }
 
 // Fused softmax + cross-entropy over the character model's many rows (B*T of them, over the
@@ -222,6 +232,14 @@ void large_product_tests(Pair& P, const Prec& pr) {
       P.cpu.linear_forward(x0, w0, with_bias ? &b0 : nullptr, Activation::None, y0, nullptr);
       P.gpu.linear_forward(x1, w1, with_bias ? &b1 : nullptr, Activation::None, y1, nullptr);
       P.compare(tag + "linear_forward 1024x384 -> 1536" + (with_bias ? " bias" : ""), y0, y1, tol);
+      // The residual in the epilogue (cuBLASLt's C, D != C), then in place (residual = y).
+      auto [r0, r1] = P.rand({m, n}, dt, 2.0f);
+      P.cpu.linear_forward_residual(x0, w0, with_bias ? &b0 : nullptr, r0, y0);
+      P.gpu.linear_forward_residual(x1, w1, with_bias ? &b1 : nullptr, r1, y1);
+      P.compare(tag + "linear_forward_residual 1024x384 -> 1536" + (with_bias ? " bias" : ""), y0, y1, tol);
+      P.cpu.linear_forward_residual(x0, w0, with_bias ? &b0 : nullptr, y0, y0);
+      P.gpu.linear_forward_residual(x1, w1, with_bias ? &b1 : nullptr, y1, y1);
+      P.compare(tag + "linear_forward_residual in place" + (with_bias ? " bias" : ""), y0, y1, 2 * tol);
     }
     for (int variant = 0; variant < 3; ++variant) {
       const bool accumulate = variant == 1, with_dx = variant != 2;

@@ -100,6 +100,18 @@ class TestLayerNorm : public QObject {
     be.layernorm_backward(x, ga, m, r, dy, dx, dg, db, false, true);
     auto dg2 = host(be, dg);
     for (int64_t j = 0; j < D; ++j) QCOMPARE(dg2[j], dgv[j] + dgv[j]);
+    // dx_sums: the column sums of dx as written (rows in order), and accumulated with the parameters.
+    Tensor sums = be.empty({D}, DType::F32, MemCategory::Gradients);
+    be.layernorm_backward(x, ga, m, r, dy, dx, dg, db, false, false, &sums);
+    auto dx3 = host(be, dx), s1 = host(be, sums);
+    for (int64_t j = 0; j < D; ++j) {
+      float ref = 0.0f;
+      for (int64_t i = 0; i < N; ++i) ref += dx3[i * D + j];
+      QCOMPARE(s1[j], ref);
+    }
+    be.layernorm_backward(x, ga, m, r, dy, dx, dg, db, false, true, &sums);
+    auto s2 = host(be, sums);
+    for (int64_t j = 0; j < D; ++j) QCOMPARE(s2[j], s1[j] + s1[j]);
   }
 
   void bf16Inputs() {

@@ -8,6 +8,7 @@
 #include "optim/optimizer.h"
 #include "train/run_record.h"
 #include "train/trainer.h"
+#include "tensor/dtype.h"
 #include "train/training_step.h"
 #include "util/paths.h"
 
@@ -44,6 +45,8 @@ double loss_sum(CpuBackend& be, CharGpt& m, const Tensor& x, const Tensor& y, bo
   be.download(stats, st, DType::F32);
   return st[0];
 }
+
+float bf16_round(float v) { return bf16_to_f32(f32_to_bf16(v)); }
 
 std::vector<float> host(CpuBackend& be, const Tensor& t) {
   std::vector<float> v(static_cast<size_t>(t.numel()));
@@ -138,6 +141,42 @@ class TestTransformer : public QObject {
       // compiler contracts the polynomial into FMAs (the unoptimised sanitizer build does not).
       QVERIFY2(std::fabs(yv[i] - ref) <= 1e-5 * std::fabs(ref) + 1e-7, qPrintable(QString("gelu(%1)").arg(v)));
       QVERIFY2(std::fabs(gv[i] - dref) <= 1e-5 * std::fabs(dref) + 1e-7, qPrintable(QString("gelu'(%1)").arg(v)));
+    }
+  }
+
+  // The residual added before the one rounding of a linear layer's output, out of place and in place.
+  void fusedResidual() {
+    CpuBackend be(1);
+    std::mt19937 g(21);
+    const int64_t m = 37, k = 24, n = 40;
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    auto vec = [&](int64_t len) {
+      std::vector<float> v(static_cast<size_t>(len));
+      for (auto& e : v) e = u(g);
+      return v;
+    };
+    auto tensor = [&](Shape s, const std::vector<float>& v, DType dt) {
+      Tensor t = be.empty(s, dt, MemCategory::Activations);
+      be.upload(t, v.data(), DType::F32);
+      return t;
+    };
+    for (DType dt : {DType::F32, DType::BF16}) {
+      Tensor x = tensor({m, k}, vec(m * k), dt), w = tensor({n, k}, vec(n * k), dt), b = tensor({n}, vec(n), dt);
+      Tensor r = tensor({m, n}, vec(m * n), dt), y = be.empty({m, n}, dt, MemCategory::Activations);
+      Tensor y32 = be.empty({m, n}, DType::F32, MemCategory::Activations);
+      be.linear_forward_residual(x, w, &b, r, y);
+      be.linear_forward(x, w, &b, Activation::None, y32, nullptr);  // fp32: unrounded
+      auto yv = host(be, y), pv = host(be, y32), rv = host(be, r);
+      for (size_t i = 0; i < yv.size(); ++i) {
+        const float want = dt == DType::F32 ? pv[i] + rv[i] : bf16_round(pv[i] + rv[i]);
+        QVERIFY2(yv[i] == want, qPrintable(QString("residual element %1: %2 vs %3").arg(i).arg(yv[i]).arg(want)));
+      }
+      be.linear_forward_residual(x, w, &b, y, y);  // in place
+      auto y2 = host(be, y);
+      for (size_t i = 0; i < yv.size(); ++i) {
+        const float want = dt == DType::F32 ? pv[i] + yv[i] : bf16_round(pv[i] + yv[i]);
+        QVERIFY2(y2[i] == want, "in-place residual");
+      }
     }
   }
 

@@ -92,6 +92,8 @@ class CudaBackend final : public Backend {
             float beta) override;
   void linear_forward(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, Tensor& y,
                       Tensor* pre) override;
+  void linear_forward_residual(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& residual,
+                               Tensor& y) override;
   void linear_backward(const Tensor& x, const Tensor& w, Tensor& dy, Activation act, const Tensor* saved,
                        Tensor& dw, Tensor* dbias, Tensor* dx, bool accumulate) override;
   void activation_forward(Activation act, const Tensor& x, Tensor& y) override;
@@ -112,7 +114,8 @@ class CudaBackend final : public Backend {
   void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& y, Tensor& mean,
                          Tensor& rstd) override;
   void layernorm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd, const Tensor& dy,
-                          Tensor& dx, Tensor& dgamma, Tensor& dbeta, bool accumulate_dx, bool accumulate_params) override;
+                          Tensor& dx, Tensor& dgamma, Tensor& dbeta, bool accumulate_dx, bool accumulate_params,
+                          Tensor* dx_sums = nullptr) override;
   void dropout(const Tensor& x, float p, uint64_t seed, Tensor& y) override;
   void add(const Tensor& a, const Tensor& b, Tensor& out) override;
   void gelu_forward(const Tensor& x, Tensor& y) override;

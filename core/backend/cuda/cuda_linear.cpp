@@ -107,6 +107,49 @@ void CudaBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor*
   launch_gemm(dcode(in), &p, 1, m_ctx.stream);
 }
 
+// y = x w^T + bias + residual, one rounding: cuBLASLt reads the residual as its C (beta 1, D = y);
+// the tiles of kernels/gemm.cu take C in place, so there the residual is first copied into y. fp8
+// products (their own kernels) add it afterwards, a second rounding.
+void CudaBackend::linear_forward_residual(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& residual,
+                                          Tensor& y) {
+  bind();
+  const auto [m, n, k] = linear_dims(x, w, y);
+  if (residual.numel() != y.numel() || residual.dtype() != y.dtype())
+    throw Error("linear_forward_residual: residual " + std::string(dtype_name(residual.dtype())) + " " +
+                shape_str(residual.shape()) + " does not match y " + dtype_name(y.dtype()) + " " + shape_str(y.shape()));
+  if (m_fp8_matmul) {
+    linear_forward(x, w, bias, Activation::None, y, nullptr);
+    add(residual, y, y);
+    return;
+  }
+  TL_TIMED("linear_forward");
+  const DType in = gemm_format(w.dtype()) ? w.dtype() : DType::F32;
+  const Tensor px = as_format(x, in, 1), pw = as_format(w, in, 2);
+  if (lt_size(m, n, k)) {
+    LtProblem q;
+    q.a = px.raw(), q.b = pw.raw(), q.trans_b = true, q.c = y.raw(), q.c_src = residual.raw(), q.beta = 1.0f;
+    q.m = m, q.n = n, q.k = k, q.in = in, q.out = y.dtype();
+    q.tf32 = m_tf32 && in == DType::F32;
+    Tensor pb;
+    if (bias) {
+      pb = as_format(*bias, y.dtype(), 3);
+      q.bias = pb.raw();
+    }
+    if (LtGemm::eligible(q) && m_lt_gemm->run(q)) return;
+  }
+  if (residual.raw() != y.raw())
+    TL_CUDA_CHECK(cudaMemcpyAsync(y.raw(), residual.raw(), y.bytes(), cudaMemcpyDeviceToDevice, m_ctx.stream));
+  GemmProblem p;
+  p.a = px.raw(), p.sam = k, p.sak = 1;
+  p.b = pw.raw(), p.sbk = 1, p.sbn = k;
+  p.c = y.raw(), p.ldc = n, p.c_dt = dcode(y.dtype());
+  p.m = static_cast<int>(m), p.n = static_cast<int>(n), p.k = static_cast<int>(k);
+  p.beta = 1.0f;
+  if (bias) p.bias = bias->raw(), p.bias_dt = dcode(bias->dtype());
+  p.tf32 = m_tf32 && in == DType::F32;
+  launch_gemm(dcode(in), &p, 1, m_ctx.stream);
+}
+
 void CudaBackend::linear_backward(const Tensor& x, const Tensor& w, Tensor& dy, Activation act, const Tensor* saved,
                                   Tensor& dw, Tensor* dbias, Tensor* dx, bool accumulate) {
   bind();

@@ -82,7 +82,7 @@ void CudaBackend::layernorm_forward(const Tensor& x, const Tensor& gamma, const 
 
 void CudaBackend::layernorm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
                                      const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta, bool accumulate_dx,
-                                     bool accumulate_params) {
+                                     bool accumulate_params, Tensor* dx_sums) {
   bind();
   const int64_t d = x.dim(-1), n = x.numel() / d;
   if (dy.numel() != x.numel() || dx.numel() != x.numel() || dgamma.numel() != d || dbeta.numel() != d)
@@ -90,12 +90,18 @@ void CudaBackend::layernorm_backward(const Tensor& x, const Tensor& gamma, const
   check_fp32(mean, "layernorm mean", n);
   check_fp32(rstd, "layernorm rstd", n);
   check_float("layernorm_backward", {&x, &gamma, &dy, &dx, &dgamma, &dbeta});
+  if (dx_sums) {
+    if (dx_sums->numel() != d)
+      throw Error("layernorm_backward: dx column sums " + shape_str(dx_sums->shape()) + " for rows of " + std::to_string(d));
+    check_float("layernorm_backward", {dx_sums});
+  }
   float* partial = reduce_scratch(layernorm_backward_workspace(n, d));
   TL_TIMED("layernorm_backward");
   launch_layernorm_backward(x.raw(), dcode(x.dtype()), gamma.raw(), dcode(gamma.dtype()), mean.data<float>(),
                             rstd.data<float>(), dy.raw(), dcode(dy.dtype()), n, d, dx.raw(), dcode(dx.dtype()),
                             accumulate_dx, dgamma.raw(), dcode(dgamma.dtype()), dbeta.raw(), dcode(dbeta.dtype()),
-                            accumulate_params, partial, m_ctx.stream);
+                            accumulate_params, partial, m_ctx.stream, dx_sums ? dx_sums->raw() : nullptr,
+                            dx_sums ? dcode(dx_sums->dtype()) : 0);
 }
 
 void CudaBackend::dropout(const Tensor& x, float p, uint64_t seed, Tensor& y) {

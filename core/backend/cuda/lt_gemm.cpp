@@ -88,8 +88,9 @@ struct Alignments {
 };
 Alignments alignments(const LtProblem& p) {
   const int64_t ein = static_cast<int64_t>(dtype_bytes(p.in, 1)), eout = static_cast<int64_t>(dtype_bytes(p.out, 1));
+  const uint32_t c = alignment(p.c, p.n * eout), c_src = p.c_src ? alignment(p.c_src, p.n * eout) : c;
   return {alignment(p.a, (p.trans_a ? p.m : p.k) * ein), alignment(p.b, (p.trans_b ? p.k : p.n) * ein),
-          alignment(p.c, p.n * eout)};
+          std::min(c, c_src)};
 }
 }  // namespace
 
@@ -245,7 +246,8 @@ int LtGemm::matmul(const LtProblem& p, Plan& pl, int i) {
   std::memcpy(&algo, pl.algos[i], sizeof(algo));
   return cublasLtMatmul(static_cast<cublasLtHandle_t>(m_handle), static_cast<cublasLtMatmulDesc_t>(pl.desc), &p.alpha, p.b,
                         static_cast<cublasLtMatrixLayout_t>(pl.la), p.a, static_cast<cublasLtMatrixLayout_t>(pl.lb), &p.beta,
-                        p.c, static_cast<cublasLtMatrixLayout_t>(pl.lc), p.c, static_cast<cublasLtMatrixLayout_t>(pl.lc),
+                        p.c_src ? p.c_src : p.c, static_cast<cublasLtMatrixLayout_t>(pl.lc), p.c,
+                        static_cast<cublasLtMatrixLayout_t>(pl.lc),
                         &algo, m_workspace.raw(), kWorkspaceBytes, m_be.m_ctx.stream);
 }
 

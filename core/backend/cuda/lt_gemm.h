@@ -2,7 +2,8 @@
 // [16384 x 384] x [384 x 1152] and larger), where the hand-written tiles of kernels/gemm.cu (tuned
 // for the digits MLP's launch-bound sizes) are far from the tensor cores' speed.
 //
-// Math (row-major, as Backend::gemm):  C[m, n] = alpha * op(A) op(B) + beta * C  (+ bias[n])
+// Math (row-major, as Backend::gemm):  C[m, n] = alpha * op(A) op(B) + beta * C  (+ bias[n]), where
+// the C read may be another matrix than the one written (c_src: a residual added in the epilogue)
 // and optionally row_sums[i] = sum_k op(A)[i, k] (the bias gradient of a linear layer's dW product,
 // cuBLASLt's BGRADB epilogue).
 // Formats: A and B fp32, bf16 or fp16 (the same); C the input format or fp32; bias in C's format.
@@ -51,6 +52,7 @@ struct LtProblem {
   int64_t m = 0, n = 0, k = 0;
   DType in = DType::F32, out = DType::F32;
   float alpha = 1.0f, beta = 0.0f;
+  const void* c_src = nullptr; // the C that beta scales when it is not the output (D != C); same layout
   bool tf32 = false;
   const void* bias = nullptr;  // [n] in `out` format, added to every row (EPILOGUE_BIAS)
   void* row_sums = nullptr;    // [m] in `out` format: sums over k of op(A) (EPILOGUE_BGRADB)
