@@ -109,6 +109,10 @@ class CharGpt final : public Model {
   uint64_t m_seed = 0;          // construction seed (dropout seeds derive from it)
   uint64_t m_forwards = 0;      // training forwards so far: one dropout draw each
   bool m_drop = false;          // the last forward applied dropout
+  // Whether the proj and out bias gradients are the column sums of the residual-stream gradient
+  // dx, taken by the LayerNorm backwards that write it: without dropout (whose mask makes the
+  // branch gradient differ from dx) and outside fp8 runs (whose products take their own).
+  bool fused_bias_sums(const Backend& be) const { return !m_drop && !be.fp8(); }
 
   // Activations of the last forward.
   int64_t m_B = 0, m_T = 0;
