@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -75,6 +76,16 @@ void attention_case(Pair& P, const Prec& pr, const Shape4& s) {
   P.gpu.attention_forward(qkv1, s.B, s.T, s.H, y1, l1);
   P.compare(tag + "y", y0, y1, tol);
   P.compare(tag + "lse", l0, l1, tol);
+  {  // The forward with the warpgroup-MMA kernel off (mma.sync; elsewhere the same kernel twice): bit-identical.
+    auto [yc, y2] = P.zeros({rows, d}, dt);
+    auto [lc, l2] = P.zeros({s.B, s.H, s.T}, DType::F32);
+    setenv("TRAINLAB_ATTN_WGMMA", "0", 1);
+    P.gpu.attention_forward(qkv1, s.B, s.T, s.H, y2, l2);
+    unsetenv("TRAINLAB_ATTN_WGMMA");
+    const auto a = host(P.gpu, y1), b = host(P.gpu, y2), la = host(P.gpu, l1), lb = host(P.gpu, l2);
+    const bool same = a == b && la == lb;
+    check(tag + "forward: wgmma kernel = mma.sync kernel, bit for bit", same ? 0.0 : 1.0, 0.0);
+  }
 
   auto [dy0, dy1] = P.rand({rows, d}, dt);
   auto [g0, g1] = P.rand({rows, 3 * d}, dt);  // garbage: dqkv is overwritten
@@ -100,6 +111,13 @@ void attention_case(Pair& P, const Prec& pr, const Shape4& s) {
   const std::vector<float> again = host(P.gpu, g2);
   check(tag + "backward bit-identical on rerun",
         std::memcmp(again.data(), hg.data(), hg.size() * sizeof(float)) == 0 ? 0.0 : 1.0, 0.0);
+  // The backward with the warpgroup-MMA kernels off (mma.sync): bit-identical.
+  setenv("TRAINLAB_ATTN_WGMMA", "0", 1);
+  P.gpu.attention_backward(qkv1, y1, l1, dy1, s.B, s.T, s.H, g2);
+  unsetenv("TRAINLAB_ATTN_WGMMA");
+  const std::vector<float> sync = host(P.gpu, g2);
+  check(tag + "backward: wgmma kernels = mma.sync kernels, bit for bit",
+        std::memcmp(sync.data(), hg.data(), hg.size() * sizeof(float)) == 0 ? 0.0 : 1.0, 0.0);
 }
 
 // Device time per call (the backend's kernel timing, cudaEvents around each call): the median of
@@ -195,7 +213,9 @@ int main(int argc, char** argv) {
   CpuBackend cpu;
   Pair P{cpu, *gpu};
   const Shape4 shapes[] = {{2, 1, 1, 16},  {2, 37, 3, 32},  {1, 256, 6, 64}, {1, 1024, 2, 64},
-                           {2, 200, 2, 128}, {2, 45, 2, 24}, {1, 70, 2, 160}};
+                           {2, 200, 2, 128}, {2, 45, 2, 24}, {1, 70, 2, 160},
+                           // hd 64 with T off the 64- and 128-row tiles (the bf16 wgmma forward's edges)
+                           {3, 77, 2, 64},   {2, 1, 3, 64},  {2, 200, 2, 64}};
   try {
     for (const auto& pr : kPrecisions)
       for (const auto& s : shapes) attention_case(P, pr, s);
