@@ -14,7 +14,6 @@ namespace trainlab::kern::attn {
 
 constexpr int kRows = 16 * kWarps;  // rows a backward block owns (16 per warp)
 constexpr int kKeys = 64;           // keys per streamed tile (forward, dQ)
-constexpr float kLog2e = 1.4426950408889634f;
 // Resident blocks per multiprocessor the compiler budgets registers for (launch bounds): three
 // for the 16-bit kernels up to hd 64 (168 registers: 12 warps per SM hide the mma and ex2 latency
 // better than 8 warps of 184-226 registers; H200, char-gpt2 shape: forward 0.27 -> 0.17 ms,
@@ -24,7 +23,6 @@ template <typename E, int HDP>
 constexpr int min_blocks() {
   return sizeof(E) == 2 && HDP <= 64 ? 3 : 1;
 }
-constexpr float kLn2 = 0.69314718055994531f;
 
 // Forward rows per warp: 32 (two m16 tiles sharing each K / V fragment) up to hd 64; 16 at hd 128,
 // where two tiles' accumulators would not fit in registers.

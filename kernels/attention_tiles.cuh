@@ -23,6 +23,8 @@ namespace trainlab::kern::attn {
 
 constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
+constexpr float kLog2e = 1.4426950408889634f;  // exp(x) = 2^(x log2 e)
+constexpr float kLn2 = 0.69314718055994531f;    // ln(2^x) = x ln 2
 
 template <typename E>
 struct Mma;

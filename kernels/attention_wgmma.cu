@@ -56,7 +56,7 @@ bool launch_attention_forward_wgmma(const void* qkv, int qkv_dt, void* y, int y_
   if (qkv_dt != kBF16 || hd != 64 || reinterpret_cast<uintptr_t>(qkv) % 16 != 0) return false;
   if (!wgmma_enabled() || !device_ready()) return false;
   // The same scale, bit for bit, as the mma.sync forward's (attention.cu tc_forward).
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd)), scale_log2 = scale * 1.4426950408889634f;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd)), scale_log2 = scale * attn::kLog2e;
   attn_wg::fwd_kernel()<<<attn_wg::fwd_grid(int(B), int(H), int(T)), attn_wg::kFwdThreads, attn_wg::kFwdSmem, s>>>(
       static_cast<const __nv_bfloat16*>(qkv), y, y_dt, lse, int(T), int(H), int(hd), scale_log2, true);
   TL_LAUNCH_CHECK("attention fwd_wg");
@@ -74,13 +74,11 @@ bool launch_attention_backward_wgmma(const void* qkv, int qkv_dt, const void* dy
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));  // as the mma.sync backward's
   const auto* q = static_cast<const __nv_bfloat16*>(qkv);
   const auto* g = static_cast<const __nv_bfloat16*>(dy);
-  const unsigned bh = static_cast<unsigned>(B * H);
-  constexpr int kDkvRows = attn_wg::kDkvWarpgroups * 64, kDqRows = attn_wg::kDqWarpgroups * 64;
-  attn_wg::dkv_kernel()<<<dim3(bh, static_cast<unsigned>((T + kDkvRows - 1) / kDkvRows)), attn_wg::kDkvWarpgroups * 128,
-                          attn_wg::kDkvSmem, s>>>(q, g, lse, dd, dqkv, dqkv_dt, int(T), int(H), int(hd), scale, true);
+  attn_wg::dkv_kernel()<<<attn_wg::dkv_grid(int(B), int(H), int(T)), attn_wg::kDkvWarpgroups * 128, attn_wg::kDkvSmem,
+                          s>>>(q, g, lse, dd, dqkv, dqkv_dt, int(T), int(H), int(hd), scale, true);
   TL_LAUNCH_CHECK("attention bwd_dkv_wg");
-  attn_wg::dq_kernel()<<<dim3(bh, static_cast<unsigned>((T + kDqRows - 1) / kDqRows)), attn_wg::kDqWarpgroups * 128,
-                         attn_wg::kDqSmem, s>>>(q, g, lse, dd, dqkv, dqkv_dt, int(T), int(H), int(hd), scale, true);
+  attn_wg::dq_kernel()<<<attn_wg::dq_grid(int(B), int(H), int(T)), attn_wg::kDqWarpgroups * 128, attn_wg::kDqSmem,
+                         s>>>(q, g, lse, dd, dqkv, dqkv_dt, int(T), int(H), int(hd), scale, true);
   TL_LAUNCH_CHECK("attention bwd_dq_wg");
   return true;
 }

@@ -9,7 +9,7 @@
 // supported, slower) through a ring of STAGES shared-memory stages (K and V of a tile in one
 // cp.async group, zero-filled past T); every thread of the block loads, and one __syncthreads per
 // key tile publishes the next tile and frees the stage of the previous one. The tuned
-// configuration and its launcher are at the end (launch_fwd).
+// configuration is at the end (fwd_kernel, fwd_grid; the lab launches it from attention_wgmma.cu).
 //
 // Shared-memory tiles are rows of 64 bf16 = 128 bytes in the 128-byte swizzle of the GMMA
 // canonical layouts: the 16-byte chunk c of row r sits at chunk c ^ (r % 8), eight rows make a
@@ -37,10 +37,10 @@ namespace trainlab::kern::attn_wg {
 
 using attn::cp_async_commit;
 using attn::ex2;
+using attn::kLn2;
 using attn::smem_addr;
 
 constexpr int kHd = 64;             // head dim (the only one)
-constexpr float kLn2 = 0.69314718055994531f;
 
 // Shared-memory matrix descriptors, 128-byte swizzle: bits 0-13 start address >> 4, 16-29 LBO >> 4,
 // 32-45 SBO >> 4, 49-51 base offset (0: atoms are 1024-aligned), 62-63 layout (1 = 128B swizzle).
@@ -261,6 +261,29 @@ __device__ __forceinline__ void softmax_tile(float (&s)[KN / 2], uint32_t (&p)[K
 // keys, and 1 KB to align the base to the swizzle atom.
 constexpr int fwd_smem_bytes(int nwg, int kn, int stages) { return nwg * 64 * 128 + 2 * stages * kn * 128 + 1024; }
 
+// Writes a thread's rows (g, g + 8 of its warp: row0 + 8 r, below T) of a 64 x 64 accumulator,
+// row r times mul[r], at column offset col of rows ld elements long (y, dqkv); bf16 as packed pairs.
+__device__ __forceinline__ void store_rows(void* out, int dt, const float (&acc)[32], const float (&mul)[2],
+                                           int64_t rowbase,
+                                           int row0, int T, int64_t ld, int64_t col, int t4) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = row0 + 8 * r;
+    if (row >= T) continue;
+    const int64_t at = (rowbase + row) * ld + col + 2 * t4;
+    if (dt == kBF16) {
+      uint32_t* p = reinterpret_cast<uint32_t*>(static_cast<__nv_bfloat16*>(out) + at);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) p[4 * i] = pack_bf16(acc[4 * i + 2 * r] * mul[r], acc[4 * i + 2 * r + 1] * mul[r]);
+    } else {
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) st(out, at + 8 * i + e, dt, acc[4 * i + 2 * r + e] * mul[r]);
+    }
+  }
+}
+
 // Forward: block = NWG * 64 query rows of one (batch, head); grid (B*H, ceil(T / (NWG*64))),
 // heaviest first; NWG * 128 threads; fwd_smem_bytes(NWG, KN, STAGES) of dynamic shared memory.
 // KN (64 or 128) keys per tile. hd must be 64 and the rows 16-byte aligned (`hd` and `vec` are
@@ -412,27 +435,17 @@ __global__ void __launch_bounds__(NWG * 128, MINB)
   }
   if (nw == 0) return;
   const int g = lane / 4, t4 = lane % 4;
+  float inv[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     float sum = l[r];
     sum += __shfl_xor_sync(0xffffffffu, sum, 1);
     sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    inv[r] = 1.0f / sum;
     const int q = wr0 + 16 * warp + g + 8 * r;
-    if (q >= T) continue;
-    const float inv = 1.0f / sum;
-    const int64_t yrow = (int64_t(b) * T + q) * D + int64_t(h) * kHd;
-    if (ydt == kBF16) {
-      uint32_t* yp = reinterpret_cast<uint32_t*>(static_cast<__nv_bfloat16*>(y) + yrow + 2 * t4);
-#pragma unroll
-      for (int i = 0; i < 8; ++i) yp[4 * i] = pack_bf16(o[4 * i + 2 * r] * inv, o[4 * i + 2 * r + 1] * inv);
-    } else {
-#pragma unroll
-      for (int i = 0; i < 8; ++i)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) st(y, yrow + 8 * i + 2 * t4 + e, ydt, o[4 * i + 2 * r + e] * inv);
-    }
-    if (t4 == 0) lse[int64_t(bh) * T + q] = (m[r] + log2f(sum)) * kLn2;
+    if (q < T && t4 == 0) lse[int64_t(bh) * T + q] = (m[r] + log2f(sum)) * kLn2;
   }
+  store_rows(y, ydt, o, inv, int64_t(b) * T, wr0 + 16 * warp + g, T, D, int64_t(h) * kHd, t4);
 }
 
 // The tuned configuration (H200, char-gpt2 shape B16 T1024 H12: 0.093 ms against fwd_tc's 0.170;
@@ -452,6 +465,8 @@ inline dim3 fwd_grid(int B, int H, int T) {
 }
 // Launch with the tuned configuration (the shared-memory opt-in, > 48 KB, is set on first use).
 // Same arguments as fwd_tc<__nv_bfloat16, 64>; hd must be 64 with 16-byte aligned rows, sm_90a.
+// The dev harnesses' launcher (tools/wgmma_lab; the current device only): the lab launches through
+// attention_wgmma.cu, which checks the GPU and sets the shared-memory opt-in per device.
 inline cudaError_t launch_fwd(const __nv_bfloat16* qkv, void* y, int ydt, float* lse, int B, int T, int H,
                               float scale_log2, cudaStream_t stream = 0) {
   static const cudaError_t attr =

@@ -51,7 +51,7 @@
 
 namespace trainlab::kern::attn_wg {
 
-constexpr float kLog2e = 1.4426950408889634f;
+using attn::kLog2e;
 constexpr int kTileBytes = 64 * 128;  // a 64-row tile (queries or keys) of 64 bf16
 
 // 4 bytes global -> shared by cp.async, zeros when !full (lse and D of a query tile).
@@ -79,28 +79,6 @@ __device__ __forceinline__ void mma_abt(float (&d)[32], const uint64_t (&a)[4], 
 __device__ __forceinline__ void mma_pb(float (&d)[32], const uint32_t (&a)[16], const uint64_t (&b)[4]) {
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk) mma_rs_t(d, reinterpret_cast<const uint32_t(&)[4]>(a[4 * kk]), b[kk]);
-}
-
-// Writes a thread's rows (g, g + 8 of its warp: row0 + 8 r, below T) of a 64 x 64 accumulator,
-// times mul, at column offset col of dqkv rows (ld elements); bf16 as packed pairs.
-__device__ __forceinline__ void store_rows(void* out, int dt, const float (&acc)[32], float mul, int64_t rowbase,
-                                           int row0, int T, int64_t ld, int64_t col, int t4) {
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int row = row0 + 8 * r;
-    if (row >= T) continue;
-    const int64_t at = (rowbase + row) * ld + col + 2 * t4;
-    if (dt == kBF16) {
-      uint32_t* p = reinterpret_cast<uint32_t*>(static_cast<__nv_bfloat16*>(out) + at);
-#pragma unroll
-      for (int i = 0; i < 8; ++i) p[4 * i] = pack_bf16(acc[4 * i + 2 * r] * mul, acc[4 * i + 2 * r + 1] * mul);
-    } else {
-#pragma unroll
-      for (int i = 0; i < 8; ++i)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) st(out, at + 8 * i + e, dt, acc[4 * i + 2 * r + e] * mul);
-    }
-  }
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -305,8 +283,8 @@ __global__ void __launch_bounds__(NWG * 128, MINB)
   if (!active) return;
   const int64_t rowbase = int64_t(b) * T;
   const int key0 = wk0 + 16 * warp + g;
-  store_rows(dqkv, dqdt, dk, scale, rowbase, key0, T, ld, int64_t(h) * kHd + D, t4);
-  store_rows(dqkv, dqdt, dv, 1.0f, rowbase, key0, T, ld, int64_t(h) * kHd + 2 * D, t4);
+  store_rows(dqkv, dqdt, dk, {scale, scale}, rowbase, key0, T, ld, int64_t(h) * kHd + D, t4);
+  store_rows(dqkv, dqdt, dv, {1.0f, 1.0f}, rowbase, key0, T, ld, int64_t(h) * kHd + 2 * D, t4);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -488,7 +466,7 @@ __global__ void __launch_bounds__(NWG * 128, MINB)
     }
   }
   if (nw == 0) return;
-  store_rows(dqkv, dqdt, dq, scale, int64_t(b) * T, wr0 + 16 * warp + g, T, ld, int64_t(h) * kHd, t4);
+  store_rows(dqkv, dqdt, dq, {scale, scale}, int64_t(b) * T, wr0 + 16 * warp + g, T, ld, int64_t(h) * kHd, t4);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -517,14 +495,23 @@ inline auto dq_kernel() { return bwd_dq_wg<kDqWarpgroups, kDqStages, kDqMinBlock
 constexpr int kDkvSmem = dkv_smem_bytes(kDkvWarpgroups, kDkvStages);
 constexpr int kDqSmem = dq_smem_bytes(kDqWarpgroups, kDqStages);
 
+// Grids of dkv_kernel() (key tiles) and dq_kernel() (query tiles), heaviest first inside the kernels.
+inline dim3 dkv_grid(int B, int H, int T) {
+  return dim3(unsigned(B * H), unsigned((T + kDkvWarpgroups * 64 - 1) / (kDkvWarpgroups * 64)));
+}
+inline dim3 dq_grid(int B, int H, int T) {
+  return dim3(unsigned(B * H), unsigned((T + kDqWarpgroups * 64 - 1) / (kDqWarpgroups * 64)));
+}
+
+// The dev harnesses' launcher (tools/wgmma_lab; the current device only): the lab launches through
+// attention_wgmma.cu, which checks the GPU and sets the shared-memory opt-in per device.
 inline cudaError_t launch_bwd_dkv(const __nv_bfloat16* qkv, const __nv_bfloat16* dy, const float* lse,
                                   const float* dd, void* dqkv, int dqdt, int B, int T, int H, float scale,
                                   cudaStream_t stream = 0) {
   static const cudaError_t attr =
       cudaFuncSetAttribute(dkv_kernel(), cudaFuncAttributeMaxDynamicSharedMemorySize, kDkvSmem);
   if (attr != cudaSuccess) return attr;
-  const dim3 grid(unsigned(B * H), unsigned((T + kDkvWarpgroups * 64 - 1) / (kDkvWarpgroups * 64)));
-  dkv_kernel()<<<grid, kDkvWarpgroups * 128, kDkvSmem, stream>>>(qkv, dy, lse, dd, dqkv, dqdt, T, H, 64, scale, true);
+  dkv_kernel()<<<dkv_grid(B, H, T), kDkvWarpgroups * 128, kDkvSmem, stream>>>(qkv, dy, lse, dd, dqkv, dqdt, T, H, 64, scale, true);
   return cudaGetLastError();
 }
 inline cudaError_t launch_bwd_dq(const __nv_bfloat16* qkv, const __nv_bfloat16* dy, const float* lse,
@@ -533,8 +520,7 @@ inline cudaError_t launch_bwd_dq(const __nv_bfloat16* qkv, const __nv_bfloat16* 
   static const cudaError_t attr =
       cudaFuncSetAttribute(dq_kernel(), cudaFuncAttributeMaxDynamicSharedMemorySize, kDqSmem);
   if (attr != cudaSuccess) return attr;
-  const dim3 grid(unsigned(B * H), unsigned((T + kDqWarpgroups * 64 - 1) / (kDqWarpgroups * 64)));
-  dq_kernel()<<<grid, kDqWarpgroups * 128, kDqSmem, stream>>>(qkv, dy, lse, dd, dqkv, dqdt, T, H, 64, scale, true);
+  dq_kernel()<<<dq_grid(B, H, T), kDqWarpgroups * 128, kDqSmem, stream>>>(qkv, dy, lse, dd, dqkv, dqdt, T, H, 64, scale, true);
   return cudaGetLastError();
 }
 
