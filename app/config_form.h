@@ -11,7 +11,7 @@
 #include <QWidget>
 #include <string>
 
-#include "train/config.h"
+#include "config/config.h"
 
 class QFormLayout;
 class QGroupBox;

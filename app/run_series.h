@@ -6,7 +6,7 @@
 #include <QVector>
 #include <array>
 
-#include "train/config.h"
+#include "config/config.h"
 #include "train/metrics.h"
 
 namespace trainlab::app {

@@ -8,7 +8,7 @@
 #include <QTimer>
 #include <QWidget>
 
-#include "train/config.h"
+#include "config/config.h"
 
 class QTableWidget;
 class QLabel;

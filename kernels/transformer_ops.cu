@@ -2,7 +2,7 @@
 // determinism of the reductions. The accessors (Vec / Scalar) and the segment sums are in
 // row_access.cuh; LayerNorm is in layernorm.cu.
 #define TRAINLAB_HD __host__ __device__
-#include "backend/dropout_hash.h"
+#include "tensor/dropout_hash.h"
 #include "device_common.cuh"
 #include "row_access.cuh"
 #include "transformer_ops.cuh"

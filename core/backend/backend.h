@@ -30,6 +30,24 @@ struct DecodeSpec;
 enum class Activation : uint8_t { None, ReLU, GELU };
 const char* activation_name(Activation a);
 
+// How a matrix product treats its floating-point inputs: Native computes with the inputs' own
+// values (fp32 exactly, 16-bit formats as stored); Tf32 rounds fp32 inputs to tf32 (10-bit
+// mantissa) first, as tensor cores do; Fp8 casts the inputs to fp8 (e4m3 forward, e5m2 gradients)
+// with per-tensor delayed scaling. The precision policy (train/precision.h) picks it per run; it
+// is an argument of every product, never a flag the backend keeps.
+enum class MatmulMode : uint8_t { Native, Tf32, Fp8 };
+const char* matmul_mode_name(MatmulMode m);
+
+// Every operation of the table, for Backend::supports(Op, DType): what a backend can do is asked,
+// never inferred from an exception's text.
+enum class Op : uint8_t {
+  Gemm, LinearForward, LinearForwardResidual, LinearBackward, Activation, SoftmaxXent, GatherRows,
+  EmbeddingForward, EmbeddingBackward, LayerNormForward, LayerNormBackward, AttentionForward,
+  AttentionBackward, Dropout, Add, FakeQuantize, QuantizeI8, GemmI8, Int8Linear, DistillBackward,
+  Decode, AdamW, Sgd
+};
+const char* op_name(Op op);
+
 struct DeviceInfo {
   DeviceKind kind = DeviceKind::Cpu;
   int index = 0;

@@ -25,7 +25,7 @@
 
 #include "backend/cpu_backend.h"
 #include "backend/cpu_numeric.h"
-#include "backend/dropout_hash.h"
+#include "tensor/dropout_hash.h"
 #include "util/error.h"
 
 extern "C" int openblas_get_num_threads(void);

@@ -24,7 +24,7 @@
 #include "data/dataset.h"
 #include "data/text.h"
 #include "nn/model.h"
-#include "train/config.h"
+#include "config/config.h"
 
 namespace trainlab {
 

@@ -23,38 +23,12 @@
 #include <vector>
 
 #include "io/safetensors.h"
+#include "tensor/quant_format.h"
 
 namespace trainlab {
 
 class Backend;
 class Model;
-
-enum class QuantGranularity : uint8_t { Tensor, Channel, Group };
-const char* granularity_name(QuantGranularity g);  // "tensor", "channel", "group"
-QuantGranularity granularity_from_name(const std::string& s);  // throws Error naming the choices
-
-struct QuantSpec {
-  int bits = 8;
-  QuantGranularity granularity = QuantGranularity::Channel;
-  int group = 32;  // for Granularity::Group
-
-  int qmax() const { return (1 << (bits - 1)) - 1; }
-  // Elements per scale for a [rows, cols] matrix; throws Error when bits or group do not fit.
-  int64_t group_size(int64_t rows, int64_t cols) const;
-  std::string label() const;  // "int4 group-32", "int8 channel"
-  nlohmann::json to_json() const;
-  static QuantSpec from_json(const nlohmann::json& j);
-};
-
-// Host reference of the formula above. `group` elements share a scale (see QuantSpec::group_size).
-// scales receive n/group fp16-representable values, codes n values in [-qmax, qmax].
-void quantize_groups(const float* w, int64_t n, int bits, int64_t group, float* scales, int8_t* codes);
-// out = s * q, the fake-quantized values (w and out may alias).
-void fake_quantize_host(const float* w, float* out, int64_t n, int bits, int64_t group);
-
-// Little-endian b-bit packing of two's-complement codes (b = 4: two a byte, low nibble first).
-std::vector<uint8_t> pack_codes(const std::vector<int8_t>& codes, int bits);
-std::vector<int8_t> unpack_codes(const std::vector<uint8_t>& packed, int64_t n, int bits);
 
 // Which weights of a model get quantized, and how: a default spec for every linear weight
 // (rank-2 tensors named *.weight) and per-layer overrides by tensor or layer name prefix.

@@ -22,7 +22,7 @@
 #include <utility>
 #include <vector>
 
-#include "compress/quant.h"
+#include "tensor/quant_format.h"
 #include "nn/transformer.h"
 
 namespace trainlab {

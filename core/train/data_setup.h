@@ -2,7 +2,7 @@
 // the IDX data sets bring their own test files).
 #pragma once
 #include "data/dataset.h"
-#include "train/config.h"
+#include "config/config.h"
 
 namespace trainlab {
 

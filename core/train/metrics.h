@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "train/config.h"
+#include "config/config.h"
 
 namespace trainlab {
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "nn/model.h"
-#include "train/config.h"
+#include "config/config.h"
 #include "train/metrics.h"
 
 namespace trainlab {

@@ -12,7 +12,7 @@
 #include <mutex>
 #include <string>
 
-#include "train/config.h"
+#include "config/config.h"
 #include "train/metrics.h"
 
 namespace trainlab {

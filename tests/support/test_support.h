@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "train/config.h"
+#include "config/config.h"
 #include "train/metrics.h"
 #include "train/trainer.h"
 #include "util/error.h"

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "backend/cpu_backend.h"
-#include "backend/dropout_hash.h"
+#include "tensor/dropout_hash.h"
 #include "nn/transformer.h"
 #include "util/error.h"
 

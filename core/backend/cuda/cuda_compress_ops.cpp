@@ -6,7 +6,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_checks.h"
-#include "compress/compress_checks.h"
+#include "backend/compress_checks.h"
 #include "quant.cuh"
 
 namespace trainlab::cuda {

@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "backend/cuda/cuda_backend.h"
-#include "compress/quant.h"
+#include "tensor/quant_format.h"
 #include "decode.cuh"
 #include "tensor/dtype.h"
 #include "util/error.h"

@@ -1,7 +1,7 @@
 // The schema of every config key. Each section is one function; later features add a section.
 #include <cmath>
 
-#include "train/config.h"
+#include "config/config.h"
 
 namespace trainlab {
 

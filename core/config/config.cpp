@@ -1,4 +1,4 @@
-#include "train/config.h"
+#include "config/config.h"
 
 #include <cerrno>
 #include <cmath>

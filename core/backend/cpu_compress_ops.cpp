@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "backend/cpu_backend.h"
-#include "compress/compress_checks.h"
-#include "compress/quant.h"
+#include "backend/compress_checks.h"
+#include "tensor/quant_format.h"
 #include "util/error.h"
 
 namespace trainlab {
