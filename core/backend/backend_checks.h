@@ -43,4 +43,23 @@ inline GemmDims linear_dims(const Tensor& x, const Tensor& w, const Tensor& y) {
   return {m, n, k};
 }
 
+// The bytes of one row of dst [idx.numel(), ...] = src[idx[i], ...] after checking that the
+// indices are int32, that source and destination share a format and that dst holds exactly
+// idx.numel() rows of src's row size. The indices' values live on the device and are checked where
+// they are read: the CPU throws on one out of range; the CUDA kernels write a zero row for it
+// (they cannot throw, and the host has no copy of the indices to check without a sync).
+inline size_t gather_rows_row_bytes(const Tensor& src, const Tensor& idx, const Tensor& dst) {
+  if (idx.dtype() != DType::I32) throw Error("gather_rows: indices must be int32");
+  if (src.dtype() != dst.dtype()) throw Error("gather_rows: source and destination formats differ");
+  if (src.rank() < 1 || dst.rank() < 1)
+    throw Error("gather_rows: source and destination must have rows, got " + shape_str(src.shape()) + " -> " +
+                shape_str(dst.shape()));
+  const int64_t rows = idx.numel();
+  const size_t row_bytes = src.shape()[0] ? src.bytes() / static_cast<size_t>(src.shape()[0]) : 0;
+  if (dst.shape()[0] != rows || dst.bytes() != row_bytes * static_cast<size_t>(rows))
+    throw Error("gather_rows: destination " + shape_str(dst.shape()) + " does not fit " + std::to_string(rows) +
+                " rows of " + shape_str(src.shape()));
+  return row_bytes;
+}
+
 }  // namespace trainlab

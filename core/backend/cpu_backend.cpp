@@ -448,13 +448,8 @@ void CpuBackend::softmax_xent(const Tensor& logits, const Tensor& labels, Tensor
 }
 
 void CpuBackend::gather_rows(const Tensor& src, const Tensor& idx, Tensor& dst) {
-  if (idx.dtype() != DType::I32) throw Error("gather_rows: indices must be int32");
-  if (src.dtype() != dst.dtype()) throw Error("gather_rows: source and destination formats differ");
+  const size_t row_bytes = gather_rows_row_bytes(src, idx, dst);
   const int64_t rows = idx.numel();
-  const size_t row_bytes = src.shape()[0] ? src.bytes() / static_cast<size_t>(src.shape()[0]) : 0;
-  if (dst.shape()[0] != rows || dst.bytes() != row_bytes * static_cast<size_t>(rows))
-    throw Error("gather_rows: destination " + shape_str(dst.shape()) + " does not fit " + std::to_string(rows) +
-                " rows of " + shape_str(src.shape()));
   const int32_t* ix = idx.data<int32_t>();
   const char* s = static_cast<const char*>(src.raw());
   char* d = static_cast<char*>(dst.raw());

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "backend/backend_checks.h"
 #include "backend/cuda/cuda_checks.h"
 #include "backend/cuda/fp8_gemm.h"
 #include "backend/cuda/lt_gemm.h"
@@ -342,13 +343,8 @@ void CudaBackend::softmax_xent(const Tensor& logits, const Tensor& labels, Tenso
 
 void CudaBackend::gather_rows(const Tensor& src, const Tensor& idx, Tensor& dst) {
   cudaSetDevice(m_ctx.device);
-  if (idx.dtype() != DType::I32) throw Error("gather_rows: indices must be int32");
-  if (src.dtype() != dst.dtype()) throw Error("gather_rows: source and destination formats differ");
+  const size_t row_bytes = gather_rows_row_bytes(src, idx, dst);
   const int64_t rows = idx.numel();
-  const size_t row_bytes = src.shape()[0] ? src.bytes() / static_cast<size_t>(src.shape()[0]) : 0;
-  if (dst.shape()[0] != rows || dst.bytes() != row_bytes * static_cast<size_t>(rows))
-    throw Error("gather_rows: destination " + shape_str(dst.shape()) + " does not fit " + std::to_string(rows) +
-                " rows of " + shape_str(src.shape()));
   if (row_bytes % 4 == 0 && dtype_bytes(src.dtype(), 1) == 4 && static_cast<int>(m_gathers.size()) < kMaxGatherJobs) {
     GatherJob j;
     j.src = static_cast<const uint32_t*>(src.raw());
