@@ -39,7 +39,11 @@ enum class MatmulMode : uint8_t { Native, Tf32, Fp8 };
 const char* matmul_mode_name(MatmulMode m);
 
 // Every operation of the table, for Backend::supports(Op, DType): what a backend can do is asked,
-// never inferred from an exception's text.
+// never inferred from an exception's text. The DType asked about is the format of the operation's
+// floating-point tensors (its inputs and results; gather_rows: the rows copied, any format), except:
+// QuantizeI8 and Int8Linear take the format of their float side (x, y); GemmI8 is asked with I8;
+// Decode with the decoder's weight format (F32, BF16, I8 or I4: DecodeSpec::format); AdamW and Sgd
+// with the compute copy's format (master weights and moments are always fp32).
 enum class Op : uint8_t {
   Gemm, LinearForward, LinearForwardResidual, LinearBackward, Activation, SoftmaxXent, GatherRows,
   EmbeddingForward, EmbeddingBackward, LayerNormForward, LayerNormBackward, AttentionForward,
@@ -56,8 +60,18 @@ struct DeviceInfo {
   int64_t used_bytes = 0;           // device-wide used memory (cudaMemGetInfo), all processes
   int64_t runtime_context_bytes = 0;// the runtime's own context, shown apart from the lab's tensors
   std::vector<DType> formats;       // number formats the device computes in
-  // Datasheet dense peak per format in TFLOP/s (for MFU); empty where unknown (the CPU).
-  std::vector<std::pair<DType, double>> peak_tflops;
+  // Datasheet dense peaks in TFLOP/s (for MFU), one per operand format and matrix-product mode
+  // (fp32 products at Native and at Tf32 differ 7x on an H100); empty where unknown (the CPU).
+  struct Peak {
+    DType dtype;
+    MatmulMode mode;
+    double tflops;
+  };
+  std::vector<Peak> peak_tflops;
+  // The peak of products on `dtype` operands in `mode`, 0 when unknown. A mode that does not apply
+  // to the format (Tf32 on bf16 operands, Fp8 where the device has no fp8 units) falls back to the
+  // format's Native peak, which is what such products run at.
+  double peak_for(DType dtype, MatmulMode mode) const;
   std::string id() const;           // "cpu", "cuda:0"
 };
 
@@ -103,7 +117,14 @@ class Backend {
   virtual ~Backend() = default;
 
   virtual DeviceInfo info() const = 0;
+  // Whether the device stores and computes in format t.
   virtual bool supports(DType t) const = 0;
+  // Whether operation `op` runs on tensors of format t here (see Op for which format is asked).
+  // Callers ask before calling an optional operation; one that is not supported throws
+  // "<op> is not supported on <device>". The base answers for the mandatory operations (the pure
+  // virtual ones: supports(t)) and false for every optional one; a backend that implements an
+  // optional operation says so in its override.
+  virtual bool supports(Op op, DType t) const;
   MemoryLedger& ledger() { return m_ledger; }
 
   // --- memory -------------------------------------------------------------------------------
@@ -120,29 +141,32 @@ class Backend {
 
   // --- per-step state -----------------------------------------------------------------------
   virtual void set_step_scalars(const StepScalars& s) = 0;
-  // Matrix products round their fp32 inputs to tf32 (10-bit mantissa) when on.
-  virtual void set_tf32(bool on) { m_tf32 = on; }
-  bool tf32() const { return m_tf32; }
-  // fp8 runs: matrix products cast their inputs to fp8 (e4m3 forward, e5m2 gradients) with
-  // per-tensor scales from a history of maxima, on backends that have fp8 matrix units (the
-  // parameters stay bf16). Backends without them ignore it and compute fp8 runs in bf16.
-  virtual void set_fp8(bool on) { m_fp8_matmul = on; }
-  bool fp8() const { return m_fp8_matmul; }
 
   // --- operations ----------------------------------------------------------------------------
+  // Every matrix product (gemm, the linear_* operations, the two attention products) takes the
+  // MatmulMode it computes in as its last argument:
+  //   Native  inputs as stored, fp32 accumulation;
+  //   Tf32    fp32 inputs rounded to tf32 (10-bit mantissa, ties to even) first; 16-bit inputs as
+  //           Native (they already have fewer bits);
+  //   Fp8     inputs cast to fp8 (e4m3 forward, e5m2 gradients) with per-tensor scales from a
+  //           history of maxima, on backends with fp8 matrix units (the tensors stay bf16 and the
+  //           scales' state is kept per weight by the backend). Backends without them compute the
+  //           product as Native on the stored (bf16) values, so an fp8 run there is a bf16 run.
+  // A captured step (run_step) replays the modes it was captured with: whoever changes the mode of
+  // a captured step calls invalidate_captures() (the trainer does after every mid-run change).
   // C[M,N] = alpha * op(A) * op(B) + beta * C, op(X) = X or X^T.
   virtual void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha,
-                    float beta) = 0;
+                    float beta, MatmulMode mode) = 0;
   // y[M,N] = act(x[M,K] * w[N,K]^T + bias[N]). When `pre` is given it receives the
   // pre-activation (GELU's backward needs it; ReLU's uses y).
   virtual void linear_forward(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, Tensor& y,
-                              Tensor* pre) = 0;
+                              Tensor* pre, MatmulMode mode) = 0;
   // y[M,N] = x[M,K] * w[N,K]^T + bias[N] + residual[M,N], rounded once to y's format: a linear
   // layer whose output joins a residual stream, the add fused into the product's epilogue (the
   // transformer's attention and MLP projections). residual has y's shape and may alias y.
   virtual void linear_forward_residual(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& residual,
-                                       Tensor& y) {
-    throw_not_implemented("linear_forward_residual");
+                                       Tensor& y, MatmulMode mode) {
+    throw_not_supported(Op::LinearForwardResidual);
   }
   // Backward of linear_forward. `dy` is the gradient w.r.t. y; the backend may use it as scratch
   // (its contents are undefined afterwards). The gradient w.r.t. the pre-activation is rounded to
@@ -150,7 +174,7 @@ class Backend {
   // for GELU, unused for None.
   //   dw (=|+=) dy^T x;  dbias (=|+=) column sums of dy;  dx = dy w (skipped when dx is null).
   virtual void linear_backward(const Tensor& x, const Tensor& w, Tensor& dy, Activation act, const Tensor* saved,
-                               Tensor& dw, Tensor* dbias, Tensor* dx, bool accumulate) = 0;
+                               Tensor& dw, Tensor* dbias, Tensor* dx, bool accumulate, MatmulMode mode) = 0;
   virtual void activation_forward(Activation act, const Tensor& x, Tensor& y) = 0;
   // dx = dy * act'(x), given the input x and the output y.
   virtual void activation_backward(Activation act, const Tensor& x, const Tensor& y, const Tensor& dy,
@@ -163,24 +187,24 @@ class Backend {
   // dst[i, :] = src[idx[i], :] for int32 idx; src and dst of any one format.
   virtual void gather_rows(const Tensor& src, const Tensor& idx, Tensor& dst) = 0;
 
-  // --- transformer operations (issue 4). Defaults throw, so a backend that lacks one still builds
-  // and says which operation is missing; CpuBackend implements all of them.
+  // --- transformer operations (issue 4). Optional: defaults throw "<op> is not supported on
+  // <device>", so a backend that lacks one still builds; CpuBackend implements all of them.
   // out[i, :] = tok[idx[i], :] + pos[i % T, :] for int32 idx [B*T] (B*T rows, T = positions used).
   virtual void embedding_forward(const Tensor& tok, const Tensor& pos, const Tensor& idx, int64_t T, Tensor& out) {
-    throw_not_implemented("embedding_forward");
+    throw_not_supported(Op::EmbeddingForward);
   }
   // dtok (=|+=) scatter-add of dout rows by idx; dpos[t] (=|+=) sum over b of dout[b*T + t]
   // (rows of dpos past T untouched when accumulating, zeroed otherwise). fp32 accumulation in
   // row order, so the result is deterministic.
   virtual void embedding_backward(const Tensor& dout, const Tensor& idx, int64_t T, Tensor& dtok, Tensor& dpos,
                                   bool accumulate) {
-    throw_not_implemented("embedding_backward");
+    throw_not_supported(Op::EmbeddingBackward);
   }
   // y = (x - mean) * rstd * gamma + beta per row of x [N, D]; mean, rstd (fp32 [N]) are saved for
   // backward. var is the biased variance (as PyTorch), rstd = 1/sqrt(var + eps), all in fp32.
   virtual void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& y,
                                  Tensor& mean, Tensor& rstd) {
-    throw_not_implemented("layernorm_forward");
+    throw_not_supported(Op::LayerNormForward);
   }
   // dx (=|+= when accumulate_dx: the residual add fused) = rstd * (g - mean(g) - xhat * mean(g*xhat)),
   // g = dy * gamma; dgamma (=|+=) sum_rows dy*xhat; dbeta (=|+=) sum_rows dy (accumulate_params).
@@ -190,28 +214,31 @@ class Backend {
   virtual void layernorm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
                                   const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta, bool accumulate_dx,
                                   bool accumulate_params, Tensor* dx_sums = nullptr) {
-    throw_not_implemented("layernorm_backward");
+    throw_not_supported(Op::LayerNormBackward);
   }
   // Causal multi-head attention over a fused projection qkv [B*T, 3D] (per row: q | k | v, head h
   // in columns h*D/H .. (h+1)*D/H of each): y [B*T, D] = softmax(q k^T / sqrt(D/H), causal) v per
   // (batch, head). lse (fp32 [B, H, T]) receives each row's log-sum-exp of the scaled scores so
-  // that backward can rebuild the probabilities without a stored T x T matrix.
-  virtual void attention_forward(const Tensor& qkv, int64_t B, int64_t T, int64_t H, Tensor& y, Tensor& lse) {
-    throw_not_implemented("attention_forward");
+  // that backward can rebuild the probabilities without a stored T x T matrix. The products q k^T
+  // and p v round their fp32 inputs to tf32 in Tf32 mode; Fp8 computes them as Native (attention
+  // has no fp8 path: its inputs stay bf16).
+  virtual void attention_forward(const Tensor& qkv, int64_t B, int64_t T, int64_t H, Tensor& y, Tensor& lse,
+                                 MatmulMode mode) {
+    throw_not_supported(Op::AttentionForward);
   }
-  // dqkv [B*T, 3D] (overwritten) from dy [B*T, D], the forward's qkv, y and lse.
+  // dqkv [B*T, 3D] (overwritten) from dy [B*T, D], the forward's qkv, y and lse; the mode as forward.
   virtual void attention_backward(const Tensor& qkv, const Tensor& y, const Tensor& lse, const Tensor& dy, int64_t B,
-                                  int64_t T, int64_t H, Tensor& dqkv) {
-    throw_not_implemented("attention_backward");
+                                  int64_t T, int64_t H, Tensor& dqkv, MatmulMode mode) {
+    throw_not_supported(Op::AttentionBackward);
   }
   // Inverted dropout: y[i] = keep(i) ? x[i] / (1 - p) : 0, keep(i) iff dropout_hash(seed, i) >=
   // dropout_threshold(p) (backend/dropout_hash.h), i the row-major element index. The mask is a
   // function of the seed alone, so the backward is the same call on dy with the same seed, and a
   // recomputed forward redraws the same mask. The scale 1/(1-p) is applied in fp32 and rounded
   // once to y's format. y may alias x.
-  virtual void dropout(const Tensor& x, float p, uint64_t seed, Tensor& y) { throw_not_implemented("dropout"); }
+  virtual void dropout(const Tensor& x, float p, uint64_t seed, Tensor& y) { throw_not_supported(Op::Dropout); }
   // out = a + b (same element count; out may alias a or b).
-  virtual void add(const Tensor& a, const Tensor& b, Tensor& out) { throw_not_implemented("add"); }
+  virtual void add(const Tensor& a, const Tensor& b, Tensor& out) { throw_not_supported(Op::Add); }
   // y = GELU(x) = x * Phi(x) (erf form, as F.gelu) and its backward dx = dy * GELU'(x), for a
   // GELU kept apart from its matrix product (the transformer's MLP). Defaults: activation_*.
   virtual void gelu_forward(const Tensor& x, Tensor& y) { activation_forward(Activation::GELU, x, y); }
@@ -219,26 +246,26 @@ class Backend {
     activation_backward(Activation::GELU, x, x, dy, dx);
   }
 
-  // --- compression operations (issue 5). Defaults throw "<op> is not implemented on <device>" so
-  // a backend without them still builds; CpuBackend implements all of them.
+  // --- compression operations (issue 5). Optional: defaults throw "<op> is not supported on
+  // <device>" so a backend without them still builds; CpuBackend implements all of them.
   // Symmetric fake quantization (quantize then dequantize) of w into out (any float formats):
   // elements are taken in groups of `group` consecutive values in row-major order (group = numel:
   // per tensor; group = columns: per output channel; else per group inside a row), per group
   //   s = fp16(max|w| / qmax), qmax = 2^(bits-1) - 1;  out = s * clamp(rne(w / s), -qmax, qmax)
   // (s = 0 gives 0). The scale is rounded to fp16 because that is how it is stored.
   virtual void fake_quantize(const Tensor& w, Tensor& out, int bits, int64_t group) {
-    throw_not_implemented("fake_quantize");
+    throw_not_supported(Op::FakeQuantize);
   }
   // q (int8) = clamp(rne(x / scale), -127, 127) for float x.
-  virtual void quantize_i8(const Tensor& x, float scale, Tensor& q) { throw_not_implemented("quantize_i8"); }
+  virtual void quantize_i8(const Tensor& x, float scale, Tensor& q) { throw_not_supported(Op::QuantizeI8); }
   // c (int32 [M, N]) = a (int8 [M, K]) * b (int8 [N, K])^T, exact int32 accumulation.
-  virtual void gemm_i8(const Tensor& a, const Tensor& b, Tensor& c) { throw_not_implemented("gemm_i8"); }
+  virtual void gemm_i8(const Tensor& a, const Tensor& b, Tensor& c) { throw_not_supported(Op::GemmI8); }
   // W8A8 linear layer: y [M, N] = act((xq wq^T)_int32 * (x_scale * w_scales[n]) + bias[n]), the
   // integer product accumulated exactly in int32 and rescaled once. xq int8 [M, K], wq int8
   // [N, K], w_scales fp32 [N] (or [1] for one scale), bias fp32 [N] or null.
   virtual void int8_linear(const Tensor& xq, float x_scale, const Tensor& wq, const Tensor& w_scales,
                            const Tensor* bias, Activation act, Tensor& y) {
-    throw_not_implemented("int8_linear");
+    throw_not_supported(Op::Int8Linear);
   }
   // Knowledge distillation on top of softmax_xent's gradient, per row of the student logits zs
   // and teacher logits zt [B, C]:
@@ -247,13 +274,13 @@ class Backend {
   // given it receives (=|+= with accumulate) the sum over rows of T^2 * KL.
   virtual void distill_backward(const Tensor& student_logits, const Tensor& teacher_logits, float temperature,
                                 float alpha, float grad_multiplier, Tensor& dlogits, Tensor* kl_sum, bool accumulate) {
-    throw_not_implemented("distill_backward");
+    throw_not_supported(Op::DistillBackward);
   }
 
   // --- token decoding (issue 5; nn/decoder.h) -------------------------------------------------
   // A decoder that keeps the char-gpt's weights on this device in spec's format and runs one
   // token at a time (make_decoder() is the entry point; the CPU's is CharGptGenerator). Default:
-  // throws "token decoding is not implemented on <device>".
+  // throws "token decoding is not supported on <device>" (supports(Op::Decode, format) asks first).
   virtual std::unique_ptr<TokenDecoder> create_decoder(const CharGptWeights& weights, const DecodeSpec& spec);
 
   // --- optimizers (multi-tensor: one call updates every parameter) ---------------------------
@@ -284,12 +311,11 @@ class Backend {
   virtual void reset_kernel_times() {}
 
  protected:
-  [[noreturn]] void throw_not_implemented(const char* op) const {
-    throw Error(std::string(op) + " is not implemented on " + info().name);
+  // The error of an optional operation this backend does not have (callers ask supports() first).
+  [[noreturn]] void throw_not_supported(Op op) const {
+    throw Error(std::string(op_name(op)) + " is not supported on " + info().name);
   }
   MemoryLedger m_ledger;
-  bool m_tf32 = false;
-  bool m_fp8_matmul = false;
   bool m_capture = true;
   bool m_kernel_timing = false;
 };

@@ -81,17 +81,6 @@ TL_VECTOR_CLONES void adamw_kernel(float* __restrict w, const float* __restrict 
 
 }  // namespace
 
-const char* activation_name(Activation a) {
-  switch (a) {
-    case Activation::None: return "none";
-    case Activation::ReLU: return "relu";
-    case Activation::GELU: return "gelu";
-  }
-  return "?";
-}
-
-std::string DeviceInfo::id() const { return kind == DeviceKind::Cpu ? "cpu" : "cuda:" + std::to_string(index); }
-
 CpuBackend::CpuBackend(int threads) : m_threads(threads) {
   if (threads > 0) openblas_set_num_threads(threads);
   m_capture = false;
@@ -107,6 +96,15 @@ DeviceInfo CpuBackend::info() const {
 }
 
 bool CpuBackend::supports(DType t) const { return true; }
+
+bool CpuBackend::supports(Op op, DType t) const {
+  switch (op) {
+    case Op::GatherRows: return true;           // a copy of rows in any format
+    case Op::GemmI8: return t == DType::I8;     // int8 operands, int32 result
+    case Op::Decode: return false;              // CharGptGenerator decodes on the CPU (make_decoder)
+    default: return dtype_is_float(t);          // fp32, 16-bit and fp8 tensors, converted to fp32
+  }
+}
 
 Tensor CpuBackend::empty(const Shape& shape, DType dtype, MemCategory category) {
   const size_t bytes = dtype_bytes(dtype, static_cast<size_t>(shape_numel(shape)));
@@ -219,34 +217,36 @@ void CpuBackend::fill(Tensor& t, float value) {
     from_f32(buf, t.dtype(), elem_ptr(t, static_cast<int64_t>(off)), std::min<size_t>(kPanel, n - off));
 }
 
+// The CPU has no fp8 matrix units: Fp8 products run as Native on the stored (bf16) values, and
+// Tf32 rounds the operands as they are loaded into the panels (a no-op on 16-bit operands).
 void CpuBackend::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha,
-                      float beta) {
+                      float beta, MatmulMode mode) {
   gemm_dims(a, trans_a, b, trans_b, c);  // the checks; panel_gemm derives the sizes itself
   const Scratch scratch = [this](int slot, size_t n) { return slot_buffer(slot, n); };
-  panel_gemm(a, trans_a, b, trans_b, c, alpha, beta, m_tf32, scratch, nullptr);
+  panel_gemm(a, trans_a, b, trans_b, c, alpha, beta, mode == MatmulMode::Tf32, scratch, nullptr);
 }
 
 void CpuBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, Tensor& y,
-                                Tensor* pre) {
-  linear_forward_impl(x, w, bias, act, y, pre, nullptr);
+                                Tensor* pre, MatmulMode mode) {
+  linear_forward_impl(x, w, bias, act, y, pre, nullptr, mode);
 }
 
 void CpuBackend::linear_forward_residual(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& residual,
-                                         Tensor& y) {
+                                         Tensor& y, MatmulMode mode) {
   if (residual.numel() != y.numel())
     throw Error("linear_forward_residual: residual " + shape_str(residual.shape()) + " does not match y " +
                 shape_str(y.shape()));
   if (residual.raw() == y.raw()) {  // fp32 outputs are computed in place: keep the residual apart
     Tensor kept = empty(residual.shape(), residual.dtype(), MemCategory::Workspace);
     copy(residual, kept);
-    linear_forward_impl(x, w, bias, Activation::None, y, nullptr, &kept);
+    linear_forward_impl(x, w, bias, Activation::None, y, nullptr, &kept, mode);
     return;
   }
-  linear_forward_impl(x, w, bias, Activation::None, y, nullptr, &residual);
+  linear_forward_impl(x, w, bias, Activation::None, y, nullptr, &residual, mode);
 }
 
 void CpuBackend::linear_forward_impl(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, Tensor& y,
-                                     Tensor* pre, const Tensor* residual) {
+                                     Tensor* pre, const Tensor* residual, MatmulMode mode) {
   const auto [m, n, k] = linear_dims(x, w, y);
   if (pre && (pre->numel() != m * n))
     throw Error("linear pre-activation " + shape_str(pre->shape()) + " does not match y " + shape_str(y.shape()));
@@ -284,11 +284,11 @@ void CpuBackend::linear_forward_impl(const Tensor& x, const Tensor& w, const Ten
     }
   };
   const Scratch scratch = [this](int slot, size_t len) { return slot_buffer(slot, len); };
-  panel_gemm(x, false, w, true, y, 1.0f, 0.0f, m_tf32, scratch, &epilogue);
+  panel_gemm(x, false, w, true, y, 1.0f, 0.0f, mode == MatmulMode::Tf32, scratch, &epilogue);
 }
 
 void CpuBackend::linear_backward(const Tensor& x, const Tensor& w, Tensor& dy, Activation act, const Tensor* saved,
-                                 Tensor& dw, Tensor* dbias, Tensor* dx, bool accumulate) {
+                                 Tensor& dw, Tensor* dbias, Tensor* dx, bool accumulate, MatmulMode mode) {
   const int64_t m = x.dim(0), k = x.dim(1), n = w.dim(0);
   if (dy.dim(0) != m || dy.dim(1) != n || dw.dim(0) != n || dw.dim(1) != k)
     throw Error("linear backward shape mismatch: dy " + shape_str(dy.shape()) + ", dw " + shape_str(dw.shape()));
@@ -317,11 +317,12 @@ void CpuBackend::linear_backward(const Tensor& x, const Tensor& w, Tensor& dy, A
     }
   }
   const Scratch scratch = [this](int slot, size_t len) { return slot_buffer(slot, len); };
+  const bool tf32 = mode == MatmulMode::Tf32;
   // dw (=|+=) d(pre)^T x
-  panel_gemm(dy, true, x, false, dw, 1.0f, accumulate ? 1.0f : 0.0f, m_tf32, scratch, nullptr);
+  panel_gemm(dy, true, x, false, dw, 1.0f, accumulate ? 1.0f : 0.0f, tf32, scratch, nullptr);
   if (dbias) bias_grad_sums(dy, *dbias, accumulate);
   // dx = d(pre) w
-  if (dx) panel_gemm(dy, false, w, false, *dx, 1.0f, 0.0f, m_tf32, scratch, nullptr);
+  if (dx) panel_gemm(dy, false, w, false, *dx, 1.0f, 0.0f, tf32, scratch, nullptr);
 }
 
 void CpuBackend::bias_grad_sums(const Tensor& g, Tensor& dbias, bool accumulate) {

@@ -16,6 +16,9 @@ class CpuBackend final : public Backend {
 
   DeviceInfo info() const override;
   bool supports(DType t) const override;
+  // Every operation of the table but token decoding (the CPU's decoder is CharGptGenerator, made
+  // by make_decoder without the backend), for every float format; gather_rows for any format.
+  bool supports(Op op, DType t) const override;
 
   Tensor empty(const Shape& shape, DType dtype, MemCategory category) override;
   void upload(Tensor& dst, const void* src, DType src_type) override;
@@ -27,13 +30,13 @@ class CpuBackend final : public Backend {
   const StepScalars& step_scalars() const { return m_scalars; }
 
   void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha,
-            float beta) override;
+            float beta, MatmulMode mode) override;
   void linear_forward(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, Tensor& y,
-                      Tensor* pre) override;
+                      Tensor* pre, MatmulMode mode) override;
   void linear_forward_residual(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& residual,
-                               Tensor& y) override;
+                               Tensor& y, MatmulMode mode) override;
   void linear_backward(const Tensor& x, const Tensor& w, Tensor& dy, Activation act, const Tensor* saved,
-                       Tensor& dw, Tensor* dbias, Tensor* dx, bool accumulate) override;
+                       Tensor& dw, Tensor* dbias, Tensor* dx, bool accumulate, MatmulMode mode) override;
   void activation_forward(Activation act, const Tensor& x, Tensor& y) override;
   void activation_backward(Activation act, const Tensor& x, const Tensor& y, const Tensor& dy,
                            Tensor& dx) override;
@@ -41,7 +44,7 @@ class CpuBackend final : public Backend {
                     Tensor& stats, bool accumulate_stats) override;
   void gather_rows(const Tensor& src, const Tensor& idx, Tensor& dst) override;
 
-  // Compression operations (issue 5); defined in compress/cpu_compress_ops.cpp.
+  // Compression operations (issue 5); defined in cpu_compress_ops.cpp.
   void fake_quantize(const Tensor& w, Tensor& out, int bits, int64_t group) override;
   void quantize_i8(const Tensor& x, float scale, Tensor& q) override;
   void gemm_i8(const Tensor& a, const Tensor& b, Tensor& c) override;
@@ -59,9 +62,10 @@ class CpuBackend final : public Backend {
   void layernorm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd, const Tensor& dy,
                           Tensor& dx, Tensor& dgamma, Tensor& dbeta, bool accumulate_dx, bool accumulate_params,
                           Tensor* dx_sums = nullptr) override;
-  void attention_forward(const Tensor& qkv, int64_t B, int64_t T, int64_t H, Tensor& y, Tensor& lse) override;
+  void attention_forward(const Tensor& qkv, int64_t B, int64_t T, int64_t H, Tensor& y, Tensor& lse,
+                         MatmulMode mode) override;
   void attention_backward(const Tensor& qkv, const Tensor& y, const Tensor& lse, const Tensor& dy, int64_t B, int64_t T,
-                          int64_t H, Tensor& dqkv) override;
+                          int64_t H, Tensor& dqkv, MatmulMode mode) override;
   void add(const Tensor& a, const Tensor& b, Tensor& out) override;
   void dropout(const Tensor& x, float p, uint64_t seed, Tensor& y) override;
   void gelu_forward(const Tensor& x, Tensor& y) override;
@@ -83,7 +87,7 @@ class CpuBackend final : public Backend {
   float* slot_buffer(int slot, size_t n);
   // linear_forward with an optional residual added before the one rounding (the two public forms).
   void linear_forward_impl(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, Tensor& y, Tensor* pre,
-                           const Tensor* residual);
+                           const Tensor* residual, MatmulMode mode);
   // dbias (=|+=) the column sums of g [rows, dbias.numel()] as stored, rows in order in fp32 (slots
   // 0 and 5): a linear layer's bias gradient, wherever it is taken (linear_backward, or fused into
   // gelu_backward / layernorm_backward), so the sums are bit-identical wherever they are taken.

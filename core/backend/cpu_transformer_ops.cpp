@@ -7,7 +7,7 @@
 //    is kept for backward), softmax with the row maximum subtracted (exp by exp_vec, ~1 ulp).
 //    Backward rebuilds P = exp(S - lse) from q, k and lse, then dV = P^T dY, dP = dY V^T,
 //    dS = P (dP - rowdot(dY, Y)), dQ = dS K / sqrt(hd), dK = dS^T Q / sqrt(hd).
-//    With tf32 on, q, k and v are rounded to tf32 before the products.
+//    In MatmulMode::Tf32, q, k, v (and dY in backward) are rounded to tf32 before the products.
 //  * Embedding backward: scatter-add in row order in fp32, so it is deterministic.
 // Every loop runs in a fixed order: the same inputs give bit-identical outputs (activation
 // checkpointing relies on that).
@@ -458,13 +458,14 @@ TL_VECTOR_CLONES void attention_head_backward(const float* q, const float* k, co
 
 // Attention per (batch, head) in L1-sized loops (T x hd blocks), the (batch, head) pairs split
 // over the backend's threads. Scores, softmax and products in fp32; exp by exp_vec.
-void CpuBackend::attention_forward(const Tensor& qkv, int64_t B, int64_t T, int64_t H, Tensor& y, Tensor& lse) {
+void CpuBackend::attention_forward(const Tensor& qkv, int64_t B, int64_t T, int64_t H, Tensor& y, Tensor& lse,
+                                   MatmulMode mode) {
   const int64_t d3 = qkv.dim(1), d = d3 / 3, hd = d / H;
   if (qkv.dim(0) != B * T || d3 != 3 * d || d % H != 0 || y.numel() != B * T * d)
     throw Error("attention_forward: shapes do not fit: qkv " + shape_str(qkv.shape()) + ", y " + shape_str(y.shape()) +
                 ", B=" + std::to_string(B) + " T=" + std::to_string(T) + " H=" + std::to_string(H));
   check_fp32(lse, "attention lse", B * H * T);
-  const float* pq = read_f32(qkv, 6, m_tf32);
+  const float* pq = read_f32(qkv, 6, mode == MatmulMode::Tf32);
   float* py = write_f32(y, 7, false);
   float* pl = lse.data<float>();
   const int threads = std::max(1, m_threads > 0 ? m_threads : openblas_get_num_threads());
@@ -485,21 +486,22 @@ void CpuBackend::attention_forward(const Tensor& qkv, int64_t B, int64_t T, int6
 }
 
 void CpuBackend::attention_backward(const Tensor& qkv, const Tensor& y, const Tensor& lse, const Tensor& dy, int64_t B,
-                                    int64_t T, int64_t H, Tensor& dqkv) {
+                                    int64_t T, int64_t H, Tensor& dqkv, MatmulMode mode) {
   const int64_t d3 = qkv.dim(1), d = d3 / 3, hd = d / H;
   if (qkv.dim(0) != B * T || y.numel() != B * T * d || dy.numel() != B * T * d || dqkv.numel() != qkv.numel())
     throw Error("attention_backward: shapes do not fit: qkv " + shape_str(qkv.shape()) + ", dy " + shape_str(dy.shape()));
   check_fp32(lse, "attention lse", B * H * T);
-  const float* pq = read_f32(qkv, 6, m_tf32);
+  const bool tf32 = mode == MatmulMode::Tf32;
+  const float* pq = read_f32(qkv, 6, tf32);
   const float* py = read_f32(y, 7);
   const float* pdy = read_f32(dy, 8);
   float* pdq = write_f32(dqkv, 9, false);
   std::vector<float> dyr;
-  if (m_tf32) {
+  if (tf32) {
     dyr.assign(pdy, pdy + B * T * d);
     for (auto& v : dyr) v = tf32_round(v);
   }
-  const float* pdy_mm = m_tf32 ? dyr.data() : pdy;
+  const float* pdy_mm = tf32 ? dyr.data() : pdy;
   const float* pl = lse.data<float>();
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const int threads = std::max(1, m_threads > 0 ? m_threads : openblas_get_num_threads());

@@ -65,7 +65,6 @@ nlohmann::json bench_char_step(const std::string& device, const std::string& nam
   if (precision != "fp32" && precision != "tf32" && precision != "bf16" && precision != "fp16")
     throw Error("char benchmark mode '" + mode + "': expected fp32, tf32, bf16 or fp16, optionally with -ckpt");
   if (!be->supports(dt)) throw Error(device + " has no " + precision);
-  be->set_tf32(precision == "tf32");
 
   TextCorpus text = load_text_corpus(find_resource("data/tinyshakespeare.txt"), 0.1, 1);
   // The peer's data: the first 100k (tiny) / 200k characters, in order.
@@ -78,6 +77,7 @@ nlohmann::json bench_char_step(const std::string& device, const std::string& nam
   be->upload(toks, all.data(), DType::I32);
   CharGpt model(*be, cfg, 0);
   model.set_compute_dtype(*be, dt);
+  model.set_matmul_mode(precision == "tf32" ? MatmulMode::Tf32 : MatmulMode::Native);
   model.set_checkpointing(ckpt ? CheckpointPolicy::EveryBlock : CheckpointPolicy::Off, 1);
   AdamW opt(AdamWHyper{});
   TrainingStep step(*be, model, opt, toks, B, T, 1);

@@ -41,8 +41,6 @@ Json bench_digits_step(const std::string& device, const std::string& mode, long 
   be->set_capture_enabled(graph);
   const DType dt = precision == "bf16" ? DType::BF16 : precision == "fp16" ? DType::F16 : precision == "fp8" ? DType::F8E4M3 : DType::F32;
   if (!be->supports(dt)) throw Error(device + " has no " + precision);
-  be->set_tf32(precision == "tf32");
-  be->set_fp8(precision == "fp8");
   TrainTestSplit data = load_classification_data(c);
   const ClassificationData& d = data.train;
   Tensor x = be->empty({d.size(), d.features}, DType::F32, MemCategory::Workspace);
@@ -51,6 +49,7 @@ Json bench_digits_step(const std::string& device, const std::string& mode, long 
   be->upload(y, d.y.data(), DType::I32);
   auto model = build_model(*be, {{"kind", "mlp"}, {"sizes", {64, 256, 256, 10}}, {"activation", "relu"}}, 0);
   model->set_compute_dtype(*be, dt);
+  model->set_matmul_mode(precision == "tf32" ? MatmulMode::Tf32 : precision == "fp8" ? MatmulMode::Fp8 : MatmulMode::Native);
   AdamW opt(AdamWHyper{});
   const int64_t batch = 128;
   TrainingStep step(*be, *model, opt, x, y, batch, 1);

@@ -47,6 +47,13 @@ class DistillModel final : public Model {
   Model& student() { return *m_student; }
   Model& teacher() { return *m_teacher; }
 
+ protected:
+  // Student and teacher compute in the run's matmul mode (the teacher's forward is part of the step).
+  void on_matmul_mode() override {
+    m_student->set_matmul_mode(m_matmul_mode);
+    m_teacher->set_matmul_mode(m_matmul_mode);
+  }
+
  private:
   std::unique_ptr<Model> m_student, m_teacher;
   float m_t, m_alpha, m_mult = 1.0f;

@@ -139,7 +139,7 @@ CharGptWeights CharGptWeights::as_format(const DecodeSpec& spec) const {
 
 // --- decoding ----------------------------------------------------------------------------------
 std::unique_ptr<TokenDecoder> Backend::create_decoder(const CharGptWeights&, const DecodeSpec&) {
-  throw_not_implemented("token decoding");
+  throw_not_supported(Op::Decode);
 }
 
 std::unique_ptr<TokenDecoder> make_decoder(Backend& be, const CharGptWeights& w, const DecodeSpec& spec) {

@@ -23,6 +23,8 @@ class Layer {
   virtual void release_buffers() {}
 
   std::string name;  // prefix of the parameters' names, e.g. "net.0"
+  // The mode of the layer's matrix products: the owning model's (Model::set_matmul_mode sets it).
+  MatmulMode matmul_mode = MatmulMode::Native;
 
  protected:
   // Returns `buf` when it already has this shape and format, else a fresh activation buffer.

@@ -64,7 +64,7 @@ Tensor Linear::forward(Backend& be, const Tensor& x, bool training) {
   Tensor& y = ensure(be, m_y, {x.dim(0), m_out}, dt);
   Tensor* pre = nullptr;
   if (m_act == Activation::GELU) pre = &ensure(be, m_pre, {x.dim(0), m_out}, dt);
-  be.linear_forward(x, m_w.value, m_has_bias ? &m_b.value : nullptr, m_act, y, pre);
+  be.linear_forward(x, m_w.value, m_has_bias ? &m_b.value : nullptr, m_act, y, pre, matmul_mode);
   if (training) m_x = x;
   return y;
 }
@@ -74,7 +74,8 @@ Tensor Linear::backward(Backend& be, Tensor& dy, bool need_dx, bool accumulate) 
   const Tensor* saved = m_act == Activation::ReLU ? &m_y : m_act == Activation::GELU ? &m_pre : nullptr;
   Tensor* dx = nullptr;
   if (need_dx) dx = &ensure(be, m_dx, m_x.shape(), m_w.value.dtype());
-  be.linear_backward(m_x, m_w.value, dy, m_act, saved, m_w.grad, m_has_bias ? &m_b.grad : nullptr, dx, accumulate);
+  be.linear_backward(m_x, m_w.value, dy, m_act, saved, m_w.grad, m_has_bias ? &m_b.grad : nullptr, dx, accumulate,
+                     matmul_mode);
   return dx ? *dx : Tensor();
 }
 

@@ -27,7 +27,12 @@ Parameter* Model::find_parameter(const std::string& name) {
 void Sequential::add(std::unique_ptr<Layer> layer, int index) {
   layer->name = m_prefix + "." + std::to_string(index);
   for (Parameter* p : layer->parameters()) p->name = layer->name + "." + p->name;
+  layer->matmul_mode = m_matmul_mode;
   m_layers.push_back(std::move(layer));
+}
+
+void Sequential::on_matmul_mode() {
+  for (auto& l : m_layers) l->matmul_mode = m_matmul_mode;
 }
 
 Tensor Sequential::forward(Backend& be, const Tensor& x, bool training) {

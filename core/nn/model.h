@@ -25,11 +25,22 @@ class Model {
   // Switches the compute format of every parameter (fp32 master copies are kept).
   void set_compute_dtype(Backend& be, DType dtype);
   DType compute_dtype() const { return m_dtype; }
+  // The mode every matrix product of the model computes in (Backend's MatmulMode: the precision
+  // policy picks it per run; Native by default). A step the backend has captured keeps the mode it
+  // was captured with: after a change, call Backend::invalidate_captures().
+  void set_matmul_mode(MatmulMode mode) {
+    m_matmul_mode = mode;
+    on_matmul_mode();
+  }
+  MatmulMode matmul_mode() const { return m_matmul_mode; }
   int64_t parameter_count();
   Parameter* find_parameter(const std::string& name);
 
  protected:
+  // Passes a new matmul mode on to what the model holds (its layers, wrapped models).
+  virtual void on_matmul_mode() {}
   DType m_dtype = DType::F32;
+  MatmulMode m_matmul_mode = MatmulMode::Native;
 };
 
 // A stack of layers named like PyTorch's nn.Sequential: the layer at index i owns "prefix.i.*".
@@ -46,6 +57,7 @@ class Sequential : public Model {
   const std::vector<std::unique_ptr<Layer>>& layers() const { return m_layers; }
 
  protected:
+  void on_matmul_mode() override;
   std::string m_prefix;
   std::vector<std::unique_ptr<Layer>> m_layers;
 };

@@ -224,31 +224,32 @@ void CharGpt::block_forward(Backend& be, int64_t l, Acts& a, const Tensor& x_in,
   a.x_in = x_in;
   Tensor& h1 = buf(be, sel ? m_shared.h1 : a.h1, {N, D}, dt);
   be.layernorm_forward(x_in, p.ln1_w.value, p.ln1_b.value, kLnEps, h1, f32(be, a.mean1, N), f32(be, a.rstd1, N));
-  be.linear_forward(h1, p.qkv_w.value, &p.qkv_b.value, Activation::None, buf(be, a.qkv, {N, 3 * D}, dt), nullptr);
-  be.attention_forward(a.qkv, m_B, m_T, H, buf(be, a.att, {N, D}, dt), f32(be, a.lse, m_B * H * m_T));
+  const MatmulMode mm = m_matmul_mode;
+  be.linear_forward(h1, p.qkv_w.value, &p.qkv_b.value, Activation::None, buf(be, a.qkv, {N, 3 * D}, dt), nullptr, mm);
+  be.attention_forward(a.qkv, m_B, m_T, H, buf(be, a.att, {N, D}, dt), f32(be, a.lse, m_B * H * m_T), mm);
   // Without dropout the residual add is the projection's epilogue (one rounding, no add pass).
   if (m_drop) {
     Tensor& tmp = buf(be, m_tmp, {N, D}, dt);
-    be.linear_forward(a.att, p.proj_w.value, &p.proj_b.value, Activation::None, tmp, nullptr);
+    be.linear_forward(a.att, p.proj_w.value, &p.proj_b.value, Activation::None, tmp, nullptr, mm);
     be.dropout(tmp, static_cast<float>(m_cfg.dropout), drop_seed(l, 0), tmp);
     be.add(x_in, tmp, buf(be, a.x_mid, {N, D}, dt));
   } else {
-    be.linear_forward_residual(a.att, p.proj_w.value, &p.proj_b.value, x_in, buf(be, a.x_mid, {N, D}, dt));
+    be.linear_forward_residual(a.att, p.proj_w.value, &p.proj_b.value, x_in, buf(be, a.x_mid, {N, D}, dt), mm);
   }
   Tensor& h2 = buf(be, sel ? m_shared.h2 : a.h2, {N, D}, dt);
   be.layernorm_forward(a.x_mid, p.ln2_w.value, p.ln2_b.value, kLnEps, h2, f32(be, a.mean2, N), f32(be, a.rstd2, N));
   Tensor& f = buf(be, sel ? m_shared.f : a.f, {N, 4 * D}, dt);
   // fc and GELU apart: the pre-activation is the product's own output (no copy), GELU vectorised.
-  be.linear_forward(h2, p.fc_w.value, &p.fc_b.value, Activation::None, buf(be, a.pre, {N, 4 * D}, dt), nullptr);
+  be.linear_forward(h2, p.fc_w.value, &p.fc_b.value, Activation::None, buf(be, a.pre, {N, 4 * D}, dt), nullptr, mm);
   be.gelu_forward(a.pre, f);
   if (!x_out) return;  // a recomputed segment's last block: its output is not needed again
   if (m_drop) {
     Tensor& tmp = buf(be, m_tmp, {N, D}, dt);
-    be.linear_forward(f, p.out_w.value, &p.out_b.value, Activation::None, tmp, nullptr);
+    be.linear_forward(f, p.out_w.value, &p.out_b.value, Activation::None, tmp, nullptr, mm);
     be.dropout(tmp, static_cast<float>(m_cfg.dropout), drop_seed(l, 1), tmp);
     be.add(a.x_mid, tmp, *x_out);
   } else {
-    be.linear_forward_residual(f, p.out_w.value, &p.out_b.value, a.x_mid, *x_out);
+    be.linear_forward_residual(f, p.out_w.value, &p.out_b.value, a.x_mid, *x_out, mm);
   }
 }
 
@@ -279,13 +280,15 @@ void CharGpt::block_backward(Backend& be, int64_t l, Acts& a, Tensor& dx, bool a
   // Without dropout the branch gradient is dx itself: the products only read it (no activation
   // here), and dx is next written by the LayerNorm backward, after its last read. fp8 runs keep a
   // copy (their quantizing backward is not promised to leave dy alone).
-  const bool own_g = m_drop || be.fp8();
+  const MatmulMode mm = m_matmul_mode;
+  const bool fp8 = mm == MatmulMode::Fp8;
+  const bool own_g = m_drop || fp8;
   // With fused_bias_sums, proj's and out's bias gradients are the column sums of dx taken by the
   // LayerNorm backwards that write it, so their weight-gradient products run without cuBLASLt's
   // bias-gradient epilogue (tools/gemm_lab, H200: 0.058 -> 0.043 and 0.138 -> 0.119 ms): proj's by
   // this block's second LayerNorm backward, out's -- the column sums of dx as it arrives here -- by
   // the next block's first LayerNorm backward (or the final one).
-  const bool fused = fused_bias_sums(be);
+  const bool fused = fused_bias_sums();
   Tensor& g = own_g ? buf(be, m_tmp, {N, D}, dt) : dx;
   const float pd = static_cast<float>(m_cfg.dropout);
   if (m_drop)
@@ -293,21 +296,21 @@ void CharGpt::block_backward(Backend& be, int64_t l, Acts& a, Tensor& dx, bool a
   else if (own_g)
     be.copy(dx, g);
   Tensor* df = nullptr;
-  if (be.fp8()) {
+  if (fp8) {
     // fp8 runs keep linear_backward's own (fp8) dx product, written to a buffer of its own.
     df = &buf(be, m_df, {N, 4 * D}, dt);
-    be.linear_backward(f, p.out_w.value, g, Activation::None, nullptr, p.out_w.grad, &p.out_b.grad, df, acc);
+    be.linear_backward(f, p.out_w.value, g, Activation::None, nullptr, p.out_w.grad, &p.out_b.grad, df, acc, mm);
   } else {
     // Weight gradient first (reads f; without an activation it leaves g as it was), then
     // d(f) = g W over f: the same product linear_backward's dx is.
     be.linear_backward(f, p.out_w.value, g, Activation::None, nullptr, p.out_w.grad, fused ? nullptr : &p.out_b.grad,
-                       nullptr, acc);
+                       nullptr, acc, mm);
     df = &f;
-    be.gemm(g, false, p.out_w.value, false, *df, 1.0f, 0.0f);
+    be.gemm(g, false, p.out_w.value, false, *df, 1.0f, 0.0f, mm);
   }
   Tensor& dh = buf(be, m_dh, {N, D}, dt);
   be.gelu_backward(a.pre, *df, *df);  // d(pre), in place
-  be.linear_backward(h2, p.fc_w.value, *df, Activation::None, nullptr, p.fc_w.grad, &p.fc_b.grad, &dh, acc);
+  be.linear_backward(h2, p.fc_w.value, *df, Activation::None, nullptr, p.fc_w.grad, &p.fc_b.grad, &dh, acc, mm);
   be.layernorm_backward(a.x_mid, p.ln2_w.value, a.mean2, a.rstd2, dh, dx, p.ln2_w.grad, p.ln2_b.grad, true, acc,
                         fused ? &p.proj_b.grad : nullptr);
   // Attention branch: dx is now the gradient w.r.t. x_mid.
@@ -317,10 +320,10 @@ void CharGpt::block_backward(Backend& be, int64_t l, Acts& a, Tensor& dx, bool a
     be.copy(dx, g);
   Tensor& datt = dh;
   be.linear_backward(a.att, p.proj_w.value, g, Activation::None, nullptr, p.proj_w.grad, fused ? nullptr : &p.proj_b.grad,
-                     &datt, acc);
+                     &datt, acc, mm);
   Tensor dqkv = df->reshape({N * 4 * D}).slice_rows(0, N * 3 * D).reshape({N, 3 * D});
-  be.attention_backward(a.qkv, a.att, a.lse, datt, m_B, m_T, H, dqkv);
-  be.linear_backward(h1, p.qkv_w.value, dqkv, Activation::None, nullptr, p.qkv_w.grad, &p.qkv_b.grad, &dh, acc);
+  be.attention_backward(a.qkv, a.att, a.lse, datt, m_B, m_T, H, dqkv, mm);
+  be.linear_backward(h1, p.qkv_w.value, dqkv, Activation::None, nullptr, p.qkv_w.grad, &p.qkv_b.grad, &dh, acc, mm);
   Tensor* prev_out_b = fused && l > 0 ? &m_blocks[static_cast<size_t>(l - 1)].out_b.grad : nullptr;
   be.layernorm_backward(a.x_in, p.ln1_w.value, a.mean1, a.rstd1, dh, dx, p.ln1_w.grad, p.ln1_b.grad, true, acc,
                         prev_out_b);
@@ -369,7 +372,7 @@ Tensor CharGpt::forward(Backend& be, const Tensor& x, bool training) {
   be.layernorm_forward(h, m_ln_w.value, m_ln_b.value, kLnEps, buf(be, m_hf, {N, D}, dt), f32(be, m_meanf, N),
                        f32(be, m_rstdf, N));
   be.linear_forward(m_hf, m_head.value, nullptr, Activation::None, buf(be, m_logits, {N, m_cfg.padded_vocab()}, dt),
-                    nullptr);
+                    nullptr, m_matmul_mode);
   return m_logits;
 }
 
@@ -378,9 +381,10 @@ void CharGpt::backward(Backend& be, Tensor& dlogits, bool acc) {
   const int64_t N = m_B * m_T, D = m_cfg.dim, L = m_cfg.layers;
   const DType dt = m_tok.value.dtype();
   Tensor& dh = buf(be, m_dh, {N, D}, dt);
-  be.linear_backward(m_hf, m_head.value, dlogits, Activation::None, nullptr, m_head.grad, nullptr, &dh, acc);
+  be.linear_backward(m_hf, m_head.value, dlogits, Activation::None, nullptr, m_head.grad, nullptr, &dh, acc,
+                     m_matmul_mode);
   Tensor& dx = buf(be, m_dx, {N, D}, dt);
-  Tensor* last_out_b = fused_bias_sums(be) && L > 0 ? &m_blocks.back().out_b.grad : nullptr;
+  Tensor* last_out_b = fused_bias_sums() && L > 0 ? &m_blocks.back().out_b.grad : nullptr;
   be.layernorm_backward(m_x_final, m_ln_w.value, m_meanf, m_rstdf, dh, dx, m_ln_w.grad, m_ln_b.grad, false, acc,
                         last_out_b);
   if (m_policy == CheckpointPolicy::EveryK || m_policy == CheckpointPolicy::EveryBlock) {

@@ -112,7 +112,7 @@ class CharGpt final : public Model {
   // Whether the proj and out bias gradients are the column sums of the residual-stream gradient
   // dx, taken by the LayerNorm backwards that write it: without dropout (whose mask makes the
   // branch gradient differ from dx) and outside fp8 runs (whose products take their own).
-  bool fused_bias_sums(const Backend& be) const { return !m_drop && !be.fp8(); }
+  bool fused_bias_sums() const { return !m_drop && m_matmul_mode != MatmulMode::Fp8; }
 
   // Activations of the last forward.
   int64_t m_B = 0, m_T = 0;

@@ -127,8 +127,7 @@ void Trainer::apply_setting(const std::string& key, const Json& value, std::stri
     const DType dt = storage_dtype(p);
     if (!s.be->supports(dt)) throw Error("device " + s.be->info().name + " has no " + p);
     s.model->set_compute_dtype(*s.be, dt);
-    s.be->set_tf32(p == "tf32");
-    s.be->set_fp8(p == "fp8");
+    s.model->set_matmul_mode(p == "tf32" ? MatmulMode::Tf32 : p == "fp8" ? MatmulMode::Fp8 : MatmulMode::Native);
     s.dtype = dt;
     s.precision = p;
     s.step->on_format_changed();
@@ -202,8 +201,6 @@ RunSummary Trainer::run() {
     for (DType t : s.be->info().formats) have += (have.empty() ? "" : ", ") + std::string(dtype_name(t));
     throw Error("precision " + s.precision + " is not available on " + s.be->info().name + " (it has " + have + ")");
   }
-  s.be->set_tf32(s.precision == "tf32");
-  s.be->set_fp8(s.precision == "fp8");
 
   const std::string model_name = m_config.get_string("model.name");
   std::vector<int64_t> sizes{s.data.train.features};
@@ -223,6 +220,9 @@ RunSummary Trainer::run() {
   s.model->set_compute_dtype(*s.be, s.dtype);
   s.compress = std::make_unique<Compression>(m_config, *s.be);
   s.model = s.compress->attach(std::move(s.model), s.batch, s.accumulate);
+  s.model->set_matmul_mode(s.precision == "tf32" ? MatmulMode::Tf32
+                           : s.precision == "fp8"  ? MatmulMode::Fp8
+                                                   : MatmulMode::Native);
 
   if (m_config.get_string("optim.name") == "adamw") {
     AdamWHyper h;
@@ -465,9 +465,8 @@ RunSummary Trainer::run() {
     m.device_used_bytes = info.used_bytes;
     m.device_total_bytes = info.total_bytes;
     m.runtime_context_bytes = info.runtime_context_bytes;
-    for (const auto& [fmt, peak] : info.peak_tflops)
-      if (fmt == (s.precision == "tf32" ? DType::F32 : s.dtype) && peak > 0)
-        m.mfu = flops_per_sample * m.samples_per_s / (peak * 1e12);
+    if (const double peak = info.peak_for(s.dtype, s.model->matmul_mode()); peak > 0)
+      m.mfu = flops_per_sample * m.samples_per_s / (peak * 1e12);
     if (m_config.get_bool("device.kernel_timing")) {
       m.kernel_times = s.be->kernel_times();
       s.be->reset_kernel_times();

@@ -68,14 +68,14 @@ struct Pair {
 // C = alpha op(A) op(B) + beta C (alpha 0.5, beta 0.25) for the four transposes of an [m x k] by
 // [k x n] product, on both backends; one line per case, "<tag><what> ta=<0|1> tb=<0|1>".
 inline void gemm_cases(Pair& P, const std::string& tag, const std::string& what, DType dt, int64_t m, int64_t n,
-                       int64_t k, double tol) {
+                       int64_t k, double tol, MatmulMode mode) {
   for (int ta = 0; ta < 2; ++ta)
     for (int tb = 0; tb < 2; ++tb) {
       auto [a0, a1] = P.rand(ta ? Shape{k, m} : Shape{m, k}, dt);
       auto [b0, b1] = P.rand(tb ? Shape{n, k} : Shape{k, n}, dt);
       auto [c0, c1] = P.rand({m, n}, dt);
-      P.cpu.gemm(a0, ta, b0, tb, c0, 0.5f, 0.25f);
-      P.gpu.gemm(a1, ta, b1, tb, c1, 0.5f, 0.25f);
+      P.cpu.gemm(a0, ta, b0, tb, c0, 0.5f, 0.25f, mode);
+      P.gpu.gemm(a1, ta, b1, tb, c1, 0.5f, 0.25f, mode);
       P.compare(tag + what + " ta=" + std::to_string(ta) + " tb=" + std::to_string(tb), c0, c1, tol);
     }
 }
@@ -85,6 +85,8 @@ struct Prec {
   DType dt;
   bool tf32;
   double tol;
+  // The products' mode of this precision (an argument of every product; no backend state).
+  MatmulMode mode() const { return tf32 ? MatmulMode::Tf32 : MatmulMode::Native; }
 };
 
 

@@ -63,8 +63,7 @@ double part_err(const std::vector<float>& a, const std::vector<float>& b, double
 
 void attention_case(Pair& P, const Prec& pr, const Shape4& s) {
   const double tol = pr.dt == DType::F32 && !pr.tf32 ? 5e-5 : pr.tol;  // see the top of the file
-  P.cpu.set_tf32(pr.tf32);
-  P.gpu.set_tf32(pr.tf32);
+  const MatmulMode mm = pr.mode();
   const DType dt = pr.dt;
   const int64_t d = s.H * s.hd, rows = s.B * s.T;
   const std::string tag = std::string("[") + pr.name + "] attention " + shape_tag(s) + " ";
@@ -72,15 +71,15 @@ void attention_case(Pair& P, const Prec& pr, const Shape4& s) {
   auto [qkv0, qkv1] = P.rand({rows, 3 * d}, dt, 1.5f);
   auto [y0, y1] = P.rand({rows, d}, dt);  // garbage: must be overwritten
   auto [l0, l1] = P.rand({s.B, s.H, s.T}, DType::F32);
-  P.cpu.attention_forward(qkv0, s.B, s.T, s.H, y0, l0);
-  P.gpu.attention_forward(qkv1, s.B, s.T, s.H, y1, l1);
+  P.cpu.attention_forward(qkv0, s.B, s.T, s.H, y0, l0, mm);
+  P.gpu.attention_forward(qkv1, s.B, s.T, s.H, y1, l1, mm);
   P.compare(tag + "y", y0, y1, tol);
   P.compare(tag + "lse", l0, l1, tol);
   {  // The forward with the warpgroup-MMA kernel off (mma.sync; elsewhere the same kernel twice): bit-identical.
     auto [yc, y2] = P.zeros({rows, d}, dt);
     auto [lc, l2] = P.zeros({s.B, s.H, s.T}, DType::F32);
     setenv("TRAINLAB_ATTN_WGMMA", "0", 1);
-    P.gpu.attention_forward(qkv1, s.B, s.T, s.H, y2, l2);
+    P.gpu.attention_forward(qkv1, s.B, s.T, s.H, y2, l2, mm);
     unsetenv("TRAINLAB_ATTN_WGMMA");
     const auto a = host(P.gpu, y1), b = host(P.gpu, y2), la = host(P.gpu, l1), lb = host(P.gpu, l2);
     const bool same = a == b && la == lb;
@@ -89,8 +88,8 @@ void attention_case(Pair& P, const Prec& pr, const Shape4& s) {
 
   auto [dy0, dy1] = P.rand({rows, d}, dt);
   auto [g0, g1] = P.rand({rows, 3 * d}, dt);  // garbage: dqkv is overwritten
-  P.cpu.attention_backward(qkv0, y0, l0, dy0, s.B, s.T, s.H, g0);
-  P.gpu.attention_backward(qkv1, y1, l1, dy1, s.B, s.T, s.H, g1);
+  P.cpu.attention_backward(qkv0, y0, l0, dy0, s.B, s.T, s.H, g0, mm);
+  P.gpu.attention_backward(qkv1, y1, l1, dy1, s.B, s.T, s.H, g1, mm);
   // Each part of dqkv on its own (a wrong dK hidden by a larger dQ would pass a joint measure).
   const std::vector<float> hc = host(P.cpu, g0), hg = host(P.gpu, g1);
   double scale = 0.0;
@@ -107,13 +106,13 @@ void attention_case(Pair& P, const Prec& pr, const Shape4& s) {
   }
   // Deterministic backward: a second run gives the same bits.
   auto [g2c, g2] = P.zeros({rows, 3 * d}, dt);
-  P.gpu.attention_backward(qkv1, y1, l1, dy1, s.B, s.T, s.H, g2);
+  P.gpu.attention_backward(qkv1, y1, l1, dy1, s.B, s.T, s.H, g2, mm);
   const std::vector<float> again = host(P.gpu, g2);
   check(tag + "backward bit-identical on rerun",
         std::memcmp(again.data(), hg.data(), hg.size() * sizeof(float)) == 0 ? 0.0 : 1.0, 0.0);
   // The backward with the warpgroup-MMA kernels off (mma.sync): bit-identical.
   setenv("TRAINLAB_ATTN_WGMMA", "0", 1);
-  P.gpu.attention_backward(qkv1, y1, l1, dy1, s.B, s.T, s.H, g2);
+  P.gpu.attention_backward(qkv1, y1, l1, dy1, s.B, s.T, s.H, g2, mm);
   unsetenv("TRAINLAB_ATTN_WGMMA");
   const std::vector<float> sync = host(P.gpu, g2);
   check(tag + "backward: wgmma kernels = mma.sync kernels, bit for bit",
@@ -143,7 +142,7 @@ double time_call(Backend& gpu, const char* name, Op op) {
 }
 
 Timing timing(Backend& gpu, DType dt, bool tf32, const Shape4& s) {
-  gpu.set_tf32(tf32);
+  const MatmulMode mm = tf32 ? MatmulMode::Tf32 : MatmulMode::Native;
   const int64_t d = s.H * s.hd, rows = s.B * s.T;
   Tensor qkv = gpu.empty({rows, 3 * d}, dt, MemCategory::Workspace);
   Tensor y = gpu.empty({rows, d}, dt, MemCategory::Workspace);
@@ -155,16 +154,16 @@ Timing timing(Backend& gpu, DType dt, bool tf32, const Shape4& s) {
   gpu.upload(qkv, v.data(), DType::F32);
   gpu.upload(dy, v.data(), DType::F32);
   for (int i = 0; i < 3; ++i) {
-    gpu.attention_forward(qkv, s.B, s.T, s.H, y, lse);
-    gpu.attention_backward(qkv, y, lse, dy, s.B, s.T, s.H, dqkv);
+    gpu.attention_forward(qkv, s.B, s.T, s.H, y, lse, mm);
+    gpu.attention_backward(qkv, y, lse, dy, s.B, s.T, s.H, dqkv, mm);
   }
   gpu.synchronize();
   gpu.set_kernel_timing(true);
   std::vector<double> fwd, bwd;
   for (int i = 0; i < 20; ++i) {
-    fwd.push_back(time_call(gpu, "attention_forward", [&] { gpu.attention_forward(qkv, s.B, s.T, s.H, y, lse); }));
+    fwd.push_back(time_call(gpu, "attention_forward", [&] { gpu.attention_forward(qkv, s.B, s.T, s.H, y, lse, mm); }));
     bwd.push_back(time_call(gpu, "attention_backward",
-                            [&] { gpu.attention_backward(qkv, y, lse, dy, s.B, s.T, s.H, dqkv); }));
+                            [&] { gpu.attention_backward(qkv, y, lse, dy, s.B, s.T, s.H, dqkv, mm); }));
   }
   gpu.set_kernel_timing(false);
   const double flops = 2.0 * static_cast<double>(s.B * s.H) * static_cast<double>(s.T * s.T) * static_cast<double>(s.hd);

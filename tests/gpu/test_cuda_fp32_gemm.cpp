@@ -144,7 +144,7 @@ Result run_backend(Backend& be, const Shape3& s, const Operands& o) {
   be.upload(a, o.a.data(), DType::F32);
   be.upload(b, o.b.data(), DType::F32);
   Result r;
-  r.ms = time_ms(be, [&] { be.gemm(a, s.ta, b, s.tb, c, 1.0f, 0.0f); });
+  r.ms = time_ms(be, [&] { be.gemm(a, s.ta, b, s.tb, c, 1.0f, 0.0f, MatmulMode::Native); });
   score(s, o, host(be, c), r);
   return r;
 }
@@ -203,7 +203,7 @@ Result run_split6(Backend& be, const Shape3& s, const Operands& o) {
   be.upload(a, a6.data(), DType::F32);  // exact: every part is a bf16 value
   be.upload(b, b6.data(), DType::F32);
   Result r;
-  r.ms = time_ms(be, [&] { be.gemm(a, s.ta, b, s.tb, c, 1.0f, 0.0f); });
+  r.ms = time_ms(be, [&] { be.gemm(a, s.ta, b, s.tb, c, 1.0f, 0.0f, MatmulMode::Native); });
   score(s, o, host(be, c), r);
   return r;
 }

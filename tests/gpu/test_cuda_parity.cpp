@@ -31,11 +31,10 @@ using namespace trainlab::parity;
 const char* act_str(Activation a) { return activation_name(a); }
 
 void op_tests(Pair& P, const Prec& pr) {
-  P.cpu.set_tf32(pr.tf32);
-  P.gpu.set_tf32(pr.tf32);
+  const MatmulMode mm = pr.mode();
   const std::string tag = std::string("[") + pr.name + "] ";
   const DType dt = pr.dt;
-  gemm_cases(P, tag, "gemm", dt, 70, 45, 93, pr.tol);  // all transposes, beta != 0
+  gemm_cases(P, tag, "gemm", dt, 70, 45, 93, pr.tol, mm);  // all transposes, beta != 0
   for (Activation act : {Activation::None, Activation::ReLU, Activation::GELU}) {
     const int64_t m = 128, k = 96, n = 80;
     auto [x0, x1] = P.rand({m, k}, dt);
@@ -44,8 +43,8 @@ void op_tests(Pair& P, const Prec& pr) {
     auto [y0, y1] = P.zeros({m, n}, dt);
     auto [p0, p1] = P.zeros({m, n}, dt);
     const bool gelu = act == Activation::GELU;
-    P.cpu.linear_forward(x0, w0, &b0, act, y0, gelu ? &p0 : nullptr);
-    P.gpu.linear_forward(x1, w1, &b1, act, y1, gelu ? &p1 : nullptr);
+    P.cpu.linear_forward(x0, w0, &b0, act, y0, gelu ? &p0 : nullptr, mm);
+    P.gpu.linear_forward(x1, w1, &b1, act, y1, gelu ? &p1 : nullptr, mm);
     P.compare(tag + "linear_forward " + act_str(act), y0, y1, pr.tol);
     if (gelu) P.compare(tag + "linear_forward pre " + act_str(act), p0, p1, pr.tol);
     for (int accumulate = 0; accumulate < 2; ++accumulate) {
@@ -55,8 +54,8 @@ void op_tests(Pair& P, const Prec& pr) {
       auto [dx0, dx1] = P.zeros({m, k}, dt);
       const Tensor* s0 = act == Activation::ReLU ? &y0 : gelu ? &p0 : nullptr;
       const Tensor* s1 = act == Activation::ReLU ? &y1 : gelu ? &p1 : nullptr;
-      P.cpu.linear_backward(x0, w0, dy0, act, s0, dw0, &db0, &dx0, accumulate);
-      P.gpu.linear_backward(x1, w1, dy1, act, s1, dw1, &db1, &dx1, accumulate);
+      P.cpu.linear_backward(x0, w0, dy0, act, s0, dw0, &db0, &dx0, accumulate, mm);
+      P.gpu.linear_backward(x1, w1, dy1, act, s1, dw1, &db1, &dx1, accumulate, mm);
       const std::string w = std::string(act_str(act)) + (accumulate ? " accumulate" : "");
       P.compare(tag + "linear_backward dw " + w, dw0, dw1, pr.tol);
       P.compare(tag + "linear_backward dbias " + w, db0, db1, pr.tol);
@@ -179,8 +178,6 @@ void op_tests(Pair& P, const Prec& pr) {
     const bool f3 = P.gpu.all_finite(ts);
     check(tag + "all_finite (finite, inf, nan)", (f1 && !f2 && !f3) ? 0.0 : 1.0, 0.0);
   }
-  P.cpu.set_tf32(false);
-  P.gpu.set_tf32(false);
 }
 
 // Ten whole training steps of an MLP on both backends; the CUDA one captures the step as a graph
@@ -196,14 +193,14 @@ void training_test(Pair& P, const Prec& pr, bool fp8, double tol) {
   std::vector<std::vector<float>> result[2], init;
   for (int side = 0; side < 2; ++side) {
     Backend& be = side == 0 ? P.cpu : P.gpu;
-    be.set_tf32(pr.tf32);
-    if (side == 1) be.set_fp8(fp8);
     Tensor x = be.empty({n, features}, DType::F32, MemCategory::Workspace);
     be.upload(x, xs.data(), DType::F32);
     Tensor y = be.empty({n}, DType::I32, MemCategory::Workspace);
     be.upload(y, ys.data(), DType::I32);
     auto model = build_model(be, {{"kind", "mlp"}, {"sizes", {64, 256, 256, 10}}, {"activation", "relu"}}, 3);
     model->set_compute_dtype(be, fp8 ? DType::F8E4M3 : pr.dt);
+    // The CPU reference computes the fp8 run's products in bf16 (Native), the GPU in fp8.
+    model->set_matmul_mode(side == 1 && fp8 ? MatmulMode::Fp8 : pr.mode());
     AdamW opt(AdamWHyper{});
     TrainingStep step(be, *model, opt, x, y, batch, 1);
     if (side == 0)
@@ -220,8 +217,6 @@ void training_test(Pair& P, const Prec& pr, bool fp8, double tol) {
     }
     for (Parameter* p : model->parameters()) result[side].push_back(host(be, p->master));
     be.invalidate_captures();
-    be.set_tf32(false);
-    be.set_fp8(false);
   }
   // Error of the parameters' 10-step change: ||w_cuda - w_cpu|| / ||w_cpu - w_init|| per tensor, worst
   // tensor. (An elementwise max is dominated by Adam's sign-sensitive updates of weights whose

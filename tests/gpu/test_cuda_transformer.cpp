@@ -48,8 +48,6 @@ std::pair<Tensor, Tensor> indices(Pair& P, const std::vector<int32_t>& v) {
 }
 
 void op_tests(Pair& P, const Prec& pr, int64_t D) {
-  P.cpu.set_tf32(pr.tf32);
-  P.gpu.set_tf32(pr.tf32);
   const std::string tag = std::string("[") + pr.name + " d=" + std::to_string(D) + "] ";
   const DType dt = pr.dt;
   const int64_t V = 65, T = 24, B = 40, N = B * T;  // N = 960 rows: several reduction segments
@@ -152,8 +150,6 @@ void op_tests(Pair& P, const Prec& pr, int64_t D) {
     // Both tensors live on the GPU: download both through it.
     check(tag + "dropout in place = out of place (same seed)", rel_err(host(P.gpu, c1), host(P.gpu, o1)), 0.0);
   }
-  P.cpu.set_tf32(false);
-  P.gpu.set_tf32(false);
 }
 
 // LayerNorm on rows wider than a lane keeps in registers (2048 columns: the kernels re-read the
@@ -213,15 +209,14 @@ void softmax_many_rows(Pair& P, const Prec& pr) {
 
 // The products the backend sends to cuBLASLt (m * n * k >= 2^24).
 void large_product_tests(Pair& P, const Prec& pr) {
-  P.cpu.set_tf32(pr.tf32);
-  P.gpu.set_tf32(pr.tf32);
+  const MatmulMode mm = pr.mode();
   const std::string tag = std::string("[") + pr.name + " large] ";
   const DType dt = pr.dt;
   // tf32: cuBLASLt's tensor-core kernels may truncate fp32 inputs to tf32 where the CPU reference
   // rounds them to nearest (both within 2^-10 relative per operand, the truncation biased), so the
   // two differ by up to about 1e-3 of the largest output: 2e-3 here.
   const double tol = pr.tf32 ? 2e-3 : pr.tol;
-  gemm_cases(P, tag, "gemm 512x1152x384", dt, 512, 1152, 384, tol);
+  gemm_cases(P, tag, "gemm 512x1152x384", dt, 512, 1152, 384, tol, mm);
   {
     const int64_t m = 1024, k = 384, n = 1536;  // fc-like: [1024 x 384] x [384 x 1536]
     auto [x0, x1] = P.rand({m, k}, dt);
@@ -229,16 +224,16 @@ void large_product_tests(Pair& P, const Prec& pr) {
     auto [b0, b1] = P.rand({n}, dt, 0.1f);
     for (int with_bias = 0; with_bias < 2; ++with_bias) {
       auto [y0, y1] = P.zeros({m, n}, dt);
-      P.cpu.linear_forward(x0, w0, with_bias ? &b0 : nullptr, Activation::None, y0, nullptr);
-      P.gpu.linear_forward(x1, w1, with_bias ? &b1 : nullptr, Activation::None, y1, nullptr);
+      P.cpu.linear_forward(x0, w0, with_bias ? &b0 : nullptr, Activation::None, y0, nullptr, mm);
+      P.gpu.linear_forward(x1, w1, with_bias ? &b1 : nullptr, Activation::None, y1, nullptr, mm);
       P.compare(tag + "linear_forward 1024x384 -> 1536" + (with_bias ? " bias" : ""), y0, y1, tol);
       // The residual in the epilogue (cuBLASLt's C, D != C), then in place (residual = y).
       auto [r0, r1] = P.rand({m, n}, dt, 2.0f);
-      P.cpu.linear_forward_residual(x0, w0, with_bias ? &b0 : nullptr, r0, y0);
-      P.gpu.linear_forward_residual(x1, w1, with_bias ? &b1 : nullptr, r1, y1);
+      P.cpu.linear_forward_residual(x0, w0, with_bias ? &b0 : nullptr, r0, y0, mm);
+      P.gpu.linear_forward_residual(x1, w1, with_bias ? &b1 : nullptr, r1, y1, mm);
       P.compare(tag + "linear_forward_residual 1024x384 -> 1536" + (with_bias ? " bias" : ""), y0, y1, tol);
-      P.cpu.linear_forward_residual(x0, w0, with_bias ? &b0 : nullptr, y0, y0);
-      P.gpu.linear_forward_residual(x1, w1, with_bias ? &b1 : nullptr, y1, y1);
+      P.cpu.linear_forward_residual(x0, w0, with_bias ? &b0 : nullptr, y0, y0, mm);
+      P.gpu.linear_forward_residual(x1, w1, with_bias ? &b1 : nullptr, y1, y1, mm);
       P.compare(tag + "linear_forward_residual in place" + (with_bias ? " bias" : ""), y0, y1, 2 * tol);
     }
     for (int variant = 0; variant < 3; ++variant) {
@@ -247,8 +242,8 @@ void large_product_tests(Pair& P, const Prec& pr) {
       auto [dw0, dw1] = P.rand({n, k}, dt, 0.1f);
       auto [db0, db1] = P.rand({n}, dt, 0.1f);
       auto [dx0, dx1] = P.zeros({m, k}, dt);
-      P.cpu.linear_backward(x0, w0, dy0, Activation::None, nullptr, dw0, &db0, with_dx ? &dx0 : nullptr, accumulate);
-      P.gpu.linear_backward(x1, w1, dy1, Activation::None, nullptr, dw1, &db1, with_dx ? &dx1 : nullptr, accumulate);
+      P.cpu.linear_backward(x0, w0, dy0, Activation::None, nullptr, dw0, &db0, with_dx ? &dx0 : nullptr, accumulate, mm);
+      P.gpu.linear_backward(x1, w1, dy1, Activation::None, nullptr, dw1, &db1, with_dx ? &dx1 : nullptr, accumulate, mm);
       const std::string w = accumulate ? " accumulate" : with_dx ? "" : " (no dx)";
       P.compare(tag + "linear_backward dw" + w, dw0, dw1, tol);
       P.compare(tag + "linear_backward dbias" + w, db0, db1, tol);
@@ -262,19 +257,17 @@ void large_product_tests(Pair& P, const Prec& pr) {
     auto [x0, x1] = P.rand({m, k}, dt);
     auto [w0, w1] = P.rand({n, k}, dt, 0.05f);
     auto [y0, y1] = P.zeros({m, n}, dt);
-    P.cpu.linear_forward(x0, w0, nullptr, Activation::None, y0, nullptr);
-    P.gpu.linear_forward(x1, w1, nullptr, Activation::None, y1, nullptr);
+    P.cpu.linear_forward(x0, w0, nullptr, Activation::None, y0, nullptr, mm);
+    P.gpu.linear_forward(x1, w1, nullptr, Activation::None, y1, nullptr, mm);
     P.compare(tag + "linear_forward 2048x384 -> 65 (head)", y0, y1, tol);
     auto [dy0, dy1] = P.rand({m, n}, dt);
     auto [dw0, dw1] = P.zeros({n, k}, dt);
     auto [dx0, dx1] = P.zeros({m, k}, dt);
-    P.cpu.linear_backward(x0, w0, dy0, Activation::None, nullptr, dw0, nullptr, &dx0, false);
-    P.gpu.linear_backward(x1, w1, dy1, Activation::None, nullptr, dw1, nullptr, &dx1, false);
+    P.cpu.linear_backward(x0, w0, dy0, Activation::None, nullptr, dw0, nullptr, &dx0, false, mm);
+    P.gpu.linear_backward(x1, w1, dy1, Activation::None, nullptr, dw1, nullptr, &dx1, false, mm);
     P.compare(tag + "linear_backward dw (head)", dw0, dw1, tol);
     P.compare(tag + "linear_backward dx (head)", dx0, dx1, tol);
   }
-  P.cpu.set_tf32(false);
-  P.gpu.set_tf32(false);
 }
 
 // --- the whole model ---------------------------------------------------------------------------
@@ -304,12 +297,12 @@ struct ModelResult {
 // One forward/backward (steps == 0) or `steps` AdamW steps through run_step (captured on the GPU
 // from the second step).
 ModelResult run_model(Backend& be, DType dt, bool tf32, CheckpointPolicy policy, int steps, double dropout = 0.0) {
-  be.set_tf32(tf32);
   const auto data = corpus();
   Tensor toks = be.empty({static_cast<int64_t>(data.size())}, DType::I32, MemCategory::Workspace);
   be.upload(toks, data.data(), DType::I32);
   CharGpt model(be, model_cfg(dropout), 21);
   model.set_compute_dtype(be, dt);
+  model.set_matmul_mode(tf32 ? MatmulMode::Tf32 : MatmulMode::Native);
   model.set_checkpointing(policy, 1);
   AdamW opt(AdamWHyper{});
   TrainingStep step(be, model, opt, toks, kB, kT, 1);
@@ -343,7 +336,6 @@ ModelResult run_model(Backend& be, DType dt, bool tf32, CheckpointPolicy policy,
     for (Parameter* p : model.parameters()) r.params.push_back(host(be, p->master));
     be.invalidate_captures();
   }
-  be.set_tf32(false);
   return r;
 }
 

@@ -2,6 +2,7 @@
 // the saved log-sum-exp), backward against central finite differences of sum(y * R).
 #include <QtTest>
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "backend/cpu_backend.h"
@@ -29,7 +30,7 @@ class TestAttention : public QObject {
     be.upload(qkv, qv.data(), DType::F32);
     Tensor y = be.empty({B * T, D}, DType::F32, MemCategory::Activations);
     Tensor lse = be.empty({B * H * T}, DType::F32, MemCategory::Activations);
-    be.attention_forward(qkv, B, T, H, y, lse);
+    be.attention_forward(qkv, B, T, H, y, lse, MatmulMode::Native);
     std::vector<float> yv(B * T * D), lv(B * H * T);
     be.download(y, yv.data(), DType::F32);
     be.download(lse, lv.data(), DType::F32);
@@ -66,7 +67,7 @@ class TestAttention : public QObject {
     Tensor lse = be.empty({B * H * T}, DType::F32, MemCategory::Activations);
     auto objective = [&](const std::vector<float>& q) {
       be.upload(qkv, q.data(), DType::F32);
-      be.attention_forward(qkv, B, T, H, y, lse);
+      be.attention_forward(qkv, B, T, H, y, lse, MatmulMode::Native);
       std::vector<float> yv(B * T * D);
       be.download(y, yv.data(), DType::F32);
       double s = 0;
@@ -77,7 +78,7 @@ class TestAttention : public QObject {
     Tensor dy = be.empty({B * T, D}, DType::F32, MemCategory::Activations);
     be.upload(dy, R.data(), DType::F32);
     Tensor dqkv = be.empty({B * T, 3 * D}, DType::F32, MemCategory::Activations);
-    be.attention_backward(qkv, y, lse, dy, B, T, H, dqkv);
+    be.attention_backward(qkv, y, lse, dy, B, T, H, dqkv, MatmulMode::Native);
     std::vector<float> an(qv.size());
     be.download(dqkv, an.data(), DType::F32);
     const float h = 1e-2f;
@@ -103,17 +104,61 @@ class TestAttention : public QObject {
       be.upload(qkv, qv.data(), DType::F32);
       Tensor y = be.empty({B * T, D}, DType::F32, MemCategory::Activations);
       Tensor lse = be.empty({B * H * T}, DType::F32, MemCategory::Activations);
-      be.attention_forward(qkv, B, T, H, y, lse);
+      be.attention_forward(qkv, B, T, H, y, lse, MatmulMode::Native);
       Tensor dy = be.empty({B * T, D}, DType::F32, MemCategory::Activations);
       be.upload(dy, R.data(), DType::F32);
       Tensor dqkv = be.empty({B * T, 3 * D}, DType::F32, MemCategory::Activations);
-      be.attention_backward(qkv, y, lse, dy, B, T, H, dqkv);
+      be.attention_backward(qkv, y, lse, dy, B, T, H, dqkv, MatmulMode::Native);
       std::vector<float>& o = out[threads - 1];
       o.resize(static_cast<size_t>(B * T * (D + 3 * D)));
       be.download(y, o.data(), DType::F32);
       be.download(dqkv, o.data() + B * T * D, DType::F32);
     }
     QCOMPARE(out[0], out[1]);
+  }
+
+  // MatmulMode::Tf32 is an argument of the call: the products see q, k, v (and dy) rounded to tf32,
+  // bit for bit what Native computes on inputs rounded beforehand; a Native call right after is
+  // unaffected (no state is left behind in the backend).
+  void tf32ModeRoundsTheProductInputs() {
+    CpuBackend be(1);
+    std::mt19937 g(9);
+    const int64_t B = 2, T = 5, H = 2, D = 8;
+    auto qv = randn(g, B * T * 3 * D, 1.0f), R = randn(g, B * T * D, 1.0f);
+    auto rounded = [](std::vector<float> v) {
+      for (auto& x : v) {  // tf32: keep 10 mantissa bits, ties to even (finite inputs)
+        uint32_t u;
+        std::memcpy(&u, &x, 4);
+        u = (u + 0xFFFu + ((u >> 13) & 1u)) & ~0x1FFFu;
+        std::memcpy(&x, &u, 4);
+      }
+      return v;
+    };
+    auto run = [&](const std::vector<float>& q, const std::vector<float>& r, MatmulMode mode) {
+      Tensor qkv = be.empty({B * T, 3 * D}, DType::F32, MemCategory::Activations);
+      be.upload(qkv, q.data(), DType::F32);
+      Tensor y = be.empty({B * T, D}, DType::F32, MemCategory::Activations);
+      Tensor lse = be.empty({B * H * T}, DType::F32, MemCategory::Activations);
+      be.attention_forward(qkv, B, T, H, y, lse, mode);
+      Tensor dy = be.empty({B * T, D}, DType::F32, MemCategory::Activations);
+      be.upload(dy, r.data(), DType::F32);
+      Tensor dqkv = be.empty({B * T, 3 * D}, DType::F32, MemCategory::Activations);
+      be.attention_backward(qkv, y, lse, dy, B, T, H, dqkv, mode);
+      std::vector<float> o(static_cast<size_t>(B * T * D + B * T * 3 * D));
+      be.download(y, o.data(), DType::F32);
+      be.download(dqkv, o.data() + B * T * D, DType::F32);
+      return o;
+    };
+    const auto native = run(qv, R, MatmulMode::Native);
+    const auto tf32 = run(qv, R, MatmulMode::Tf32);
+    const auto y_of_rounded = run(rounded(qv), R, MatmulMode::Native);
+    // The forward output of Tf32 is Native's on rounded inputs (backward also rounds dy for its
+    // products but not for rowdot(dy, y), so only the forward half is compared bit for bit).
+    for (int64_t i = 0; i < B * T * D; ++i) QCOMPARE(tf32[i], y_of_rounded[i]);
+    QVERIFY(tf32 != native);
+    QCOMPARE(run(qv, R, MatmulMode::Native), native);
+    // Fp8 has no attention path: it computes as Native.
+    QCOMPARE(run(qv, R, MatmulMode::Fp8), native);
   }
 
   void causal() {  // the output at position i does not depend on later positions
@@ -125,12 +170,12 @@ class TestAttention : public QObject {
     Tensor y = be.empty({T, D}, DType::F32, MemCategory::Activations);
     Tensor lse = be.empty({H * T}, DType::F32, MemCategory::Activations);
     be.upload(qkv, qv.data(), DType::F32);
-    be.attention_forward(qkv, B, T, H, y, lse);
+    be.attention_forward(qkv, B, T, H, y, lse, MatmulMode::Native);
     std::vector<float> a(T * D), b(T * D);
     be.download(y, a.data(), DType::F32);
     for (int64_t c = 0; c < 3 * D; ++c) qv[(T - 1) * 3 * D + c] += 5.0f;  // change the last position
     be.upload(qkv, qv.data(), DType::F32);
-    be.attention_forward(qkv, B, T, H, y, lse);
+    be.attention_forward(qkv, B, T, H, y, lse, MatmulMode::Native);
     be.download(y, b.data(), DType::F32);
     for (int64_t i = 0; i < (T - 1) * D; ++i) QCOMPARE(a[i], b[i]);
   }

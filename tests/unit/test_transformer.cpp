@@ -164,14 +164,14 @@ class TestTransformer : public QObject {
       Tensor x = tensor({m, k}, vec(m * k), dt), w = tensor({n, k}, vec(n * k), dt), b = tensor({n}, vec(n), dt);
       Tensor r = tensor({m, n}, vec(m * n), dt), y = be.empty({m, n}, dt, MemCategory::Activations);
       Tensor y32 = be.empty({m, n}, DType::F32, MemCategory::Activations);
-      be.linear_forward_residual(x, w, &b, r, y);
-      be.linear_forward(x, w, &b, Activation::None, y32, nullptr);  // fp32: unrounded
+      be.linear_forward_residual(x, w, &b, r, y, MatmulMode::Native);
+      be.linear_forward(x, w, &b, Activation::None, y32, nullptr, MatmulMode::Native);  // fp32: unrounded
       auto yv = host(be, y), pv = host(be, y32), rv = host(be, r);
       for (size_t i = 0; i < yv.size(); ++i) {
         const float want = dt == DType::F32 ? pv[i] + rv[i] : bf16_round(pv[i] + rv[i]);
         QVERIFY2(yv[i] == want, qPrintable(QString("residual element %1: %2 vs %3").arg(i).arg(yv[i]).arg(want)));
       }
-      be.linear_forward_residual(x, w, &b, y, y);  // in place
+      be.linear_forward_residual(x, w, &b, y, y, MatmulMode::Native);  // in place
       auto y2 = host(be, y);
       for (size_t i = 0; i < yv.size(); ++i) {
         const float want = dt == DType::F32 ? pv[i] + yv[i] : bf16_round(pv[i] + yv[i]);

@@ -41,18 +41,19 @@ void check_lse(const char* op, const Tensor& lse, int64_t n) {
 }
 }  // namespace
 
-void CudaBackend::attention_forward(const Tensor& qkv, int64_t B, int64_t T, int64_t H, Tensor& y, Tensor& lse) {
+void CudaBackend::attention_forward(const Tensor& qkv, int64_t B, int64_t T, int64_t H, Tensor& y, Tensor& lse,
+                                    MatmulMode mode) {
   bind();
   const int64_t hd = check_qkv("attention_forward", qkv, B, T, H), d = hd * H;
   check_rows("attention_forward", "y", y, B * T * d);
   check_lse("attention_forward", lse, B * H * T);
   TimedOp timed(this, "attention_forward", m_kernel_timing);
   launch_attention_forward(qkv.raw(), dcode(qkv.dtype()), y.raw(), dcode(y.dtype()), lse.data<float>(), B, T, H, hd,
-                           m_tf32, m_ctx.stream);
+                           mode == MatmulMode::Tf32, m_ctx.stream);
 }
 
 void CudaBackend::attention_backward(const Tensor& qkv, const Tensor& y, const Tensor& lse, const Tensor& dy, int64_t B,
-                                     int64_t T, int64_t H, Tensor& dqkv) {
+                                     int64_t T, int64_t H, Tensor& dqkv, MatmulMode mode) {
   bind();
   const int64_t hd = check_qkv("attention_backward", qkv, B, T, H), d = hd * H;
   check_rows("attention_backward", "y", y, B * T * d);
@@ -60,11 +61,12 @@ void CudaBackend::attention_backward(const Tensor& qkv, const Tensor& y, const T
   check_rows("attention_backward", "dqkv", dqkv, qkv.numel());
   check_lse("attention_backward", lse, B * H * T);
   TimedOp timed(this, "attention_backward", m_kernel_timing);
-  Tensor scratch = empty({attention_backward_scratch_floats(B, T, H, hd, dcode(qkv.dtype()), dcode(dy.dtype()), m_tf32)},
+  const bool tf32 = mode == MatmulMode::Tf32;
+  Tensor scratch = empty({attention_backward_scratch_floats(B, T, H, hd, dcode(qkv.dtype()), dcode(dy.dtype()), tf32)},
                          DType::F32, MemCategory::Workspace);
   launch_attention_backward(qkv.raw(), dcode(qkv.dtype()), y.raw(), dcode(y.dtype()), dy.raw(), dcode(dy.dtype()),
                             lse.data<float>(), scratch.data<float>(), dqkv.raw(), dcode(dqkv.dtype()), B, T, H, hd,
-                            m_tf32, m_ctx.stream);
+                            tf32, m_ctx.stream);
 }
 
 }  // namespace trainlab::cuda

@@ -93,6 +93,7 @@ CudaBackend::CudaBackend(int device) {
   for (auto& e : m_ctx.slot_done) TL_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
   const DevScalars init{0.0f, 1.0f, 1.0f, 1.0f};
   TL_CUDA_CHECK(cudaMemcpy(m_ctx.scalars, &init, sizeof(init), cudaMemcpyHostToDevice));
+  m_fp8_units = supports(DType::F8E4M3);
   m_fp8_gemm = std::make_unique<Fp8Gemm>(*this);
   m_lt_gemm = std::make_unique<LtGemm>(*this);
 }
@@ -165,12 +166,15 @@ DeviceInfo CudaBackend::info() const {
     d.formats.push_back(DType::F8E4M3);
     d.formats.push_back(DType::F8E5M2);
   }
-  // Datasheet dense peaks (TFLOP/s). The trainer looks tf32 runs up under fp32.
+  // Datasheet dense peaks (TFLOP/s), H100/H200 SXM and A100: fp32 products on the CUDA cores
+  // (Native) and on the tensor cores (Tf32) apart.
+  using M = MatmulMode;
   if (cc == 90) {
-    d.peak_tflops = {{DType::F32, m_tf32 ? 494.7 : 66.9}, {DType::BF16, 989.4}, {DType::F16, 989.4},
-                     {DType::F8E4M3, 1978.9}, {DType::F8E5M2, 1978.9}};
+    d.peak_tflops = {{DType::F32, M::Native, 66.9}, {DType::F32, M::Tf32, 494.7}, {DType::BF16, M::Native, 989.4},
+                     {DType::F16, M::Native, 989.4}, {DType::F8E4M3, M::Fp8, 1978.9}, {DType::F8E5M2, M::Fp8, 1978.9}};
   } else if (cc == 80) {
-    d.peak_tflops = {{DType::F32, m_tf32 ? 156.0 : 19.5}, {DType::BF16, 312.0}, {DType::F16, 312.0}};
+    d.peak_tflops = {{DType::F32, M::Native, 19.5}, {DType::F32, M::Tf32, 156.0}, {DType::BF16, M::Native, 312.0},
+                     {DType::F16, M::Native, 312.0}};
   }
   return d;
 }
@@ -185,6 +189,26 @@ bool CudaBackend::supports(DType t) const {
     case DType::F8E4M3:
     case DType::F8E5M2: return cc >= 89;
     default: return false;
+  }
+}
+
+bool CudaBackend::supports(Op op, DType t) const {
+  // The kernels read and write fp32, bf16 and fp16 tensors; the products and the quantizers also
+  // take fp8 tensors (converted on load), and fp8 computation itself is MatmulMode::Fp8's.
+  const bool kernel_format = (t == DType::F32 || t == DType::BF16 || t == DType::F16) && supports(t);
+  switch (op) {
+    case Op::GatherRows: return true;        // rows copied as bytes, any format
+    case Op::GemmI8: return t == DType::I8;  // int8 operands, int32 result (cuBLASLt)
+    case Op::Decode:                         // the decoder's weight formats (kernels/decode.cu)
+      return t == DType::F32 || t == DType::I8 || t == DType::I4 || (t == DType::BF16 && supports(t));
+    case Op::Gemm:
+    case Op::LinearForward:
+    case Op::LinearForwardResidual:
+    case Op::LinearBackward:
+    case Op::FakeQuantize:
+    case Op::QuantizeI8:
+    case Op::Int8Linear: return dtype_is_float(t) && supports(t);
+    default: return kernel_format;
   }
 }
 
@@ -303,11 +327,6 @@ void CudaBackend::set_step_scalars(const StepScalars& s) {
   m_ctx.host_scalars = DevScalars{s.lr, s.loss_scale, s.grad_unscale, s.step};
   m_ctx.scalars_dirty = true;
   if (m_ctx.capturing) bind();
-}
-
-void CudaBackend::set_fp8(bool on) {
-  if (on != m_fp8_matmul) invalidate_captures();
-  Backend::set_fp8(on && supports(DType::F8E4M3));
 }
 
 // --- elementwise, loss, gather ---------------------------------------------------------------

@@ -77,6 +77,7 @@ class CudaBackend final : public Backend {
 
   DeviceInfo info() const override;
   bool supports(DType t) const override;
+  bool supports(Op op, DType t) const override;
 
   Tensor empty(const Shape& shape, DType dtype, MemCategory category) override;
   void upload(Tensor& dst, const void* src, DType src_type) override;
@@ -86,16 +87,15 @@ class CudaBackend final : public Backend {
   void synchronize() override;
 
   void set_step_scalars(const StepScalars& s) override;
-  void set_fp8(bool on) override;
 
   void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha,
-            float beta) override;
+            float beta, MatmulMode mode) override;
   void linear_forward(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, Tensor& y,
-                      Tensor* pre) override;
+                      Tensor* pre, MatmulMode mode) override;
   void linear_forward_residual(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& residual,
-                               Tensor& y) override;
+                               Tensor& y, MatmulMode mode) override;
   void linear_backward(const Tensor& x, const Tensor& w, Tensor& dy, Activation act, const Tensor* saved,
-                       Tensor& dw, Tensor* dbias, Tensor* dx, bool accumulate) override;
+                       Tensor& dw, Tensor* dbias, Tensor* dx, bool accumulate, MatmulMode mode) override;
   void activation_forward(Activation act, const Tensor& x, Tensor& y) override;
   void activation_backward(Activation act, const Tensor& x, const Tensor& y, const Tensor& dy,
                            Tensor& dx) override;
@@ -122,9 +122,10 @@ class CudaBackend final : public Backend {
   void gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) override;
 
   // Fused causal attention (cuda_attention.cpp; kernels/attention.cu).
-  void attention_forward(const Tensor& qkv, int64_t B, int64_t T, int64_t H, Tensor& y, Tensor& lse) override;
+  void attention_forward(const Tensor& qkv, int64_t B, int64_t T, int64_t H, Tensor& y, Tensor& lse,
+                         MatmulMode mode) override;
   void attention_backward(const Tensor& qkv, const Tensor& y, const Tensor& lse, const Tensor& dy, int64_t B, int64_t T,
-                          int64_t H, Tensor& dqkv) override;
+                          int64_t H, Tensor& dqkv, MatmulMode mode) override;
 
   // Compression operations (cuda_compress_ops.cpp; kernels/quant.cu).
   void fake_quantize(const Tensor& w, Tensor& out, int bits, int64_t group) override;
@@ -163,6 +164,9 @@ class CudaBackend final : public Backend {
   mutable CudaContext m_ctx;
   static constexpr int kWorkspaceSlots = 6;
   std::array<Tensor, kWorkspaceSlots> m_workspace;
+  // Fp8 products run on fp8 matrix units (sm_89 and later); elsewhere MatmulMode::Fp8 computes as
+  // Native on the bf16 tensors. The scales' delayed-scaling state is Fp8Gemm's, per weight.
+  bool m_fp8_units = false;
   std::unique_ptr<Fp8Gemm> m_fp8_gemm;
   std::unique_ptr<LtGemm> m_lt_gemm;  // cuBLASLt for the large products (lt_gemm.h)
   // fp32 scratch of the transformer operations' deterministic column reductions (grown, never

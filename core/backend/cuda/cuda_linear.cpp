@@ -41,8 +41,11 @@ GemmProblem dw_problem(const Tensor& g, const Tensor& x, Tensor& dw, int64_t m, 
 }  // namespace
 
 // --- matrix products ---------------------------------------------------------------------------
+// Fp8 products run on the fp8 units (Fp8Gemm) in linear_forward / linear_backward where the GPU
+// has them (m_fp8_units); gemm and every product elsewhere compute Fp8 as Native on the stored
+// (bf16) values. Tf32 applies to fp32 inputs only (16-bit inputs already have fewer bits).
 void CudaBackend::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha,
-                       float beta) {
+                       float beta, MatmulMode mode) {
   bind();
   const auto [m, n, k] = gemm_dims(a, trans_a, b, trans_b, c);
   TL_TIMED("gemm");
@@ -52,7 +55,7 @@ void CudaBackend::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool tran
     LtProblem q;
     q.a = pa.raw(), q.trans_a = trans_a, q.b = pb.raw(), q.trans_b = trans_b, q.c = c.raw();
     q.m = m, q.n = n, q.k = k, q.in = in, q.out = c.dtype(), q.alpha = alpha, q.beta = beta;
-    q.tf32 = m_tf32 && in == DType::F32;
+    q.tf32 = mode == MatmulMode::Tf32 && in == DType::F32;
     if (LtGemm::eligible(q) && m_lt_gemm->run(q)) return;
   }
   GemmProblem p;
@@ -67,24 +70,26 @@ void CudaBackend::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool tran
   p.c_dt = dcode(c.dtype());
   p.m = static_cast<int>(m), p.n = static_cast<int>(n), p.k = static_cast<int>(k);
   p.alpha = alpha, p.beta = beta;
-  p.tf32 = m_tf32 && in == DType::F32;
+  p.tf32 = mode == MatmulMode::Tf32 && in == DType::F32;
   launch_gemm(dcode(in), &p, 1, m_ctx.stream);
 }
 
 void CudaBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, Tensor& y,
-                                 Tensor* pre) {
+                                 Tensor* pre, MatmulMode mode) {
   bind();
   const auto [m, n, k] = linear_dims(x, w, y);
   TL_TIMED("linear_forward");
-  if (m_fp8_matmul) note_scalar_read();
-  if (m_fp8_matmul && m_fp8_gemm->forward(x, w, bias, act, y, pre)) return;
+  const bool fp8 = mode == MatmulMode::Fp8 && m_fp8_units;
+  if (fp8) note_scalar_read();
+  if (fp8 && m_fp8_gemm->forward(x, w, bias, act, y, pre)) return;
   const DType in = gemm_format(w.dtype()) ? w.dtype() : DType::F32;
+  const bool tf32 = mode == MatmulMode::Tf32 && in == DType::F32;
   const Tensor px = as_format(x, in, 1), pw = as_format(w, in, 2);
   if (act == Activation::None && !pre && lt_size(m, n, k)) {
     LtProblem q;
     q.a = px.raw(), q.b = pw.raw(), q.trans_b = true, q.c = y.raw();
     q.m = m, q.n = n, q.k = k, q.in = in, q.out = y.dtype();
-    q.tf32 = m_tf32 && in == DType::F32;
+    q.tf32 = tf32;
     Tensor pb;
     if (bias) {
       pb = as_format(*bias, y.dtype(), 3);  // the epilogue reads the bias in the output's format
@@ -103,7 +108,7 @@ void CudaBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor*
     p.pre = pre->raw();
   }
   p.act = act_code(act);
-  p.tf32 = m_tf32 && in == DType::F32;
+  p.tf32 = tf32;
   launch_gemm(dcode(in), &p, 1, m_ctx.stream);
 }
 
@@ -111,25 +116,26 @@ void CudaBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor*
 // the tiles of kernels/gemm.cu take C in place, so there the residual is first copied into y. fp8
 // products (their own kernels) add it afterwards, a second rounding.
 void CudaBackend::linear_forward_residual(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& residual,
-                                          Tensor& y) {
+                                          Tensor& y, MatmulMode mode) {
   bind();
   const auto [m, n, k] = linear_dims(x, w, y);
   if (residual.numel() != y.numel() || residual.dtype() != y.dtype())
     throw Error("linear_forward_residual: residual " + std::string(dtype_name(residual.dtype())) + " " +
                 shape_str(residual.shape()) + " does not match y " + dtype_name(y.dtype()) + " " + shape_str(y.shape()));
-  if (m_fp8_matmul) {
-    linear_forward(x, w, bias, Activation::None, y, nullptr);
+  if (mode == MatmulMode::Fp8 && m_fp8_units) {
+    linear_forward(x, w, bias, Activation::None, y, nullptr, mode);
     add(residual, y, y);
     return;
   }
   TL_TIMED("linear_forward");
   const DType in = gemm_format(w.dtype()) ? w.dtype() : DType::F32;
+  const bool tf32 = mode == MatmulMode::Tf32 && in == DType::F32;
   const Tensor px = as_format(x, in, 1), pw = as_format(w, in, 2);
   if (lt_size(m, n, k)) {
     LtProblem q;
     q.a = px.raw(), q.b = pw.raw(), q.trans_b = true, q.c = y.raw(), q.c_src = residual.raw(), q.beta = 1.0f;
     q.m = m, q.n = n, q.k = k, q.in = in, q.out = y.dtype();
-    q.tf32 = m_tf32 && in == DType::F32;
+    q.tf32 = tf32;
     Tensor pb;
     if (bias) {
       pb = as_format(*bias, y.dtype(), 3);
@@ -146,25 +152,26 @@ void CudaBackend::linear_forward_residual(const Tensor& x, const Tensor& w, cons
   p.m = static_cast<int>(m), p.n = static_cast<int>(n), p.k = static_cast<int>(k);
   p.beta = 1.0f;
   if (bias) p.bias = bias->raw(), p.bias_dt = dcode(bias->dtype());
-  p.tf32 = m_tf32 && in == DType::F32;
+  p.tf32 = tf32;
   launch_gemm(dcode(in), &p, 1, m_ctx.stream);
 }
 
 void CudaBackend::linear_backward(const Tensor& x, const Tensor& w, Tensor& dy, Activation act, const Tensor* saved,
-                                  Tensor& dw, Tensor* dbias, Tensor* dx, bool accumulate) {
+                                  Tensor& dw, Tensor* dbias, Tensor* dx, bool accumulate, MatmulMode mode) {
   bind();
   const int64_t m = x.dim(0), k = x.dim(1), n = w.dim(0);
   if (dy.dim(0) != m || dy.dim(1) != n || dw.dim(0) != n || dw.dim(1) != k)
     throw Error("linear backward shape mismatch: dy " + shape_str(dy.shape()) + ", dw " + shape_str(dw.shape()));
   if (act != Activation::None && !saved) throw Error("linear backward with an activation needs the saved tensor");
   TL_TIMED("linear_backward");
-  if (m_fp8_matmul) note_scalar_read();
-  if (m_fp8_matmul && m_fp8_gemm->backward(x, w, dy, act, saved, dw, dbias, dx, accumulate)) return;
+  const bool fp8 = mode == MatmulMode::Fp8 && m_fp8_units;
+  if (fp8) note_scalar_read();
+  if (fp8 && m_fp8_gemm->backward(x, w, dy, act, saved, dw, dbias, dx, accumulate)) return;
   const DType in = gemm_format(dy.dtype()) ? dy.dtype() : DType::F32;
   const Tensor g = as_format(dy, in, 0), px = as_format(x, in, 1), pw = as_format(w, in, 2);
   Tensor ps;
   if (act != Activation::None) ps = as_format(*saved, in, 3);
-  const bool tf32 = m_tf32 && in == DType::F32;
+  const bool tf32 = mode == MatmulMode::Tf32 && in == DType::F32;
   if (act == Activation::None && lt_size(m, n, k) && linear_backward_lt(g, px, pw, m, n, k, tf32, dw, dbias, dx, accumulate))
     return;
   // One launch: dW[n, k] (+)= sum_b g'[b, n] x[b, k];  dbias[n] (+)= sum_b g'[b, n] (the ones column,

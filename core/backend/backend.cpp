@@ -1,0 +1,81 @@
+// The parts of backend.h that belong to no one backend: names of the enums, the device's peak
+// lookup and the base answer of supports(Op, DType).
+#include "backend/backend.h"
+
+namespace trainlab {
+
+const char* activation_name(Activation a) {
+  switch (a) {
+    case Activation::None: return "none";
+    case Activation::ReLU: return "relu";
+    case Activation::GELU: return "gelu";
+  }
+  return "?";
+}
+
+const char* matmul_mode_name(MatmulMode m) {
+  switch (m) {
+    case MatmulMode::Native: return "native";
+    case MatmulMode::Tf32: return "tf32";
+    case MatmulMode::Fp8: return "fp8";
+  }
+  return "?";
+}
+
+const char* op_name(Op op) {
+  switch (op) {
+    case Op::Gemm: return "gemm";
+    case Op::LinearForward: return "linear_forward";
+    case Op::LinearForwardResidual: return "linear_forward_residual";
+    case Op::LinearBackward: return "linear_backward";
+    case Op::Activation: return "activation";
+    case Op::SoftmaxXent: return "softmax_xent";
+    case Op::GatherRows: return "gather_rows";
+    case Op::EmbeddingForward: return "embedding_forward";
+    case Op::EmbeddingBackward: return "embedding_backward";
+    case Op::LayerNormForward: return "layernorm_forward";
+    case Op::LayerNormBackward: return "layernorm_backward";
+    case Op::AttentionForward: return "attention_forward";
+    case Op::AttentionBackward: return "attention_backward";
+    case Op::Dropout: return "dropout";
+    case Op::Add: return "add";
+    case Op::FakeQuantize: return "fake_quantize";
+    case Op::QuantizeI8: return "quantize_i8";
+    case Op::GemmI8: return "gemm_i8";
+    case Op::Int8Linear: return "int8_linear";
+    case Op::DistillBackward: return "distill_backward";
+    case Op::Decode: return "token decoding";
+    case Op::AdamW: return "adamw_step";
+    case Op::Sgd: return "sgd_step";
+  }
+  return "?";
+}
+
+std::string DeviceInfo::id() const { return kind == DeviceKind::Cpu ? "cpu" : "cuda:" + std::to_string(index); }
+
+double DeviceInfo::peak_for(DType dtype, MatmulMode mode) const {
+  double native = 0.0;
+  for (const Peak& p : peak_tflops) {
+    if (p.dtype != dtype) continue;
+    if (p.mode == mode) return p.tflops;
+    if (p.mode == MatmulMode::Native) native = p.tflops;
+  }
+  return native;
+}
+
+bool Backend::supports(Op op, DType t) const {
+  switch (op) {
+    // The pure virtual operations: every backend has them for the formats it computes in.
+    case Op::Gemm:
+    case Op::LinearForward:
+    case Op::LinearBackward:
+    case Op::Activation:
+    case Op::SoftmaxXent:
+    case Op::AdamW:
+    case Op::Sgd: return dtype_is_float(t) && supports(t);
+    case Op::GatherRows: return supports(t);
+    default: return false;  // optional: only where the backend's override says so
+  }
+}
+
+}  // namespace trainlab
