@@ -499,9 +499,9 @@ int64_t attention_backward_scratch_floats(int64_t B, int64_t T, int64_t H, int64
 }
 
 void launch_attention_forward(const void* qkv, int qkv_dt, void* y, int y_dt, float* lse, int64_t B, int64_t T,
-                              int64_t H, int64_t hd, bool tf32, cudaStream_t s) {
+                              int64_t H, int64_t hd, bool tf32, bool wgmma, cudaStream_t s) {
   check_dims("attention_forward", B, T, H, hd);
-  if (launch_attention_forward_wgmma(qkv, qkv_dt, y, y_dt, lse, B, T, H, hd, s)) return;
+  if (wgmma && launch_attention_forward_wgmma(qkv, qkv_dt, y, y_dt, lse, B, T, H, hd, s)) return;
   const int hdp = tc_hdp(qkv_dt, qkv_dt, hd);
   if (hdp && qkv_dt == kBF16) return tc_forward_hd<__nv_bfloat16>(hdp, qkv, y, y_dt, lse, B, T, H, hd, s);
   if (hdp && qkv_dt == kF16) return tc_forward_hd<__half>(hdp, qkv, y, y_dt, lse, B, T, H, hd, s);
@@ -518,11 +518,12 @@ void launch_attention_forward(const void* qkv, int qkv_dt, void* y, int y_dt, fl
 
 void launch_attention_backward(const void* qkv, int qkv_dt, const void* y, int y_dt, const void* dy, int dy_dt,
                                const float* lse, float* scratch, void* dqkv, int dqkv_dt, int64_t B, int64_t T,
-                               int64_t H, int64_t hd, bool tf32, cudaStream_t s) {
+                               int64_t H, int64_t hd, bool tf32, bool wgmma, cudaStream_t s) {
   check_dims("attention_backward", B, T, H, hd);
   const int64_t rows = B * T * H;
   launch_rowdot(dy, dy_dt, y, y_dt, scratch, rows, T, H, hd, s);
-  if (launch_attention_backward_wgmma(qkv, qkv_dt, dy, dy_dt, lse, scratch, dqkv, dqkv_dt, B, T, H, hd, s)) return;
+  if (wgmma && launch_attention_backward_wgmma(qkv, qkv_dt, dy, dy_dt, lse, scratch, dqkv, dqkv_dt, B, T, H, hd, s))
+    return;
   const int hdp = tc_hdp(qkv_dt, dy_dt, hd);
   if (hdp && qkv_dt == kBF16)
     return tc_backward_hd<__nv_bfloat16>(hdp, qkv, dy, lse, scratch, dqkv, dqkv_dt, B, T, H, hd, s);

@@ -30,14 +30,16 @@
 
 namespace trainlab::kern {
 
+// wgmma: whether the warpgroup-MMA kernels below may run (the backend's device.attention_wgmma);
+// false runs the mma.sync kernels, bit-identical, for comparisons.
 void launch_attention_forward(const void* qkv, int qkv_dt, void* y, int y_dt, float* lse, int64_t B, int64_t T,
-                              int64_t H, int64_t hd, bool tf32, cudaStream_t s);
+                              int64_t H, int64_t hd, bool tf32, bool wgmma, cudaStream_t s);
 
 // The warpgroup-MMA kernels (attention_wgmma.cu, sm_90a): bf16 at hd 64 on a compute capability
 // 9.0 GPU, bit-identical to the mma.sync kernels they replace there (H200, char-gpt2 shape, a
 // layer: forward 0.094 against 0.170 ms, backward 0.27 against 0.51). They return false, having
-// launched nothing, where they do not apply or TRAINLAB_ATTN_WGMMA=0; launch_attention_forward and
-// launch_attention_backward try them first. dd: D = rowdot(dy, y) [B, H, T].
+// launched nothing, where they do not apply; launch_attention_forward and launch_attention_backward
+// try them first unless told not to (wgmma false). dd: D = rowdot(dy, y) [B, H, T].
 bool launch_attention_forward_wgmma(const void* qkv, int qkv_dt, void* y, int y_dt, float* lse, int64_t B, int64_t T,
                                     int64_t H, int64_t hd, cudaStream_t s);
 bool launch_attention_backward_wgmma(const void* qkv, int qkv_dt, const void* dy, int dy_dt, const float* lse,
@@ -50,6 +52,6 @@ int64_t attention_backward_scratch_floats(int64_t B, int64_t T, int64_t H, int64
 
 void launch_attention_backward(const void* qkv, int qkv_dt, const void* y, int y_dt, const void* dy, int dy_dt,
                                const float* lse, float* scratch, void* dqkv, int dqkv_dt, int64_t B, int64_t T,
-                               int64_t H, int64_t hd, bool tf32, cudaStream_t s);
+                               int64_t H, int64_t hd, bool tf32, bool wgmma, cudaStream_t s);
 
 }  // namespace trainlab::kern

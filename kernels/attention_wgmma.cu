@@ -4,8 +4,6 @@
 // kernels are built for: wgmma exists only in sm_90a code. launch_attention_forward / _backward
 // (attention.cu) call these first and fall back to the mma.sync kernels wherever they decline.
 #include <cmath>
-#include <cstdlib>
-#include <cstring>
 #include <map>
 #include <mutex>
 
@@ -16,13 +14,6 @@
 namespace trainlab::kern {
 
 namespace {
-// TRAINLAB_ATTN_WGMMA=0 turns the kernel off (the mma.sync forward runs instead), for comparisons;
-// read at every launch, so a test can compare the two kernels in one process.
-bool wgmma_enabled() {
-  const char* v = std::getenv("TRAINLAB_ATTN_WGMMA");
-  return !(v && std::strcmp(v, "0") == 0);
-}
-
 // Whether the current device runs the kernel: compute capability 9.0 (sm_90a code runs there
 // only) and the shared-memory opt-in granted. Decided once per device.
 bool device_ready() {
@@ -54,7 +45,7 @@ bool launch_attention_forward_wgmma(const void* qkv, int qkv_dt, void* y, int y_
                                     int64_t H, int64_t hd, cudaStream_t s) {
   // bf16 at hd 64 with 16-byte aligned rows (qkv rows are 3 * H * 64 elements: aligned with the base).
   if (qkv_dt != kBF16 || hd != 64 || reinterpret_cast<uintptr_t>(qkv) % 16 != 0) return false;
-  if (!wgmma_enabled() || !device_ready()) return false;
+  if (!device_ready()) return false;
   // The same scale, bit for bit, as the mma.sync forward's (attention.cu tc_forward).
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd)), scale_log2 = scale * attn::kLog2e;
   attn_wg::fwd_kernel()<<<attn_wg::fwd_grid(int(B), int(H), int(T)), attn_wg::kFwdThreads, attn_wg::kFwdSmem, s>>>(
@@ -70,7 +61,7 @@ bool launch_attention_backward_wgmma(const void* qkv, int qkv_dt, const void* dy
   if (qkv_dt != kBF16 || dy_dt != kBF16 || hd != 64 || reinterpret_cast<uintptr_t>(qkv) % 16 != 0 ||
       reinterpret_cast<uintptr_t>(dy) % 16 != 0)
     return false;
-  if (!wgmma_enabled() || !device_ready()) return false;
+  if (!device_ready()) return false;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));  // as the mma.sync backward's
   const auto* q = static_cast<const __nv_bfloat16*>(qkv);
   const auto* g = static_cast<const __nv_bfloat16*>(dy);

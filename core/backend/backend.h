@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "config/device_options.h"
 #include "tensor/tensor.h"
 #include "util/error.h"
 
@@ -322,7 +323,13 @@ class Backend {
 
 // Creates a backend from a device string: "cpu", "cuda", "cuda:N" or "auto" (the GPU when one
 // works, else the CPU; `notice` then receives a one-line explanation). Throws Error with the
-// reason when the named device cannot be used.
+// reason when the named device cannot be used. `options` (the config's device.* keys:
+// device_options(config)) reach the CUDA module and its kernels as arguments; the CPU has none of
+// those choices. The CPU backend's thread count is the deployment setting TRAINLAB_THREADS (unset
+// or 0: OpenBLAS's own choice), and the CUDA module is looked for in TRAINLAB_CUDA_MODULE first.
+std::unique_ptr<Backend> create_backend(const std::string& device, const DeviceOptions& options,
+                                        std::string* notice = nullptr);
+// The same with every device.* key at its default (probes, tests, tools without a run config).
 std::unique_ptr<Backend> create_backend(const std::string& device, std::string* notice = nullptr);
 // Devices usable on this machine, e.g. {"cpu", "cuda:0"}.
 std::vector<std::string> available_devices();

@@ -90,11 +90,11 @@ int cuda_device_count(std::string* why) {
   return n;
 }
 
-std::unique_ptr<Backend> create_cuda_backend(int index) {
+std::unique_ptr<Backend> create_cuda_backend(int index, const DeviceOptions& options) {
   const CudaModule& m = cuda_module();
   if (!m.create) throw Error(m.error);
   char buf[1024] = {0};
-  Backend* b = m.create(index, buf, sizeof(buf));
+  Backend* b = m.create(index, &options, buf, sizeof(buf));
   if (!b) throw Error("cannot use cuda:" + std::to_string(index) + ": " + buf);
   return std::unique_ptr<Backend>(b);
 }
@@ -109,6 +109,8 @@ int gpu_count(std::string* why) {
 #endif
 }
 
+// TRAINLAB_THREADS: a deployment setting (how many cores this machine lends the lab), not a
+// choice of the run: it stays an environment variable (0 or unset: OpenBLAS's own choice).
 int cpu_threads() {
   if (const char* env = std::getenv("TRAINLAB_THREADS")) return std::atoi(env);
   return 0;
@@ -124,13 +126,17 @@ std::vector<std::string> available_devices() {
 }
 
 std::unique_ptr<Backend> create_backend(const std::string& device, std::string* notice) {
+  return create_backend(device, DeviceOptions{}, notice);
+}
+
+std::unique_ptr<Backend> create_backend(const std::string& device, const DeviceOptions& options, std::string* notice) {
   if (device == "cpu") return std::make_unique<CpuBackend>(cpu_threads());
   if (device == "auto") {
     std::string why;
     if (gpu_count(&why) > 0) {
 #ifdef TRAINLAB_WITH_CUDA
       try {
-        return create_cuda_backend(0);
+        return create_cuda_backend(0, options);
       } catch (const Error& e) {
         why = e.what();
       }
@@ -154,7 +160,7 @@ std::unique_ptr<Backend> create_backend(const std::string& device, std::string* 
       throw Error("device '" + device + "' does not exist: this machine has " + std::to_string(n) +
                   " GPU(s), cuda:0..cuda:" + std::to_string(n - 1));
 #ifdef TRAINLAB_WITH_CUDA
-    return create_cuda_backend(index);
+    return create_cuda_backend(index, options);
 #endif
   }
   throw Error("unknown device '" + device + "': expected cpu, auto, cuda or cuda:N");

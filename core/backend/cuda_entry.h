@@ -7,15 +7,20 @@
 
 namespace trainlab {
 class Backend;
+struct DeviceOptions;
 }
 
-#define TRAINLAB_CUDA_MODULE_ABI 2  // 2: Backend::create_decoder (token decoding)
+// 2: Backend::create_decoder (token decoding). 3: matrix-product modes as arguments,
+// supports(Op, DType), DeviceOptions at creation.
+#define TRAINLAB_CUDA_MODULE_ABI 3
 
 extern "C" {
 // TRAINLAB_CUDA_MODULE_ABI of the module.
 typedef int (*trainlab_cuda_abi_fn)();
 // Number of usable CUDA devices; 0 with the reason in `why` (no driver, driver too old, no device).
 typedef int (*trainlab_cuda_device_count_fn)(char* why, int why_len);
-// A new CudaBackend on device `index`, or nullptr with the reason in `err`.
-typedef trainlab::Backend* (*trainlab_cuda_create_fn)(int index, char* err, int err_len);
+// A new CudaBackend on device `index` computing as `options` say (config/device_options.h; the
+// struct of the same source tree, which the ABI number pins), or nullptr with the reason in `err`.
+typedef trainlab::Backend* (*trainlab_cuda_create_fn)(int index, const trainlab::DeviceOptions* options, char* err,
+                                                      int err_len);
 }

@@ -37,7 +37,7 @@ Json bench_digits_step(const std::string& device, const std::string& mode, long 
   const bool graph = mode.find("nograph") == std::string::npos;
   const std::string precision = mode.substr(0, mode.find('-'));
   c.set("precision.dtype", precision);
-  auto be = create_backend(device);
+  auto be = create_backend(device, device_options(c));
   be->set_capture_enabled(graph);
   const DType dt = precision == "bf16" ? DType::BF16 : precision == "fp16" ? DType::F16 : precision == "fp8" ? DType::F8E4M3 : DType::F32;
   if (!be->supports(dt)) throw Error(device + " has no " + precision);

@@ -37,7 +37,7 @@ Runner add_eval_command(CLI::App& app) {
       c.set(s.substr(0, eq), s.substr(eq + 1));
     }
     std::string notice;
-    auto be = create_backend(o->device, &notice);
+    auto be = create_backend(o->device, device_options(c), &notice);
     if (!notice.empty()) std::fprintf(stderr, "notice: %s\n", notice.c_str());
     auto model = build_model(*be, Json::parse(arch_it->second), 0);
     load_weights_any(*be, *model, f, o->weights);  // fp32, or quantized (dequantized on load)

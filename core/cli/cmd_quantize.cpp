@@ -67,7 +67,7 @@ Runner add_quantize_command(CLI::App& app) {
     const QuantPlan plan = QuantPlan::parse(spec, o->overrides);
     QuantFileReport rep;
     SafeTensorsFile q = quantize_weights(f, plan, &rep);
-    auto be = create_backend(o->device);
+    auto be = create_backend(o->device, device_options(c));
     Json out = {{"weights", o->weights}, {"spec", spec.to_json()}, {"fp32_bytes", tensor_bytes(f)}};
     const bool text = c.get_string("model.name") == "char-gpt";
     TrainTestSplit data;
@@ -129,7 +129,7 @@ Runner add_prune_command(CLI::App& app) {
     if (!cmd->parsed()) return -1;
     const SafeTensorsFile f = read_safetensors(o->weights);
     Config c = config_of(f, o->weights, o->sets);
-    auto be = create_backend(o->device);
+    auto be = create_backend(o->device, device_options(c));
     const TrainTestSplit data = load_classification_data(c);
     auto dense = load_model_file(*be, o->weights);
     auto* mlp = dynamic_cast<Mlp*>(dense.get());

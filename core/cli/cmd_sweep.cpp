@@ -186,7 +186,7 @@ Runner add_sweep_command(CLI::App& app) {
       if (eq == std::string::npos) throw Error("--set " + s + ": expected key=value");
       sw.base.set(s.substr(0, eq), s.substr(eq + 1));
     }
-    sw.be = create_backend(o->device);
+    sw.be = create_backend(o->device, device_options(sw.base));
     sw.data = load_classification_data(sw.base);
 
     // 1. baseline ------------------------------------------------------------------------------

@@ -112,6 +112,18 @@ void device_keys(std::vector<ConfigKey>& s) {
                        "Capture the whole training step as a CUDA graph and replay it (removes launch overhead; a "
                        "tiny network is launch-bound)."));
   s.push_back(key_bool("device.kernel_timing", false, "Time every kernel with CUDA events (slower; shows where a step's time goes)."));
+  // How the CUDA backend computes (config/device_options.h; formerly the environment variables
+  // TRAINLAB_FP32_GEMM, TRAINLAB_LT_AUTOTUNE and TRAINLAB_ATTN_WGMMA). The CPU ignores them.
+  s.push_back(key_enum("device.fp32_gemm", "native", {"native", "bf16x9", "auto"},
+                       "CUDA: how fp32 matrix products run on cuBLASLt. native: plain fp32 FMA; bf16x9: cuBLAS's "
+                       "FP32-accurate emulation on the bf16 tensor cores (each operand split in three bf16 parts) "
+                       "wherever it can; auto: the emulation only where cuBLAS expects it to be faster."));
+  s.push_back(key_bool("device.lt_autotune", false,
+                       "CUDA: time cuBLASLt's first 8 algorithms per product shape and keep the fastest (products "
+                       "are then not bit-reproducible between runs)."));
+  s.push_back(key_bool("device.attention_wgmma", true,
+                       "CUDA: use the warpgroup-MMA attention kernels on compute capability 9.0 GPUs (bf16, head "
+                       "dim 64); off runs the mma.sync kernels, with bit-identical results."));
 }
 
 void run_keys(std::vector<ConfigKey>& s) {

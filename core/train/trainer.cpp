@@ -157,7 +157,7 @@ RunSummary Trainer::run() {
 
   // --- setup: everything that can fail on bad input fails here, before any step ---------------
   std::string notice;
-  s.be = create_backend(m_config.get_string("device.name"), &notice);
+  s.be = create_backend(m_config.get_string("device.name"), device_options(m_config), &notice);
   if (!notice.empty() && m_callbacks.on_notice) m_callbacks.on_notice(notice);
   s.be->set_capture_enabled(m_config.get_bool("device.cuda_graph"));
   s.be->set_kernel_timing(m_config.get_bool("device.kernel_timing"));

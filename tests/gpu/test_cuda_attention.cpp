@@ -61,7 +61,10 @@ double part_err(const std::vector<float>& a, const std::vector<float>& b, double
   return scale > 0 ? num / scale : num;
 }
 
-void attention_case(Pair& P, const Prec& pr, const Shape4& s) {
+// nowg: a second CUDA backend made with device.attention_wgmma off (the mma.sync kernels), on
+// P.gpu's device: it reads and writes P.gpu's tensors, each side synchronized before the other
+// reads (the two backends have streams of their own).
+void attention_case(Pair& P, Backend& nowg, const Prec& pr, const Shape4& s) {
   const double tol = pr.dt == DType::F32 && !pr.tf32 ? 5e-5 : pr.tol;  // see the top of the file
   const MatmulMode mm = pr.mode();
   const DType dt = pr.dt;
@@ -78,9 +81,9 @@ void attention_case(Pair& P, const Prec& pr, const Shape4& s) {
   {  // The forward with the warpgroup-MMA kernel off (mma.sync; elsewhere the same kernel twice): bit-identical.
     auto [yc, y2] = P.zeros({rows, d}, dt);
     auto [lc, l2] = P.zeros({s.B, s.H, s.T}, DType::F32);
-    setenv("TRAINLAB_ATTN_WGMMA", "0", 1);
-    P.gpu.attention_forward(qkv1, s.B, s.T, s.H, y2, l2, mm);
-    unsetenv("TRAINLAB_ATTN_WGMMA");
+    P.gpu.synchronize();
+    nowg.attention_forward(qkv1, s.B, s.T, s.H, y2, l2, mm);
+    nowg.synchronize();
     const auto a = host(P.gpu, y1), b = host(P.gpu, y2), la = host(P.gpu, l1), lb = host(P.gpu, l2);
     const bool same = a == b && la == lb;
     check(tag + "forward: wgmma kernel = mma.sync kernel, bit for bit", same ? 0.0 : 1.0, 0.0);
@@ -111,9 +114,9 @@ void attention_case(Pair& P, const Prec& pr, const Shape4& s) {
   check(tag + "backward bit-identical on rerun",
         std::memcmp(again.data(), hg.data(), hg.size() * sizeof(float)) == 0 ? 0.0 : 1.0, 0.0);
   // The backward with the warpgroup-MMA kernels off (mma.sync): bit-identical.
-  setenv("TRAINLAB_ATTN_WGMMA", "0", 1);
-  P.gpu.attention_backward(qkv1, y1, l1, dy1, s.B, s.T, s.H, g2, mm);
-  unsetenv("TRAINLAB_ATTN_WGMMA");
+  P.gpu.synchronize();
+  nowg.attention_backward(qkv1, y1, l1, dy1, s.B, s.T, s.H, g2, mm);
+  nowg.synchronize();
   const std::vector<float> sync = host(P.gpu, g2);
   check(tag + "backward: wgmma kernels = mma.sync kernels, bit for bit",
         std::memcmp(sync.data(), hg.data(), hg.size() * sizeof(float)) == 0 ? 0.0 : 1.0, 0.0);
@@ -211,13 +214,16 @@ int main(int argc, char** argv) {
   }
   CpuBackend cpu;
   Pair P{cpu, *gpu};
+  DeviceOptions no_wgmma;
+  no_wgmma.attention_wgmma = false;
+  std::unique_ptr<Backend> nowg = create_backend(gpu->info().id(), no_wgmma);
   const Shape4 shapes[] = {{2, 1, 1, 16},  {2, 37, 3, 32},  {1, 256, 6, 64}, {1, 1024, 2, 64},
                            {2, 200, 2, 128}, {2, 45, 2, 24}, {1, 70, 2, 160},
                            // hd 64 with T off the 64- and 128-row tiles (the bf16 wgmma forward's edges)
                            {3, 77, 2, 64},   {2, 1, 3, 64},  {2, 200, 2, 64}};
   try {
     for (const auto& pr : kPrecisions)
-      for (const auto& s : shapes) attention_case(P, pr, s);
+      for (const auto& s : shapes) attention_case(P, *nowg, pr, s);
     for (const Shape4& s : {kCharSmall, kCharGpt2})
       for (const TimedPrec& p : kTimed) {
         const Timing t = timing(*gpu, p.dt, p.tf32, s);

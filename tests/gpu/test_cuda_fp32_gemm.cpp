@@ -3,14 +3,14 @@
 //   native   cuBLASLt CUBLAS_COMPUTE_32F (plain fp32 FMA)
 //   bf16x9   cuBLASLt CUBLAS_COMPUTE_32F_EMULATED_16BFX9, strategy EAGER
 //   auto     the same compute type, strategy PERFORMANT (cuBLAS picks emulation where it pays)
-//   tuned    native with TRAINLAB_LT_AUTOTUNE=1 (the fastest of cuBLASLt's first 8 algorithms)
+//   tuned    native with device.lt_autotune (the fastest of cuBLASLt's first 8 algorithms)
 //   split6   not a backend mode: what a hand-made emulation would cost here -- each fp32 operand
 //            split on the host into three bf16 parts (x = x0 + x1 + x2, round to nearest), the six
 //            largest of the nine part products summed by ONE bf16 product with fp32 output over
 //            the parts laid side by side along k ([A0 A0 A1 A0 A1 A2] . [B0; B1; B0; B2; B1; B0]).
 //            Its time is the product alone (the split is a memory pass: split_ms_est at 4 TB/s).
-// The first three run through the backend's own gemm (TRAINLAB_FP32_GEMM set before the backend is
-// made), so they measure what training would run. Per product shape (one JSON line each): mean ms
+// The first three run through the backend's own gemm (a backend made with device.fp32_gemm set to
+// the mode), so they measure what training would run. Per product shape (one JSON line each): mean ms
 // of 10 runs, TFLOP/s, and two errors against a double-precision reference on 8 sampled rows:
 //   err_rel   max |c - ref| / max |ref|      (the parity tests' measure; fp32 tolerance 1e-5)
 //   err_norm  max |c - ref| / sum_k |a b|    (the fp32 product's error bound, u * k at worst)
@@ -225,9 +225,10 @@ int main() {
       double native_norm = 0;
       for (const char* mode : modes) {
         const bool split = std::string(mode) == "split6", tuned = std::string(mode) == "tuned";
-        setenv("TRAINLAB_FP32_GEMM", split || tuned ? "native" : mode, 1);
-        setenv("TRAINLAB_LT_AUTOTUNE", tuned ? "1" : "0", 1);
-        std::unique_ptr<Backend> be = create_backend("cuda");
+        DeviceOptions opts;
+        opts.fp32_gemm = fp32_math_from_name(split || tuned ? "native" : mode);
+        opts.lt_autotune = tuned;
+        std::unique_ptr<Backend> be = create_backend("cuda", opts);
         const Result r = split ? run_split6(*be, s, o) : run_backend(*be, s, o);
         const bool same = !native_sample.empty() && r.sample == native_sample;
         if (std::string(mode) == "native") native_sample = r.sample, native_norm = r.err_norm;
@@ -256,7 +257,5 @@ int main() {
     std::printf("FAIL: exception: %s\n", e.what());
     ++g_fail;
   }
-  unsetenv("TRAINLAB_FP32_GEMM");
-  unsetenv("TRAINLAB_LT_AUTOTUNE");
   return finish();
 }

@@ -49,7 +49,7 @@ void CudaBackend::attention_forward(const Tensor& qkv, int64_t B, int64_t T, int
   check_lse("attention_forward", lse, B * H * T);
   TimedOp timed(this, "attention_forward", m_kernel_timing);
   launch_attention_forward(qkv.raw(), dcode(qkv.dtype()), y.raw(), dcode(y.dtype()), lse.data<float>(), B, T, H, hd,
-                           mode == MatmulMode::Tf32, m_ctx.stream);
+                           mode == MatmulMode::Tf32, m_options.attention_wgmma, m_ctx.stream);
 }
 
 void CudaBackend::attention_backward(const Tensor& qkv, const Tensor& y, const Tensor& lse, const Tensor& dy, int64_t B,
@@ -66,7 +66,7 @@ void CudaBackend::attention_backward(const Tensor& qkv, const Tensor& y, const T
                          DType::F32, MemCategory::Workspace);
   launch_attention_backward(qkv.raw(), dcode(qkv.dtype()), y.raw(), dcode(y.dtype()), dy.raw(), dcode(dy.dtype()),
                             lse.data<float>(), scratch.data<float>(), dqkv.raw(), dcode(dqkv.dtype()), B, T, H, hd,
-                            tf32, m_ctx.stream);
+                            tf32, m_options.attention_wgmma, m_ctx.stream);
 }
 
 }  // namespace trainlab::cuda

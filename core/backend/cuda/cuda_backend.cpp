@@ -76,7 +76,7 @@ void CudaBackend::reset_kernel_times() {
 }
 
 // --- lifetime, info --------------------------------------------------------------------------
-CudaBackend::CudaBackend(int device) {
+CudaBackend::CudaBackend(int device, const DeviceOptions& options) : m_options(options) {
   m_ctx.device = device;
   TL_CUDA_CHECK(cudaSetDevice(device));
   TL_CUDA_CHECK(cudaFree(nullptr));  // creates the runtime context
@@ -95,7 +95,7 @@ CudaBackend::CudaBackend(int device) {
   TL_CUDA_CHECK(cudaMemcpy(m_ctx.scalars, &init, sizeof(init), cudaMemcpyHostToDevice));
   m_fp8_units = supports(DType::F8E4M3);
   m_fp8_gemm = std::make_unique<Fp8Gemm>(*this);
-  m_lt_gemm = std::make_unique<LtGemm>(*this);
+  m_lt_gemm = std::make_unique<LtGemm>(*this, m_options.fp32_gemm, m_options.lt_autotune);
 }
 
 CudaBackend::~CudaBackend() {

@@ -72,7 +72,8 @@ struct CudaContext {
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(int device);
+  // `options`: the config's device.* keys (fp32 product math, cuBLASLt autotuning, wgmma attention).
+  CudaBackend(int device, const DeviceOptions& options);
   ~CudaBackend() override;
 
   DeviceInfo info() const override;
@@ -146,6 +147,7 @@ class CudaBackend final : public Backend {
   void reset_kernel_times() override;
 
   CudaContext& context() { return m_ctx; }
+  const DeviceOptions& options() const { return m_options; }
 
  private:
   friend class Fp8Gemm;
@@ -162,6 +164,7 @@ class CudaBackend final : public Backend {
   void collect_timings() const;
 
   mutable CudaContext m_ctx;
+  DeviceOptions m_options;
   static constexpr int kWorkspaceSlots = 6;
   std::array<Tensor, kWorkspaceSlots> m_workspace;
   // Fp8 products run on fp8 matrix units (sm_89 and later); elsewhere MatmulMode::Fp8 computes as

@@ -23,7 +23,7 @@ void lt_check(cublasStatus_t status, const char* call, int line) {
 }  // namespace
 #define TL_LT_CHECK(expr) lt_check((expr), #expr, __LINE__)
 
-// The fp32 products' math when TRAINLAB_FP32_GEMM is unset: Native, measured. On the H200 (sm_90,
+// Why device.fp32_gemm defaults to native (DeviceOptions), measured. On the H200 (sm_90,
 // cuBLAS of CUDA 13.0), tests/gpu/test_cuda_fp32_gemm, 2026-11-29 19:30 UTC, the 15 product shapes
 // of a gpt2 step (16384 tokens, d 768):
 //   native   167.5 ms of products per step (47-52 TFLOP/s), worst error 2.5e-6 (err_rel), 2.4e-7 (err_norm)
@@ -35,36 +35,8 @@ void lt_check(cublasStatus_t status, const char* call, int line) {
 //            fp32-exact, so this emulation is not FP32-accurate here.
 // Neither is both faster and FP32-accurate on Hopper; bf16x9/auto remain selectable for GPUs where
 // cuBLAS does emulate (test_cuda_fp32_gemm checks their accuracy wherever it runs).
-constexpr Fp32Math kDefaultFp32Math = Fp32Math::Native;
-
-const char* fp32_math_name(Fp32Math m) {
-  switch (m) {
-    case Fp32Math::Native: return "native";
-    case Fp32Math::Bf16x9: return "bf16x9";
-    case Fp32Math::Auto: return "auto";
-  }
-  return "?";
-}
-
-Fp32Math fp32_math_from_env() {
-  const char* v = std::getenv("TRAINLAB_FP32_GEMM");
-  if (!v || !*v) return kDefaultFp32Math;
-  const std::string s(v);
-  if (s == "native") return Fp32Math::Native;
-  if (s == "bf16x9") return Fp32Math::Bf16x9;
-  if (s == "auto") return Fp32Math::Auto;
-  throw Error("TRAINLAB_FP32_GEMM='" + s + "': expected native, bf16x9 or auto");
-}
 
 namespace {
-// TRAINLAB_LT_AUTOTUNE: "1" on, "0" or unset off.
-bool autotune_from_env() {
-  const char* v = std::getenv("TRAINLAB_LT_AUTOTUNE");
-  if (!v || !*v || std::string(v) == "0") return false;
-  if (std::string(v) == "1") return true;
-  throw Error(std::string("TRAINLAB_LT_AUTOTUNE='") + v + "': expected 0 or 1");
-}
-
 constexpr size_t kWorkspaceBytes = 32u << 20;
 static_assert(sizeof(cublasLtMatmulAlgo_t) <= 64, "LtGemm::Plan::algo too small");
 
@@ -94,7 +66,8 @@ Alignments alignments(const LtProblem& p) {
 }
 }  // namespace
 
-LtGemm::LtGemm(CudaBackend& be) : m_be(be), m_fp32_math(fp32_math_from_env()), m_autotune(autotune_from_env()) {}
+LtGemm::LtGemm(CudaBackend& be, Fp32Math fp32_math, bool autotune)
+    : m_be(be), m_fp32_math(fp32_math), m_autotune(autotune) {}
 
 LtGemm::~LtGemm() {
   for (auto& [k, p] : m_plans) {

@@ -8,7 +8,8 @@
 // cuBLASLt's BGRADB epilogue).
 // Formats: A and B fp32, bf16 or fp16 (the same); C the input format or fp32; bias in C's format.
 // Compute: fp32 accumulation. fp32 inputs use CUBLAS_COMPUTE_32F_FAST_TF32 when tf32 is on, else
-// the FP32 math of Fp32Math below: CUBLAS_COMPUTE_32F (plain fp32 FMA, no tensor cores) or
+// the FP32 math of device.fp32_gemm (Fp32Math, config/device_options.h): CUBLAS_COMPUTE_32F
+// (plain fp32 FMA, no tensor cores) or
 // cuBLAS's BF16x9 emulation (CUBLAS_COMPUTE_32F_EMULATED_16BFX9: every fp32 operand split into
 // three bf16 parts, the products on the bf16 tensor cores, FP32-accurate by cuBLAS's contract).
 // A product the emulated compute type has no algorithm for (an epilogue, a shape) uses plain FP32.
@@ -17,7 +18,7 @@
 // a captured step replays the same plan. Workspace: 32 MiB, allocated once through the backend
 // (ledger category Workspace), like PyTorch's cuBLAS workspace that its allocator also counts.
 // A product cuBLASLt refuses (no algorithm) returns false, and the caller uses its own kernel.
-// Autotuning (TRAINLAB_LT_AUTOTUNE=1, off by default): the plan keeps the heuristic's first
+// Autotuning (device.lt_autotune, off by default): the plan keeps the heuristic's first
 // kLtCandidates algorithms, and the plan's first eager (not captured) call that overwrites its
 // output (beta 0) times each (one warm-up, three timed runs) and keeps the fastest. The choice
 // can differ between processes, so products are then not bit-reproducible from run to run
@@ -31,17 +32,6 @@
 namespace trainlab::cuda {
 
 class CudaBackend;
-
-// How fp32 products (tf32 off) are computed; TRAINLAB_FP32_GEMM selects it per backend:
-//   native   CUBLAS_COMPUTE_32F
-//   bf16x9   CUBLAS_COMPUTE_32F_EMULATED_16BFX9, strategy EAGER (emulate wherever cuBLAS can)
-//   auto     CUBLAS_COMPUTE_32F_EMULATED_16BFX9, strategy PERFORMANT (cuBLAS emulates only where it
-//            expects it to be faster than plain FP32)
-// The default, and why, is kDefaultFp32Math in lt_gemm.cpp.
-enum class Fp32Math : uint8_t { Native, Bf16x9, Auto };
-const char* fp32_math_name(Fp32Math m);
-// TRAINLAB_FP32_GEMM's value, or the default when it is unset; an Error names a bad value.
-Fp32Math fp32_math_from_env();
 
 struct LtProblem {
   const void* a = nullptr;
@@ -60,7 +50,8 @@ struct LtProblem {
 
 class LtGemm {
  public:
-  explicit LtGemm(CudaBackend& be);
+  // fp32_math and autotune: the backend's DeviceOptions (device.fp32_gemm, device.lt_autotune).
+  LtGemm(CudaBackend& be, Fp32Math fp32_math, bool autotune);
   ~LtGemm();
   LtGemm(const LtGemm&) = delete;
   LtGemm& operator=(const LtGemm&) = delete;
@@ -95,7 +86,7 @@ class LtGemm {
   void* m_handle = nullptr;     // cublasLtHandle_t
   void* m_emulation = nullptr;  // cublasLtEmulationDesc_t of the emulated plans (their strategy)
   bool m_told_fallback = false; // the note that an emulated product fell back to plain FP32 was written
-  bool m_autotune = false;      // TRAINLAB_LT_AUTOTUNE=1
+  bool m_autotune = false;      // device.lt_autotune
   Tensor m_workspace;
   std::map<Key, Plan> m_plans;
 };

@@ -43,10 +43,10 @@ extern "C" __attribute__((visibility("default"))) int trainlab_cuda_device_count
   return n;
 }
 
-extern "C" __attribute__((visibility("default"))) trainlab::Backend* trainlab_cuda_create(int index, char* err,
-                                                                                        int err_len) {
+extern "C" __attribute__((visibility("default"))) trainlab::Backend* trainlab_cuda_create(
+    int index, const trainlab::DeviceOptions* options, char* err, int err_len) {
   try {
-    return new trainlab::cuda::CudaBackend(index);
+    return new trainlab::cuda::CudaBackend(index, options ? *options : trainlab::DeviceOptions{});
   } catch (const std::exception& e) {
     put(err, err_len, e.what());
   } catch (...) {
