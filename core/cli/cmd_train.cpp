@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "cli/progress.h"
+#include "config/config.h"
 #include "train/trainer.h"
 #include "util/error.h"
 
@@ -73,6 +74,12 @@ Runner add_train_command(CLI::App& app) {
   cmd->add_option("--out", o->out, "Run record folder (run.out)");
   cmd->add_flag("--quiet", o->quiet, "No progress output");
   cmd->add_flag("--print-config", o->print_config, "Print the resolved config as JSON and exit");
+  // The device.* keys have no flag of their own: --help lists them from the schema.
+  std::string device_keys = "Device keys (--set KEY=VALUE):";
+  for (const ConfigKey& k : config_schema())
+    if (k.key.rfind("device.", 0) == 0 && k.key != "device.name")
+      device_keys += "\n  " + k.key + " (" + describe_expected(k) + "; default " + k.default_value.dump() + "): " + k.help;
+  cmd->footer(device_keys);
   return [o, cmd]() -> int {
     if (!cmd->parsed()) return -1;
     Config c = build_config(*o);
