@@ -18,10 +18,10 @@
 #include "cli/commands.h"
 #include "compress/quant.h"
 #include "data/text.h"
+#include "decode/decoder.h"
+#include "decode/generate.h"
 #include "io/safetensors.h"
-#include "nn/decoder.h"
 #include "nn/transformer.h"
-#include "nn/transformer_generate.h"
 #include "train/run_record.h"
 #include "util/error.h"
 
@@ -34,11 +34,11 @@ constexpr int64_t kL2Bytes = 50ll << 20;
 
 // The format a quantized file's matrices are in (one spec for all of them; the GPU decoder keeps
 // one format), or nullopt for an fp32 file.
-std::optional<DecodeSpec> file_format(const SafeTensorsFile& f, const CharGptConfig& cfg, const std::string& path) {
+std::optional<DecodeSpec> file_format(const SafeTensorsFile& f, const DecoderShape& shape, const std::string& path) {
   if (!is_quantized_file(f)) return std::nullopt;
   const Json q = Json::parse(f.metadata.at("trainlab_quant"));
   std::optional<QuantSpec> spec;
-  for (const std::string& name : CharGptWeights::matrix_names(cfg)) {
+  for (const std::string& name : DecodeWeights::matrix_names(shape)) {
     if (!q.contains(name)) throw Error(path + ": matrix '" + name + "' is not quantized; pass --weight-format to choose one format");
     const QuantSpec s = QuantSpec::from_json(q.at(name));
     if (spec && (s.bits != spec->bits || s.granularity != spec->granularity ||
@@ -51,7 +51,7 @@ std::optional<DecodeSpec> file_format(const SafeTensorsFile& f, const CharGptCon
 }
 
 struct Loaded {
-  CharGptWeights weights;
+  DecodeWeights weights;
   std::string vocab;
   std::optional<DecodeSpec> format;  // of a quantized file
   std::string name;
@@ -70,9 +70,9 @@ Loaded load_char_gpt(const std::string& path) {
   auto model = build_char_gpt(*cpu, arch, 0);
   load_weights_any(*cpu, *model, f, path);  // quantized files are dequantized on load
   Loaded out;
-  out.weights = CharGptWeights::from_model(*cpu, *model);
+  out.weights = decode_weights(*cpu, *model);
   out.vocab = model->config().chars;
-  out.format = file_format(f, model->config(), path);
+  out.format = file_format(f, out.weights.shape, path);
   out.name = path;
   out.params = model->parameter_count();
   return out;
@@ -83,7 +83,7 @@ Loaded random_char_gpt(const std::string& preset, uint64_t seed) {
   auto cpu = create_backend("cpu");
   CharGpt model(*cpu, cfg, seed);
   Loaded out;
-  out.weights = CharGptWeights::from_model(*cpu, model);
+  out.weights = decode_weights(*cpu, model);
   out.name = preset + " (random init)";
   out.params = model.parameter_count();
   return out;
@@ -91,8 +91,8 @@ Loaded random_char_gpt(const std::string& preset, uint64_t seed) {
 
 // Decodes n tokens greedily from token 0 (after one untimed push that captures the graph).
 Json bench_format(Backend& be, const Loaded& m, const DecodeSpec& spec, int64_t n) {
-  const CharGptConfig& cfg = m.weights.cfg;
-  n = std::min<int64_t>(n, cfg.context - 1);
+  const DecoderShape& shape = m.weights.shape;
+  n = std::min<int64_t>(n, shape.context - 1);
   auto dec = make_decoder(be, m.weights, spec);
   dec->reset();
   dec->push(0);
@@ -101,7 +101,7 @@ Json bench_format(Backend& be, const Loaded& m, const DecodeSpec& spec, int64_t 
   const auto t0 = std::chrono::steady_clock::now();
   for (int64_t i = 0; i < n; ++i) {
     const std::vector<float>& z = dec->logits();
-    const int32_t next = static_cast<int32_t>(std::max_element(z.begin(), z.begin() + cfg.vocab) - z.begin());
+    const int32_t next = static_cast<int32_t>(std::max_element(z.begin(), z.begin() + shape.vocab) - z.begin());
     kv += dec->kv_bytes(dec->length());
     dec->push(next);
   }
@@ -258,10 +258,10 @@ Runner add_generate_command(CLI::App& app) {
     so.use_cache = !o->no_cache;
     so.seed = static_cast<uint64_t>(o->seed);
     double tps = 0.0;
-    const std::vector<int32_t> out = generate_tokens(*dec, m.weights.cfg, prompt, o->tokens, so, &tps);
+    const std::vector<int32_t> out = generate_tokens(*dec, prompt, o->tokens, so, &tps);
     const std::string text = vocab.decode(out);
     const int64_t wbytes = dec->weight_bytes_per_token();
-    const int64_t bytes = wbytes + dec->kv_bytes(std::min<int64_t>(m.weights.cfg.context, dec->length()) / 2);
+    const int64_t bytes = wbytes + dec->kv_bytes(std::min<int64_t>(m.weights.shape.context, dec->length()) / 2);
     const double ceiling = kDramBytesPerS / static_cast<double>(bytes);
     if (o->json) {
       std::printf("%s\n", Json{{"prompt", o->prompt},

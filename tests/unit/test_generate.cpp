@@ -5,8 +5,8 @@
 #include <cmath>
 
 #include "backend/cpu_backend.h"
+#include "decode/cpu_decoder.h"
 #include "nn/transformer.h"
-#include "nn/transformer_generate.h"
 
 using namespace trainlab;
 
