@@ -9,7 +9,7 @@ namespace trainlab {
 class Backend;
 }
 
-#define TRAINLAB_CUDA_MODULE_ABI 2  // 2: Backend::create_decoder (token decoding)
+#define TRAINLAB_CUDA_MODULE_ABI 3  // 2: Backend::create_decoder (token decoding); 3: it takes DecodeWeights
 
 extern "C" {
 // TRAINLAB_CUDA_MODULE_ABI of the module.
