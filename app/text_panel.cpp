@@ -18,9 +18,9 @@
 
 #include "backend/backend.h"
 #include "data/text.h"
+#include "decode/cpu_decoder.h"
 #include "io/safetensors.h"
 #include "nn/transformer.h"
-#include "nn/transformer_generate.h"
 #include "train/run_record.h"
 #include "util/error.h"
 

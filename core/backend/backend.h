@@ -25,7 +25,7 @@
 namespace trainlab {
 
 class TokenDecoder;
-struct CharGptWeights;
+struct DecodeWeights;
 struct DecodeSpec;
 
 enum class Activation : uint8_t { None, ReLU, GELU };
@@ -278,11 +278,12 @@ class Backend {
     throw_not_supported(Op::DistillBackward);
   }
 
-  // --- token decoding (issue 5; nn/decoder.h) -------------------------------------------------
-  // A decoder that keeps the char-gpt's weights on this device in spec's format and runs one
-  // token at a time (make_decoder() is the entry point; the CPU's is CharGptGenerator). Default:
-  // throws "token decoding is not supported on <device>" (supports(Op::Decode, format) asks first).
-  virtual std::unique_ptr<TokenDecoder> create_decoder(const CharGptWeights& weights, const DecodeSpec& spec);
+  // --- token decoding (backend/token_decoder.h) -----------------------------------------------
+  // A decoder that keeps a decoder-only transformer's weights on this device in spec's format and
+  // runs one token at a time (decode/decoder.h's make_decoder is the entry point; the CPU's
+  // decoder lives in decode/). Default: throws "Decode is not supported on <device>"
+  // (supports(Op::Decode, format) asks first).
+  virtual std::unique_ptr<TokenDecoder> create_decoder(const DecodeWeights& weights, const DecodeSpec& spec);
 
   // --- optimizers (multi-tensor: one call updates every parameter) ---------------------------
   // PyTorch's AdamW, in its order of operations:

@@ -11,8 +11,8 @@ struct DeviceOptions;
 }
 
 // 2: Backend::create_decoder (token decoding). 3: matrix-product modes as arguments,
-// supports(Op, DType), DeviceOptions at creation.
-#define TRAINLAB_CUDA_MODULE_ABI 3
+// supports(Op, DType), DeviceOptions at creation; create_decoder takes DecodeWeights.
+#define TRAINLAB_CUDA_MODULE_ABI 4
 
 extern "C" {
 // TRAINLAB_CUDA_MODULE_ABI of the module.

@@ -1,21 +1,6 @@
-// The decode benchmark (issue 5), shared by `trainlab-cli bench --case decode` and
-// `trainlab-cli generate --bench`; implemented in cmd_generate.cpp.
+// The decode benchmark moved to the library (decode/decode_bench.h: trainlab::bench_decode, same
+// name, arguments and JSON). This header keeps `trainlab-cli bench --case decode` (cmd_bench.cpp)
+// compiling unchanged: its unqualified call inside trainlab::cli finds trainlab::bench_decode. It
+// goes away once cmd_bench.cpp includes decode/decode_bench.h itself.
 #pragma once
-#include <nlohmann/json.hpp>
-#include <string>
-#include <vector>
-
-namespace trainlab::cli {
-
-// One JSON object per weight format: tokens/s of greedy decoding (after one untimed token that
-// captures the graph), weight and KV-cache bytes a token, and the ceiling that 4.8 TB/s of DRAM
-// bandwidth puts on tokens/s. The model: `weights` (a char-gpt file, fp32 or quantized) or, when
-// empty, a random-initialised `preset` (tiny, small, gpt2). `formats`: comma-separated fp32, bf16,
-// int8, int4, int4-g64, int4-g128 (the whole token in one cooperative kernel), each optionally
-// with -graph (a kernel per operation, replayed as a CUDA graph) or -nograph (a kernel per
-// operation, launched one by one); empty: the file's own format for a quantized file, else
-// fp32,bf16,int8,int4 and bf16/int4 with -graph and -nograph (fp32 only on the CPU).
-std::vector<nlohmann::json> bench_decode(const std::string& device, const std::string& weights, const std::string& preset,
-                                         const std::string& formats, int64_t tokens, uint64_t seed);
-
-}  // namespace trainlab::cli
+#include "decode/decode_bench.h"

@@ -6,184 +6,57 @@
 // --bench measures decoding instead: one JSON line per weight format (fp32, bf16, int8, int4 with
 // --group) with tokens/s, the bytes a token reads and the ceiling that DRAM bandwidth puts on
 // tokens/s, on --weights or on a random-initialised preset (--bench-preset small|gpt2).
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <memory>
-#include <optional>
-#include <sstream>
 
-#include "backend/backend.h"
-#include "cli/bench_decode.h"
 #include "cli/commands.h"
-#include "compress/quant.h"
-#include "data/text.h"
-#include "io/safetensors.h"
-#include "nn/decoder.h"
-#include "nn/transformer.h"
-#include "nn/transformer_generate.h"
-#include "train/run_record.h"
+#include "decode/decode_bench.h"
+#include "decode/decoder_model.h"
+#include "decode/text_generation.h"
 #include "util/error.h"
 
 namespace trainlab::cli {
 
 namespace {
-// H200 datasheet numbers for the ceiling: HBM3e bandwidth and L2 size.
-constexpr double kDramBytesPerS = 4.8e12;
-constexpr int64_t kL2Bytes = 50ll << 20;
+using Json = nlohmann::json;
 
-// The format a quantized file's matrices are in (one spec for all of them; the GPU decoder keeps
-// one format), or nullopt for an fp32 file.
-std::optional<DecodeSpec> file_format(const SafeTensorsFile& f, const CharGptConfig& cfg, const std::string& path) {
-  if (!is_quantized_file(f)) return std::nullopt;
-  const Json q = Json::parse(f.metadata.at("trainlab_quant"));
-  std::optional<QuantSpec> spec;
-  for (const std::string& name : CharGptWeights::matrix_names(cfg)) {
-    if (!q.contains(name)) throw Error(path + ": matrix '" + name + "' is not quantized; pass --weight-format to choose one format");
-    const QuantSpec s = QuantSpec::from_json(q.at(name));
-    if (spec && (s.bits != spec->bits || s.granularity != spec->granularity ||
-                 (s.granularity == QuantGranularity::Group && s.group != spec->group)))
-      throw Error(path + ": the matrices are quantized with different specs (" + spec->label() + ", " + s.label() +
-                  "); the GPU decoder keeps one format: pass --weight-format");
-    spec = s;
+// --bench: one JSON line per format; 1 when any format failed.
+int print_bench(const std::string& device, const std::string& weights, const std::string& preset, const std::string& formats,
+                int64_t tokens, uint64_t seed) {
+  int failures = 0;
+  for (const Json& r : bench_decode(device, weights, preset, formats, tokens, seed)) {
+    failures += r.contains("error");
+    std::printf("%s\n", r.dump().c_str());
+    std::fflush(stdout);
   }
-  return DecodeSpec::from_quant(*spec);
+  return failures ? 1 : 0;
 }
 
-struct Loaded {
-  CharGptWeights weights;
-  std::string vocab;
-  std::optional<DecodeSpec> format;  // of a quantized file
-  std::string name;
-  int64_t params = 0;
-};
-
-Loaded load_char_gpt(const std::string& path) {
-  const SafeTensorsFile f = read_safetensors(path);
-  const auto it = f.metadata.find("trainlab_architecture");
-  if (it == f.metadata.end())
-    throw Error(path + ": no trainlab_architecture in the metadata (not a weights file written by the lab)");
-  const Json arch = Json::parse(it->second);
-  if (arch.value("kind", "") != "char-gpt")
-    throw Error(path + ": a " + arch.value("kind", std::string("?")) + " model; generate needs a char-gpt");
-  auto cpu = create_backend("cpu");
-  auto model = build_char_gpt(*cpu, arch, 0);
-  load_weights_any(*cpu, *model, f, path);  // quantized files are dequantized on load
-  Loaded out;
-  out.weights = CharGptWeights::from_model(*cpu, *model);
-  out.vocab = model->config().chars;
-  out.format = file_format(f, model->config(), path);
-  out.name = path;
-  out.params = model->parameter_count();
-  return out;
-}
-
-Loaded random_char_gpt(const std::string& preset, uint64_t seed) {
-  CharGptConfig cfg = CharGptConfig::preset(preset);
-  auto cpu = create_backend("cpu");
-  CharGpt model(*cpu, cfg, seed);
-  Loaded out;
-  out.weights = CharGptWeights::from_model(*cpu, model);
-  out.name = preset + " (random init)";
-  out.params = model.parameter_count();
-  return out;
-}
-
-// Decodes n tokens greedily from token 0 (after one untimed push that captures the graph).
-Json bench_format(Backend& be, const Loaded& m, const DecodeSpec& spec, int64_t n) {
-  const CharGptConfig& cfg = m.weights.cfg;
-  n = std::min<int64_t>(n, cfg.context - 1);
-  auto dec = make_decoder(be, m.weights, spec);
-  dec->reset();
-  dec->push(0);
-  int64_t kv = 0;
-  const double dev0 = dec->device_seconds();
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int64_t i = 0; i < n; ++i) {
-    const std::vector<float>& z = dec->logits();
-    const int32_t next = static_cast<int32_t>(std::max_element(z.begin(), z.begin() + cfg.vocab) - z.begin());
-    kv += dec->kv_bytes(dec->length());
-    dec->push(next);
+void print_generation(const GenerateRequest& req, const GenerateResult& g, bool json) {
+  if (json) {
+    std::printf("%s\n", Json{{"prompt", req.prompt},
+                             {"text", g.text},
+                             {"tokens", req.tokens},
+                             {"kv_cache", req.sample.use_cache},
+                             {"device", g.device},
+                             {"format", g.format},
+                             {"tokens_per_s", g.tokens_per_s},
+                             {"weight_bytes_per_token", g.weight_bytes_per_token},
+                             {"ceiling_tokens_per_s", g.ceiling_tokens_per_s}}
+                            .dump()
+                            .c_str());
+  } else {
+    std::printf("%s%s\n", req.prompt.c_str(), g.text.c_str());
   }
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const double tps = s > 0 ? static_cast<double>(n) / s : 0.0;
-  const double dev_us = n > 0 ? 1e6 * (dec->device_seconds() - dev0) / static_cast<double>(n) : 0.0;
-  Json kernels = Json::object();  // device microseconds a step by kernel kind (eager, no PDL)
-  for (const auto& [kind, us] : dec->profile_step()) kernels[kind] = us;
-  const int64_t wbytes = dec->weight_bytes_per_token(), kv_mean = n > 0 ? kv / n : 0;
-  const double ceiling = kDramBytesPerS / static_cast<double>(wbytes + kv_mean);
-  return Json{{"case", "decode"},
-                           {"model", m.name},
-                           {"params", m.params},
-                           {"device", be.info().name},
-                           {"format", spec.label()},
-                           {"one_kernel", spec.one_kernel},
-                           {"cuda_graph", spec.cuda_graph},
-                           {"pdl", spec.pdl},
-                           {"decoder", dec->describe()},
-                           {"tokens", n},
-                           {"tokens_per_s", tps},
-                           {"us_per_token", tps > 0 ? 1e6 / tps : 0.0},
-                           {"device_us_per_token", dev_us},
-                           {"kernel_us_eager", kernels},
-                           {"weight_bytes_per_token", wbytes},
-                           {"kv_bytes_per_token", kv_mean},
-                           {"bytes_per_token", wbytes + kv_mean},
-                           {"dram_bytes_per_s", kDramBytesPerS},
-                           {"ceiling_tokens_per_s", ceiling},
-                           {"fraction_of_ceiling", tps / ceiling},
-                           {"weights_fit_l2", wbytes + kv_mean <= kL2Bytes}};
-}
-
-std::vector<DecodeSpec> bench_specs(const std::string& formats, const Loaded& m, bool cpu) {
-  std::vector<DecodeSpec> out;
-  if (formats.empty()) {
-    if (m.format) return {*m.format};
-    for (const char* f : {"fp32", "bf16", "int8", "int4"})
-      if (!cpu || std::string(f) == "fp32") out.push_back(DecodeSpec::parse(f, 32));  // the CPU has no low-bit storage
-    if (!cpu)  // the same step as a kernel per operation, replayed as a graph and launched one by one
-      for (const bool graph : {true, false})
-        for (const char* f : {"bf16", "int4"}) {
-          DecodeSpec e = DecodeSpec::parse(f, 32);
-          e.one_kernel = false;
-          e.cuda_graph = e.pdl = graph;
-          out.push_back(e);
-        }
-    return out;
-  }
-  std::stringstream ss(formats);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    if (item.empty()) continue;
-    auto strip = [&](const std::string& suffix) {
-      const bool has = item.size() > suffix.size() && item.compare(item.size() - suffix.size(), suffix.size(), suffix) == 0;
-      if (has) item.resize(item.size() - suffix.size());
-      return has;
-    };
-    const bool nograph = strip("-nograph"), graph = !nograph && strip("-graph");
-    DecodeSpec s = DecodeSpec::parse_label(item);
-    s.one_kernel = !nograph && !graph;
-    s.cuda_graph = s.pdl = !nograph;
-    out.push_back(s);
-  }
-  return out;
+  std::fprintf(stderr, "%ld tokens, %.0f tokens/s (%s; %s)\n", static_cast<long>(req.tokens), g.tokens_per_s,
+               g.decoder.c_str(), req.sample.use_cache ? "KV cache" : "no KV cache: the window is rerun for every token");
+  if (g.on_gpu)  // (the H200's bandwidth: a GPU number)
+    std::fprintf(stderr,
+                 "%.2f MB of weights read a token; at %.1f TB/s DRAM bandwidth that caps decoding at %.0f tokens/s%s\n",
+                 static_cast<double>(g.weight_bytes_per_token) / 1e6, kDecodeDramBytesPerS / 1e12, g.ceiling_tokens_per_s,
+                 g.fits_l2 ? " (the weights fit in the 50 MB L2, so a GPU can beat that cap)" : "");
 }
 }  // namespace
-
-std::vector<Json> bench_decode(const std::string& device, const std::string& weights, const std::string& preset,
-                               const std::string& formats, int64_t tokens, uint64_t seed) {
-  const Loaded m = weights.empty() ? random_char_gpt(preset.empty() ? "small" : preset, seed) : load_char_gpt(weights);
-  auto be = create_backend(device);
-  std::vector<Json> out;
-  for (const DecodeSpec& s : bench_specs(formats, m, be->info().kind == DeviceKind::Cpu)) {
-    try {
-      out.push_back(bench_format(*be, m, s, tokens));
-    } catch (const Error& e) {
-      out.push_back(Json{{"case", "decode"}, {"model", m.name}, {"format", s.label()}, {"error", e.what()}});
-    }
-  }
-  return out;
-}
 
 Runner add_generate_command(CLI::App& app) {
   struct Opts {
@@ -228,63 +101,25 @@ Runner add_generate_command(CLI::App& app) {
       std::string formats = o->format.empty() ? "" : DecodeSpec::parse(o->format, o->group).label();
       if (!formats.empty() && o->no_graph) formats += "-nograph";
       else if (!formats.empty() && o->kernels) formats += "-graph";
-      int failures = 0;
-      for (const Json& r : bench_decode(o->device, o->weights, o->bench_preset, formats, o->tokens,
-                                        static_cast<uint64_t>(o->seed))) {
-        failures += r.contains("error");
-        std::printf("%s\n", r.dump().c_str());
-        std::fflush(stdout);
-      }
-      return failures ? 1 : 0;
+      return print_bench(o->device, o->weights, o->bench_preset, formats, o->tokens, static_cast<uint64_t>(o->seed));
     }
 
-    const Loaded m = load_char_gpt(o->weights);
-    std::string notice;
-    auto be = create_backend(o->device, &notice);
-    if (!notice.empty()) std::fprintf(stderr, "%s\n", notice.c_str());
-    DecodeSpec spec = !o->format.empty() ? DecodeSpec::parse(o->format, o->group) : m.format.value_or(DecodeSpec{});
-    spec.one_kernel = !o->kernels && !o->no_graph && !o->no_pdl;
-    spec.cuda_graph = !o->no_graph;
-    spec.pdl = !o->no_pdl;
-
-    TextCorpus vocab;
-    vocab.chars = m.vocab;
-    if (vocab.chars.empty()) throw Error(o->weights + ": the architecture does not store the vocabulary");
-    const std::vector<int32_t> prompt = vocab.encode(o->prompt.empty() ? std::string("\n") : o->prompt);
-    auto dec = make_decoder(*be, m.weights, spec);
-    SampleOptions so;
-    so.temperature = static_cast<float>(o->temperature);
-    so.top_k = o->top_k;
-    so.use_cache = !o->no_cache;
-    so.seed = static_cast<uint64_t>(o->seed);
-    double tps = 0.0;
-    const std::vector<int32_t> out = generate_tokens(*dec, m.weights.cfg, prompt, o->tokens, so, &tps);
-    const std::string text = vocab.decode(out);
-    const int64_t wbytes = dec->weight_bytes_per_token();
-    const int64_t bytes = wbytes + dec->kv_bytes(std::min<int64_t>(m.weights.cfg.context, dec->length()) / 2);
-    const double ceiling = kDramBytesPerS / static_cast<double>(bytes);
-    if (o->json) {
-      std::printf("%s\n", Json{{"prompt", o->prompt},
-                               {"text", text},
-                               {"tokens", o->tokens},
-                               {"kv_cache", so.use_cache},
-                               {"device", be->info().name},
-                               {"format", spec.label()},
-                               {"tokens_per_s", tps},
-                               {"weight_bytes_per_token", wbytes},
-                               {"ceiling_tokens_per_s", ceiling}}
-                              .dump()
-                              .c_str());
-    } else {
-      std::printf("%s%s\n", o->prompt.c_str(), text.c_str());
-    }
-    std::fprintf(stderr, "%ld tokens, %.0f tokens/s (%s; %s)\n", o->tokens, tps, dec->describe().c_str(),
-                 so.use_cache ? "KV cache" : "no KV cache: the window is rerun for every token");
-    if (be->info().kind != DeviceKind::Cpu)  // (the H200's bandwidth: a GPU number)
-      std::fprintf(stderr,
-                 "%.2f MB of weights read a token; at %.1f TB/s DRAM bandwidth that caps decoding at %.0f tokens/s%s\n",
-                 static_cast<double>(wbytes) / 1e6, kDramBytesPerS / 1e12, ceiling,
-                 bytes <= kL2Bytes ? " (the weights fit in the 50 MB L2, so a GPU can beat that cap)" : "");
+    GenerateRequest req;
+    req.weights = o->weights;
+    req.device = o->device;
+    req.prompt = o->prompt;
+    req.tokens = o->tokens;
+    if (!o->format.empty()) req.format = DecodeSpec::parse(o->format, o->group);
+    req.one_kernel = !o->kernels && !o->no_graph && !o->no_pdl;
+    req.cuda_graph = !o->no_graph;
+    req.pdl = !o->no_pdl;
+    req.sample.temperature = static_cast<float>(o->temperature);
+    req.sample.top_k = o->top_k;
+    req.sample.use_cache = !o->no_cache;
+    req.sample.seed = static_cast<uint64_t>(o->seed);
+    const GenerateResult g = generate_text(req);
+    if (!g.notice.empty()) std::fprintf(stderr, "%s\n", g.notice.c_str());
+    print_generation(req, g, o->json);
     return 0;
   };
 }

@@ -1,7 +1,7 @@
 // The GPU char-gpt decoder (core/backend/cuda/cuda_decoder.cpp) against the CPU generator:
 //  * logits position by position for fp32 weights, and for bf16 / int8 / int4 (g 32, 64, 128) /
 //    per-tensor int8 / 3-bit codes against the CPU generator run on the values the format
-//    represents (CharGptWeights::as_format: the dequantised weights), tolerance 1e-4 relative
+//    represents (DecodeWeights::as_format: the dequantised weights), tolerance 1e-4 relative
 //    (fp32 accumulation in another order), also over a 600-position window;
 //  * the default decoder is the one-kernel step (kernels/decode_step.cu); the kernel-per-operation
 //    decoder is checked against the CPU too, and the two agree to 1e-4 (the one-kernel step sums
@@ -12,8 +12,10 @@
 #include <functional>
 #include <numeric>
 
-#include "nn/decoder.h"
-#include "nn/transformer_generate.h"
+#include "decode/cpu_decoder.h"
+#include "decode/decoder.h"
+#include "decode/generate.h"
+#include "nn/transformer.h"
 #include "parity_support.h"
 
 using namespace trainlab;
@@ -30,10 +32,10 @@ CharGptConfig config(int64_t context = 48) {
 
 // Random-initialised weights with the head scaled up, so that the logits are spread out and
 // greedy choices are not near-ties.
-CharGptWeights model_weights(uint64_t seed, int64_t context = 48) {
+DecodeWeights model_weights(uint64_t seed, int64_t context = 48) {
   CpuBackend cpu(1);
   CharGpt m(cpu, config(context), seed);
-  CharGptWeights w = CharGptWeights::from_model(cpu, m);
+  DecodeWeights w = decode_weights(cpu, m);
   for (float& x : w.tensors.at("head.weight")) x *= 20.0f;
   return w;
 }
@@ -67,9 +69,9 @@ int main() {
   std::unique_ptr<Backend> gpu = cuda_or_skip();
   if (!gpu) return 77;
   try {
-    const CharGptWeights w = model_weights(5);
-    const CharGptConfig cfg = w.cfg;
-    const std::vector<int32_t> toks = token_sequence(cfg.context, cfg.vocab);
+    const DecodeWeights w = model_weights(5);
+    const DecoderShape shape = w.shape;
+    const std::vector<int32_t> toks = token_sequence(shape.context, shape.vocab);
 
     std::vector<DecodeSpec> specs{spec("fp32"), spec("bf16"), spec("int8"), spec("int4", 32), spec("int4", 64),
                                   spec("int4", 128)};
@@ -82,7 +84,7 @@ int main() {
       CharGptGenerator ref(w.as_format(s));
       auto dec = make_decoder(*gpu, w, s);
       check("decode logits " + s.label() + " vs CPU on the format's values, " + std::to_string(toks.size()) + " positions",
-            logits_error(ref, *dec, toks, cfg.vocab), 1e-4);
+            logits_error(ref, *dec, toks, shape.vocab), 1e-4);
     }
     std::printf("     %s\n", make_decoder(*gpu, w, spec("int4"))->describe().c_str());
     check("decode: the default GPU decoder runs a token as one cooperative kernel",
@@ -94,19 +96,19 @@ int main() {
       k.one_kernel = false;
       CharGptGenerator ref(w.as_format(k));
       auto dk = make_decoder(*gpu, w, k), d1 = make_decoder(*gpu, w, spec(f));
-      check(std::string("decode logits ") + f + ", a kernel per operation, vs CPU", logits_error(ref, *dk, toks, cfg.vocab), 1e-4);
-      check(std::string("decode logits ") + f + ": one-kernel step vs a kernel per operation", logits_error(*dk, *d1, toks, cfg.vocab),
+      check(std::string("decode logits ") + f + ", a kernel per operation, vs CPU", logits_error(ref, *dk, toks, shape.vocab), 1e-4);
+      check(std::string("decode logits ") + f + ": one-kernel step vs a kernel per operation", logits_error(*dk, *d1, toks, shape.vocab),
             1e-4);
     }
 
     // A window longer than the attention kernel's 512 threads (keys in several passes).
     {
-      const CharGptWeights wl = model_weights(6, 600);
-      const std::vector<int32_t> long_toks = token_sequence(600, cfg.vocab);
+      const DecodeWeights wl = model_weights(6, 600);
+      const std::vector<int32_t> long_toks = token_sequence(600, shape.vocab);
       for (const DecodeSpec& s : {spec("fp32"), spec("int4")}) {
         CharGptGenerator ref(wl.as_format(s));
         auto dec = make_decoder(*gpu, wl, s);
-        check("decode logits " + s.label() + " over a 600-position window", logits_error(ref, *dec, long_toks, cfg.vocab), 1e-4);
+        check("decode logits " + s.label() + " over a 600-position window", logits_error(ref, *dec, long_toks, shape.vocab), 1e-4);
       }
     }
 
@@ -118,8 +120,8 @@ int main() {
       e.cuda_graph = false;
       e.pdl = false;
       auto dg = make_decoder(*gpu, w, g), de = make_decoder(*gpu, w, e);
-      double diff = logits_error(*de, *dg, toks, cfg.vocab);
-      diff = std::max(diff, logits_error(*de, *dg, token_sequence(10, cfg.vocab), cfg.vocab));  // after reset
+      double diff = logits_error(*de, *dg, toks, shape.vocab);
+      diff = std::max(diff, logits_error(*de, *dg, token_sequence(10, shape.vocab), shape.vocab));  // after reset
       check(std::string("decode ") + f + ": CUDA graph replay vs eager launches (also after reset)", diff, 0.0);
     }
 
@@ -131,14 +133,14 @@ int main() {
       SampleOptions greedy;
       greedy.temperature = 0.0f;
       const std::vector<int32_t> prompt{1, 2, 3};
-      const auto a = generate_tokens(ref, cfg, prompt, 100, greedy);
-      const auto b = generate_tokens(*dec, cfg, prompt, 100, greedy);
+      const auto a = generate_tokens(ref, prompt, 100, greedy);
+      const auto b = generate_tokens(*dec, prompt, 100, greedy);
       int64_t same = 0;
       while (same < 100 && a[static_cast<size_t>(same)] == b[static_cast<size_t>(same)]) ++same;
       std::printf("     %s: %lld of 100 greedy tokens equal before the first difference\n", f, static_cast<long long>(same));
       SampleOptions recompute = greedy;  // the window rerun for every token instead of the KV cache
       recompute.use_cache = false;
-      const auto c = generate_tokens(*dec, cfg, prompt, 100, recompute);
+      const auto c = generate_tokens(*dec, prompt, 100, recompute);
       check(std::string("decode greedy tokens ") + f + ": KV cache vs full recompute on the GPU (tokens differing)",
             static_cast<double>(std::inner_product(b.begin(), b.end(), c.begin(), 0, std::plus<>(), std::not_equal_to<>())), 0.0);
       check(std::string("decode greedy tokens ") + f + ": tokens before the first CPU/GPU difference short of 60",

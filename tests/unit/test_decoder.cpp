@@ -1,31 +1,34 @@
-// The device-independent decoding layer (nn/decoder.h): weight-format names and containers, the
-// values a format represents (bf16 rounding; int8/int4 equal to compress/quant.h's fake
-// quantization with groups inside rows), the CPU decoder that make_decoder gives, and
+// The device-independent decoding layer (backend/token_decoder.h, decode/): weight-format names and
+// containers, the values a format represents (bf16 rounding; int8/int4 equal to
+// tensor/quant_format.h's fake quantization with groups inside rows), the model-agnostic
+// DecodeWeights (names, shapes, validation), the CPU decoder that make_decoder gives, and
 // generate_tokens (the one generation loop) against CharGptGenerator::generate.
 #include <QtTest>
 #include <cmath>
 #include <memory>
 
 #include "backend/cpu_backend.h"
-#include "nn/decoder.h"
-#include "nn/transformer_generate.h"
+#include "decode/cpu_decoder.h"
+#include "decode/decoder.h"
+#include "decode/generate.h"
+#include "nn/transformer.h"
 #include "util/error.h"
 
 namespace {
-using trainlab::CharGpt, trainlab::CharGptConfig, trainlab::CharGptWeights, trainlab::CpuBackend;
+using trainlab::CharGpt, trainlab::CharGptConfig, trainlab::DecodeWeights, trainlab::CpuBackend;
 
 // A random-initialised char-gpt (2 layers, d 64, a 12-position window so that 30 generated tokens
 // restart it) and its weights as the decoders take them.
 struct RandomGpt {
   CpuBackend be{1};
   std::unique_ptr<CharGpt> net;
-  CharGptWeights w;
+  DecodeWeights w;
   explicit RandomGpt(uint64_t seed) {
     CharGptConfig c;
     c.vocab = 17;
     c.layers = 2, c.heads = 2, c.dim = 64, c.context = 12;
     net = std::make_unique<CharGpt>(be, c, seed);
-    w = CharGptWeights::from_model(be, *net);
+    w = trainlab::decode_weights(be, *net);
   }
 };
 }  // namespace
@@ -51,23 +54,23 @@ class TestDecoder : public QObject {
 
   void formatValues() {
     const RandomGpt model(3);
-    const CharGptWeights& w = model.w;
-    QCOMPARE(int(CharGptWeights::matrix_names(w.cfg).size()), 2 * 4 + 1);
+    const DecodeWeights& w = model.w;
+    QCOMPARE(int(DecodeWeights::matrix_names(w.shape).size()), 2 * 4 + 1);
     const std::string name = "blocks.1.fc.weight";
     const auto [rows, cols] = w.matrix_shape(name);
     QCOMPARE(rows, int64_t(4 * 64));
     QCOMPARE(cols, int64_t(64));
     const std::vector<float>& orig = w.at(name);
 
-    const CharGptWeights b = w.as_format(DecodeSpec::parse("bf16", 32));
+    const DecodeWeights b = w.as_format(DecodeSpec::parse("bf16", 32));
     for (size_t i = 0; i < orig.size(); ++i) QCOMPARE(b.at(name)[i], round_to(DType::BF16, orig[i]));
 
-    const CharGptWeights q = w.as_format(DecodeSpec::parse("int4", 32));
+    const DecodeWeights q = w.as_format(DecodeSpec::parse("int4", 32));
     std::vector<float> expect(orig.size());
     fake_quantize_host(orig.data(), expect.data(), rows * cols, 4, 32);
     for (size_t i = 0; i < orig.size(); ++i) QCOMPARE(q.at(name)[i], expect[i]);
     // Per channel int8: one scale a row of 64.
-    const CharGptWeights c = w.as_format(DecodeSpec::parse("int8", 32));
+    const DecodeWeights c = w.as_format(DecodeSpec::parse("int8", 32));
     fake_quantize_host(orig.data(), expect.data(), rows * cols, 8, cols);
     for (size_t i = 0; i < orig.size(); ++i) QCOMPARE(c.at(name)[i], expect[i]);
     // Embeddings, biases and LayerNorm stay fp32.
@@ -78,14 +81,14 @@ class TestDecoder : public QObject {
 
   void cpuDecoderAndGenerationLoop() {
     RandomGpt model(4);
-    const CharGptWeights& w = model.w;
+    const DecodeWeights& w = model.w;
     auto dec = make_decoder(model.be, w, DecodeSpec{});
     CharGptGenerator gen(model.be, *model.net);
     const std::vector<int32_t> prompt{3, 1, 4};
     SampleOptions s;
     s.temperature = 0.9f, s.top_k = 6, s.seed = 11;
     // 30 tokens over a 12-position window: restarts included.
-    QCOMPARE(generate_tokens(*dec, w.cfg, prompt, 30, s), gen.generate(prompt, 30, s));
+    QCOMPARE(generate_tokens(*dec, prompt, 30, s), gen.generate(prompt, 30, s));
     // The fp32 decoder reads every weight once (4 bytes each) plus two embedding rows.
     int64_t floats = 0;
     for (const auto& [name, v] : w.tensors)
@@ -104,6 +107,38 @@ class TestDecoder : public QObject {
     }
     QCOMPARE(d4->logits(), ref.logits());
     QVERIFY(d4->logits() != dec->logits());
+  }
+
+  void shapeAndValidation() {
+    // A char-gpt with a padded vocabulary: 17 tokens, 64 rows of tok.weight and head.weight.
+    CpuBackend be(1);
+    CharGptConfig c;
+    c.vocab = 17, c.pad_vocab = true;
+    c.layers = 2, c.heads = 2, c.dim = 64, c.context = 12;
+    CharGpt net(be, c, 5);
+    const DecodeWeights w = decode_weights(be, net);
+    QCOMPARE(w.shape.vocab, int64_t(17));
+    QCOMPARE(w.shape.padded_vocab, int64_t(64));
+    QCOMPARE(w.shape.layers, int64_t(2));
+    QCOMPARE(w.shape.context, int64_t(12));
+    QCOMPARE(int(w.tensors.size()), int(DecodeWeights::all_names(w.shape).size()));
+    w.validate();
+    QCOMPARE(int64_t(w.at("tok.weight").size()), w.shape.padded_vocab * 64);
+    // The decoder reports the shape it was built with (generate_tokens reads vocab and context).
+    CharGptGenerator gen(w);
+    QCOMPARE(gen.shape().padded_vocab, w.shape.padded_vocab);
+    QCOMPARE(int64_t(gen.logits().size()), w.shape.padded_vocab);
+    // A missing tensor or one of the wrong size is named; so is an inconsistent shape.
+    DecodeWeights missing = w;
+    missing.tensors.erase("blocks.1.ln2.bias");
+    QVERIFY_THROWS_EXCEPTION(Error, missing.validate());
+    QVERIFY_THROWS_EXCEPTION(Error, CharGptGenerator{missing});
+    DecodeWeights short_bias = w;
+    short_bias.tensors.at("blocks.0.fc.bias").pop_back();
+    QVERIFY_THROWS_EXCEPTION(Error, short_bias.validate());
+    DecodeWeights odd = w;
+    odd.shape.heads = 3;  // 64 is not a multiple of 3
+    QVERIFY_THROWS_EXCEPTION(Error, odd.validate());
   }
 
   void samplingRule() {

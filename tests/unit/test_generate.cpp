@@ -1,12 +1,21 @@
 // Generation with the KV cache: greedy tokens equal those of rerunning the whole window for every
 // token (also across window restarts), the per-row engine's logits match CharGpt::forward, and
-// seeded sampling is reproducible.
+// seeded sampling is reproducible. The library functions behind `trainlab-cli generate`
+// (generate_text) and the decode benchmark (bench_decode) give, from a weights file, what the CPU
+// decoder gives on the model itself.
+#include <QTemporaryDir>
 #include <QtTest>
 #include <cmath>
 
 #include "backend/cpu_backend.h"
+#include "compress/quant.h"
+#include "data/text.h"
+#include "decode/cpu_decoder.h"
+#include "decode/decode_bench.h"
+#include "decode/decoder.h"
+#include "decode/text_generation.h"
+#include "io/safetensors.h"
 #include "nn/transformer.h"
-#include "nn/transformer_generate.h"
 
 using namespace trainlab;
 
@@ -55,6 +64,52 @@ class TestGenerate : public QObject {
     for (int64_t t = 0; t < 12; ++t)
       for (int64_t v = 0; v < 17; ++v)
         QVERIFY2(std::fabs(rows[t][v] - l[t * 17 + v]) < 1e-4f * (1 + std::fabs(l[t * 17 + v])), "engine vs forward");
+  }
+
+  void generateTextFromAWeightsFile() {
+    CpuBackend be(1);
+    CharGptConfig c = cfg();
+    c.chars = "\n abcdefghijklmno";  // 17 characters, sorted by byte value
+    c.dim = 64;                      // rows of whole int4 groups of 32 and 64
+    CharGpt m(be, c, 23);
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    const std::string path = dir.filePath("model.safetensors").toStdString();
+    write_safetensors(path, model_to_file(be, m));
+    TextCorpus vocab;
+    vocab.chars = c.chars;
+
+    GenerateRequest r;
+    r.weights = path;
+    r.prompt = "ab";
+    r.tokens = 40;  // 42 positions: the 12-window restarts
+    r.sample.temperature = 0.7f, r.sample.top_k = 4, r.sample.seed = 5;
+    const GenerateResult g = generate_text(r);
+    CharGptGenerator gen(be, m);
+    QCOMPARE(g.text, vocab.decode(gen.generate(vocab.encode("ab"), 40, r.sample)));
+    QCOMPARE(g.format, std::string("fp32"));
+    QVERIFY(!g.on_gpu && g.notice.empty());
+    QCOMPARE(g.weight_bytes_per_token, gen.weight_bytes_per_token());
+    QVERIFY(g.bytes_per_token > g.weight_bytes_per_token);
+    // A requested format: the CPU decoder on the values int4 represents.
+    r.format = DecodeSpec::parse("int4", 32);
+    r.sample.temperature = 0.0f;
+    CharGptGenerator ref(decode_weights(be, m).as_format(*r.format));
+    QCOMPARE(generate_text(r).text, vocab.decode(ref.generate(vocab.encode("ab"), 40, r.sample)));
+    r.weights = dir.filePath("missing.safetensors").toStdString();
+    QVERIFY_THROWS_EXCEPTION(Error, generate_text(r));
+
+    // The decode benchmark on the CPU: one fp32 record (or the format asked for) of n tokens.
+    const auto rows = bench_decode("cpu", path, "", "", 5, 1);
+    QCOMPARE(int(rows.size()), 1);
+    QVERIFY(!rows[0].contains("error"));
+    QCOMPARE(rows[0].at("format").get<std::string>(), std::string("fp32"));
+    QCOMPARE(rows[0].at("tokens").get<int64_t>(), int64_t(5));
+    QCOMPARE(rows[0].at("weight_bytes_per_token").get<int64_t>(), gen.weight_bytes_per_token());
+    const auto i4 = bench_decode("cpu", path, "", "int4-g64", 50, 1);  // capped at context - 1
+    QCOMPARE(i4.at(0).at("tokens").get<int64_t>(), int64_t(11));
+    QVERIFY(i4.at(0).at("decoder").get<std::string>().find("int4-g64") != std::string::npos);
+    QVERIFY_THROWS_EXCEPTION(Error, bench_decode("cpu", path, "", "int4-g48", 5, 1));
   }
 };
 

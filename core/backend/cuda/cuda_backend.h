@@ -137,7 +137,7 @@ class CudaBackend final : public Backend {
   void distill_backward(const Tensor& student_logits, const Tensor& teacher_logits, float temperature, float alpha,
                         float grad_multiplier, Tensor& dlogits, Tensor* kl_sum, bool accumulate) override;
   // Token decoding (cuda_decoder.cpp; kernels/decode.cu).
-  std::unique_ptr<TokenDecoder> create_decoder(const CharGptWeights& weights, const DecodeSpec& spec) override;
+  std::unique_ptr<TokenDecoder> create_decoder(const DecodeWeights& weights, const DecodeSpec& spec) override;
 
   void run_step(const std::string& key, const std::function<void()>& step) override;
   void invalidate_captures() override;

@@ -29,15 +29,15 @@ int kernel_format(DecodeFormat f) {
 }
 }  // namespace
 
-std::unique_ptr<TokenDecoder> CudaBackend::create_decoder(const CharGptWeights& weights, const DecodeSpec& spec) {
+std::unique_ptr<TokenDecoder> CudaBackend::create_decoder(const DecodeWeights& weights, const DecodeSpec& spec) {
   bind();
   return std::make_unique<CudaDecoder>(m_ctx.device, weights, spec);
 }
 
-CudaDecoder::CudaDecoder(int device, const CharGptWeights& w, const DecodeSpec& spec)
-    : m_cfg(w.cfg), m_spec(spec), m_device(device) {
-  m_cfg.validate();
-  const int64_t D = m_cfg.dim, hd = D / m_cfg.heads;
+CudaDecoder::CudaDecoder(int device, const DecodeWeights& w, const DecodeSpec& spec)
+    : m_shape(w.shape), m_spec(spec), m_device(device) {
+  w.validate();
+  const int64_t D = m_shape.dim, hd = D / m_shape.heads;
   if (hd > 256 || hd % 4 != 0)
     throw Error("GPU decoding: head dimension " + std::to_string(hd) + " must be a multiple of 4 and at most 256");
   if (4 * D * 4 > 48 * 1024) throw Error("GPU decoding: dim " + std::to_string(D) + " is too wide (at most 3072)");
@@ -56,7 +56,7 @@ CudaDecoder::CudaDecoder(int device, const CharGptWeights& w, const DecodeSpec& 
     m_ln_b = upload_f32(w.at("ln.bias"));
     m_weight_bytes = (2 * D + 2 * D) * 4;  // two embedding rows, the final LayerNorm
     m_head = upload_matrix(w, "head.weight", "");
-    for (int64_t l = 0; l < m_cfg.layers; ++l) {
+    for (int64_t l = 0; l < m_shape.layers; ++l) {
       const std::string p = "blocks." + std::to_string(l) + ".";
       Layer L{};
       L.ln1_w = upload_f32(w.at(p + "ln1.weight"));
@@ -68,14 +68,14 @@ CudaDecoder::CudaDecoder(int device, const CharGptWeights& w, const DecodeSpec& 
       L.proj = upload_matrix(w, p + "proj.weight", p + "proj.bias");
       L.fc = upload_matrix(w, p + "fc.weight", p + "fc.bias");
       L.out = upload_matrix(w, p + "out.weight", p + "out.bias");
-      const size_t cache = static_cast<size_t>(m_cfg.context * D) * sizeof(float);
+      const size_t cache = static_cast<size_t>(m_shape.context * D) * sizeof(float);
       L.k = static_cast<float*>(device_alloc(cache));
       L.v = static_cast<float*>(device_alloc(cache));
       TL_CUDA_CHECK(cudaMemset(L.k, 0, cache));
       TL_CUDA_CHECK(cudaMemset(L.v, 0, cache));
       m_layers.push_back(L);
     }
-    const int64_t V = m_cfg.padded_vocab();
+    const int64_t V = m_shape.padded_vocab;
     m_x = static_cast<float*>(device_alloc(static_cast<size_t>(D) * 4));
     m_q = static_cast<float*>(device_alloc(static_cast<size_t>(D) * 4));
     m_att = static_cast<float*>(device_alloc(static_cast<size_t>(D) * 4));
@@ -130,9 +130,9 @@ float* CudaDecoder::upload_f32(const std::vector<float>& v) {
 }
 
 // The matrix in the decoder's format: fp32 as is, bf16 rounded to nearest even, int8 / int4 as
-// compress/quant.h's codes and fp16 scales (one scale per group of a row; a per-tensor scale is
+// tensor/quant_format.h's codes and fp16 scales (one scale per group of a row; a per-tensor scale is
 // repeated for every row, which gives the same values).
-CudaDecoder::Matrix CudaDecoder::upload_matrix(const CharGptWeights& w, const std::string& name, const std::string& bias) {
+CudaDecoder::Matrix CudaDecoder::upload_matrix(const DecodeWeights& w, const std::string& name, const std::string& bias) {
   const std::vector<float>& v = w.at(name);
   const auto [rows, cols] = w.matrix_shape(name);
   const int64_t n = rows * cols;
@@ -220,21 +220,21 @@ void CudaDecoder::build_step_table() {
   auto* dev = static_cast<DecodeLayer*>(device_alloc(table.size() * sizeof(DecodeLayer)));
   TL_CUDA_CHECK(cudaMemcpy(dev, table.data(), table.size() * sizeof(DecodeLayer), cudaMemcpyHostToDevice));
   m_step.format = kernel_format(m_spec.format);
-  m_step.layers = m_cfg.layers;
-  m_step.dim = m_cfg.dim;
-  m_step.heads = m_cfg.heads;
-  m_step.context = m_cfg.context;
+  m_step.layers = m_shape.layers;
+  m_step.dim = m_shape.dim;
+  m_step.heads = m_shape.heads;
+  m_step.context = m_shape.context;
   m_step.layer = dev;
   m_step.head = matrix(m_head);
   m_step.tok = m_tok, m_step.pos = m_pos, m_step.ln_w = m_ln_w, m_step.ln_b = m_ln_b;
   m_step.x = m_x, m_step.f = m_f;
-  m_step.x2 = static_cast<float*>(device_alloc(static_cast<size_t>(m_cfg.dim) * sizeof(float)));
-  m_step.part = static_cast<float*>(device_alloc(static_cast<size_t>(m_cfg.heads * m_cfg.dim) * sizeof(float)));
+  m_step.x2 = static_cast<float*>(device_alloc(static_cast<size_t>(m_shape.dim) * sizeof(float)));
+  m_step.part = static_cast<float*>(device_alloc(static_cast<size_t>(m_shape.heads * m_shape.dim) * sizeof(float)));
   m_step.logits = m_logits_mapped;
 }
 
 void CudaDecoder::enqueue_step() {
-  const int64_t D = m_cfg.dim;
+  const int64_t D = m_shape.dim;
   auto gemv = [&](const Matrix& m) {
     DecodeGemv g;
     g.format = m.format;
@@ -265,7 +265,7 @@ void CudaDecoder::enqueue_step() {
     // The step's first kernel reads what the host wrote: launched plainly, after the previous step.
     launch_decode_gemv(qkv, m_sms, m_spec.pdl && l > 0, m_stream);
     mark("qkv");
-    launch_decode_attention(m_q, L.k, L.v, m_state_dev, m_cfg.heads, D, m_cfg.context, m_att, m_spec.pdl, m_stream);
+    launch_decode_attention(m_q, L.k, L.v, m_state_dev, m_shape.heads, D, m_shape.context, m_att, m_spec.pdl, m_stream);
     mark("attention");
     DecodeGemv proj = gemv(L.proj);  // x += W att + b
     proj.x = m_att;
@@ -309,10 +309,10 @@ void CudaDecoder::mark(const char* kind) {
 }
 
 std::vector<std::pair<std::string, double>> CudaDecoder::profile_step() {
-  if (m_len >= m_cfg.context) return {};
+  if (m_len >= m_shape.context) return {};
   TL_CUDA_CHECK(cudaSetDevice(m_device));
   if (m_step_blocks > 0) {  // one kernel: its phases from block 0's time stamps, and the whole launch
-    const int64_t n = 3 * m_cfg.layers + 2;
+    const int64_t n = 3 * m_shape.layers + 2;
     if (!m_stamps) m_stamps = static_cast<unsigned long long*>(device_alloc(static_cast<size_t>(n) * 8));
     DecodeStep st = m_step;
     st.stamps = m_stamps;
@@ -366,8 +366,8 @@ std::vector<std::pair<std::string, double>> CudaDecoder::profile_step() {
 }
 
 void CudaDecoder::push(int32_t token) {
-  if (m_len >= m_cfg.context) throw Error("internal: generation window overflow");
-  if (token < 0 || token >= m_cfg.padded_vocab()) throw Error("token " + std::to_string(token) + " outside the vocabulary");
+  if (m_len >= m_shape.context) throw Error("internal: generation window overflow");
+  if (token < 0 || token >= m_shape.padded_vocab) throw Error("token " + std::to_string(token) + " outside the vocabulary");
   if (m_layers.empty()) throw Error("GPU decoding: a model without layers");
   TL_CUDA_CHECK(cudaSetDevice(m_device));
   m_state_host[0] = token;  // the previous step has finished (push synchronises), so the pinned
@@ -409,8 +409,8 @@ void CudaDecoder::push(int32_t token) {
 std::string CudaDecoder::describe() const {
   if (m_step_blocks > 0)
     return "CUDA decoder, " + m_spec.label() + " weights, one cooperative kernel a token (" +
-           std::to_string(3 * m_cfg.layers + 1) + " phases, grid barriers, " + std::to_string(m_step_blocks) + " blocks)";
-  return "CUDA decoder, " + m_spec.label() + " weights, " + std::to_string(5 * m_cfg.layers + 1) + " kernels a token" +
+           std::to_string(3 * m_shape.layers + 1) + " phases, grid barriers, " + std::to_string(m_step_blocks) + " blocks)";
+  return "CUDA decoder, " + m_spec.label() + " weights, " + std::to_string(5 * m_shape.layers + 1) + " kernels a token" +
          (m_spec.cuda_graph ? " in one CUDA graph" : " launched one by one") +
          (m_spec.pdl ? ", programmatic dependent launch" : "") +
          (m_spec.one_kernel ? " (the device cannot run the one-kernel step)" : "");

@@ -1,8 +1,8 @@
-// CudaDecoder: the GPU TokenDecoder (nn/decoder.h) of a char-gpt, made by
-// CudaBackend::create_decoder.
+// CudaDecoder: the GPU TokenDecoder (backend/token_decoder.h) of a pre-norm decoder-only
+// transformer given as DecodeWeights, made by CudaBackend::create_decoder.
 //
 // The linear matrices live on the device in the decoder's format (fp32, bf16, int8 or packed
-// int4 with fp16 scales per group of a row; compress/quant.h's codes), everything else in fp32;
+// int4 with fp16 scales per group of a row; tensor/quant_format.h's codes), everything else in fp32;
 // the KV cache is fp32 [context, d] per layer. One token is 5 launches a layer plus one
 // (kernels/decode.cuh: LayerNorm fused into the GEMV that follows it, the embedding into the first
 // one, bias / residual add / GELU / the K,V cache writes into the GEMV epilogues, attention on its
@@ -20,23 +20,24 @@
 #include <vector>
 
 #include "decode.cuh"
-#include "nn/decoder.h"
+#include "backend/token_decoder.h"
 
 namespace trainlab::cuda {
 
 class CudaDecoder final : public TokenDecoder {
  public:
-  CudaDecoder(int device, const CharGptWeights& w, const DecodeSpec& spec);
+  CudaDecoder(int device, const DecodeWeights& w, const DecodeSpec& spec);
   ~CudaDecoder() override;
   CudaDecoder(const CudaDecoder&) = delete;
   CudaDecoder& operator=(const CudaDecoder&) = delete;
 
+  const DecoderShape& shape() const override { return m_shape; }
   void reset() override { m_len = 0; }
   void push(int32_t token) override;
   const std::vector<float>& logits() const override { return m_logits; }
   int64_t length() const override { return m_len; }
   int64_t weight_bytes_per_token() const override { return m_weight_bytes; }
-  int64_t kv_bytes(int64_t pos) const override { return 2 * m_cfg.layers * (pos + 1) * m_cfg.dim * 4; }
+  int64_t kv_bytes(int64_t pos) const override { return 2 * m_shape.layers * (pos + 1) * m_shape.dim * 4; }
   std::string describe() const override;
   double device_seconds() const override { return m_device_s; }
   std::vector<std::pair<std::string, double>> profile_step() override;
@@ -57,12 +58,12 @@ class CudaDecoder final : public TokenDecoder {
   void release();  // frees every device and pinned buffer (destructor, failed constructor)
   void* device_alloc(size_t bytes);
   float* upload_f32(const std::vector<float>& v);
-  Matrix upload_matrix(const CharGptWeights& w, const std::string& name, const std::string& bias);
+  Matrix upload_matrix(const DecodeWeights& w, const std::string& name, const std::string& bias);
   void enqueue_step();  // one token's work on m_stream, a kernel per operation
   void build_step_table();  // m_step: the one-kernel step's parameters and layer table
   void mark(const char* kind);  // profile_step: an event after the kernel just launched
 
-  CharGptConfig m_cfg;
+  DecoderShape m_shape;
   DecodeSpec m_spec;
   int m_device = 0, m_sms = 132;
   cudaStream_t m_stream = nullptr;

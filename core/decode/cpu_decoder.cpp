@@ -1,17 +1,18 @@
-#include "nn/transformer_generate.h"
+#include "decode/cpu_decoder.h"
 
 #include <cblas.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <utility>
 
+#include "decode/decoder.h"
 #include "util/error.h"
 
 namespace trainlab {
 
 namespace {
+// y = (x - mean) / sqrt(var + 1e-5) * w + b, var the biased variance, fp32 sums in index order.
 void layer_norm(const float* x, const std::vector<float>& w, const std::vector<float>& b, float* y, int64_t d) {
   float m = 0.0f;
   for (int64_t j = 0; j < d; ++j) m += x[j];
@@ -32,16 +33,17 @@ void matvec(const std::vector<float>& w, const std::vector<float>& b, const floa
 }
 }  // namespace
 
-CharGptGenerator::CharGptGenerator(Backend& be, CharGpt& model)
-    : CharGptGenerator(CharGptWeights::from_model(be, model)) {}
+CharGptGenerator::CharGptGenerator(Backend& be, CharGpt& model) : CharGptGenerator(decode_weights(be, model)) {}
 
-CharGptGenerator::CharGptGenerator(const CharGptWeights& w, std::string values) : m_cfg(w.cfg), m_values(std::move(values)) {
+CharGptGenerator::CharGptGenerator(const DecodeWeights& w, std::string values)
+    : m_shape(w.shape), m_cache(w.shape.layers, w.shape.context, w.shape.dim), m_values(std::move(values)) {
+  w.validate();
   m_tok = w.at("tok.weight");
   m_pos = w.at("pos.weight");
   m_ln_w = w.at("ln.weight");
   m_ln_b = w.at("ln.bias");
   m_head = w.at("head.weight");
-  for (int64_t l = 0; l < m_cfg.layers; ++l) {
+  for (int64_t l = 0; l < m_shape.layers; ++l) {
     const std::string p = "blocks." + std::to_string(l) + ".";
     Layer L;
     L.ln1_w = w.at(p + "ln1.weight");
@@ -58,22 +60,19 @@ CharGptGenerator::CharGptGenerator(const CharGptWeights& w, std::string values) 
     L.out_b = w.at(p + "out.bias");
     m_layers.push_back(std::move(L));
   }
-  m_k.assign(static_cast<size_t>(m_cfg.layers), std::vector<float>(static_cast<size_t>(m_cfg.context * m_cfg.dim)));
-  m_v = m_k;
-  m_logits.resize(static_cast<size_t>(m_cfg.padded_vocab()));
+  m_logits.resize(static_cast<size_t>(m_shape.padded_vocab));
+  m_scores.resize(static_cast<size_t>(m_shape.context));
 }
 
 int64_t CharGptGenerator::weight_bytes_per_token() const {
   // Every matrix, bias and LayerNorm vector once, plus one row of each embedding.
-  int64_t floats = static_cast<int64_t>(m_ln_w.size() + m_ln_b.size() + m_head.size()) + 2 * m_cfg.dim;
+  int64_t floats = static_cast<int64_t>(m_ln_w.size() + m_ln_b.size() + m_head.size()) + 2 * m_shape.dim;
   for (const Layer& L : m_layers)
     for (const auto* v : {&L.ln1_w, &L.ln1_b, &L.ln2_w, &L.ln2_b, &L.qkv_w, &L.qkv_b, &L.proj_w, &L.proj_b, &L.fc_w,
                           &L.fc_b, &L.out_w, &L.out_b})
       floats += static_cast<int64_t>(v->size());
   return floats * 4;
 }
-
-int64_t CharGptGenerator::kv_bytes(int64_t pos) const { return 2 * m_cfg.layers * (pos + 1) * m_cfg.dim * 4; }
 
 std::string CharGptGenerator::describe() const {
   const std::string base = "CPU fp32 decoder (cblas, KV cache)";
@@ -82,48 +81,55 @@ std::string CharGptGenerator::describe() const {
 
 void CharGptGenerator::reset() { m_len = 0; }
 
+// Per head: s_j = q . k_j / sqrt(hd) for j = 0..m_len, p = softmax(s) (max subtracted, fp32 sums
+// in position order), y = sum_j p_j v_j.
+void CharGptGenerator::attend(int64_t l, const float* qkv, float* y) {
+  const int64_t D = m_shape.dim, H = m_shape.heads, hd = D / H;
+  const float* kc = m_cache.keys(l);
+  const float* vc = m_cache.values(l);
+  float* s = m_scores.data();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  for (int64_t hh = 0; hh < H; ++hh) {
+    const float* q = qkv + hh * hd;
+    float mx = -INFINITY;
+    for (int64_t j = 0; j <= m_len; ++j) {
+      const float* k = kc + j * D + hh * hd;
+      float dot = 0.0f;
+      for (int64_t c = 0; c < hd; ++c) dot += q[c] * k[c];
+      s[j] = dot * scale;
+      mx = std::max(mx, s[j]);
+    }
+    float sum = 0.0f;
+    for (int64_t j = 0; j <= m_len; ++j) sum += (s[j] = std::exp(s[j] - mx));
+    float* out = y + hh * hd;
+    std::fill(out, out + hd, 0.0f);
+    for (int64_t j = 0; j <= m_len; ++j) {
+      const float p = s[j] / sum;
+      const float* v = vc + j * D + hh * hd;
+      for (int64_t c = 0; c < hd; ++c) out[c] += p * v[c];
+    }
+  }
+}
+
 void CharGptGenerator::push(int32_t token) {
-  const int64_t D = m_cfg.dim, H = m_cfg.heads, hd = D / H, V = m_cfg.padded_vocab();
-  if (m_len >= m_cfg.context) throw Error("internal: generation window overflow");
+  const int64_t D = m_shape.dim, V = m_shape.padded_vocab;
+  if (m_len >= m_shape.context) throw Error("internal: generation window overflow");
   if (token < 0 || token >= V) throw Error("token " + std::to_string(token) + " outside the vocabulary");
   std::vector<float> x(static_cast<size_t>(D)), h(static_cast<size_t>(D)), qkv(static_cast<size_t>(3 * D)),
-      y(static_cast<size_t>(D)), a(static_cast<size_t>(D)), f(static_cast<size_t>(4 * D)),
-      s(static_cast<size_t>(m_len + 1));
+      y(static_cast<size_t>(D)), a(static_cast<size_t>(D)), f(static_cast<size_t>(4 * D));
   for (int64_t j = 0; j < D; ++j) x[j] = m_tok[token * D + j] + m_pos[m_len * D + j];
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   for (size_t l = 0; l < m_layers.size(); ++l) {
     const Layer& L = m_layers[l];
+    const auto li = static_cast<int64_t>(l);
     layer_norm(x.data(), L.ln1_w, L.ln1_b, h.data(), D);
     matvec(L.qkv_w, L.qkv_b, h.data(), qkv.data(), 3 * D, D);
-    float* kc = m_k[l].data();
-    float* vc = m_v[l].data();
-    std::copy(qkv.begin() + D, qkv.begin() + 2 * D, kc + m_len * D);
-    std::copy(qkv.begin() + 2 * D, qkv.end(), vc + m_len * D);
-    for (int64_t hh = 0; hh < H; ++hh) {
-      const float* q = qkv.data() + hh * hd;
-      float mx = -INFINITY;
-      for (int64_t j = 0; j <= m_len; ++j) {
-        const float* k = kc + j * D + hh * hd;
-        float dot = 0.0f;
-        for (int64_t c = 0; c < hd; ++c) dot += q[c] * k[c];
-        s[j] = dot * scale;
-        mx = std::max(mx, s[j]);
-      }
-      float sum = 0.0f;
-      for (int64_t j = 0; j <= m_len; ++j) sum += (s[j] = std::exp(s[j] - mx));
-      float* out = y.data() + hh * hd;
-      std::fill(out, out + hd, 0.0f);
-      for (int64_t j = 0; j <= m_len; ++j) {
-        const float p = s[j] / sum;
-        const float* v = vc + j * D + hh * hd;
-        for (int64_t c = 0; c < hd; ++c) out[c] += p * v[c];
-      }
-    }
+    m_cache.store(li, m_len, qkv.data() + D, qkv.data() + 2 * D);
+    attend(li, qkv.data(), y.data());
     matvec(L.proj_w, L.proj_b, y.data(), a.data(), D, D);
     for (int64_t j = 0; j < D; ++j) x[j] += a[j];
     layer_norm(x.data(), L.ln2_w, L.ln2_b, h.data(), D);
     matvec(L.fc_w, L.fc_b, h.data(), f.data(), 4 * D, D);
-    for (auto& v : f) v = 0.5f * v * (1.0f + std::erf(v * 0.70710678118654752f));
+    for (auto& v : f) v = 0.5f * v * (1.0f + std::erf(v * 0.70710678118654752f));  // GELU, erf form
     matvec(L.out_w, L.out_b, f.data(), a.data(), D, 4 * D);
     for (int64_t j = 0; j < D; ++j) x[j] += a[j];
   }
@@ -133,18 +139,18 @@ void CharGptGenerator::push(int32_t token) {
 }
 
 std::vector<std::vector<float>> CharGptGenerator::logits_sequence(const std::vector<int32_t>& tokens) {
-  if (static_cast<int64_t>(tokens.size()) > m_cfg.context) throw Error("logits_sequence: longer than the context");
+  if (static_cast<int64_t>(tokens.size()) > m_shape.context) throw Error("logits_sequence: longer than the context");
   reset();
   std::vector<std::vector<float>> out;
   for (int32_t t : tokens) {
     push(t);
-    out.emplace_back(m_logits.begin(), m_logits.begin() + m_cfg.vocab);
+    out.emplace_back(m_logits.begin(), m_logits.begin() + m_shape.vocab);
   }
   return out;
 }
 
 std::vector<int32_t> CharGptGenerator::generate(const std::vector<int32_t>& prompt, int64_t n, const SampleOptions& opt) {
-  return generate_tokens(*this, m_cfg, prompt, n, opt, &m_tokens_per_s);
+  return generate_tokens(*this, prompt, n, opt, &m_tokens_per_s);
 }
 
 }  // namespace trainlab

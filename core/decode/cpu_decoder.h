@@ -1,31 +1,28 @@
-// Text generation with a trained CharGpt, on the host in fp32 (the model's fp32 master weights).
-//
-// KV cache: every layer keeps the keys and values of the positions seen so far; a new token runs
-// through the blocks as one row, appends its k and v, and attends over the cache (the prefix is
-// never recomputed). Without the cache (use_cache = false) every new token reruns the whole
-// window through the model, one row after another, with the same per-row arithmetic, so the two
-// give bit-identical logits.
-//
-// Window rule (both modes): a window holds at most `context` positions; when it is full it is
-// restarted from its last context/2 tokens (re-encoded at positions 0..), so that a long
-// generation costs O(context) recomputation per context/2 tokens instead of per token.
+// The CPU TokenDecoder (backend/token_decoder.h): fp32 weights on the host, cblas matrix-vector
+// products (fp32 accumulation in OpenBLAS's order), attention and LayerNorm in plain fp32 loops,
+// and a KvCache (decode/kv_cache.h). It is the reference the GPU decoder is compared with: on
+// DecodeWeights::as_format(spec) it computes with exactly the values a decoder in that format
+// represents.
 #pragma once
 #include <cstdint>
-#include <random>
 #include <string>
 #include <vector>
 
-#include "nn/decoder.h"
-#include "nn/transformer.h"
+#include "backend/token_decoder.h"
+#include "decode/generate.h"
+#include "decode/kv_cache.h"
 
 namespace trainlab {
 
-// The CPU TokenDecoder (nn/decoder.h): fp32 weights, cblas products.
+class Backend;
+class CharGpt;
+
 class CharGptGenerator final : public TokenDecoder {
  public:
+  // The model's fp32 master weights (decode/decoder.h's decode_weights).
   CharGptGenerator(Backend& be, CharGpt& model);
   // `values` names the format whose values w holds (make_decoder's dequantised int4, ...).
-  explicit CharGptGenerator(const CharGptWeights& w, std::string values = "fp32");
+  explicit CharGptGenerator(const DecodeWeights& w, std::string values = "fp32");
   // Continues `prompt` (tokens, at least one) by n tokens; returns only the new tokens.
   std::vector<int32_t> generate(const std::vector<int32_t>& prompt, int64_t n, const SampleOptions& opt);
   // Logits (real vocabulary) after feeding `tokens` from an empty window, one position at a time
@@ -34,26 +31,31 @@ class CharGptGenerator final : public TokenDecoder {
   double last_tokens_per_s() const { return m_tokens_per_s; }
 
   // TokenDecoder
+  const DecoderShape& shape() const override { return m_shape; }
   void reset() override;
   // Runs one token at the next window position through the model; fills the logits.
   void push(int32_t token) override;
   const std::vector<float>& logits() const override { return m_logits; }
   int64_t length() const override { return m_len; }
   int64_t weight_bytes_per_token() const override;
-  int64_t kv_bytes(int64_t pos) const override;
+  int64_t kv_bytes(int64_t pos) const override { return m_cache.bytes_read(pos); }
   std::string describe() const override;
 
  private:
   struct Layer {
     std::vector<float> ln1_w, ln1_b, ln2_w, ln2_b, qkv_w, qkv_b, proj_w, proj_b, fc_w, fc_b, out_w, out_b;
   };
+  // Attention of one token over the cached positions 0..m_len of layer l: y [D] from the q part
+  // (the first D entries) of the token's qkv row.
+  void attend(int64_t l, const float* qkv, float* y);
 
-  CharGptConfig m_cfg;
+  DecoderShape m_shape;
   std::vector<float> m_tok, m_pos, m_ln_w, m_ln_b, m_head;
   std::vector<Layer> m_layers;
-  std::vector<std::vector<float>> m_k, m_v;  // per layer [context, d]
-  int64_t m_len = 0;                          // positions in the window
-  std::vector<float> m_logits;                // [padded vocab]
+  KvCache m_cache;
+  int64_t m_len = 0;            // positions in the window
+  std::vector<float> m_logits;  // [padded vocab]
+  std::vector<float> m_scores;  // attention scratch [context]
   double m_tokens_per_s = 0.0;
   std::string m_values;
 };

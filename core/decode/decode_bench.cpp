@@ -1,0 +1,119 @@
+#include "decode/decode_bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <sstream>
+
+#include "backend/backend.h"
+#include "decode/decoder.h"
+#include "decode/decoder_model.h"
+#include "util/error.h"
+
+namespace trainlab {
+
+namespace {
+using Json = nlohmann::json;
+
+// Decodes n tokens greedily from token 0 (after one untimed push that captures the graph).
+Json bench_format(Backend& be, const DecoderModel& m, const DecodeSpec& spec, int64_t n) {
+  const DecoderShape& shape = m.weights.shape;
+  n = std::min<int64_t>(n, shape.context - 1);
+  auto dec = make_decoder(be, m.weights, spec);
+  dec->reset();
+  dec->push(0);
+  int64_t kv = 0;
+  const double dev0 = dec->device_seconds();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < n; ++i) {
+    const std::vector<float>& z = dec->logits();
+    const int32_t next = static_cast<int32_t>(std::max_element(z.begin(), z.begin() + shape.vocab) - z.begin());
+    kv += dec->kv_bytes(dec->length());
+    dec->push(next);
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double tps = s > 0 ? static_cast<double>(n) / s : 0.0;
+  const double dev_us = n > 0 ? 1e6 * (dec->device_seconds() - dev0) / static_cast<double>(n) : 0.0;
+  Json kernels = Json::object();  // device microseconds a step by kernel kind (eager, no PDL)
+  for (const auto& [kind, us] : dec->profile_step()) kernels[kind] = us;
+  const int64_t wbytes = dec->weight_bytes_per_token(), kv_mean = n > 0 ? kv / n : 0;
+  const double ceiling = kDecodeDramBytesPerS / static_cast<double>(wbytes + kv_mean);
+  return Json{{"case", "decode"},
+              {"model", m.name},
+              {"params", m.params},
+              {"device", be.info().name},
+              {"format", spec.label()},
+              {"one_kernel", spec.one_kernel},
+              {"cuda_graph", spec.cuda_graph},
+              {"pdl", spec.pdl},
+              {"decoder", dec->describe()},
+              {"tokens", n},
+              {"tokens_per_s", tps},
+              {"us_per_token", tps > 0 ? 1e6 / tps : 0.0},
+              {"device_us_per_token", dev_us},
+              {"kernel_us_eager", kernels},
+              {"weight_bytes_per_token", wbytes},
+              {"kv_bytes_per_token", kv_mean},
+              {"bytes_per_token", wbytes + kv_mean},
+              {"dram_bytes_per_s", kDecodeDramBytesPerS},
+              {"ceiling_tokens_per_s", ceiling},
+              {"fraction_of_ceiling", tps / ceiling},
+              {"weights_fit_l2", wbytes + kv_mean <= kDecodeL2Bytes}};
+}
+
+// The default list: every format in one kernel, and bf16/int4 as a kernel per operation replayed
+// as a graph and launched one by one (the CPU has no low-bit storage: fp32 only).
+std::vector<DecodeSpec> default_specs(const DecoderModel& m, bool cpu) {
+  if (m.format) return {*m.format};
+  std::vector<DecodeSpec> out;
+  for (const char* f : {"fp32", "bf16", "int8", "int4"})
+    if (!cpu || std::string(f) == "fp32") out.push_back(DecodeSpec::parse(f, 32));
+  if (!cpu)
+    for (const bool graph : {true, false})
+      for (const char* f : {"bf16", "int4"}) {
+        DecodeSpec e = DecodeSpec::parse(f, 32);
+        e.one_kernel = false;
+        e.cuda_graph = e.pdl = graph;
+        out.push_back(e);
+      }
+  return out;
+}
+
+std::vector<DecodeSpec> bench_specs(const std::string& formats, const DecoderModel& m, bool cpu) {
+  if (formats.empty()) return default_specs(m, cpu);
+  std::vector<DecodeSpec> out;
+  std::stringstream ss(formats);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) continue;
+    auto strip = [&](const std::string& suffix) {
+      const bool has = item.size() > suffix.size() && item.compare(item.size() - suffix.size(), suffix.size(), suffix) == 0;
+      if (has) item.resize(item.size() - suffix.size());
+      return has;
+    };
+    const bool nograph = strip("-nograph"), graph = !nograph && strip("-graph");
+    DecodeSpec s = DecodeSpec::parse_label(item);
+    s.one_kernel = !nograph && !graph;
+    s.cuda_graph = s.pdl = !nograph;
+    out.push_back(s);
+  }
+  return out;
+}
+}  // namespace
+
+std::vector<Json> bench_decode(const std::string& device, const std::string& weights, const std::string& preset,
+                               const std::string& formats, int64_t tokens, uint64_t seed) {
+  const DecoderModel m =
+      weights.empty() ? random_decoder_model(preset.empty() ? "small" : preset, seed) : load_decoder_model(weights);
+  auto be = create_backend(device);
+  std::vector<Json> out;
+  for (const DecodeSpec& s : bench_specs(formats, m, be->info().kind == DeviceKind::Cpu)) {
+    try {
+      out.push_back(bench_format(*be, m, s, tokens));
+    } catch (const Error& e) {
+      out.push_back(Json{{"case", "decode"}, {"model", m.name}, {"format", s.label()}, {"error", e.what()}});
+    }
+  }
+  return out;
+}
+
+}  // namespace trainlab

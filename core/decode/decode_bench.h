@@ -1,0 +1,23 @@
+// The decode benchmark (issue 5), behind `trainlab-cli bench --case decode` and
+// `trainlab-cli generate --bench`.
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace trainlab {
+
+// One JSON object per weight format: tokens/s of greedy decoding (after one untimed token that
+// captures the graph), weight and KV-cache bytes a token, and the ceiling that 4.8 TB/s of DRAM
+// bandwidth puts on tokens/s. The model: `weights` (a char-gpt file, fp32 or quantized) or, when
+// empty, a random-initialised `preset` (tiny, small, gpt2; "small" when empty too). `formats`:
+// comma-separated fp32, bf16, int8, int4, int4-g64, int4-g128 (the whole token in one
+// cooperative kernel), each optionally with -graph (a kernel per operation, replayed as a CUDA
+// graph) or -nograph (a kernel per operation, launched one by one); empty: the file's own format
+// for a quantized file, else fp32,bf16,int8,int4 and bf16/int4 with -graph and -nograph (fp32
+// only on the CPU). A format that fails gives {"case", "model", "format", "error"} instead.
+std::vector<nlohmann::json> bench_decode(const std::string& device, const std::string& weights, const std::string& preset,
+                                         const std::string& formats, int64_t tokens, uint64_t seed);
+
+}  // namespace trainlab

@@ -1,0 +1,31 @@
+// A char-gpt as token decoding takes it: its DecodeWeights and vocabulary, loaded from a weights
+// file (a run's model.safetensors or a quantized file from `trainlab-cli quantize`) or
+// random-initialised from a preset (for decode benchmarks without a trained model).
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "backend/token_decoder.h"
+
+namespace trainlab {
+
+struct DecoderModel {
+  DecodeWeights weights;             // fp32 (a quantized file is dequantized on load)
+  std::string vocab;                 // the characters of the vocabulary (empty for a preset)
+  std::optional<DecodeSpec> format;  // a quantized file's own format (one spec for every matrix)
+  std::string name;                  // the file, or "<preset> (random init)"
+  int64_t params = 0;
+};
+
+// Throws Error naming the file when it is not a char-gpt written by the lab, or when its matrices
+// are quantized with different specs (a decoder keeps one format).
+DecoderModel load_decoder_model(const std::string& path);
+DecoderModel random_decoder_model(const std::string& preset, uint64_t seed);
+
+// H200 datasheet numbers for the bandwidth ceiling of decoding: a token reads its weights and its
+// KV cache once, so DRAM bandwidth / bytes a token bounds tokens/s -- unless the bytes fit in L2.
+constexpr double kDecodeDramBytesPerS = 4.8e12;
+constexpr int64_t kDecodeL2Bytes = 50ll << 20;
+
+}  // namespace trainlab

@@ -1,0 +1,75 @@
+#include "decode/generate.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <functional>
+
+#include "util/error.h"
+
+namespace trainlab {
+
+int32_t sample_token(const float* logits, int64_t V, const SampleOptions& opt, std::mt19937_64& rng) {
+  if (opt.temperature <= 0.0f) {
+    int64_t best = 0;
+    for (int64_t i = 1; i < V; ++i)
+      if (logits[i] > logits[best]) best = i;
+    return static_cast<int32_t>(best);
+  }
+  std::vector<double> z(static_cast<size_t>(V));
+  for (int64_t i = 0; i < V; ++i) z[i] = static_cast<double>(logits[i]) / opt.temperature;
+  if (opt.top_k > 0 && opt.top_k < V) {
+    std::vector<double> sorted = z;
+    std::nth_element(sorted.begin(), sorted.begin() + (opt.top_k - 1), sorted.end(), std::greater<double>());
+    const double kth = sorted[static_cast<size_t>(opt.top_k - 1)];
+    for (auto& v : z)
+      if (v < kth) v = -INFINITY;
+  }
+  const double mx = *std::max_element(z.begin(), z.end());
+  double sum = 0.0;
+  for (auto& v : z) sum += (v = std::exp(v - mx));
+  const double u = static_cast<double>(rng() >> 11) * (1.0 / 9007199254740992.0) * sum;
+  double c = 0.0;
+  for (int64_t i = 0; i < V; ++i) {
+    c += z[i];
+    if (u < c) return static_cast<int32_t>(i);
+  }
+  return static_cast<int32_t>(V - 1);
+}
+
+std::vector<int32_t> generate_tokens(TokenDecoder& dec, const std::vector<int32_t>& prompt, int64_t n,
+                                     const SampleOptions& opt, double* tokens_per_s) {
+  if (prompt.empty()) throw Error("generation needs a prompt of at least one character");
+  const int64_t ctx = dec.shape().context, vocab = dec.shape().vocab;
+  std::vector<int32_t> win;  // tokens in the current window
+  // Appends one token, restarting the window from its last ctx/2 tokens when it is full. With the
+  // cache, an append costs one row; without it the whole window is rerun.
+  auto advance = [&](int32_t token, bool cache) {
+    std::vector<int32_t> w = win;
+    if (static_cast<int64_t>(w.size()) == ctx) w.assign(w.end() - std::max<int64_t>(1, ctx / 2), w.end());
+    if (ctx == 1) w.clear();
+    w.push_back(token);
+    if (cache && w.size() == win.size() + 1) {
+      dec.push(token);
+    } else {
+      dec.reset();
+      for (int32_t t : w) dec.push(t);
+    }
+    win = std::move(w);
+  };
+  dec.reset();
+  for (int32_t t : prompt) advance(t, true);  // the prompt is read once (prefill) in both modes
+  std::mt19937_64 rng(opt.seed);
+  std::vector<int32_t> out;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t next = sample_token(dec.logits().data(), vocab, opt, rng);
+    out.push_back(next);
+    if (i + 1 < n) advance(next, opt.use_cache);
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (tokens_per_s) *tokens_per_s = s > 0 ? static_cast<double>(n) / s : 0.0;
+  return out;
+}
+
+}  // namespace trainlab

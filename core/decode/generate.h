@@ -1,0 +1,36 @@
+// Sampling and the one generation loop over any TokenDecoder (backend/token_decoder.h), so that
+// every device produces the same tokens from the same logits.
+//
+// Window rule (with and without the KV cache): a window holds at most `context` positions; when it
+// is full it is restarted from its last context/2 tokens (re-encoded at positions 0..), so that a
+// long generation costs O(context) recomputation per context/2 tokens instead of per token.
+// Without the cache (use_cache = false) every new token reruns the whole window through the
+// decoder, one row after another, with the same per-row arithmetic, so the two modes give
+// bit-identical logits (and tokens).
+#pragma once
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "backend/token_decoder.h"
+
+namespace trainlab {
+
+struct SampleOptions {
+  float temperature = 1.0f;  // 0: greedy (arg max, lowest index on ties)
+  int64_t top_k = 0;         // 0: all tokens
+  bool use_cache = true;
+  uint64_t seed = 1;
+};
+
+// Arg max (lowest index on ties) or a sample from softmax(logits / T) over the top k, over the
+// first `vocab` logits. The softmax is taken in double; the draw is one 53-bit uniform of rng.
+int32_t sample_token(const float* logits, int64_t vocab, const SampleOptions& opt, std::mt19937_64& rng);
+
+// Continues `prompt` (at least one token) by n tokens drawn from the decoder's first
+// shape().vocab logits, with the window rule above over shape().context positions. tokens_per_s
+// (when given) receives the rate of the n generated tokens.
+std::vector<int32_t> generate_tokens(TokenDecoder& dec, const std::vector<int32_t>& prompt, int64_t n,
+                                     const SampleOptions& opt, double* tokens_per_s = nullptr);
+
+}  // namespace trainlab

@@ -1,0 +1,44 @@
+// Text generation with a trained char-gpt weights file, as `trainlab-cli generate` runs it: load
+// the file, create the backend and its decoder (the file's own format for a quantized file unless
+// one is asked for), encode the prompt, generate with the KV cache or by rerunning the window,
+// and time it.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "backend/token_decoder.h"
+#include "decode/generate.h"
+
+namespace trainlab {
+
+struct GenerateRequest {
+  std::string weights;               // a char-gpt weights file (fp32 or quantized)
+  std::string device = "cpu";        // cpu, auto, cuda or cuda:N
+  std::string prompt = "\n";         // characters of the model's vocabulary; empty: a newline
+  int64_t tokens = 200;
+  std::optional<DecodeSpec> format;  // the matrices' format; nullopt: the file's own, else fp32
+  bool one_kernel = true;            // DecodeSpec's launch choices, applied to whichever format
+  bool cuda_graph = true;
+  bool pdl = true;
+  SampleOptions sample;
+};
+
+struct GenerateResult {
+  std::string text;     // the generated characters (without the prompt)
+  std::string notice;   // why "auto" fell back to the CPU; empty otherwise
+  std::string device;   // the backend's device name
+  bool on_gpu = false;  // the device is not the CPU
+  std::string format;   // DecodeSpec::label() of the decoder's format
+  std::string decoder;  // TokenDecoder::describe()
+  double tokens_per_s = 0.0;
+  int64_t weight_bytes_per_token = 0;
+  // Weights plus the KV cache at half the final window: the bytes of a typical token.
+  int64_t bytes_per_token = 0;
+  double ceiling_tokens_per_s = 0.0;  // kDecodeDramBytesPerS / bytes_per_token
+  bool fits_l2 = false;               // bytes_per_token <= kDecodeL2Bytes
+};
+
+GenerateResult generate_text(const GenerateRequest& request);
+
+}  // namespace trainlab
