@@ -2,11 +2,8 @@
 
 namespace trainlab {
 
-void Optimizer::ensure_state(Backend& be, Tensor& t, const Shape& shape) {
-  if (!t.defined()) {
-    t = be.empty(shape, DType::F32, MemCategory::Optimizer);
-    be.fill(t, 0.0f);
-  }
+void Optimizer::ensure_state(Backend& be, const std::vector<Parameter*>& params, ParamBuffer which) {
+  FlatParams(params).ensure_zeros(be, which, MemCategory::Optimizer);
 }
 
 std::vector<ParamSlot> Optimizer::param_slots(std::vector<Parameter*>& params) {
@@ -17,17 +14,14 @@ std::vector<ParamSlot> Optimizer::param_slots(std::vector<Parameter*>& params) {
 }
 
 void AdamW::step(Backend& be, std::vector<Parameter*>& params) {
-  for (Parameter* p : params) {
-    ensure_state(be, p->m, p->shape);
-    ensure_state(be, p->v, p->shape);
-  }
+  ensure_state(be, params, ParamBuffer::M);
+  ensure_state(be, params, ParamBuffer::V);
   auto s = param_slots(params);
   be.adamw_step(s, m_h);
 }
 
 void Sgd::step(Backend& be, std::vector<Parameter*>& params) {
-  if (m_h.momentum != 0.0f)
-    for (Parameter* p : params) ensure_state(be, p->m, p->shape);
+  if (m_h.momentum != 0.0f) ensure_state(be, params, ParamBuffer::M);
   auto s = param_slots(params);
   if (m_h.momentum == 0.0f)
     for (auto& slot : s) slot.m = nullptr;
