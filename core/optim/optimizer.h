@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "config/optim_options.h"
 #include "nn/flat_params.h"
 
 namespace trainlab {
@@ -48,9 +49,14 @@ class Sgd final : public Optimizer {
   std::string name() const override { return "sgd"; }
   void step(Backend& be, std::vector<Parameter*>& params) override;
   int state_bytes_per_param() const override { return m_h.momentum != 0.0f ? 4 : 0; }
+  const SgdHyper& hyper() const { return m_h; }
 
  private:
   SgdHyper m_h;
 };
+
+// The optimizer named by o.name with o's hyper-parameters (rounded to fp32, as the backend's
+// steps take them); throws Error naming the known optimizers for an unknown name.
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& o);
 
 }  // namespace trainlab
