@@ -19,28 +19,38 @@ float uniform_pm(std::mt19937_64& rng, float bound) {
   return static_cast<float>((2.0 * u - 1.0) * bound);
 }
 
-namespace {
-Parameter make_param(Backend& be, std::string name, Shape shape, float bound, std::mt19937_64& rng) {
-  Parameter p;
-  p.name = std::move(name);
-  p.shape = shape;
-  std::vector<float> init(static_cast<size_t>(shape_numel(shape)));
-  for (auto& v : init) v = uniform_pm(rng, bound);
-  p.master = be.empty(shape, DType::F32, MemCategory::Weights);
-  be.upload(p.master, init.data(), DType::F32);
-  p.value = p.master;
-  p.grad = be.empty(shape, DType::F32, MemCategory::Gradients);
-  be.fill(p.grad, 0.0f);
-  return p;
-}
-}  // namespace
-
 Linear::Linear(Backend& be, int64_t in, int64_t out, Activation act, bool bias, std::mt19937_64& rng)
     : m_in(in), m_out(out), m_act(act), m_has_bias(bias) {
-  if (in <= 0 || out <= 0) throw Error("linear layer sizes must be positive, got " + std::to_string(in) + " -> " + std::to_string(out));
-  const float bound = 1.0f / std::sqrt(static_cast<float>(in));
-  m_w = make_param(be, "weight", {out, in}, bound, rng);
-  if (bias) m_b = make_param(be, "bias", {out}, bound, rng);
+  FlatParamsBuilder params;
+  declare(params, rng);
+  params.finish(be, parameters());
+}
+
+Linear::Linear(FlatParamsBuilder& params, int64_t in, int64_t out, Activation act, bool bias, std::mt19937_64& rng)
+    : m_in(in), m_out(out), m_act(act), m_has_bias(bias) {
+  declare(params, rng);
+}
+
+void Linear::declare(FlatParamsBuilder& params, std::mt19937_64& rng) {
+  if (m_in <= 0 || m_out <= 0)
+    throw Error("linear layer sizes must be positive, got " + std::to_string(m_in) + " -> " + std::to_string(m_out));
+  const float bound = 1.0f / std::sqrt(static_cast<float>(m_in));
+  // W's m_out * m_in draws, then b's m_out.
+  auto uniform = [&rng, bound](int64_t n) {
+    return [&rng, bound, n] {
+      std::vector<float> v(static_cast<size_t>(n));
+      for (auto& x : v) x = uniform_pm(rng, bound);
+      return v;
+    };
+  };
+  m_w.name = "weight";
+  m_w.shape = {m_out, m_in};
+  params.add(m_w, uniform(m_out * m_in));
+  if (m_has_bias) {
+    m_b.name = "bias";
+    m_b.shape = {m_out};
+    params.add(m_b, uniform(m_out));
+  }
 }
 
 std::vector<Parameter*> Linear::parameters() {

@@ -4,13 +4,19 @@
 #pragma once
 #include <random>
 
+#include "nn/flat_params.h"
 #include "nn/layer.h"
 
 namespace trainlab {
 
 class Linear final : public Layer {
  public:
+  // A layer on its own: W and b in flat buffers of their own, initialised from rng now.
   Linear(Backend& be, int64_t in, int64_t out, Activation act, bool bias, std::mt19937_64& rng);
+  // A layer of a model: W and b are declared to the model's builder, which places them in the
+  // model's flat buffers and draws their initial values from rng at finish() (rng must live
+  // until then; no other draws may come in between, to keep the per-layer draw order).
+  Linear(FlatParamsBuilder& params, int64_t in, int64_t out, Activation act, bool bias, std::mt19937_64& rng);
   std::string type() const override { return "linear"; }
   Tensor forward(Backend& be, const Tensor& x, bool training) override;
   Tensor backward(Backend& be, Tensor& dy, bool need_dx, bool accumulate) override;
@@ -24,6 +30,8 @@ class Linear final : public Layer {
   Parameter* bias() { return m_has_bias ? &m_b : nullptr; }
 
  private:
+  void declare(FlatParamsBuilder& params, std::mt19937_64& rng);
+
   int64_t m_in, m_out;
   Activation m_act;
   bool m_has_bias;

@@ -7,7 +7,7 @@
 namespace trainlab {
 
 void Model::set_compute_dtype(Backend& be, DType dtype) {
-  for (Parameter* p : parameters()) p->set_compute_dtype(be, dtype);
+  flat_params().set_compute_dtype(be, dtype);
   m_dtype = dtype;
   release_buffers();
 }
@@ -61,12 +61,14 @@ Mlp::Mlp(Backend& be, std::vector<int64_t> sizes, Activation act, uint64_t seed)
     : Sequential("net"), m_sizes(std::move(sizes)), m_act(act) {
   if (m_sizes.size() < 2) throw Error("an MLP needs at least an input and an output size");
   std::mt19937_64 rng(seed);
+  FlatParamsBuilder params;
   int index = 0;
   for (size_t i = 0; i + 1 < m_sizes.size(); ++i) {
     const bool last = i + 2 == m_sizes.size();
-    add(std::make_unique<Linear>(be, m_sizes[i], m_sizes[i + 1], last ? Activation::None : act, true, rng), index);
+    add(std::make_unique<Linear>(params, m_sizes[i], m_sizes[i + 1], last ? Activation::None : act, true, rng), index);
     index += last ? 1 : 2;  // the fused activation occupies the next index, as in nn.Sequential
   }
+  params.finish(be, parameters());  // draws net.0.weight, net.0.bias, net.2.weight, ... in turn
 }
 
 nlohmann::json Mlp::architecture() const {

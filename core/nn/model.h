@@ -1,5 +1,7 @@
 // Model: what the trainer trains. forward() maps a batch to logits [N, classes]; backward() takes
 // the loss gradient w.r.t. those logits and fills every parameter's gradient.
+// Parameters live in flat buffers laid out in parameters() order (flat_params()): each model
+// declares its parameters to a FlatParamsBuilder while its layers are built, then finishes it.
 #pragma once
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -7,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "nn/flat_params.h"
 #include "nn/layer.h"
 
 namespace trainlab {
@@ -22,8 +25,12 @@ class Model {
   // Enough to rebuild the model (stored in the weights file's metadata).
   virtual nlohmann::json architecture() const = 0;
 
-  // Switches the compute format of every parameter (fp32 master copies are kept).
+  // Switches the compute format of every parameter (fp32 master copies are kept): the flat value
+  // and gradient buffers are re-created in the new format (FlatParams::set_compute_dtype).
   void set_compute_dtype(Backend& be, DType dtype);
+  // The flat layout of parameters(): offsets, and ranges of the master, value, gradient and
+  // optimizer-state buffers (a gradient bucket or a ZeRO shard).
+  FlatParams flat_params() { return FlatParams(parameters()); }
   DType compute_dtype() const { return m_dtype; }
   // The mode every matrix product of the model computes in (Backend's MatmulMode: the precision
   // policy picks it per run; Native by default). A step the backend has captured keeps the mode it

@@ -2,11 +2,13 @@
 
 namespace trainlab {
 
+DType parameter_storage_dtype(DType compute) {
+  return (compute == DType::F8E4M3 || compute == DType::F8E5M2) ? DType::BF16 : compute;
+}
+
 void Parameter::set_compute_dtype(Backend& be, DType dtype) {
-  // 16-bit formats keep an fp32 master (counted with the optimizer); fp8 is a matmul input
-  // format only, so parameters of an fp8 run are kept in bf16 (the fp8 casts happen inside
-  // the matrix products on backends that have them).
-  const DType store = (dtype == DType::F8E4M3 || dtype == DType::F8E5M2) ? DType::BF16 : dtype;
+  // 16-bit formats keep an fp32 master (counted with the optimizer).
+  const DType store = parameter_storage_dtype(dtype);
   if (store == DType::F32) {
     master.set_category(MemCategory::Weights);
     value = master;

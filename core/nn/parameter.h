@@ -4,12 +4,20 @@
 // Memory roles (what the ledger counts): in fp32 runs `value` IS `master` and is counted as
 // weights. In 16-bit runs `value` (2 bytes a weight) is the weights and `master` (4 bytes) is
 // counted with the optimizer state, as mixed-precision Adam's 16 bytes a parameter are split.
+//
+// In a model, master, value, grad, m and v are views into the model's flat buffers (one per
+// role, nn/flat_params.h); `mask` (pruning) is a tensor of its own.
 #pragma once
 #include <string>
 
 #include "backend/backend.h"
 
 namespace trainlab {
+
+// The format parameters are stored in for a compute format: fp8 is a matmul input format only,
+// so parameters of an fp8 run are kept in bf16 (the fp8 casts happen inside the matrix products
+// on backends that have them).
+DType parameter_storage_dtype(DType compute);
 
 struct Parameter {
   std::string name;  // PyTorch state_dict name, e.g. "net.0.weight"
@@ -22,7 +30,10 @@ struct Parameter {
   bool decay = true;
 
   int64_t numel() const { return shape_numel(shape); }
-  // Sets the compute format: allocates value/grad in `dtype` and rounds master into value.
+  // Sets the compute format of this one parameter: value/grad are kept when already in the
+  // format (a model's flat views stay views) and allocated on their own otherwise; master is
+  // rounded into value. A whole model switches with Model::set_compute_dtype, which re-creates
+  // the flat buffers.
   void set_compute_dtype(Backend& be, DType dtype);
   ParamSlot slot() { return ParamSlot{&master, &value, &grad, &m, &v, &mask, decay}; }
 };

@@ -10,16 +10,11 @@ namespace trainlab {
 namespace {
 constexpr float kLnEps = 1e-5f;
 
-Parameter make_param(Backend& be, std::string name, Shape shape, const std::vector<float>& init) {
-  Parameter p;
+// Declares p to the model's builder; `init` produces its numel() initial values at finish().
+void declare(FlatParamsBuilder& params, Parameter& p, std::string name, Shape shape, FlatParamsBuilder::Init init) {
   p.name = std::move(name);
-  p.shape = shape;
-  p.master = be.empty(shape, DType::F32, MemCategory::Weights);
-  be.upload(p.master, init.data(), DType::F32);
-  p.value = p.master;
-  p.grad = be.empty(shape, DType::F32, MemCategory::Gradients);
-  be.fill(p.grad, 0.0f);
-  return p;
+  p.shape = std::move(shape);
+  params.add(p, std::move(init));
 }
 
 std::vector<float> uniform_init(std::mt19937_64& rng, int64_t n, float bound) {
@@ -110,32 +105,36 @@ void CharGptConfig::validate() const {
 
 CharGpt::CharGpt(Backend& be, CharGptConfig cfg, uint64_t seed) : m_cfg(std::move(cfg)), m_seed(seed) {
   m_cfg.validate();
+  // The generators run at finish(), in this declaration order (the order of the random draws).
   std::mt19937_64 rng(seed);
-  const int64_t V = m_cfg.padded_vocab(), D = m_cfg.dim, L = m_cfg.layers;
-  m_tok = make_param(be, "tok.weight", {V, D}, normal_init(rng, V * D));
-  m_pos = make_param(be, "pos.weight", {m_cfg.context, D}, normal_init(rng, m_cfg.context * D));
-  const std::vector<float> ones(static_cast<size_t>(D), 1.0f), zeros(static_cast<size_t>(D), 0.0f);
+  FlatParamsBuilder params;
+  const int64_t V = m_cfg.padded_vocab(), D = m_cfg.dim, L = m_cfg.layers, C = m_cfg.context;
+  declare(params, m_tok, "tok.weight", {V, D}, [&rng, V, D] { return normal_init(rng, V * D); });
+  declare(params, m_pos, "pos.weight", {C, D}, [&rng, C, D] { return normal_init(rng, C * D); });
+  auto ones = [D] { return std::vector<float>(static_cast<size_t>(D), 1.0f); };
+  auto zeros = [D] { return std::vector<float>(static_cast<size_t>(D), 0.0f); };
   auto linear = [&](const std::string& name, int64_t in, int64_t out, Parameter& w, Parameter* b) {
     const float bound = 1.0f / std::sqrt(static_cast<float>(in));
-    w = make_param(be, name + ".weight", {out, in}, uniform_init(rng, out * in, bound));
-    if (b) *b = make_param(be, name + ".bias", {out}, uniform_init(rng, out, bound));
+    declare(params, w, name + ".weight", {out, in}, [&rng, out, in, bound] { return uniform_init(rng, out * in, bound); });
+    if (b) declare(params, *b, name + ".bias", {out}, [&rng, out, bound] { return uniform_init(rng, out, bound); });
   };
-  m_blocks.resize(static_cast<size_t>(L));
+  m_blocks.resize(static_cast<size_t>(L));  // not resized again: the builder holds addresses
   for (int64_t l = 0; l < L; ++l) {
     Block& b = m_blocks[static_cast<size_t>(l)];
     const std::string p = "blocks." + std::to_string(l) + ".";
-    b.ln1_w = make_param(be, p + "ln1.weight", {D}, ones);
-    b.ln1_b = make_param(be, p + "ln1.bias", {D}, zeros);
-    b.ln2_w = make_param(be, p + "ln2.weight", {D}, ones);
-    b.ln2_b = make_param(be, p + "ln2.bias", {D}, zeros);
+    declare(params, b.ln1_w, p + "ln1.weight", {D}, ones);
+    declare(params, b.ln1_b, p + "ln1.bias", {D}, zeros);
+    declare(params, b.ln2_w, p + "ln2.weight", {D}, ones);
+    declare(params, b.ln2_b, p + "ln2.bias", {D}, zeros);
     linear(p + "qkv", D, 3 * D, b.qkv_w, &b.qkv_b);
     linear(p + "proj", D, D, b.proj_w, &b.proj_b);
     linear(p + "fc", D, 4 * D, b.fc_w, &b.fc_b);
     linear(p + "out", 4 * D, D, b.out_w, &b.out_b);
   }
-  m_ln_w = make_param(be, "ln.weight", {D}, ones);
-  m_ln_b = make_param(be, "ln.bias", {D}, zeros);
+  declare(params, m_ln_w, "ln.weight", {D}, ones);
+  declare(params, m_ln_b, "ln.bias", {D}, zeros);
   linear("head", D, V, m_head, nullptr);
+  params.finish(be, parameters());
 }
 
 std::vector<Parameter*> CharGpt::parameters() {

@@ -3,12 +3,15 @@
 // gradient is inf or NaN the update is skipped and S halves; after `growth_interval` good steps in
 // a row S doubles.
 #pragma once
+#include "config/optim_options.h"
 
 namespace trainlab {
 
 class LossScaler {
  public:
   LossScaler(double init_scale = 65536.0, long growth_interval = 2000, bool enabled = true);
+  // From the run's options: scaling only in fp16 runs (fp16 true) and when o.enabled.
+  LossScaler(const LossScaleOptions& o, bool fp16) : LossScaler(o.init, o.growth_interval, fp16 && o.enabled) {}
   double scale() const { return m_enabled ? m_scale : 1.0; }
   bool enabled() const { return m_enabled; }
   // Records the outcome of a step; returns true when the update should be applied.

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "util/error.h"
+
 namespace trainlab {
 
 double LrSchedule::at(long step) const {
@@ -13,6 +15,18 @@ double LrSchedule::at(long step) const {
   const long decay = std::max(1L, total_steps - warmup_steps);
   const double progress = std::clamp(static_cast<double>(step - warmup_steps) / static_cast<double>(decay), 0.0, 1.0);
   return min_lr + 0.5 * (base_lr - min_lr) * (1.0 + std::cos(M_PI * progress));
+}
+
+LrSchedule make_lr_schedule(const ScheduleOptions& o, double base_lr, long total_steps) {
+  if (o.name != "constant" && o.name != "warmup-cosine")
+    throw Error("schedule.name '" + o.name + "': expected constant or warmup-cosine");
+  LrSchedule s;
+  s.name = o.name;
+  s.base_lr = base_lr;
+  s.warmup_steps = o.warmup_steps;
+  s.total_steps = total_steps;
+  s.min_lr = o.min_lr;
+  return s;
 }
 
 }  // namespace trainlab

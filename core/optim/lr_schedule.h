@@ -2,6 +2,8 @@
 #pragma once
 #include <string>
 
+#include "config/optim_options.h"
+
 namespace trainlab {
 
 struct LrSchedule {
@@ -14,5 +16,9 @@ struct LrSchedule {
   // lr for optimizer step `step` (0-based).
   double at(long step) const;
 };
+
+// The schedule of a run of total_steps optimizer steps peaking at base_lr (optim.lr); throws
+// Error naming the known schedules for an unknown name.
+LrSchedule make_lr_schedule(const ScheduleOptions& o, double base_lr, long total_steps);
 
 }  // namespace trainlab

@@ -1,11 +1,16 @@
 // Optimizers over a model's parameters. State (fp32, counted as optimizer memory) is created on
 // the first step, as PyTorch does, so the first step's memory differs from the later ones.
+// Each state tensor (AdamW's m and v, SGD's momentum buffer) is one flat buffer over the
+// parameters of the first step, in their order: given model.parameters(), the state lies at the
+// model's flat offsets (FlatParams), so a ZeRO shard of it is a range. The update itself is the
+// backend's multi-tensor step over the per-parameter views (per-parameter decay flags and masks).
 #pragma once
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "nn/parameter.h"
+#include "config/optim_options.h"
+#include "nn/flat_params.h"
 
 namespace trainlab {
 
@@ -22,7 +27,8 @@ class Optimizer {
  protected:
   // (Not named "slots": that is a Qt keyword macro, and the app and the tests include this header.)
   std::vector<ParamSlot> param_slots(std::vector<Parameter*>& params);
-  static void ensure_state(Backend& be, Tensor& t, const Shape& shape);
+  // Parameters without state for `which` (M or V) get fp32 zeros, all in one new buffer.
+  static void ensure_state(Backend& be, const std::vector<Parameter*>& params, ParamBuffer which);
 };
 
 class AdamW final : public Optimizer {
@@ -43,9 +49,14 @@ class Sgd final : public Optimizer {
   std::string name() const override { return "sgd"; }
   void step(Backend& be, std::vector<Parameter*>& params) override;
   int state_bytes_per_param() const override { return m_h.momentum != 0.0f ? 4 : 0; }
+  const SgdHyper& hyper() const { return m_h; }
 
  private:
   SgdHyper m_h;
 };
+
+// The optimizer named by o.name with o's hyper-parameters (rounded to fp32, as the backend's
+// steps take them); throws Error naming the known optimizers for an unknown name.
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& o);
 
 }  // namespace trainlab
