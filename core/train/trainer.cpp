@@ -11,6 +11,7 @@
 #include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
+#include "plan/memory_model.h"
 #include "train/data_setup.h"
 #include "train/run_record.h"
 #include "train/training_step.h"
@@ -20,8 +21,6 @@
 namespace trainlab {
 
 using Clock = std::chrono::steady_clock;
-
-double mlp_train_flops_per_sample(int64_t params) { return 6.0 * static_cast<double>(params); }
 
 struct Trainer::State {
   std::unique_ptr<Backend> be;

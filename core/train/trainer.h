@@ -64,7 +64,4 @@ class Trainer {
   void apply_setting(const std::string& key, const Json& value, std::string& event);
 };
 
-// FLOPs per sample of one training step of an MLP (6 per weight: 2 forward, 4 backward).
-double mlp_train_flops_per_sample(int64_t params);
-
 }  // namespace trainlab
