@@ -18,7 +18,8 @@ void on_sigint(int) {
   if (g_active) g_active->stop();
 }
 
-struct TrainOptions {
+// The flags as given (not config/train_options.h's TrainOptions: these become Config keys).
+struct TrainFlags {
   std::string config_file, model, optimizer, precision, device, out;
   // kUnset marks a flag that was not given; any other value (negative ones too) goes to the
   // config, whose validation names the key and its range.
@@ -30,14 +31,14 @@ struct TrainOptions {
   bool print_config = false;
 };
 
-Config build_config(const TrainOptions& o) {
+Config build_config(const TrainFlags& o) {
   Config c = o.config_file.empty() ? Config() : Config::from_file(o.config_file);
   if (!o.model.empty()) c.set("model.name", o.model);
-  if (o.epochs != TrainOptions::kUnset) c.set("train.epochs", std::to_string(o.epochs));
-  if (o.steps != TrainOptions::kUnset) c.set("train.steps", std::to_string(o.steps));
-  if (o.batch != TrainOptions::kUnset) c.set("train.batch", std::to_string(o.batch));
-  if (o.accumulate != TrainOptions::kUnset) c.set("train.accumulate", std::to_string(o.accumulate));
-  if (o.seed != TrainOptions::kUnset) c.set("train.seed", std::to_string(o.seed));
+  if (o.epochs != TrainFlags::kUnset) c.set("train.epochs", std::to_string(o.epochs));
+  if (o.steps != TrainFlags::kUnset) c.set("train.steps", std::to_string(o.steps));
+  if (o.batch != TrainFlags::kUnset) c.set("train.batch", std::to_string(o.batch));
+  if (o.accumulate != TrainFlags::kUnset) c.set("train.accumulate", std::to_string(o.accumulate));
+  if (o.seed != TrainFlags::kUnset) c.set("train.seed", std::to_string(o.seed));
   if (!std::isnan(o.lr)) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.17g", o.lr);
@@ -57,7 +58,7 @@ Config build_config(const TrainOptions& o) {
 }  // namespace
 
 Runner add_train_command(CLI::App& app) {
-  auto o = std::make_shared<TrainOptions>();
+  auto o = std::make_shared<TrainFlags>();
   CLI::App* cmd = app.add_subcommand("train", "Train a model and write a run record (config, metrics, summary, weights)");
   cmd->add_option("--config", o->config_file, "JSON config file (the same files the app saves as presets)");
   cmd->add_option("--model", o->model, "Model: digits-mlp or mlp (sets model.name)");

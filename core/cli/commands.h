@@ -13,9 +13,6 @@ Runner add_train_command(CLI::App& app);
 Runner add_eval_command(CLI::App& app);
 Runner add_bench_command(CLI::App& app);
 Runner add_generate_command(CLI::App& app);  // char-gpt text generation (issue 4): cmd_generate.cpp
-// One char-gpt benchmark case (char-tiny, char-small, char-gpt2) in one mode: bench_char.cpp.
-nlohmann::json bench_char_step(const std::string& device, const std::string& name, const std::string& mode, long steps,
-                               long warmup);
 Runner add_quantize_command(CLI::App& app);  // compression (issue 5): cmd_quantize.cpp
 Runner add_prune_command(CLI::App& app);
 Runner add_sweep_command(CLI::App& app);     // cmd_sweep.cpp

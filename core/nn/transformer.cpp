@@ -167,25 +167,6 @@ void CharGpt::set_checkpointing(CheckpointPolicy p, int64_t k) {
   release_buffers();
 }
 
-int64_t CharGpt::predicted_activation_bytes(int64_t B, int64_t T, int64_t eb) const {
-  const int64_t L = m_cfg.layers, D = m_cfg.dim, V = m_cfg.padded_vocab();
-  const int64_t sbh = B * T * D;
-  const int64_t per_layer = 34 * sbh * eb / 2;  // fused attention: no s x s term
-  int64_t layers = 0;
-  switch (m_policy) {
-    case CheckpointPolicy::Off: layers = L * per_layer; break;
-    case CheckpointPolicy::Selective: layers = L * (34 - 12) * sbh * eb / 2; break;  // LN outputs, GELU output recomputed
-    case CheckpointPolicy::EveryBlock:
-    case CheckpointPolicy::EveryK: {
-      const int64_t segs = (L + m_k - 1) / m_k;
-      layers = segs * sbh * eb + m_k * per_layer;
-      break;
-    }
-  }
-  // Embedding output, final LayerNorm output, logits and their gradient.
-  return layers + 2 * sbh * eb + 2 * B * T * V * eb;
-}
-
 void CharGpt::release_buffers() {
   m_idx = Tensor();
   m_x0 = Tensor();

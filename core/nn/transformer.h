@@ -78,10 +78,6 @@ class CharGpt final : public Model {
   int64_t non_embedding_params();
   // Training FLOPs per token as in the peer: 6 * n_nonemb + 12 * L * d * T.
   double train_flops_per_token(int64_t T);
-  // The DOMAIN.md prediction of the activation bytes held for one micro-batch of B x T with
-  // `elem_bytes` per element: per layer s*b*h*34 (16-bit; the attention here never stores the
-  // T x T scores, the fused case) scaled to elem_bytes/2, for the layers the policy keeps.
-  int64_t predicted_activation_bytes(int64_t B, int64_t T, int64_t elem_bytes) const;
 
  private:
   struct Block {

@@ -1,8 +1,8 @@
-// Loads the data set a config names and splits it (seeded, 80/20 by default for the digits;
-// the IDX data sets bring their own test files).
+// The data set a Config names: data_options(config) into data/data_sources.h. Kept for the
+// commands that still hold a whole Config (eval, quantize, sweep); new code passes DataOptions.
 #pragma once
-#include "data/dataset.h"
 #include "config/config.h"
+#include "data/data_sources.h"
 
 namespace trainlab {
 

@@ -62,9 +62,12 @@ class Trainer {
   // Returns false when the run should stop. Blocks while paused.
   bool drain_commands(std::string& event);
   void apply_setting(const std::string& key, const Json& value, std::string& event);
+  // run()'s parts: everything that can fail on bad input (before any step); one optimizer step
+  // and its metrics; the compression metrics of a step; the summary, weights and run record.
+  void setup();
+  StepMetrics train_step(long step, std::string event);
+  void compression_metrics();
+  void finish(RunSummary& sum, long steps, double last_loss);
 };
-
-// FLOPs per sample of one training step of an MLP (6 per weight: 2 forward, 4 backward).
-double mlp_train_flops_per_sample(int64_t params);
 
 }  // namespace trainlab

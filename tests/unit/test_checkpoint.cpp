@@ -8,6 +8,7 @@
 
 #include "backend/cpu_backend.h"
 #include "nn/transformer.h"
+#include "plan/memory_model.h"
 
 using namespace trainlab;
 
@@ -109,15 +110,22 @@ class TestCheckpoint : public QObject {
     QVERIFY(every < sqrtk);
   }
 
+  // plan/memory_model.h's activation count by policy (its equality with the ledger is
+  // test_checkpoint_memory's): checkpointing every block keeps one block's full set instead of L
+  // (the L - 1 other outputs become kept segment inputs); selective drops each block's LayerNorm
+  // and GELU outputs (6 N D elements) for one shared set.
   void predictionFollowsPolicy() {
     CpuBackend be(1);
     CharGptConfig c = CharGptConfig::preset("small");
     CharGpt m(be, c, 1);
-    const int64_t B = 64, T = 256, sbh = B * T * 384;
-    const int64_t head = 2 * sbh * 2 + 2 * B * T * 65 * 2;
-    QCOMPARE(m.predicted_activation_bytes(B, T, 2), 6 * 34 * sbh + head);
+    const int64_t B = 64, T = 256, N = B * T, L = c.layers, eb = 2;
+    const int64_t nd = N * c.dim * eb, full_set = 15 * nd + 16 * N + 4 * N * c.heads;
+    const int64_t off = char_gpt_activation_bytes(m, B, T, eb, false);
+    QCOMPARE(off - 2 * N * c.padded_vocab() * eb, L * (full_set + nd) + 4 * nd + 8 * N);
     m.set_checkpointing(CheckpointPolicy::EveryBlock, 1);
-    QCOMPARE(m.predicted_activation_bytes(B, T, 2), 6 * sbh * 2 + 34 * sbh + head);
+    QCOMPARE(off - char_gpt_activation_bytes(m, B, T, eb, false), (L - 1) * full_set);
+    m.set_checkpointing(CheckpointPolicy::Selective, 0);
+    QCOMPARE(off - char_gpt_activation_bytes(m, B, T, eb, false), (L - 1) * 6 * nd);
   }
 };
 

@@ -1,14 +1,16 @@
-// The character transformer's activation bytes (ledger peak over a training step: forward,
-// loss, backward) against CharGpt::predicted_activation_bytes, the DOMAIN.md count (34 bytes per
-// token and channel per layer at 16 bits; only the residual stream at segment starts plus one
-// block's activations when checkpointing). Backward's gradients live in activations that are
-// dead by then (block_backward), so the measured peak stays within 10 % of the prediction with
-// and without checkpointing, in fp32 and bf16.
+// The character transformer's activation bytes (the ledger's peak over two training steps:
+// forward, loss, backward) equal plan/memory_model.h's char_gpt_activation_bytes exactly, for
+// every checkpoint policy (every-k with k dividing the layers and not), with dropout, in fp32,
+// bf16 and fp8 (whose products keep buffers of their own). The formula counts every buffer the
+// model allocates and the logits' gradient the loss writes; backward's gradients reuse dead
+// activations, so the peak is the sum.
 #include <QtTest>
 #include <random>
 
 #include "backend/cpu_backend.h"
 #include "nn/transformer.h"
+#include "plan/memory_model.h"
+#include "train/precision.h"
 
 using namespace trainlab;
 
@@ -17,14 +19,16 @@ struct Peak {
   int64_t measured = 0, predicted = 0;
 };
 
-Peak step_peak(CheckpointPolicy p, DType dt) {
+Peak step_peak(CheckpointPolicy p, int64_t k, const std::string& precision, double dropout) {
   CpuBackend be(1);
   CharGptConfig c;
   c.vocab = 65;
   c.layers = 4, c.heads = 4, c.dim = 64, c.context = 32;
+  c.dropout = dropout;
   CharGpt m(be, c, 3);
-  m.set_compute_dtype(be, dt);
-  m.set_checkpointing(p, 1);
+  const PrecisionPolicy& policy = precision_policy(precision);
+  apply_precision(be, m, policy);
+  m.set_checkpointing(p, k);
   const int64_t B = 4, T = 32;
   std::mt19937 g(5);
   std::vector<int32_t> xs(B * T), ys(B * T);
@@ -42,30 +46,43 @@ Peak step_peak(CheckpointPolicy p, DType dt) {
     be.softmax_xent(logits, y, &dl, 1.0f / (B * T), stats, false);
     m.backward(be, dl, false);
   }
-  return {be.ledger().peak(MemCategory::Activations), m.predicted_activation_bytes(B, T, dt == DType::F32 ? 4 : 2)};
+  return {be.ledger().peak(MemCategory::Activations),
+          char_gpt_activation_bytes(m, B, T, policy.element_bytes(), be.fp8())};
 }
 }  // namespace
 
 class TestCheckpointMemory : public QObject {
   Q_OBJECT
  private slots:
-  void peak_within_prediction_data() {
+  void peak_equals_prediction_data() {
     QTest::addColumn<int>("policy");
-    QTest::addColumn<int>("dtype");
-    QTest::newRow("off fp32") << int(CheckpointPolicy::Off) << int(DType::F32);
-    QTest::newRow("off bf16") << int(CheckpointPolicy::Off) << int(DType::BF16);
-    QTest::newRow("every-block fp32") << int(CheckpointPolicy::EveryBlock) << int(DType::F32);
-    QTest::newRow("every-block bf16") << int(CheckpointPolicy::EveryBlock) << int(DType::BF16);
+    QTest::addColumn<int>("k");
+    QTest::addColumn<QString>("precision");
+    QTest::addColumn<double>("dropout");
+    const int off = int(CheckpointPolicy::Off), every = int(CheckpointPolicy::EveryBlock),
+              every_k = int(CheckpointPolicy::EveryK), sel = int(CheckpointPolicy::Selective);
+    QTest::newRow("off fp32") << off << 1 << "fp32" << 0.0;
+    QTest::newRow("off bf16") << off << 1 << "bf16" << 0.0;
+    QTest::newRow("off fp8") << off << 1 << "fp8" << 0.0;
+    QTest::newRow("off bf16 dropout") << off << 1 << "bf16" << 0.1;
+    QTest::newRow("every-block fp32") << every << 1 << "fp32" << 0.0;
+    QTest::newRow("every-block bf16") << every << 1 << "bf16" << 0.0;
+    QTest::newRow("every-block bf16 dropout") << every << 1 << "bf16" << 0.1;
+    QTest::newRow("every-k 2 fp32") << every_k << 2 << "fp32" << 0.0;
+    QTest::newRow("every-k 3 fp32 (last segment partial)") << every_k << 3 << "fp32" << 0.0;
+    QTest::newRow("every-k 4 bf16 (one segment)") << every_k << 4 << "bf16" << 0.0;
+    QTest::newRow("selective fp32") << sel << 1 << "fp32" << 0.0;
+    QTest::newRow("selective fp16") << sel << 1 << "fp16" << 0.0;
+    QTest::newRow("selective fp8 dropout") << sel << 1 << "fp8" << 0.1;
   }
-  void peak_within_prediction() {
+  void peak_equals_prediction() {
     QFETCH(int, policy);
-    QFETCH(int, dtype);
-    const Peak p = step_peak(static_cast<CheckpointPolicy>(policy), static_cast<DType>(dtype));
-    qInfo("activation peak %lld bytes, predicted %lld (%.3f)", static_cast<long long>(p.measured),
-          static_cast<long long>(p.predicted), static_cast<double>(p.measured) / static_cast<double>(p.predicted));
+    QFETCH(int, k);
+    QFETCH(QString, precision);
+    QFETCH(double, dropout);
+    const Peak p = step_peak(static_cast<CheckpointPolicy>(policy), k, precision.toStdString(), dropout);
     QVERIFY(p.predicted > 0);
-    QVERIFY2(static_cast<double>(p.measured) <= 1.10 * static_cast<double>(p.predicted),
-             qPrintable(QString("measured %1 > 1.1 x predicted %2").arg(p.measured).arg(p.predicted)));
+    QCOMPARE(p.measured, p.predicted);
   }
 };
 

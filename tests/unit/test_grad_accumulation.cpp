@@ -4,10 +4,10 @@
 #include <QtTest>
 #include <cmath>
 
+#include "data/data_sources.h"
 #include "data/dataset.h"
 #include "nn/model.h"
 #include "optim/optimizer.h"
-#include "train/data_setup.h"
 #include "train/training_step.h"
 #include "test_support.h"
 
@@ -24,8 +24,7 @@ struct Setup {
   Tensor x, y;
 
   Setup(int64_t batch, int k, bool adamw) {
-    Config c;
-    const TrainTestSplit data = load_classification_data(c);
+    const TrainTestSplit data = load_classification_data(data_options(Config()));
     x = be->empty({data.train.size(), data.train.features}, DType::F32, MemCategory::Workspace);
     be->upload(x, data.train.x.data(), DType::F32);
     y = be->empty({data.train.size()}, DType::I32, MemCategory::Workspace);

@@ -1,0 +1,83 @@
+// Typed option structs of the training parts (data, model, precision, checkpointing, optimizer,
+// schedule, the training loop), each built from a Config by one function. The layers that take
+// them (data/, optim/, train/'s tasks) see plain values, never the Config object or the schema's
+// dotted keys; the builders are the one place that maps keys to fields (the schema, in
+// config_schema.cpp, holds ranges and help). A default-constructed struct equals the builder's
+// result for a default Config (tests/unit/test_train_options.cpp holds them together).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+
+namespace trainlab {
+
+struct DataOptions {
+  std::string name = "digits";  // data.name: digits | fashion-mnist | idx | tinyshakespeare | text
+  std::string path;             // data.path: empty means the bundled or installed default
+  double test_fraction = 0.2;   // data.test_fraction (digits: the seeded test split)
+  double val_fraction = 0.1;    // data.val_fraction (text: the validation chunks)
+  uint64_t seed = 1;            // train.seed: the split's and the chunks' shuffle
+  bool operator==(const DataOptions&) const = default;
+};
+
+struct ModelOptions {
+  std::string name = "digits-mlp";  // model.name: digits-mlp | mlp | char-gpt
+  std::vector<int64_t> hidden{256, 256};  // model.hidden (mlp)
+  std::string activation = "relu";  // model.activation (mlp)
+  std::string preset = "tiny";      // model.preset (char-gpt); the four below override it when > 0
+  int64_t layers = 0, heads = 0, dim = 0, context = 0;
+  bool pad_vocab = false;           // model.pad_vocab
+  double dropout = 0.0;             // model.dropout
+  bool operator==(const ModelOptions&) const = default;
+};
+
+struct PrecisionOptions {
+  std::string dtype = "fp32";       // precision.dtype: a name of train/precision.h's table
+  bool loss_scale_enabled = true;   // precision.loss_scale.enabled (used where the policy scales)
+  double loss_scale_init = 65536.0; // precision.loss_scale.init
+  int64_t loss_scale_growth_interval = 2000;  // precision.loss_scale.growth_interval
+  bool operator==(const PrecisionOptions&) const = default;
+};
+
+struct CheckpointOptions {
+  std::string policy = "off";  // checkpoint.policy: off | every-block | every-k | selective
+  int64_t k = 0;               // checkpoint.k (every-k; <= 0: round(sqrt(layers)))
+  bool operator==(const CheckpointOptions&) const = default;
+};
+
+struct OptimOptions {
+  std::string name = "adamw";  // optim.name: adamw | sgd
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01;  // optim.*
+  double momentum = 0.9;       // optim.momentum (sgd)
+  bool nesterov = false;       // optim.nesterov (sgd)
+  bool operator==(const OptimOptions&) const = default;
+};
+
+struct ScheduleOptions {
+  std::string name = "constant";  // schedule.name: constant | warmup-cosine
+  int64_t warmup_steps = 0;       // schedule.warmup_steps
+  double min_lr = 0.0;            // schedule.min_lr
+  bool operator==(const ScheduleOptions&) const = default;
+};
+
+struct TrainOptions {
+  int64_t epochs = 30, steps = 0;  // train.epochs, train.steps (steps > 0 overrides epochs)
+  int64_t batch = 64;             // train.batch: samples (text: windows) per micro-batch
+  int accumulate = 1;             // train.accumulate: micro-batches per optimizer step
+  int64_t eval_every = 0;         // train.eval_every: steps between evaluations (0: each epoch)
+  int64_t eval_windows = 256;       // train.eval_windows (text: fixed validation windows)
+  uint64_t seed = 1;              // train.seed
+  bool operator==(const TrainOptions&) const = default;
+};
+
+DataOptions data_options(const Config& c);
+ModelOptions model_options(const Config& c);
+PrecisionOptions precision_options(const Config& c);
+CheckpointOptions checkpoint_options(const Config& c);
+OptimOptions optim_options(const Config& c);
+ScheduleOptions schedule_options(const Config& c);
+TrainOptions train_options(const Config& c);
+
+}  // namespace trainlab

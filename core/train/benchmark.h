@@ -1,0 +1,39 @@
+// The training benchmarks of `trainlab-cli bench` (the cases of ../shared/bench, the PyTorch
+// peer): same work as the peer, one JSON object per case and mode, whose keys
+// tools/bench_tables.py and BENCHMARKS.md read. Benchmarks, not tests. Each case chooses its
+// formats through the precision policy (train/precision.h).
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "backend/backend.h"
+#include "train/training_step.h"
+
+namespace trainlab {
+
+// `warmup` untimed steps, then the mean wall time in seconds of `steps` whole training steps (the
+// backend's step capture on, replayed under `key`), synchronised at both ends so that
+// asynchronous devices are timed properly. The ledger's peaks restart after the warm-up.
+double seconds_per_training_step(Backend& be, TrainingStep& step, float lr, const std::string& key, long warmup,
+                                 long steps);
+
+// case digits: the digits training step, MLP 64-256-256-10, batch 128, AdamW lr 1e-3, one fixed
+// batch. mode: a precision (fp32, tf32, bf16, fp16, fp8), "-nograph" appended to run without
+// CUDA graphs.
+nlohmann::json bench_digits_step(const std::string& device, const std::string& mode, long steps, long warmup);
+
+// case digits-train: the whole digits training as the CPU peer runs it (batch 64, AdamW 1e-3,
+// 80/20 split) for `epochs` epochs, through the Trainer, in a temporary run folder.
+nlohmann::json bench_digits_train(const std::string& device, const std::string& precision, long epochs);
+
+// cases char-tiny, char-small, char-gpt2: the peer's character-GPT training step
+// (peer_torch_cpu.py char-tiny, peer_torch.py char-small / char-gpt2): same shapes, batch, AdamW,
+// one fixed batch of random windows of the first 100,000 (tiny) / 200,000 characters. mode:
+// fp32, tf32, bf16 (CUDA: fp16 too), each with -ckpt for checkpointing every block. peak_mib is
+// the ledger's peak of every allocation the lab made (parameters, gradients, optimizer state,
+// activations, workspaces), the counterpart of torch.cuda.max_memory_allocated;
+// activation_predicted_mib is plan/memory_model.h's count of the step's activation buffers.
+nlohmann::json bench_char_step(const std::string& device, const std::string& name, const std::string& mode, long steps,
+                               long warmup);
+
+}  // namespace trainlab
