@@ -6,6 +6,7 @@
 #include "backend/backend.h"
 #include "compress/compression.h"
 #include "data/text.h"
+#include "io/weights.h"
 #include "nn/model.h"
 #include "nn/transformer.h"
 #include "optim/loss_scaler.h"
@@ -144,7 +145,7 @@ void Trainer::apply_setting(const std::string& key, const Json& value, std::stri
     s.gpt->set_checkpointing(checkpoint_policy_from_name(m_config.get_string("checkpoint.policy")),
                              m_config.get_int("checkpoint.k"));
   }
-  if (s.compress) s.compress->on_setting(key);
+  if (s.compress) s.compress->on_setting(key, compress_options(m_config));
   s.be->invalidate_captures();
   std::string label = key.substr(key.rfind('.') + 1) + ": " + (old.is_string() ? old.get<std::string>() : old.dump()) +
                       " -> " + (now.is_string() ? now.get<std::string>() : now.dump());
@@ -221,7 +222,7 @@ RunSummary Trainer::run() {
                           seed);
   }
   s.model->set_compute_dtype(*s.be, s.dtype);
-  s.compress = std::make_unique<Compression>(m_config, *s.be);
+  s.compress = std::make_unique<Compression>(compress_options(m_config), *s.be);
   s.model = s.compress->attach(std::move(s.model), s.batch, s.accumulate);
 
   if (m_config.get_string("optim.name") == "adamw") {
