@@ -104,6 +104,13 @@ class Backend {
 
   virtual DeviceInfo info() const = 0;
   virtual bool supports(DType t) const = 0;
+  // Whether the operation `op` runs on this backend with inputs of format `t`. Callers ask this
+  // instead of matching an exception's text. This default (until each backend answers per
+  // operation) says an operation runs wherever its format does.
+  virtual bool supports(Op op, DType t) const {
+    (void)op;
+    return supports(t);
+  }
   MemoryLedger& ledger() { return m_ledger; }
 
   // --- memory -------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 // trainlab-cli: everything the app does, headless, from a JSON config and flags.
 #include <cstdio>
+#include <string>
 
 #include "backend/backend.h"
 #include "cli/commands.h"
@@ -8,6 +9,18 @@
 #ifndef TRAINLAB_VERSION
 #define TRAINLAB_VERSION "0.0.0"
 #endif
+
+namespace trainlab::cli {
+
+void apply_sets(Config& config, const std::vector<std::string>& sets) {
+  for (const auto& s : sets) {
+    const auto eq = s.find('=');
+    if (eq == std::string::npos) throw Error("--set " + s + ": expected key=value");
+    config.set(s.substr(0, eq), s.substr(eq + 1));
+  }
+}
+
+}  // namespace trainlab::cli
 
 int main(int argc, char** argv) {
   CLI::App app{"TrainLab: train, compress and measure neural networks on the CPU or a GPU"};
