@@ -35,6 +35,18 @@ int main(int argc, char** argv) {
   runners.push_back(trainlab::cli::add_quantize_command(app));
   runners.push_back(trainlab::cli::add_prune_command(app));
   runners.push_back(trainlab::cli::add_sweep_command(app));
+  if (argc > 1 && argv[1][0] != '-') {  // CLI11 would only say "A subcommand is required"
+    std::string verbs;
+    bool known = false;
+    for (const CLI::App* sub : app.get_subcommands({})) {
+      known = known || sub->get_name() == argv[1];
+      verbs += (verbs.empty() ? "" : ", ") + sub->get_name();
+    }
+    if (!known) {
+      std::fprintf(stderr, "error: unknown verb '%s'; the verbs are %s (trainlab-cli --help)\n", argv[1], verbs.c_str());
+      return static_cast<int>(CLI::ExitCodes::ExtrasError);
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
