@@ -37,22 +37,6 @@
 
 namespace trainlab::app {
 
-namespace {
-
-Config tolerant_config(const Json& nested) {
-  Config c;
-  const Json flat = flatten_config(nested);
-  for (auto it = flat.begin(); it != flat.end(); ++it) {
-    try {
-      c.set_json(it.key(), *it, "config.json");
-    } catch (const Error&) {
-    }
-  }
-  return c;
-}
-
-}  // namespace
-
 QStringList preset_dirs() {
   QStringList d;
   for (const auto& r : resource_roots()) {
@@ -474,7 +458,7 @@ void MainWindow::reopen(const QString& dir) {
       r = load_cached(dir);
     m_primary = r;
     if (!m_session->running()) {
-      Config c = tolerant_config(r->config);
+      Config c = Config::from_record(r->config);
       c.set_json("run.out", std::string());  // a new run gets a new folder
       m_form->set_config(c);
     }
@@ -558,7 +542,7 @@ void MainWindow::restore_settings() {
   const QString cfg = s.value("config/last").toString();
   if (!cfg.isEmpty()) {
     try {
-      m_form->set_config(tolerant_config(Json::parse(cfg.toStdString())));
+      m_form->set_config(Config::from_record(Json::parse(cfg.toStdString())));
     } catch (const std::exception&) {
     }
   }
