@@ -37,22 +37,6 @@
 
 namespace trainlab::app {
 
-namespace {
-
-Config tolerant_config(const Json& nested) {
-  Config c;
-  const Json flat = flatten_config(nested);
-  for (auto it = flat.begin(); it != flat.end(); ++it) {
-    try {
-      c.set_json(it.key(), *it, "config.json");
-    } catch (const Error&) {
-    }
-  }
-  return c;
-}
-
-}  // namespace
-
 QStringList preset_dirs() {
   QStringList d;
   for (const auto& r : resource_roots()) {
@@ -100,11 +84,48 @@ MainWindow::MainWindow(const QString& runs_root, QWidget* parent) : QMainWindow(
 MainWindow::~MainWindow() { m_session->shutdown(); }
 
 void MainWindow::build_ui() {
-  // --- left: run controls + the generated config form --------------------------------------------
+  QWidget* left = build_controls();
+  QWidget* centre = build_centre();
+  m_runs = new RunsPanel(this);
+  m_vsplit = new QSplitter(Qt::Vertical, this);
+  m_vsplit->addWidget(centre);
+  m_vsplit->addWidget(m_runs);
+  m_vsplit->setStretchFactor(0, 4);
+  m_vsplit->setStretchFactor(1, 1);
+  m_vsplit->setSizes({720, 200});
+  m_hsplit = new QSplitter(Qt::Horizontal, this);
+  m_hsplit->addWidget(left);
+  m_hsplit->addWidget(m_vsplit);
+  m_hsplit->setStretchFactor(0, 0);
+  m_hsplit->setStretchFactor(1, 1);
+  m_hsplit->setCollapsible(1, false);
+  setCentralWidget(m_hsplit);
+  build_docks();
+  resize(1500, 940);
+  fill_presets();
+}
+
+// The left region: run buttons, progress and status, presets, and the generated config form.
+QWidget* MainWindow::build_controls() {
   auto* left = new QWidget(this);
   auto* lv = new QVBoxLayout(left);
   lv->setContentsMargins(6, 6, 2, 4);
   lv->setSpacing(6);
+  build_run_buttons(left, lv);
+  build_preset_row(left, lv);
+  m_form = new ConfigForm;
+  auto* scroll = new QScrollArea(left);
+  scroll->setWidget(m_form);
+  scroll->setWidgetResizable(true);
+  scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  scroll->setFrameShape(QFrame::NoFrame);
+  lv->addWidget(scroll, 1);
+  left->setMinimumWidth(m_form->sizeHint().width() + scroll->verticalScrollBar()->sizeHint().width() + 12);
+  return left;
+}
+
+// Start / Pause / Stop, the progress bar and the status line.
+void MainWindow::build_run_buttons(QWidget* left, QVBoxLayout* lv) {
   auto* buttons = new QHBoxLayout;
   m_start = new QPushButton(style()->standardIcon(QStyle::SP_MediaPlay), "Start", left);
   m_start->setObjectName("start_button");
@@ -136,7 +157,10 @@ void MainWindow::build_ui() {
   m_status->setWordWrap(true);
   m_status->setMinimumHeight(m_status->fontMetrics().height() * 2 + 4);
   lv->addWidget(m_status);
+}
 
+// The preset chooser with Open... and Save... (config JSON files, as trainlab-cli --config takes).
+void MainWindow::build_preset_row(QWidget* left, QVBoxLayout* lv) {
   auto* preset_row = new QHBoxLayout;
   m_presets = new QComboBox(left);
   m_presets->setObjectName("presets");
@@ -166,17 +190,10 @@ void MainWindow::build_ui() {
     const QString f = QFileDialog::getSaveFileName(this, "Save config", dir + "/my-preset.json", "Config (*.json)");
     if (!f.isEmpty()) save_preset(f);
   });
+}
 
-  m_form = new ConfigForm;
-  auto* scroll = new QScrollArea(left);
-  scroll->setWidget(m_form);
-  scroll->setWidgetResizable(true);
-  scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
-  scroll->setFrameShape(QFrame::NoFrame);
-  lv->addWidget(scroll, 1);
-  left->setMinimumWidth(m_form->sizeHint().width() + scroll->verticalScrollBar()->sizeHint().width() + 12);
-
-  // --- centre: message bar + plots; bottom: runs ------------------------------------------------
+// The centre region: the dismissable message bar over the live plots.
+QWidget* MainWindow::build_centre() {
   auto* centre = new QWidget(this);
   auto* cv = new QVBoxLayout(centre);
   cv->setContentsMargins(2, 4, 4, 0);
@@ -199,22 +216,11 @@ void MainWindow::build_ui() {
   cv->addWidget(m_message);
   m_plots = new PlotPanel(centre);
   cv->addWidget(m_plots, 1);
+  return centre;
+}
 
-  m_runs = new RunsPanel(this);
-  m_vsplit = new QSplitter(Qt::Vertical, this);
-  m_vsplit->addWidget(centre);
-  m_vsplit->addWidget(m_runs);
-  m_vsplit->setStretchFactor(0, 4);
-  m_vsplit->setStretchFactor(1, 1);
-  m_vsplit->setSizes({720, 200});
-  m_hsplit = new QSplitter(Qt::Horizontal, this);
-  m_hsplit->addWidget(left);
-  m_hsplit->addWidget(m_vsplit);
-  m_hsplit->setStretchFactor(0, 0);
-  m_hsplit->setStretchFactor(1, 1);
-  m_hsplit->setCollapsible(1, false);
-  setCentralWidget(m_hsplit);
-
+// The docks on the right, hidden until asked for: text generation and kernel times.
+void MainWindow::build_docks() {
   m_text = new TextPanel(this);
   m_text_dock = new QDockWidget("Text generation (char-gpt)", this);
   m_text_dock->setObjectName("text_dock");
@@ -230,8 +236,6 @@ void MainWindow::build_ui() {
   connect(m_kernel_dock, &QDockWidget::visibilityChanged, this, [this](bool shown) {
     if (shown) m_kernels->refresh();
   });
-  resize(1500, 940);
-  fill_presets();
 }
 
 void MainWindow::fill_presets() {
@@ -474,7 +478,7 @@ void MainWindow::reopen(const QString& dir) {
       r = load_cached(dir);
     m_primary = r;
     if (!m_session->running()) {
-      Config c = tolerant_config(r->config);
+      Config c = Config::from_record(r->config);
       c.set_json("run.out", std::string());  // a new run gets a new folder
       m_form->set_config(c);
     }
@@ -558,7 +562,7 @@ void MainWindow::restore_settings() {
   const QString cfg = s.value("config/last").toString();
   if (!cfg.isEmpty()) {
     try {
-      m_form->set_config(tolerant_config(Json::parse(cfg.toStdString())));
+      m_form->set_config(Config::from_record(Json::parse(cfg.toStdString())));
     } catch (const std::exception&) {
     }
   }

@@ -20,6 +20,7 @@ class QPushButton;
 class QSplitter;
 class QFrame;
 class QDockWidget;
+class QVBoxLayout;
 
 namespace trainlab::app {
 
@@ -65,6 +66,11 @@ class MainWindow : public QMainWindow {
 
  private:
   void build_ui();
+  QWidget* build_controls();
+  void build_run_buttons(QWidget* left, QVBoxLayout* lv);
+  void build_preset_row(QWidget* left, QVBoxLayout* lv);
+  QWidget* build_centre();
+  void build_docks();
   void build_menus();
   void on_metrics();
   void on_finished(const QString& status, const QString& message, const QString& dir);

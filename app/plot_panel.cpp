@@ -346,11 +346,10 @@ QCPGraph* PlotPanel::graph(PlotKind k, const QString& name) const {
   return nullptr;
 }
 
-void PlotPanel::refresh() {
-  m_dirty = false;
-  bool need_rebuild = false;
-  for (auto& d : m_drawn) {
-    // A run that turned fp16 (or started reporting MFU) mid-way needs its extra graphs.
+// Whether a drawn run needs graphs it does not have yet: a run that turned fp16 (or started
+// reporting MFU, sparsity or bits) mid-way, or the primary run's device capacity line.
+bool PlotPanel::needs_rebuild() const {
+  for (const auto& d : m_drawn) {
     bool has_ls = false, has_mfu = false, has_sp = false, has_bits = false;
     for (const auto& t : d.tracks) {
       if (t.graph->parentPlot() == plot(PlotKind::LossScale)) has_ls = true;
@@ -360,91 +359,76 @@ void PlotPanel::refresh() {
     }
     if ((!has_ls && d.run->has_loss_scale()) || (!has_mfu && d.run->has_mfu()) ||
         (!has_sp && d.run->has_sparsity()) || (!has_bits && d.run->has_bits()))
-      need_rebuild = true;
+      return true;
     if (d.primary && d.run->device_total_bytes > 0) {
       bool have = false;
       for (int i = 0; i < plot(PlotKind::Memory)->itemCount(); ++i)
         have = have || plot(PlotKind::Memory)->item(i)->objectName() == "capacity";
-      need_rebuild = need_rebuild || !have;
+      if (!have) return true;
     }
   }
-  if (need_rebuild) {
-    for (auto& d : m_drawn) d.tracks.clear();
-    // rebuild() calls refresh() again with the new graphs
-    QVector<std::shared_ptr<RunSeries>> r = runs();
-    m_drawn.clear();
-    for (int i = 0; i < r.size(); ++i) m_drawn.push_back({r[i], {}, 0, i == 0});
-    rebuild();
+  return false;
+}
+
+// Brings one graph up to its run's data: smoothing (a debiased exponential moving average with
+// factor m_smoothing) of the new points, then either appending them or rebuilding the min/max
+// envelope of the visible range (plot_decimation.h decides which).
+void PlotPanel::update_track(Track& t, const RunSeries& r) {
+  const double a = m_smoothing;
+  const int n = t.count(r);
+  if (n == 0) return;
+  if (t.smooth && a > 0) {
+    for (int i = t.smoothed.size(); i < n; ++i) {
+      double y = t.y(r, i);
+      if (std::isfinite(y)) {
+        t.acc = t.have ? a * t.acc + (1 - a) * y : (1 - a) * y;
+        t.debias = t.have ? a * t.debias + (1 - a) : (1 - a);
+        t.have = true;
+        y = t.acc / t.debias;
+      }
+      t.smoothed.push_back(y);
+    }
+  }
+  const bool use_smoothed = t.smooth && a > 0;
+  auto val = [&](int i) { return use_smoothed ? t.smoothed[i] : t.y(r, i); };
+  if (t.category >= 0 && !t.nonzero)
+    for (int i = t.drawn; i < n && !t.nonzero; ++i) t.nonzero = r.mem[static_cast<size_t>(t.category)][i] > 0;
+  const bool rebuild = envelope_needs_rebuild(n, t.decimated, t.built_n, m_range_dirty);
+  if (!rebuild) {
+    if (n <= t.drawn) return;
+    // Append the new points as they are (a decimated graph gets its raw tail until the next rebuild).
+    QVector<double> xs, ys;
+    xs.reserve(n - t.drawn);
+    ys.reserve(n - t.drawn);
+    for (int i = t.drawn; i < n; ++i) {
+      xs.push_back(t.x(r, i));
+      ys.push_back(val(i));
+    }
+    t.graph->addData(xs, ys, true);
+    t.drawn = n;
     return;
   }
-  const double a = m_smoothing;
-  m_in_refresh = true;
-  for (auto& d : m_drawn) {
-    const RunSeries& r = *d.run;
-    for (auto& t : d.tracks) {
-      const int n = t.count(r);
-      if (n == 0) continue;
-      if (t.smooth && a > 0) {
-        for (int i = t.smoothed.size(); i < n; ++i) {
-          double y = t.y(r, i);
-          if (std::isfinite(y)) {
-            t.acc = t.have ? a * t.acc + (1 - a) * y : (1 - a) * y;
-            t.debias = t.have ? a * t.debias + (1 - a) : (1 - a);
-            t.have = true;
-            y = t.acc / t.debias;
-          }
-          t.smoothed.push_back(y);
-        }
-      }
-      const bool use_smoothed = t.smooth && a > 0;
-      auto val = [&](int i) { return use_smoothed ? t.smoothed[i] : t.y(r, i); };
-      if (t.category >= 0 && !t.nonzero)
-        for (int i = t.drawn; i < n && !t.nonzero; ++i) t.nonzero = r.mem[static_cast<size_t>(t.category)][i] > 0;
-      const bool rebuild = envelope_needs_rebuild(n, t.decimated, t.built_n, m_range_dirty);
-      if (!rebuild) {
-        if (n <= t.drawn) continue;
-        // Append the new points as they are (a decimated graph gets its raw tail until the next rebuild).
-        QVector<double> xs, ys;
-        xs.reserve(n - t.drawn);
-        ys.reserve(n - t.drawn);
-        for (int i = t.drawn; i < n; ++i) {
-          xs.push_back(t.x(r, i));
-          ys.push_back(val(i));
-        }
-        t.graph->addData(xs, ys, true);
-        t.drawn = n;
-        continue;
-      }
-      double lo = t.x(r, 0), hi = t.x(r, n - 1);
-      if (!m_follow) {  // the visible range only
-        lo = std::max(lo, t.graph->keyAxis()->range().lower);
-        hi = std::min(hi, t.graph->keyAxis()->range().upper);
-      }
-      const QVector<QCPGraphData> out = decimate_range(
-          n, [&](int i) { return t.x(r, i); }, val, lo, hi, t.graph->keyAxis()->axisRect()->width());
-      t.graph->data()->set(out, true);
-      if (!t.decimated) {
-        // A dense envelope draws fast only with a thin pen (wide pens go through QPainter's stroker).
-        QPen pen = t.graph->pen();
-        pen.setWidthF(1.0);
-        t.graph->setPen(pen);
-      }
-      t.decimated = true;
-      t.built_n = n;
-      t.drawn = n;
-    }
-    for (auto& t : d.tracks)
-      if (t.category >= 0) {
-        // Categories that stay at zero (communication on one device) stay out of the stack's legend.
-        t.graph->setVisible(t.nonzero);
-        if (t.nonzero) t.graph->addToLegend(); else t.graph->removeFromLegend();
-      }
-    while (d.events_drawn < r.events.size()) {
-      const RunEvent& e = r.events[d.events_drawn++];
-      add_marker(e.step, (m_drawn.size() > 1 ? r.name + ": " : QString()) + e.label, d.primary ? QColor(120, 60, 200) : d.run->color);
-    }
+  double lo = t.x(r, 0), hi = t.x(r, n - 1);
+  if (!m_follow) {  // the visible range only
+    lo = std::max(lo, t.graph->keyAxis()->range().lower);
+    hi = std::min(hi, t.graph->keyAxis()->range().upper);
   }
-  // Titles carry what does not fit in the legend.
+  const QVector<QCPGraphData> out = decimate_range(
+      n, [&](int i) { return t.x(r, i); }, val, lo, hi, t.graph->keyAxis()->axisRect()->width());
+  t.graph->data()->set(out, true);
+  if (!t.decimated) {
+    // A dense envelope draws fast only with a thin pen (wide pens go through QPainter's stroker).
+    QPen pen = t.graph->pen();
+    pen.setWidthF(1.0);
+    t.graph->setPen(pen);
+  }
+  t.decimated = true;
+  t.built_n = n;
+  t.drawn = n;
+}
+
+// Titles carry what does not fit in the legend: the device capacity, the recent throughput.
+void PlotPanel::update_titles() {
   if (auto* t = title_element(plot(PlotKind::Memory))) {
     QString s = "Memory by category";
     if (!m_drawn.isEmpty() && m_drawn[0].run->device_total_bytes > 0)
@@ -462,41 +446,73 @@ void PlotPanel::refresh() {
     }
     t->setText(s);
   }
-  if (m_follow) {
-    for (auto* p : m_plots) {
-      p->rescaleAxes(true);
-      // Some headroom so that lines do not sit on the frame and labels have room.
-      for (QCPAxis* ax : {p->yAxis, p->yAxis2}) {
-        if (!ax->visible() && ax == p->yAxis2) continue;
-        if (ax->scaleType() != QCPAxis::stLinear) continue;
-        // The data's own range (rescaleAxes widens a constant series arbitrarily).
-        bool any = false;
-        QCPRange dr;
-        for (int g = 0; g < p->graphCount(); ++g) {
-          QCPGraph* gr = p->graph(g);
-          if (gr->valueAxis() != ax || !gr->visible() || gr->dataCount() == 0) continue;
-          bool found = false;
-          const QCPRange r = gr->getValueRange(found);
-          if (!found) continue;
-          dr = any ? QCPRange(std::min(dr.lower, r.lower), std::max(dr.upper, r.upper)) : r;
-          any = true;
-        }
-        if (!any) continue;
-        if (dr.size() <= std::fabs(dr.center()) * 1e-6) {
-          // A constant series (a fixed learning rate): show it with room around it.
-          const double v = dr.center();
-          ax->setRange(v >= 0 ? 0 : v * 1.3, v > 0 ? v * 1.3 : (v == 0 ? 1 : 0));
-        } else {
-          const double pad = dr.size() * 0.06;
-          ax->setRange(dr.lower >= 0 && dr.lower - pad < 0 ? 0 : dr.lower - pad, dr.upper + pad * 1.6);
-        }
+}
+
+// Following the run: every axis fits its data, with some headroom so that lines do not sit on the
+// frame and labels have room.
+void PlotPanel::fit_axes() {
+  for (auto* p : m_plots) {
+    p->rescaleAxes(true);
+    for (QCPAxis* ax : {p->yAxis, p->yAxis2}) {
+      if (!ax->visible() && ax == p->yAxis2) continue;
+      if (ax->scaleType() != QCPAxis::stLinear) continue;
+      // The data's own range (rescaleAxes widens a constant series arbitrarily).
+      bool any = false;
+      QCPRange dr;
+      for (int g = 0; g < p->graphCount(); ++g) {
+        QCPGraph* gr = p->graph(g);
+        if (gr->valueAxis() != ax || !gr->visible() || gr->dataCount() == 0) continue;
+        bool found = false;
+        const QCPRange r = gr->getValueRange(found);
+        if (!found) continue;
+        dr = any ? QCPRange(std::min(dr.lower, r.lower), std::max(dr.upper, r.upper)) : r;
+        any = true;
+      }
+      if (!any) continue;
+      if (dr.size() <= std::fabs(dr.center()) * 1e-6) {
+        // A constant series (a fixed learning rate): show it with room around it.
+        const double v = dr.center();
+        ax->setRange(v >= 0 ? 0 : v * 1.3, v > 0 ? v * 1.3 : (v == 0 ? 1 : 0));
+      } else {
+        const double pad = dr.size() * 0.06;
+        ax->setRange(dr.lower >= 0 && dr.lower - pad < 0 ? 0 : dr.lower - pad, dr.upper + pad * 1.6);
       }
     }
-    QCustomPlot* acc = plot(PlotKind::Accuracy);
-    if (acc->yAxis->range().upper > 100) acc->yAxis->setRangeUpper(101);
-    QCustomPlot* mp = plot(PlotKind::Memory);
-    mp->yAxis->setRangeLower(0);
   }
+  QCustomPlot* acc = plot(PlotKind::Accuracy);
+  if (acc->yAxis->range().upper > 100) acc->yAxis->setRangeUpper(101);
+  QCustomPlot* mp = plot(PlotKind::Memory);
+  mp->yAxis->setRangeLower(0);
+}
+
+void PlotPanel::refresh() {
+  m_dirty = false;
+  if (needs_rebuild()) {
+    for (auto& d : m_drawn) d.tracks.clear();
+    // rebuild() calls refresh() again with the new graphs
+    QVector<std::shared_ptr<RunSeries>> r = runs();
+    m_drawn.clear();
+    for (int i = 0; i < r.size(); ++i) m_drawn.push_back({r[i], {}, 0, i == 0});
+    rebuild();
+    return;
+  }
+  m_in_refresh = true;
+  for (auto& d : m_drawn) {
+    const RunSeries& r = *d.run;
+    for (auto& t : d.tracks) update_track(t, r);
+    for (auto& t : d.tracks)
+      if (t.category >= 0) {
+        // Categories that stay at zero (communication on one device) stay out of the stack's legend.
+        t.graph->setVisible(t.nonzero);
+        if (t.nonzero) t.graph->addToLegend(); else t.graph->removeFromLegend();
+      }
+    while (d.events_drawn < r.events.size()) {
+      const RunEvent& e = r.events[d.events_drawn++];
+      add_marker(e.step, (m_drawn.size() > 1 ? r.name + ": " : QString()) + e.label, d.primary ? QColor(120, 60, 200) : d.run->color);
+    }
+  }
+  update_titles();
+  if (m_follow) fit_axes();
   for (auto* p : m_plots) layout_marker_labels(p);
   m_range_dirty = false;
   m_in_refresh = false;

@@ -88,6 +88,10 @@ class PlotPanel : public QWidget {
   void add_marker(double step, const QString& label, const QColor& color);
   void apply_palette();
   void update_visibility();
+  bool needs_rebuild() const;
+  void update_track(Track& t, const RunSeries& r);
+  void update_titles();
+  void fit_axes();
   void show_hover(QCustomPlot* p, const QPoint& pos);
 
   QCustomPlot* m_plots[kPlotCount] = {};

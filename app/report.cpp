@@ -79,12 +79,8 @@ void Report::write(const QString& path) const {
     throw Error(path.toStdString() + ": unknown report format '" + ext.toStdString() + "' (use .pdf, .html or .csv)");
 }
 
-QString Report::summary_html(bool for_pdf) const {
-  QString h;
-  QTextStream o(&h);
-  o << "<h1>TrainLab report</h1><p class='muted'>" << QDateTime::currentDateTime().toString("yyyy-MM-dd HH:mm")
-    << " &middot; " << m_runs.size() << " run" << (m_runs.size() == 1 ? "" : "s") << "</p>";
-
+// The runs with their final metrics, and the messages of runs that stopped early.
+void Report::write_runs_table(QTextStream& o) const {
   o << "<h2>Runs and final metrics</h2><table width='100%' cellspacing='0' cellpadding='3' border='1'><tr>"
        "<th>Run</th><th>Status</th><th>Model</th><th>Precision</th><th>Device</th><th>Steps</th>"
        "<th>Test accuracy</th><th>Test loss</th><th>Final train loss</th><th>Samples/s</th><th>Wall time</th>"
@@ -118,8 +114,10 @@ QString Report::summary_html(bool for_pdf) const {
     if (r->summary.is_object() && r->summary.contains("message"))
       o << "<p><b>" << esc(r->name) << ":</b> " << esc(QString::fromStdString(r->summary.value("message", std::string())))
         << "</p>";
+}
 
-  // Differences between the runs (against the first).
+// Differences between the runs (against the first).
+void Report::write_differences(QTextStream& o) const {
   if (m_runs.size() > 1) {
     std::vector<Json> flats;
     for (const auto& r : m_runs) flats.push_back(flatten_config(r->config));
@@ -144,8 +142,10 @@ QString Report::summary_html(bool for_pdf) const {
       o << "</table>";
     }
   }
+}
 
-  // Mid-run changes.
+// Mid-run changes.
+void Report::write_events(QTextStream& o) const {
   bool any_events = false;
   for (const auto& r : m_runs) any_events = any_events || !r->events.isEmpty();
   if (any_events) {
@@ -155,8 +155,10 @@ QString Report::summary_html(bool for_pdf) const {
         o << "<tr><td>" << esc(r->name) << "</td><td class='num' align='right'>" << e.step << "</td><td>" << esc(e.label) << "</td></tr>";
     o << "</table>";
   }
+}
 
-  // Compression: final sparsity and bits per weight of the runs that pruned or quantized.
+// Compression: final sparsity and bits per weight of the runs that pruned or quantized.
+void Report::write_compression(QTextStream& o) const {
   bool any_compression = false;
   for (const auto& r : m_runs) any_compression = any_compression || r->has_sparsity() || r->has_bits();
   if (any_compression) {
@@ -175,8 +177,10 @@ QString Report::summary_html(bool for_pdf) const {
     }
     o << "</table>";
   }
+}
 
-  // Per-kernel times (CUDA runs with device.kernel_timing).
+// Per-kernel times (CUDA runs with device.kernel_timing).
+void Report::write_kernel_times(QTextStream& o) const {
   for (const auto& r : m_runs) {
     if (r->kernels.isEmpty()) continue;
     const auto ks = r->kernels_by_time();
@@ -193,8 +197,10 @@ QString Report::summary_html(bool for_pdf) const {
         << " %</td></tr>";
     o << "</table>";
   }
+}
 
-  // Memory by category: measured peak vs predicted (at the last step).
+// Memory by category: measured peak vs predicted (at the last step).
+void Report::write_memory(QTextStream& o) const {
   o << "<h2>Memory by category: measured against predicted</h2><table cellspacing='0' cellpadding='3' border='1'><tr><th>Category</th>";
   for (const auto& r : m_runs) o << "<th>" << esc(r->name) << " measured peak</th><th>predicted</th>";
   o << "</tr>";
@@ -219,6 +225,20 @@ QString Report::summary_html(bool for_pdf) const {
     o << "</tr>";
   }
   o << "</table>";
+}
+
+QString Report::summary_html(bool for_pdf) const {
+  QString h;
+  QTextStream o(&h);
+  o << "<h1>TrainLab report</h1><p class='muted'>" << QDateTime::currentDateTime().toString("yyyy-MM-dd HH:mm")
+    << " &middot; " << m_runs.size() << " run" << (m_runs.size() == 1 ? "" : "s") << "</p>";
+
+  write_runs_table(o);
+  write_differences(o);
+  write_events(o);
+  write_compression(o);
+  write_kernel_times(o);
+  write_memory(o);
   if (for_pdf) o << "<p class='muted'>Plots follow on the next pages; the full configs are at the end.</p>";
   return h;
 }

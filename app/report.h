@@ -6,6 +6,7 @@
 #pragma once
 #include <QString>
 #include <QStringList>
+#include <QTextStream>
 #include <memory>
 
 #include "run_series.h"
@@ -29,6 +30,14 @@ class Report {
   QString config_html() const;
 
  private:
+  // The sections of summary_html, in order.
+  void write_runs_table(QTextStream& o) const;
+  void write_differences(QTextStream& o) const;
+  void write_events(QTextStream& o) const;
+  void write_compression(QTextStream& o) const;
+  void write_kernel_times(QTextStream& o) const;
+  void write_memory(QTextStream& o) const;
+
   QVector<std::shared_ptr<RunSeries>> m_runs;
 };
 

@@ -41,20 +41,6 @@ Json read_json(const QString& path) {
   }
 }
 
-Config config_of(const Json& j) {
-  // A record written by an older or newer build may hold keys this build does not know: keep what
-  // it understands.
-  Config c;
-  const Json flat = flatten_config(j);
-  for (auto it = flat.begin(); it != flat.end(); ++it) {
-    try {
-      c.set_json(it.key(), *it, "config.json");
-    } catch (const Error&) {
-    }
-  }
-  return c;
-}
-
 }  // namespace
 
 RunsPanel::RunsPanel(QWidget* parent) : QWidget(parent) {
@@ -193,7 +179,7 @@ QStringList RunsPanel::differences(const QString& dir) const {
   }
   if (!a || !b || a == b) return {};
   QStringList out;
-  for (const auto& k : Config::differences(config_of(a->config), config_of(b->config)))
+  for (const auto& k : Config::differences(Config::from_record(a->config), Config::from_record(b->config)))
     if (k.rfind("run.", 0) != 0) out << QString::fromStdString(k);
   return out;
 }

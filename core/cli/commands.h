@@ -4,10 +4,17 @@
 #include <CLI/CLI.hpp>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
 
 namespace trainlab::cli {
 
 using Runner = std::function<int()>;
+
+// Applies --set key=value options in order (Config::set); throws Error naming an item without '='.
+void apply_sets(Config& config, const std::vector<std::string>& sets);
 
 Runner add_train_command(CLI::App& app);
 Runner add_eval_command(CLI::App& app);

@@ -1,5 +1,6 @@
 // trainlab-cli: everything the app does, headless, from a JSON config and flags.
 #include <cstdio>
+#include <string>
 
 #include "backend/backend.h"
 #include "cli/commands.h"
@@ -8,6 +9,18 @@
 #ifndef TRAINLAB_VERSION
 #define TRAINLAB_VERSION "0.0.0"
 #endif
+
+namespace trainlab::cli {
+
+void apply_sets(Config& config, const std::vector<std::string>& sets) {
+  for (const auto& s : sets) {
+    const auto eq = s.find('=');
+    if (eq == std::string::npos) throw Error("--set " + s + ": expected key=value");
+    config.set(s.substr(0, eq), s.substr(eq + 1));
+  }
+}
+
+}  // namespace trainlab::cli
 
 int main(int argc, char** argv) {
   CLI::App app{"TrainLab: train, compress and measure neural networks on the CPU or a GPU"};
@@ -22,6 +35,18 @@ int main(int argc, char** argv) {
   runners.push_back(trainlab::cli::add_quantize_command(app));
   runners.push_back(trainlab::cli::add_prune_command(app));
   runners.push_back(trainlab::cli::add_sweep_command(app));
+  if (argc > 1 && argv[1][0] != '-') {  // CLI11 would only say "A subcommand is required"
+    std::string verbs;
+    bool known = false;
+    for (const CLI::App* sub : app.get_subcommands({})) {
+      known = known || sub->get_name() == argv[1];
+      verbs += (verbs.empty() ? "" : ", ") + sub->get_name();
+    }
+    if (!known) {
+      std::fprintf(stderr, "error: unknown verb '%s'; the verbs are %s (trainlab-cli --help)\n", argv[1], verbs.c_str());
+      return static_cast<int>(CLI::ExitCodes::ExtrasError);
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -42,62 +42,47 @@ void DistillModel::release_buffers() {
   m_teacher->release_buffers();
 }
 
-std::unique_ptr<Model> load_model_file(Backend& be, const std::string& path) {
-  const SafeTensorsFile f = read_safetensors(path);
-  auto it = f.metadata.find("trainlab_architecture");
-  if (it == f.metadata.end()) throw Error(path + ": no trainlab_architecture metadata (was it written by trainlab?)");
-  auto m = build_model(be, Json::parse(it->second), 0);
-  load_weights_any(be, *m, f, path);
-  return m;
-}
-
 // --- Compression ---------------------------------------------------------------------------------
 
-Compression::Compression(const Config& config, Backend& be) : m_config(config), m_be(be) {}
+Compression::Compression(CompressOptions options, Backend& be) : m_opt(std::move(options)), m_be(be) {}
 Compression::~Compression() = default;
 
-QuantPlan Compression::quant_plan() const {
-  QuantSpec s;
-  s.bits = static_cast<int>(m_config.get_int("quant.bits"));
-  s.granularity = granularity_from_name(m_config.get_string("quant.granularity"));
-  s.group = static_cast<int>(m_config.get_int("quant.group"));
-  return QuantPlan::parse(s, m_config.get_string("quant.overrides"));
-}
+QuantPlan Compression::quant_plan() const { return QuantPlan::from_options(m_opt.quant); }
 
 void Compression::read_quant_config() {
   m_plan = quant_plan();
   // With QAT asked for, check every layer's spec now, so that a bad group fails with a message
   // before any step (or before a mid-run switch is applied).
-  if (m_config.get_string("quant.mode") == "qat")
+  if (m_opt.quant.qat())
     for (Parameter* p : m_quantizable) m_plan.spec_for(p->name).group_size(p->shape[0], p->shape[1]);
 }
 
 std::unique_ptr<Model> Compression::attach(std::unique_ptr<Model> model, int64_t batch, int accumulate) {
   m_batch = batch;
-  const std::string init = m_config.get_string("compress.init_from");
+  const std::string& init = m_opt.init_from;
   if (!init.empty()) load_weights_any(m_be, *model, read_safetensors(init), init);
-  const std::string teacher = m_config.get_string("distill.teacher");
+  const std::string& teacher = m_opt.distill.teacher;
   if (!teacher.empty()) {
     auto t = load_model_file(m_be, teacher);
     auto d = std::make_unique<DistillModel>(std::move(model), std::move(t),
-                                            static_cast<float>(m_config.get_float("distill.temperature")),
-                                            static_cast<float>(m_config.get_float("distill.alpha")));
+                                            static_cast<float>(m_opt.distill.temperature),
+                                            static_cast<float>(m_opt.distill.alpha));
     d->set_grad_multiplier(1.0f / static_cast<float>(batch * accumulate));
     m_distill = d.get();
     model = std::move(d);
   }
   m_model = model.get();
-  m_prunable = prunable_parameters(*m_model, m_config.get_bool("prune.include_output"));
+  m_prunable = prunable_parameters(*m_model, m_opt.prune.include_output);
   // QAT fakes the quantization of every linear weight, the classifier included, whatever pruning
   // leaves out: the stored low-bit file quantizes them all.
   m_quantizable = prunable_parameters(*m_model, true);
   read_quant_config();
-  if (m_config.get_bool("prune.rewind") && m_config.get_int("prune.rewind_step") == 0) {
+  if (m_opt.prune.rewind && m_opt.prune.rewind_step == 0) {
     std::vector<Parameter*> all = m_model->parameters();
     m_snapshot = download_masters(m_be, all);
   }
-  m_pending_now = m_config.get_float("prune.now");
-  if (m_config.get_string("quant.mode") == "qat") set_qat(true);
+  m_pending_now = m_opt.prune.now;
+  if (m_opt.quant.qat()) set_qat(true);
   return model;
 }
 
@@ -125,7 +110,7 @@ void Compression::fake_quantize_values() {
 }
 
 std::string Compression::prune_to(double sparsity, const char* how) {
-  const PruneScope scope = m_config.get_string("prune.scope") == "global" ? PruneScope::Global : PruneScope::Layer;
+  const PruneScope scope = m_opt.prune.global_scope ? PruneScope::Global : PruneScope::Layer;
   auto ws = download_masters(m_be, m_prunable);
   auto masks = magnitude_masks(ws, sparsity, scope);
   // Keep earlier masks: a weight pruned before stays pruned (it is 0, so it is among the smallest).
@@ -174,25 +159,26 @@ void Compression::rewind() {
 std::string Compression::before_step(long step) {
   std::string event;
   auto add = [&](const std::string& e) { event += (event.empty() ? "" : "; ") + e; };
-  const std::string method = m_config.get_string("prune.method");
-  const long start = m_config.get_int("prune.start_step");
-  if (m_config.get_bool("prune.rewind") && m_snapshot.empty() && step == m_config.get_int("prune.rewind_step")) {
+  const PruneOptions& po = m_opt.prune;
+  const std::string& method = po.method;
+  const long start = po.start_step;
+  if (po.rewind && m_snapshot.empty() && step == po.rewind_step) {
     std::vector<Parameter*> all = m_model->parameters();
     m_snapshot = download_masters(m_be, all);
   }
   if (method == "magnitude" && step == start) {
-    add(prune_to(m_config.get_float("prune.sparsity"), "one-shot magnitude"));
-    if (m_config.get_bool("prune.rewind")) {
+    add(prune_to(po.sparsity, "one-shot magnitude"));
+    if (po.rewind) {
       rewind();
-      add("rewind to step " + std::to_string(m_config.get_int("prune.rewind_step")) + " (lottery ticket)");
+      add("rewind to step " + std::to_string(po.rewind_step) + " (lottery ticket)");
     }
   } else if (method == "gradual") {
     GradualSchedule g;
     g.start = start;
-    g.interval = m_config.get_int("prune.interval");
-    g.n = static_cast<int>(m_config.get_int("prune.n_steps"));
-    g.initial = m_config.get_float("prune.initial_sparsity");
-    g.final_sparsity = m_config.get_float("prune.sparsity");
+    g.interval = po.interval;
+    g.n = po.n_steps;
+    g.initial = po.initial_sparsity;
+    g.final_sparsity = po.sparsity;
     if (g.is_pruning_step(step) && g.sparsity_at(step) > 0.0) add(prune_to(g.sparsity_at(step), "gradual"));
   } else if (method == "2:4" && step == start) {
     add(prune_2_4());
@@ -212,15 +198,16 @@ void Compression::after_step() {
   if (m_qat) fake_quantize_values();
 }
 
-void Compression::on_setting(const std::string& key) {
+void Compression::on_setting(const std::string& key, const CompressOptions& now) {
+  m_opt = now;
   if (key.rfind("quant.", 0) == 0) {
     read_quant_config();
-    set_qat(m_config.get_string("quant.mode") == "qat");
+    set_qat(m_opt.quant.qat());
     m_requant = m_qat;
   } else if (key == "prune.now") {
-    m_pending_now = m_config.get_float("prune.now");
+    m_pending_now = m_opt.prune.now;
   } else if (key == "train.accumulate" && m_distill) {
-    m_distill->set_grad_multiplier(1.0f / static_cast<float>(m_batch * m_config.get_int("train.accumulate")));
+    m_distill->set_grad_multiplier(1.0f / static_cast<float>(m_batch * m_opt.accumulate));
   } else if (key == "precision.dtype") {
     if (m_distill) m_distill->student().set_compute_dtype(m_be, m_model->compute_dtype());
     m_requant = m_qat;
@@ -238,8 +225,7 @@ Json Compression::finish(const std::string& dir) {
   j["quant_mode"] = m_qat ? "qat" : "none";
   if (m_qat) {
     QuantFileReport qr;
-    SafeTensorsFile f = quantize_weights(model_to_file(m_be, *m_model), m_plan, &qr);
-    f.metadata["trainlab_config"] = m_config.to_json().dump();
+    const SafeTensorsFile f = quantize_weights(model_to_file(m_be, *m_model, m_opt.run_config), m_plan, &qr);
     if (!dir.empty()) write_safetensors(dir + "/model.quant.safetensors", f);
     j["quant"] = m_plan.default_spec.to_json();
     j["quant_storage"] = qr.to_json();
@@ -274,22 +260,16 @@ double model_accuracy(Backend& be, Model& model, const ClassificationData& data,
 }
 
 double file_accuracy(Backend& be, const SafeTensorsFile& f, const ClassificationData& data) {
-  auto it = f.metadata.find("trainlab_architecture");
-  if (it == f.metadata.end()) throw Error("weights without trainlab_architecture metadata");
-  auto m = build_model(be, Json::parse(it->second), 0);
-  load_weights_any(be, *m, f, "weights");
+  auto m = model_from_file(be, f, "weights");
   return model_accuracy(be, *m, data);
 }
 
 double file_text_val_loss(Backend& be, const SafeTensorsFile& f, const TokenSplit& val, int64_t windows,
                           int64_t batch, uint64_t seed) {
   const std::vector<int32_t>& val_tokens = val.tokens;
-  auto it = f.metadata.find("trainlab_architecture");
-  if (it == f.metadata.end()) throw Error("weights without trainlab_architecture metadata");
-  auto m = build_model(be, Json::parse(it->second), 0);
+  auto m = model_from_file(be, f, "weights");
   auto* gpt = dynamic_cast<CharGpt*>(m.get());
   if (!gpt) throw Error("a validation loss over text needs a char-gpt weights file");
-  load_weights_any(be, *m, f, "weights");
   const int64_t T = gpt->config().context, n = static_cast<int64_t>(val_tokens.size());
   if (n < T + 2) throw Error("the validation text has " + std::to_string(n) + " tokens, fewer than a window of " + std::to_string(T + 1));
   Tensor toks = be.empty({n}, DType::I32, MemCategory::Workspace);

@@ -3,11 +3,13 @@
 // prune.*, distill.* and compress.* (config_schema.cpp, compress_keys), including the mid-run
 // ones (quant.mode/bits/granularity/group, prune.now), which apply at the next step.
 //
-// The trainer's part is four calls:
+// It works from plain options (config/compress_options.h), never the run's Config. The trainer's
+// part is five calls:
+//   Compression compression(compress_options(config), backend);
 //   model = compression.attach(std::move(model), batch, accumulate);  // after the model is built
 //   event += compression.before_step(step);   // before each step (pruning events, QAT switches)
 //   compression.after_step();                 // after each step (re-applies fake quantization)
-//   compression.on_setting(key);              // when a mid-run key changed
+//   compression.on_setting(key, compress_options(config));  // when a mid-run key changed
 //   compression.finish(run_dir);              // at the end: compression.json (+ quantized weights)
 //
 // QAT: the compute copy `value` of each linear weight holds Q(master) (fake quantization, with
@@ -24,7 +26,7 @@
 #include "data/dataset.h"
 #include "data/text.h"
 #include "nn/model.h"
-#include "config/config.h"
+#include "config/compress_options.h"
 
 namespace trainlab {
 
@@ -60,18 +62,16 @@ class DistillModel final : public Model {
   Tensor m_student_logits, m_teacher_logits;
 };
 
-// Loads a weights file (fp32 or quantized) and builds its model from the file's architecture.
-std::unique_ptr<Model> load_model_file(Backend& be, const std::string& path);
-
 class Compression {
  public:
-  Compression(const Config& config, Backend& be);
+  Compression(CompressOptions options, Backend& be);
   ~Compression();
 
   std::unique_ptr<Model> attach(std::unique_ptr<Model> model, int64_t batch, int accumulate);
   std::string before_step(long step);
   void after_step();
-  void on_setting(const std::string& key);
+  // `key` changed mid-run; `now` holds the options after the change.
+  void on_setting(const std::string& key, const CompressOptions& now);
   // When the run pruned, quantized or distilled: writes <dir>/compression.json (sparsity per layer,
   // sparse size, QAT spec, quantized size) and, with QAT on, <dir>/model.quant.safetensors (real
   // low-bit storage). Returns the JSON (empty when nothing was compressed).
@@ -88,7 +88,7 @@ class Compression {
   std::string prune_2_4();
   void rewind();
 
-  const Config& m_config;
+  CompressOptions m_opt;
   Backend& m_be;
   Model* m_model = nullptr;     // the model the trainer runs (maybe a DistillModel)
   DistillModel* m_distill = nullptr;

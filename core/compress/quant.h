@@ -7,14 +7,8 @@
 // per tensor = one group of rows*cols, per output channel = groups of cols (one per row), per group
 // g = groups of g consecutive weights inside a row (g must divide cols).
 //
-// Real storage: codes are packed little-endian, b bits each, element i at bit offset b*i (for
-// b = 4 that is two weights a byte, low nibble first, the layout of DType::I4; for b = 8 plain
-// int8). Scales are fp16. A quantized weights file (safetensors) holds for each quantized weight W:
-//   "W.qweight"  I8 [rows, cols] (8 bits) or U8 [ceil(rows*cols*b/8)] (packed, b < 8)
-//   "W.scales"   F16 [number of groups]
-// other tensors (biases) unchanged in F32, and metadata "trainlab_quant" (JSON: per weight its bits,
-// granularity, group and shape). Bits a weight = (code bytes + scale bytes) * 8 / weights, so 4
-// bits with groups of 32 is 4 + 16/32 = 4.5 exactly.
+// The quantized weights file (real storage: packed codes + fp16 scales) and its validation are
+// io/weights.h; this header keeps the plan of which weights get which spec.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -22,13 +16,11 @@
 #include <string>
 #include <vector>
 
-#include "io/safetensors.h"
+#include "config/compress_options.h"
+#include "io/weights.h"
 #include "tensor/quant_format.h"
 
 namespace trainlab {
-
-class Backend;
-class Model;
 
 // Which weights of a model get quantized, and how: a default spec for every linear weight
 // (rank-2 tensors named *.weight) and per-layer overrides by tensor or layer name prefix.
@@ -39,31 +31,11 @@ struct QuantPlan {
   static QuantPlan parse(const QuantSpec& def, const std::string& overrides_text);
   const QuantSpec& spec_for(const std::string& tensor_name) const;
   static bool quantizable(const std::string& name, const Shape& shape);
+  // The plan of quant.bits/granularity/group (the default) and quant.overrides.
+  static QuantPlan from_options(const QuantOptions& o);
 };
 
-struct QuantFileReport {
-  int64_t quantized_weights = 0;  // weights stored as codes
-  int64_t code_bytes = 0, scale_bytes = 0;
-  int64_t other_bytes = 0;        // tensors kept in fp32 (biases)
-  int64_t model_bytes = 0;        // all tensor bytes (codes + scales + others)
-  int64_t file_bytes = 0;         // header included (0 until written)
-  double bits_per_weight() const {
-    return quantized_weights ? 8.0 * static_cast<double>(code_bytes + scale_bytes) / static_cast<double>(quantized_weights) : 0.0;
-  }
-  nlohmann::json to_json() const;
-};
-
-// fp32 weights file (as a run writes) -> quantized weights file (real low-bit storage).
+// fp32 weights file -> quantized weights file with the plan's spec for each linear weight.
 SafeTensorsFile quantize_weights(const SafeTensorsFile& fp32, const QuantPlan& plan, QuantFileReport* report);
-// Quantized weights file -> fp32 tensors (dequantized), same names as the original.
-SafeTensorsFile dequantize_weights(const SafeTensorsFile& quantized);
-bool is_quantized_file(const SafeTensorsFile& f);
-// Bytes of a file's tensors when every tensor is fp32 (the dense baseline).
-int64_t tensor_bytes(const SafeTensorsFile& f);
-
-// Loads a weights file, fp32 or quantized (dequantized on load), into a model's masters/values.
-void load_weights_any(Backend& be, Model& model, const SafeTensorsFile& f, const std::string& path_for_errors);
-// The model's fp32 masters as an in-memory safetensors file (with the model's architecture).
-SafeTensorsFile model_to_file(Backend& be, Model& model);
 
 }  // namespace trainlab

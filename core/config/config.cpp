@@ -152,6 +152,22 @@ Config Config::from_json(const Json& j, const std::string& source) {
   return c;
 }
 
+Config Config::from_record(const Json& nested) {
+  Config c;
+  if (!nested.is_object()) return c;
+  std::vector<std::pair<std::string, Json>> items;
+  flatten(nested, "", items);
+  for (const auto& [key, value] : items) {
+    const ConfigKey* k = find_config_key(key);
+    if (!k) continue;
+    try {
+      c.m_flat[key] = validate_config_value(*k, value, "record");
+    } catch (const std::exception&) {  // Error, or a JSON type error: the key keeps its default
+    }
+  }
+  return c;
+}
+
 void Config::merge(const Json& j, const std::string& source, const std::string& raw) {
   if (!j.is_object()) throw Error(source + ": a config must be a JSON object");
   std::vector<std::pair<std::string, Json>> items;

@@ -36,6 +36,11 @@ class Config {
 
   static Config from_file(const std::string& path);
   static Config from_json(const Json& j, const std::string& source = "config");
+  // The config of a run record (config.json) or of a weights file's trainlab_config metadata,
+  // read tolerantly: a record written by an older or newer build may hold keys this build does not
+  // know, or values outside today's ranges; those keep their defaults and the rest is used. (A
+  // config file a user gives is read strictly, by from_file.)
+  static Config from_record(const Json& nested);
 
   // Merges a nested JSON object; `source` names it in errors (a file name).
   void merge(const Json& j, const std::string& source, const std::string& raw_text = "");

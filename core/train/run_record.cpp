@@ -58,23 +58,6 @@ std::string RunRecord::default_dir(const std::string& root, const std::string& t
   return d;
 }
 
-void save_model_weights(Backend& be, Model& model, const Config& config, const std::string& path) {
-  SafeTensorsFile f;
-  f.metadata["format"] = "pt";
-  f.metadata["trainlab_architecture"] = model.architecture().dump();
-  f.metadata["trainlab_config"] = config.to_json().dump();
-  for (Parameter* p : model.parameters()) {
-    SafeTensor t;
-    t.name = p->name;
-    t.dtype = "F32";
-    t.shape = p->shape;
-    t.bytes.resize(static_cast<size_t>(p->numel()) * 4);
-    be.download(p->master, t.bytes.data(), DType::F32);
-    f.tensors.push_back(std::move(t));
-  }
-  write_safetensors(path, f);
-}
-
 void load_model_weights(Backend& be, Model& model, const std::string& path) {
   load_model_weights(be, model, read_safetensors(path), path);
 }

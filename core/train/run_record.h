@@ -29,9 +29,6 @@ class RunRecord {
   std::ofstream m_metrics;
 };
 
-// Saves the model's fp32 master weights (PyTorch names, [out, in] layouts) with the architecture
-// and config in the metadata, so that `trainlab-cli eval` and PyTorch's load_state_dict read it.
-void save_model_weights(Backend& be, Model& model, const Config& config, const std::string& path);
 // Loads weights by name into an existing model (shapes must match). Throws Error on mismatch.
 void load_model_weights(Backend& be, Model& model, const std::string& path);
 // The same for a file already read (`path` names it in errors).

@@ -5,9 +5,11 @@
 
 #include "backend/backend.h"
 #include "compress/compression.h"
+#include "config/compress_options.h"
 #include "config/device_options.h"
 #include "config/train_options.h"
 #include "nn/model.h"
+#include "io/weights.h"
 #include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
@@ -148,7 +150,7 @@ void Trainer::apply_setting(const std::string& key, const Json& value, std::stri
   } else if (key == "checkpoint.policy" || key == "checkpoint.k") {
     s.task->set_checkpointing(checkpoint_options(m_config));
   }
-  if (s.compress) s.compress->on_setting(key);
+  if (s.compress) s.compress->on_setting(key, compress_options(m_config));
   s.be->invalidate_captures();
   std::string label = key.substr(key.rfind('.') + 1) + ": " + (old.is_string() ? old.get<std::string>() : old.dump()) +
                       " -> " + (now.is_string() ? now.get<std::string>() : now.dump());
@@ -174,7 +176,7 @@ void Trainer::setup() {
 
   s.model = s.task->build_model(*s.be, t.seed);
   apply_precision(*s.be, *s.model, *s.precision);
-  s.compress = std::make_unique<Compression>(m_config, *s.be);
+  s.compress = std::make_unique<Compression>(compress_options(m_config), *s.be);
   s.model = s.compress->attach(std::move(s.model), s.batch, s.accumulate);
   s.model->set_matmul_mode(s.precision->matmul);  // a distillation teacher computes in the run's mode too
   const OptimOptions oo = optim_options(m_config);

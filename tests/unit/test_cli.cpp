@@ -5,6 +5,7 @@
 #include <QtTest>
 #include <filesystem>
 
+#include "io/safetensors.h"
 #include "test_support.h"
 
 using namespace trainlab;
@@ -71,15 +72,27 @@ class TestCli : public QObject {
       QVERIFY2(r.out.contains(opt), opt);
   }
 
+  // Usage errors: non-zero exit (no crash) and a message on stderr that names the option, verb or
+  // value at fault.
+  void usageErrors_data() {
+    QTest::addColumn<QStringList>("args");
+    QTest::addColumn<QStringList>("mentions");
+    QTest::newRow("no verb") << QStringList{} << QStringList{"A subcommand is required"};
+    QTest::newRow("unknown verb") << QStringList{"frobnicate"} << QStringList{"unknown verb 'frobnicate'", "train"};
+    QTest::newRow("not a number") << QStringList{"train", "--epochs", "three"} << QStringList{"--epochs", "three"};
+    QTest::newRow("eval without weights") << QStringList{"eval"} << QStringList{"--weights is required"};
+    QTest::newRow("sweep without out") << QStringList{"sweep"} << QStringList{"--out is required"};
+    QTest::newRow("bits out of range") << QStringList{"quantize", "--weights", "w.safetensors", "--bits", "12"}
+                                       << QStringList{"--bits", "12"};
+    QTest::newRow("unknown option") << QStringList{"prune", "--weights", "w.safetensors", "--sparsty", "0.5"}
+                                    << QStringList{"--sparsty", "not expected"};
+  }
   void usageErrors() {
-    Result r = cli({});
+    QFETCH(QStringList, args);
+    QFETCH(QStringList, mentions);
+    const Result r = cli(args);
     QVERIFY2(r.code != 0 && r.code != -2, qPrintable(describe(r)));
-    r = cli({"frobnicate"});
-    QVERIFY2(r.code != 0 && r.code != -2, qPrintable(describe(r)));
-    r = cli({"train", "--epochs", "three"});
-    QVERIFY2(r.code != 0 && r.code != -2, qPrintable(describe(r)));
-    r = cli({"eval"});  // --weights is required
-    QVERIFY2(r.code != 0 && r.code != -2, qPrintable(describe(r)));
+    for (const QString& m : mentions) QVERIFY2(r.err.contains(m), qPrintable(m + " not in: " + describe(r)));
   }
 
   void printConfig() {
@@ -176,6 +189,9 @@ class TestCli : public QObject {
     write_text(cfg.toStdString(), "{\n  \"optim\": {\n    \"lerning_rate\": 0.1\n  }\n}\n");
     const QString file = dir("afile");
     write_text(file.toStdString(), "x");
+    SafeTensorsFile plain;  // a valid safetensors file that trainlab did not write
+    plain.tensors.push_back({"w", "F32", {2}, std::vector<uint8_t>(8, 0)});
+    write_safetensors(dir("plain.safetensors").toStdString(), plain);
     QTest::newRow("unknown key") << QStringList{"train", "--set", "train.epohcs=3"}
                                  << QStringList{"train.epohcs", "valid keys", "train.epochs"};
     QTest::newRow("unknown key in file") << QStringList{"train", "--config", cfg}
@@ -199,6 +215,11 @@ class TestCli : public QObject {
                                             << QStringList{"--baseline", dir("none.safetensors")};
     QTest::newRow("sweep baseline without steps") << QStringList{"sweep", "--device", "cpu", "--baseline", file, "--out", dir("sw")}
                                                   << QStringList{"--baseline", "--steps"};
+    // trainThenEval (run before) left a run's weights in "ok".
+    QTest::newRow("set without =") << QStringList{"eval", "--weights", dir("ok") + "/model.safetensors", "--set", "data.path"}
+                                   << QStringList{"--set data.path", "key=value"};
+    QTest::newRow("weights without metadata") << QStringList{"quantize", "--weights", dir("plain.safetensors")}
+                                              << QStringList{dir("plain.safetensors"), "trainlab_config"};
     QTest::newRow("unknown bench case") << QStringList{"bench", "--case", "nope", "--device", "cpu"} << QStringList{"nope"};
   }
   void badInput() {

@@ -5,6 +5,7 @@
 #include <QtTest>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <filesystem>
 #include <random>
 #include <set>
@@ -13,6 +14,7 @@
 #include "compress/compression.h"
 #include "compress/quant.h"
 #include "io/safetensors.h"
+#include "io/weights.h"
 #include "nn/linear.h"
 #include "nn/model.h"
 #include "tensor/dtype.h"
@@ -189,6 +191,55 @@ class TestQuant : public QObject {
     QCOMPARE(q8.find("net.2.weight.qweight")->dtype, std::string("I8"));
     QCOMPARE(rep.code_bytes, int64_t(128 * 64 / 2 + 10 * 128));
     std::filesystem::remove(path);
+    checkQuantMetadata(q);
+  }
+
+  // io/weights.h validate_weights_metadata: every way a quantized file's metadata can disagree with
+  // its tensors is refused naming the weight and the fault (and dequantization refuses it too).
+  void checkQuantMetadata(const SafeTensorsFile& q) {
+    QVERIFY(validate_weights_metadata(q, "q").quantized);
+    QCOMPARE(validate_weights_metadata(q, "q").quant.size(), size_t(2));
+    auto fault = [&](const std::function<void(SafeTensorsFile&)>& edit) {
+      SafeTensorsFile bad = q;
+      edit(bad);
+      try {
+        dequantize_weights(bad, "bad.safetensors");
+      } catch (const Error& e) {
+        return std::string(e.what());
+      }
+      return std::string("no error");
+    };
+    auto tensor = [](SafeTensorsFile& f, const std::string& name) -> SafeTensor& {
+      for (auto& t : f.tensors)
+        if (t.name == name) return t;
+      throw Error("test: no tensor " + name);
+    };
+    std::string e = fault([&](SafeTensorsFile& f) { tensor(f, "net.0.weight.qweight").bytes.resize(100); });
+    QVERIFY2(e.find("bad.safetensors") != std::string::npos && e.find("net.0.weight") != std::string::npos &&
+                 e.find("code bytes, expected 4096") != std::string::npos,
+             e.c_str());
+    e = fault([&](SafeTensorsFile& f) {
+      SafeTensor& s = tensor(f, "net.2.weight.scales");
+      s.shape = {3};
+      s.bytes.resize(6);
+    });
+    QVERIFY2(e.find("net.2.weight") != std::string::npos && e.find("3 scales, expected 40") != std::string::npos, e.c_str());
+    e = fault([&](SafeTensorsFile& f) { tensor(f, "net.0.weight.scales").dtype = "F32"; });
+    QVERIFY2(e.find("F16") != std::string::npos, e.c_str());
+    e = fault([&](SafeTensorsFile& f) {
+      Json m = Json::parse(f.metadata.at("trainlab_quant"));
+      m["net.0.weight"]["group"] = 48;  // does not divide the 64 input features
+      f.metadata["trainlab_quant"] = m.dump();
+    });
+    QVERIFY2(e.find("net.0.weight") != std::string::npos && e.find("does not divide") != std::string::npos, e.c_str());
+    e = fault([&](SafeTensorsFile& f) {
+      Json m = Json::parse(f.metadata.at("trainlab_quant"));
+      m.erase("net.2.weight");
+      f.metadata["trainlab_quant"] = m.dump();
+    });
+    QVERIFY2(e.find("net.2.weight.qweight") != std::string::npos && e.find("no entry") != std::string::npos, e.c_str());
+    e = fault([&](SafeTensorsFile& f) { f.metadata["trainlab_architecture"] = "[1, 2"; });
+    QVERIFY2(e.find("trainlab_architecture") != std::string::npos && e.find("not valid JSON") != std::string::npos, e.c_str());
   }
 
   // QAT's straight-through estimator: forward and the input gradients use Q(w), and the weight
@@ -198,7 +249,7 @@ class TestQuant : public QObject {
     Config c = qat_config("3", "channel");
     const int64_t B = 5;
     auto qat_model = std::unique_ptr<Model>(new Mlp(be, {8, 12, 4}, Activation::ReLU, 11));
-    Compression comp(c, be);
+    Compression comp(compress_options(c), be);
     auto model = comp.attach(std::move(qat_model), B, 1);
     comp.before_step(0);
     // Reference: a plain model whose weights ARE Q(w).
@@ -267,7 +318,7 @@ class TestQuant : public QObject {
     Config c = qat_config("2", "tensor");
     c.set("prune.include_output", "false");
     auto m = std::unique_ptr<Model>(new Mlp(be, {8, 12, 4}, Activation::ReLU, 5));
-    Compression comp(c, be);
+    Compression comp(compress_options(c), be);
     auto model = comp.attach(std::move(m), 4, 1);
     comp.before_step(0);
     auto ps = model->parameters();

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "io/safetensors.h"
+#include "io/weights.h"
 #include "nn/model.h"
 #include "train/run_record.h"
 #include "test_support.h"

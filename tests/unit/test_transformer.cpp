@@ -4,6 +4,7 @@
 // core headers first: optimizer.h has a member named `slots`, which Qt defines as a macro.
 #include "backend/cpu_backend.h"
 #include "data/text.h"
+#include "io/weights.h"
 #include "nn/transformer.h"
 #include "optim/optimizer.h"
 #include "train/run_record.h"

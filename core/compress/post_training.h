@@ -1,0 +1,63 @@
+// Compression of a finished run's weights file, what `trainlab-cli quantize`, `prune` and `eval`
+// run: post-training quantization to real low-bit storage, one-shot pruning, and the test figures
+// of a weights file (fp32 or quantized). Each returns its report as JSON (the command prints it).
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "data/dataset.h"
+#include "data/text.h"
+#include "io/weights.h"
+
+namespace trainlab {
+
+class Backend;
+
+// What a weights file is measured on: a classification split, or (the character model) the
+// validation tokens with the run's seed (the trainer's validation windows).
+struct EvalData {
+  const TrainTestSplit* classes = nullptr;
+  const TokenSplit* text_val = nullptr;
+  uint64_t seed = 0;  // train.seed of the run
+  int64_t batch = 0;  // train.batch of the run (W8A8 calibration batch rows)
+};
+
+struct PtqOptions {
+  QuantSpec spec;             // the default spec of every linear weight
+  std::string overrides;      // per-layer specs (QuantPlan::parse)
+  std::string out;            // quantized weights file to write ("" = none)
+  bool w8a8 = false;          // also W8A8 (int8 weights and activations): a digits MLP only
+  int calibration_batches = 8;
+  int64_t val_windows = 64;   // text model: validation windows for the loss of both files
+};
+
+// Quantizes an fp32 weights file (`path` names it) and measures both files: test accuracy, or for
+// the character model the validation loss; sizes and bits a weight; optionally W8A8.
+nlohmann::json quantize_report(Backend& be, const SafeTensorsFile& f, const std::string& path, const PtqOptions& o,
+                               const EvalData& data);
+
+struct PruneFileOptions {
+  std::string method = "magnitude";  // magnitude, 2:4 or structured
+  double sparsity = 0.5;  // fraction removed: of the weights (magnitude) or of the hidden units (structured)
+  bool global_scope = false;  // magnitude: one threshold over all layers instead of one per layer
+  std::string out;        // pruned weights file ("" = none; structured writes the smaller model)
+  int64_t rows = 4096;    // batch rows of the speed measurement
+};
+
+// One-shot pruning of a weights file with the sparsity per layer, the sparse encoding's size and
+// the measured speed of dense vs 2:4-masked vs structurally pruned forward passes.
+nlohmann::json prune_report(Backend& be, const SafeTensorsFile& f, const std::string& path, const PruneFileOptions& o,
+                            const TrainTestSplit& data);
+
+struct WeightsEval {
+  int64_t samples = 0;
+  double accuracy = 0.0;
+  double loss = 0.0;  // mean cross-entropy
+};
+
+// Test accuracy and loss of a weights file (fp32, or quantized: dequantized on load), computed as a
+// run computes its test figures: chunks of 256 rows, fp32 sums of softmax_xent's statistics.
+WeightsEval evaluate_weights(Backend& be, const SafeTensorsFile& f, const std::string& path, const ClassificationData& test);
+
+}  // namespace trainlab

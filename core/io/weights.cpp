@@ -1,0 +1,265 @@
+#include "io/weights.h"
+
+#include <algorithm>
+
+#include "backend/backend.h"
+#include "nn/model.h"
+#include "tensor/dtype.h"
+#include "util/error.h"
+
+namespace trainlab {
+
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() > suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+Json parse_object(const SafeTensorsFile& f, const char* key, const std::string& path) {
+  auto it = f.metadata.find(key);
+  if (it == f.metadata.end()) return Json();
+  Json j;
+  try {
+    j = Json::parse(it->second);
+  } catch (const Json::parse_error& e) {
+    throw Error(path + ": " + key + " metadata is not valid JSON (" + e.what() + ")");
+  }
+  if (!j.is_object()) throw Error(path + ": " + key + " metadata is not a JSON object");
+  return j;
+}
+
+// Bytes of b-bit codes for n weights: 8 bits are plain int8, fewer are packed (tensor/quant_format.h).
+int64_t code_bytes(int64_t n, int bits) { return bits == 8 ? n : (n * bits + 7) / 8; }
+
+QuantEntry check_quant_entry(const SafeTensorsFile& f, const std::string& name, const Json& m, const std::string& path) {
+  const std::string where = path + ": quantized weight '" + name + "'";
+  QuantEntry e;
+  e.name = name;
+  try {
+    e.spec = QuantSpec::from_json(m);
+    e.shape = m.at("shape").get<Shape>();
+  } catch (const Error& x) {
+    throw Error(where + ": " + x.what());
+  } catch (const std::exception& x) {
+    throw Error(where + ": malformed trainlab_quant entry (" + std::string(x.what()) + ")");
+  }
+  if (e.shape.size() != 2 || e.shape[0] <= 0 || e.shape[1] <= 0)
+    throw Error(where + ": shape " + shape_str(e.shape) + " is not a [rows, cols] matrix");
+  try {
+    e.group = e.spec.group_size(e.shape[0], e.shape[1]);
+  } catch (const Error& x) {
+    throw Error(where + ": " + x.what());
+  }
+  const int64_t n = shape_numel(e.shape);
+  const SafeTensor* q = f.find(name + ".qweight");
+  if (!q) throw Error(where + " has no codes (" + name + ".qweight)");
+  const char* want_dtype = e.spec.bits == 8 ? "I8" : "U8";
+  if (q->dtype != want_dtype)
+    throw Error(where + ": " + std::to_string(e.spec.bits) + "-bit codes are stored as " + want_dtype + ", the file has " + q->dtype);
+  if (static_cast<int64_t>(q->bytes.size()) != code_bytes(n, e.spec.bits))
+    throw Error(where + ": " + std::to_string(q->bytes.size()) + " code bytes, expected " +
+                std::to_string(code_bytes(n, e.spec.bits)) + " for " + std::to_string(n) + " weights of " +
+                std::to_string(e.spec.bits) + " bits");
+  if (e.spec.bits == 8 && q->shape != e.shape)
+    throw Error(where + ": codes have shape " + shape_str(q->shape) + ", expected " + shape_str(e.shape));
+  const SafeTensor* s = f.find(name + ".scales");
+  if (!s) throw Error(where + " has no scales (" + name + ".scales)");
+  if (s->dtype != "F16") throw Error(where + ": scales are stored as F16, the file has " + s->dtype);
+  const int64_t groups = (n + e.group - 1) / e.group;
+  if (shape_numel(s->shape) != groups)
+    throw Error(where + ": " + std::to_string(shape_numel(s->shape)) + " scales, expected " + std::to_string(groups));
+  return e;
+}
+
+}  // namespace
+
+WeightsMetadata validate_weights_metadata(const SafeTensorsFile& f, const std::string& path) {
+  WeightsMetadata md;
+  md.architecture = parse_object(f, "trainlab_architecture", path);
+  md.config = parse_object(f, "trainlab_config", path);
+  const Json qmeta = parse_object(f, "trainlab_quant", path);
+  md.quantized = !qmeta.is_null();
+  for (const SafeTensor& t : f.tensors) {
+    const bool q = ends_with(t.name, ".qweight"), s = ends_with(t.name, ".scales");
+    if (md.quantized && (q || s)) {
+      const std::string name = t.name.substr(0, t.name.size() - (q ? 8 : 7));
+      if (!qmeta.contains(name))
+        throw Error(path + ": quantized tensor '" + t.name + "' has no entry in trainlab_quant metadata");
+      if (q) md.quant.push_back(check_quant_entry(f, name, qmeta.at(name), path));
+      continue;
+    }
+    try {
+      (void)dtype_from_safetensors(t.dtype);
+    } catch (const Error& x) {
+      throw Error(path + ": tensor '" + t.name + "': " + x.what());
+    }
+  }
+  if (md.quantized)
+    for (auto it = qmeta.begin(); it != qmeta.end(); ++it)
+      if (!f.find(it.key() + ".qweight")) throw Error(path + ": quantized weight '" + it.key() + "' has no codes (" + it.key() + ".qweight)");
+  return md;
+}
+
+Config weights_config(const SafeTensorsFile& f, const std::string& path) {
+  const WeightsMetadata md = validate_weights_metadata(f, path);
+  if (md.config.is_null()) throw Error(path + ": no trainlab_config metadata (was it written by trainlab?)");
+  return Config::from_record(md.config);
+}
+
+// --- the quantized file format --------------------------------------------------------------------
+
+nlohmann::json QuantFileReport::to_json() const {
+  return {{"quantized_weights", quantized_weights}, {"code_bytes", code_bytes},   {"scale_bytes", scale_bytes},
+          {"other_bytes", other_bytes},             {"model_bytes", model_bytes}, {"file_bytes", file_bytes},
+          {"bits_per_weight", bits_per_weight()}};
+}
+
+bool is_linear_weight(const std::string& name, const Shape& shape) { return shape.size() == 2 && ends_with(name, ".weight"); }
+
+bool is_quantized_file(const SafeTensorsFile& f) { return f.metadata.count("trainlab_quant") > 0; }
+
+int64_t tensor_bytes(const SafeTensorsFile& f) {
+  int64_t b = 0;
+  for (const auto& t : f.tensors) b += static_cast<int64_t>(t.bytes.size());
+  return b;
+}
+
+namespace {
+std::vector<float> as_f32(const SafeTensor& t) {
+  const DType dt = dtype_from_safetensors(t.dtype);
+  const size_t n = static_cast<size_t>(shape_numel(t.shape));
+  std::vector<float> out(n);
+  convert_to_f32(dt, t.bytes.data(), out.data(), n);
+  return out;
+}
+
+// W -> W.qweight (codes) + W.scales (fp16), appended to `out`; the entry of trainlab_quant returned.
+Json quantize_tensor(const SafeTensor& t, const QuantSpec& spec, SafeTensorsFile& out, QuantFileReport& r) {
+  const int64_t rows = t.shape[0], cols = t.shape[1], n = rows * cols;
+  const int64_t group = spec.group_size(rows, cols);
+  const std::vector<float> w = as_f32(t);
+  std::vector<float> scales(static_cast<size_t>((n + group - 1) / group));
+  std::vector<int8_t> codes(static_cast<size_t>(n));
+  quantize_groups(w.data(), n, spec.bits, group, scales.data(), codes.data());
+  SafeTensor q;
+  q.name = t.name + ".qweight";
+  q.dtype = spec.bits == 8 ? "I8" : "U8";
+  q.bytes = pack_codes(codes, spec.bits);
+  q.shape = spec.bits == 8 ? t.shape : Shape{static_cast<int64_t>(q.bytes.size())};
+  SafeTensor s;
+  s.name = t.name + ".scales";
+  s.dtype = "F16";
+  s.shape = {static_cast<int64_t>(scales.size())};
+  s.bytes.resize(scales.size() * 2);
+  convert_from_f32(scales.data(), DType::F16, s.bytes.data(), scales.size());
+  r.quantized_weights += n;
+  r.code_bytes += static_cast<int64_t>(q.bytes.size());
+  r.scale_bytes += static_cast<int64_t>(s.bytes.size());
+  out.tensors.push_back(std::move(q));
+  out.tensors.push_back(std::move(s));
+  Json m = spec.to_json();
+  m["shape"] = t.shape;
+  m["storage"] = spec.bits == 8 ? "int8" : spec.bits == 4 ? "int4-packed" : "int" + std::to_string(spec.bits) + "-packed";
+  return m;
+}
+}  // namespace
+
+SafeTensorsFile quantize_weights(const SafeTensorsFile& in, const QuantSpecFor& spec_for, QuantFileReport* report) {
+  SafeTensorsFile out;
+  out.metadata = in.metadata;
+  Json qmeta = Json::object();
+  QuantFileReport r;
+  for (const SafeTensor& t : in.tensors) {
+    if (is_linear_weight(t.name, t.shape)) {
+      qmeta[t.name] = quantize_tensor(t, spec_for(t.name), out, r);
+    } else {
+      out.tensors.push_back(t);
+      r.other_bytes += static_cast<int64_t>(t.bytes.size());
+    }
+  }
+  r.model_bytes = r.code_bytes + r.scale_bytes + r.other_bytes;
+  out.metadata["trainlab_quant"] = qmeta.dump();
+  if (report) *report = r;
+  return out;
+}
+
+SafeTensorsFile dequantize_weights(const SafeTensorsFile& in, const std::string& path) {
+  const WeightsMetadata md = validate_weights_metadata(in, path);
+  if (!md.quantized) return in;
+  SafeTensorsFile out;
+  out.metadata = in.metadata;
+  out.metadata.erase("trainlab_quant");
+  for (const SafeTensor& t : in.tensors) {
+    if (ends_with(t.name, ".scales")) continue;
+    if (!ends_with(t.name, ".qweight")) {
+      out.tensors.push_back(t);
+      continue;
+    }
+    const std::string name = t.name.substr(0, t.name.size() - 8);
+    const QuantEntry& e = *std::find_if(md.quant.begin(), md.quant.end(), [&](const QuantEntry& q) { return q.name == name; });
+    const int64_t n = shape_numel(e.shape);
+    const SafeTensor& st = *in.find(name + ".scales");
+    std::vector<float> scales(static_cast<size_t>(shape_numel(st.shape)));
+    convert_to_f32(DType::F16, st.bytes.data(), scales.data(), scales.size());
+    const std::vector<int8_t> codes = unpack_codes(t.bytes, n, e.spec.bits);
+    SafeTensor w;
+    w.name = name;
+    w.dtype = "F32";
+    w.shape = e.shape;
+    w.bytes.resize(static_cast<size_t>(n) * 4);
+    float* pw = reinterpret_cast<float*>(w.bytes.data());
+    for (int64_t i = 0; i < n; ++i) pw[i] = scales[static_cast<size_t>(i / e.group)] * codes[static_cast<size_t>(i)];
+    out.tensors.push_back(std::move(w));
+  }
+  return out;
+}
+
+// --- models ---------------------------------------------------------------------------------------
+
+SafeTensorsFile model_to_file(Backend& be, Model& model, const Json& config) {
+  SafeTensorsFile f;
+  f.metadata["format"] = "pt";
+  f.metadata["trainlab_architecture"] = model.architecture().dump();
+  if (!config.is_null()) f.metadata["trainlab_config"] = config.dump();
+  for (Parameter* p : model.parameters()) {
+    SafeTensor t;
+    t.name = p->name;
+    t.dtype = "F32";
+    t.shape = p->shape;
+    t.bytes.resize(static_cast<size_t>(p->numel()) * 4);
+    be.download(p->master, t.bytes.data(), DType::F32);
+    f.tensors.push_back(std::move(t));
+  }
+  return f;
+}
+
+void save_model_weights(Backend& be, Model& model, const Config& config, const std::string& path) {
+  write_safetensors(path, model_to_file(be, model, config.to_json()));
+}
+
+void load_weights_any(Backend& be, Model& model, const SafeTensorsFile& file, const std::string& path) {
+  const SafeTensorsFile f = dequantize_weights(file, path);
+  for (Parameter* p : model.parameters()) {
+    const SafeTensor* t = f.find(p->name);
+    if (!t) throw Error(path + ": tensor '" + p->name + "' is missing");
+    if (t->shape != p->shape)
+      throw Error(path + ": tensor '" + p->name + "' has shape " + shape_str(t->shape) + ", the model expects " +
+                  shape_str(p->shape));
+    be.upload(p->master, t->bytes.data(), dtype_from_safetensors(t->dtype));
+    if (!p->value.same_storage(p->master)) be.copy(p->master, p->value);
+  }
+}
+
+std::unique_ptr<Model> model_from_file(Backend& be, const SafeTensorsFile& f, const std::string& path) {
+  const WeightsMetadata md = validate_weights_metadata(f, path);
+  if (md.architecture.is_null()) throw Error(path + ": no trainlab_architecture metadata (was it written by trainlab?)");
+  auto m = build_model(be, md.architecture, 0);
+  load_weights_any(be, *m, f, path);
+  return m;
+}
+
+std::unique_ptr<Model> load_model_file(Backend& be, const std::string& path) {
+  return model_from_file(be, read_safetensors(path), path);
+}
+
+}  // namespace trainlab

@@ -1,0 +1,107 @@
+// Model weights on disk: the one place that saves and loads them (dense fp32 and packed quantized)
+// and the one function that validates their metadata.
+//
+// A weights file is a safetensors file (io/safetensors.h) whose tensors carry the model's parameter
+// names (the PyTorch peer's names, [out, in] layouts) and whose metadata holds
+//   "trainlab_architecture"  JSON: what nn::build_model needs to rebuild the model;
+//   "trainlab_config"        JSON: the resolved config of the run that wrote it (when a run did);
+//   "trainlab_quant"         JSON, quantized files only: per quantized weight W its bits,
+//                            granularity, group and shape.
+// A quantized file stores each quantized weight W [rows, cols] (DOMAIN.md section 5) as
+//   "W.qweight"  I8 [rows, cols] (8 bits) or U8 [ceil(rows*cols*b/8)] (b < 8: codes packed
+//                little-endian, b bits each, element i at bit offset b*i: tensor/quant_format.h)
+//   "W.scales"   F16 [ceil(rows*cols / group)]
+// and every other tensor (biases) unchanged in F32. Bits a weight = (code bytes + scale bytes) * 8 /
+// weights, so 4 bits with groups of 32 is 4 + 16/32 = 4.5 exactly. Dequantization is s * q in fp32
+// (exact: q is a small integer and s an fp16 value).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "io/safetensors.h"
+#include "tensor/quant_format.h"
+
+namespace trainlab {
+
+class Backend;
+class Model;
+
+// --- metadata -------------------------------------------------------------------------------------
+
+struct QuantEntry {  // one quantized weight of a quantized file, checked against its tensors
+  std::string name;  // the weight's name ("net.0.weight"); tensors name.qweight and name.scales
+  QuantSpec spec;
+  Shape shape;        // [rows, cols] of the dense weight
+  int64_t group = 0;  // elements per scale (spec.group_size(rows, cols))
+};
+
+struct WeightsMetadata {
+  Json architecture;  // null when the file has none
+  Json config;        // null when the file has none
+  bool quantized = false;
+  std::vector<QuantEntry> quant;  // file order
+};
+
+// Every check of a weights file's metadata against the tensors present: the architecture and
+// config parse as JSON objects; each trainlab_quant entry has a valid spec (bits 2..8, a group that
+// divides the input features), a rank-2 shape, a W.qweight of the right dtype and byte count
+// (I8 [rows, cols] for 8 bits, U8 [ceil(n*b/8)] otherwise) and F16 W.scales with one scale a group;
+// every .qweight/.scales tensor has an entry; every other tensor has a dtype that converts to fp32.
+// Throws Error naming `path`, the tensor and the fault.
+WeightsMetadata validate_weights_metadata(const SafeTensorsFile& f, const std::string& path);
+
+// The config of a file's trainlab_config metadata, read tolerantly (Config::from_record); throws
+// Error naming `path` when the file has none.
+Config weights_config(const SafeTensorsFile& f, const std::string& path);
+
+// --- the quantized file format ------------------------------------------------------------------
+
+struct QuantFileReport {
+  int64_t quantized_weights = 0;  // weights stored as codes
+  int64_t code_bytes = 0, scale_bytes = 0;
+  int64_t other_bytes = 0;        // tensors kept in fp32 (biases)
+  int64_t model_bytes = 0;        // all tensor bytes (codes + scales + others)
+  int64_t file_bytes = 0;         // header included (0 until written)
+  double bits_per_weight() const {
+    return quantized_weights ? 8.0 * static_cast<double>(code_bytes + scale_bytes) / static_cast<double>(quantized_weights) : 0.0;
+  }
+  nlohmann::json to_json() const;
+};
+
+// A linear weight: a rank-2 tensor named *.weight. Only these are quantized (and pruned).
+bool is_linear_weight(const std::string& name, const Shape& shape);
+
+// The spec of each linear weight, by name (compress's QuantPlan::spec_for).
+using QuantSpecFor = std::function<QuantSpec(const std::string& tensor_name)>;
+// fp32 weights file (as a run writes) -> quantized weights file (real low-bit storage).
+SafeTensorsFile quantize_weights(const SafeTensorsFile& fp32, const QuantSpecFor& spec_for, QuantFileReport* report);
+// Quantized weights file -> fp32 tensors (dequantized), same names as the original; a dense file is
+// returned as it is. Validates the metadata first.
+SafeTensorsFile dequantize_weights(const SafeTensorsFile& quantized, const std::string& path = "weights");
+bool is_quantized_file(const SafeTensorsFile& f);
+// Bytes of a file's tensors as stored (for a dense file, its fp32 size).
+int64_t tensor_bytes(const SafeTensorsFile& f);
+
+// --- models ---------------------------------------------------------------------------------------
+
+// The model's fp32 masters as an in-memory weights file, with the architecture (and the config,
+// when given: a null Json leaves trainlab_config out).
+SafeTensorsFile model_to_file(Backend& be, Model& model, const Json& config = Json());
+// model_to_file written to `path` with the run's config: what a run saves, what `trainlab-cli
+// eval` and PyTorch's load_state_dict read.
+void save_model_weights(Backend& be, Model& model, const Config& config, const std::string& path);
+// Loads a weights file, fp32 or quantized (dequantized on load), into an existing model's masters
+// and compute values: every parameter must be present with the model's shape. `path` names the file
+// in errors.
+void load_weights_any(Backend& be, Model& model, const SafeTensorsFile& f, const std::string& path);
+// Builds the model of a file's architecture (seed 0) and loads its weights.
+std::unique_ptr<Model> model_from_file(Backend& be, const SafeTensorsFile& f, const std::string& path);
+// read_safetensors + model_from_file.
+std::unique_ptr<Model> load_model_file(Backend& be, const std::string& path);
+
+}  // namespace trainlab
