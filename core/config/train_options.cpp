@@ -30,31 +30,11 @@ ModelOptions model_options(const Config& c) {
 PrecisionOptions precision_options(const Config& c) {
   PrecisionOptions o;
   o.dtype = c.get_string("precision.dtype");
-  o.loss_scale_enabled = c.get_bool("precision.loss_scale.enabled");
-  o.loss_scale_init = c.get_float("precision.loss_scale.init");
-  o.loss_scale_growth_interval = c.get_int("precision.loss_scale.growth_interval");
   return o;
 }
 
 CheckpointOptions checkpoint_options(const Config& c) {
   return {c.get_string("checkpoint.policy"), c.get_int("checkpoint.k")};
-}
-
-OptimOptions optim_options(const Config& c) {
-  OptimOptions o;
-  o.name = c.get_string("optim.name");
-  o.lr = c.get_float("optim.lr");
-  o.beta1 = c.get_float("optim.beta1");
-  o.beta2 = c.get_float("optim.beta2");
-  o.eps = c.get_float("optim.eps");
-  o.weight_decay = c.get_float("optim.weight_decay");
-  o.momentum = c.get_float("optim.momentum");
-  o.nesterov = c.get_bool("optim.nesterov");
-  return o;
-}
-
-ScheduleOptions schedule_options(const Config& c) {
-  return {c.get_string("schedule.name"), c.get_int("schedule.warmup_steps"), c.get_float("schedule.min_lr")};
 }
 
 TrainOptions train_options(const Config& c) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "config/optim_options.h"
 
 namespace trainlab {
 
@@ -35,9 +36,7 @@ struct ModelOptions {
 
 struct PrecisionOptions {
   std::string dtype = "fp32";       // precision.dtype: a name of train/precision.h's table
-  bool loss_scale_enabled = true;   // precision.loss_scale.enabled (used where the policy scales)
-  double loss_scale_init = 65536.0; // precision.loss_scale.init
-  int64_t loss_scale_growth_interval = 2000;  // precision.loss_scale.growth_interval
+  // (precision.loss_scale.* are optim/'s: OptimOptions::loss_scale in config/optim_options.h)
   bool operator==(const PrecisionOptions&) const = default;
 };
 
@@ -45,21 +44,6 @@ struct CheckpointOptions {
   std::string policy = "off";  // checkpoint.policy: off | every-block | every-k | selective
   int64_t k = 0;               // checkpoint.k (every-k; <= 0: round(sqrt(layers)))
   bool operator==(const CheckpointOptions&) const = default;
-};
-
-struct OptimOptions {
-  std::string name = "adamw";  // optim.name: adamw | sgd
-  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01;  // optim.*
-  double momentum = 0.9;       // optim.momentum (sgd)
-  bool nesterov = false;       // optim.nesterov (sgd)
-  bool operator==(const OptimOptions&) const = default;
-};
-
-struct ScheduleOptions {
-  std::string name = "constant";  // schedule.name: constant | warmup-cosine
-  int64_t warmup_steps = 0;       // schedule.warmup_steps
-  double min_lr = 0.0;            // schedule.min_lr
-  bool operator==(const ScheduleOptions&) const = default;
 };
 
 struct TrainOptions {
@@ -76,8 +60,6 @@ DataOptions data_options(const Config& c);
 ModelOptions model_options(const Config& c);
 PrecisionOptions precision_options(const Config& c);
 CheckpointOptions checkpoint_options(const Config& c);
-OptimOptions optim_options(const Config& c);
-ScheduleOptions schedule_options(const Config& c);
 TrainOptions train_options(const Config& c);
 
 }  // namespace trainlab

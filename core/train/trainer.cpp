@@ -55,26 +55,9 @@ struct Trainer::State {
 
 namespace {
 
-std::unique_ptr<Optimizer> make_optimizer(const OptimOptions& o) {
-  if (o.name == "adamw") {
-    AdamWHyper h;
-    h.beta1 = static_cast<float>(o.beta1);
-    h.beta2 = static_cast<float>(o.beta2);
-    h.eps = static_cast<float>(o.eps);
-    h.weight_decay = static_cast<float>(o.weight_decay);
-    return std::make_unique<AdamW>(h);
-  }
-  SgdHyper h;
-  h.momentum = static_cast<float>(o.momentum);
-  h.weight_decay = static_cast<float>(o.weight_decay);
-  h.nesterov = o.nesterov;
-  return std::make_unique<Sgd>(h);
-}
-
 // Dynamic loss scaling where the policy scales and the config enables it; a pass-through otherwise.
-std::unique_ptr<LossScaler> make_scaler(const PrecisionPolicy& p, const PrecisionOptions& o) {
-  return std::make_unique<LossScaler>(o.loss_scale_init, o.loss_scale_growth_interval,
-                                      p.loss_scaling && o.loss_scale_enabled);
+std::unique_ptr<LossScaler> make_scaler(const PrecisionPolicy& p, const LossScaleOptions& o) {
+  return std::make_unique<LossScaler>(o, p.loss_scaling);
 }
 
 MemoryBytes to_bytes(const std::array<int64_t, kMemCategoryCount>& a) {
@@ -141,7 +124,7 @@ void Trainer::apply_setting(const std::string& key, const Json& value, std::stri
     apply_precision(*s.be, *s.model, p);
     s.precision = &p;
     s.step->on_format_changed();
-    s.scaler = make_scaler(p, precision_options(m_config));
+    s.scaler = make_scaler(p, optim_options(m_config).loss_scale);
   } else if (key == "optim.lr") {
     s.schedule.base_lr = now.get<double>();
   } else if (key == "train.accumulate") {
@@ -180,7 +163,7 @@ void Trainer::setup() {
   s.model = s.compress->attach(std::move(s.model), s.batch, s.accumulate);
   s.model->set_matmul_mode(s.precision->matmul);  // a distillation teacher computes in the run's mode too
   const OptimOptions oo = optim_options(m_config);
-  s.opt = make_optimizer(oo);
+  s.opt = make_optimizer(oo.optimizer);
   s.step = s.task->make_step(*s.be, *s.model, *s.opt, s.batch, s.accumulate);
 
   const int64_t units_per_step = s.batch * s.task->units_per_sample() * s.accumulate;
@@ -190,13 +173,8 @@ void Trainer::setup() {
   if (s.total_steps <= 0) throw Error("nothing to train: train.steps and train.epochs are both 0");
   s.eval_every = t.eval_every;
 
-  const ScheduleOptions so = schedule_options(m_config);
-  s.schedule.name = so.name;
-  s.schedule.base_lr = oo.lr;
-  s.schedule.warmup_steps = so.warmup_steps;
-  s.schedule.min_lr = so.min_lr;
-  s.schedule.total_steps = s.total_steps;
-  s.scaler = make_scaler(*s.precision, po);
+  s.schedule = make_lr_schedule(oo.schedule, oo.optimizer.lr, s.total_steps);
+  s.scaler = make_scaler(*s.precision, oo.loss_scale);
 
   std::string dir = m_config.get_string("run.out");
   if (dir.empty()) dir = RunRecord::default_dir("runs", mo.name + "-" + s.precision->name);

@@ -47,7 +47,7 @@ Peak step_peak(CheckpointPolicy p, int64_t k, const std::string& precision, doub
     m.backward(be, dl, false);
   }
   return {be.ledger().peak(MemCategory::Activations),
-          char_gpt_activation_bytes(m, B, T, policy.element_bytes(), be.fp8())};
+          char_gpt_activation_bytes(m, B, T, policy.element_bytes(), m.matmul_mode() == MatmulMode::Fp8)};
 }
 }  // namespace
 

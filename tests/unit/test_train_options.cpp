@@ -21,8 +21,6 @@ class TestTrainOptions : public QObject {
     QVERIFY(model_options(c) == ModelOptions{});
     QVERIFY(precision_options(c) == PrecisionOptions{});
     QVERIFY(checkpoint_options(c) == CheckpointOptions{});
-    QVERIFY(optim_options(c) == OptimOptions{});
-    QVERIFY(schedule_options(c) == ScheduleOptions{});
     QVERIFY(train_options(c) == TrainOptions{});
   }
 
@@ -46,9 +44,9 @@ class TestTrainOptions : public QObject {
     QCOMPARE(model_options(c).hidden, (std::vector<int64_t>{32, 16}));
     QCOMPARE(checkpoint_options(c).policy, std::string("every-k"));
     QCOMPARE(checkpoint_options(c).k, int64_t{3});
-    QVERIFY(!precision_options(c).loss_scale_enabled);
-    QVERIFY(optim_options(c).nesterov);
-    QCOMPARE(schedule_options(c).warmup_steps, int64_t{7});
+    QVERIFY(!optim_options(c).loss_scale.enabled);
+    QVERIFY(optim_options(c).optimizer.nesterov);
+    QCOMPARE(optim_options(c).schedule.warmup_steps, 7L);
     QCOMPARE(train_options(c).accumulate, 4);
   }
 
@@ -84,21 +82,21 @@ class TestTrainOptions : public QObject {
     }
   }
 
-  // apply_precision sets the model's format and the backend's matrix-product mode, and a second
+  // apply_precision sets the model's format and its matrix-product mode, and a second
   // policy replaces the first (a mid-run change).
   void applyPrecision() {
     CpuBackend be(1);
     auto m = build_model(be, {{"kind", "mlp"}, {"sizes", {8, 4}}, {"activation", "relu"}}, 1);
     apply_precision(be, *m, precision_policy("tf32"));
     QVERIFY(m->compute_dtype() == DType::F32);
-    QVERIFY(be.tf32() && !be.fp8());
+    QVERIFY(m->matmul_mode() == MatmulMode::Tf32);
     apply_precision(be, *m, precision_policy("fp8"));
     QVERIFY(m->compute_dtype() == DType::F8E4M3);
     QVERIFY(m->parameters().front()->value.dtype() == DType::BF16);  // fp8 runs store bf16
-    QVERIFY(!be.tf32() && be.fp8());
+    QVERIFY(m->matmul_mode() == MatmulMode::Fp8);
     apply_precision(be, *m, precision_policy("bf16"));
     QVERIFY(m->compute_dtype() == DType::BF16);
-    QVERIFY(!be.tf32() && !be.fp8());
+    QVERIFY(m->matmul_mode() == MatmulMode::Native);
     require_precision(be, precision_policy("fp16"));  // the CPU has every format
   }
 };
