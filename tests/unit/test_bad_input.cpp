@@ -2,6 +2,7 @@
 // expected, and never a crash: corrupt data files (made here with zlib), config mistakes, an
 // unwritable run folder, and a run that diverges (status "diverged", record kept).
 #include <QtTest>
+#include <algorithm>
 #include <filesystem>
 
 #include "data/dataset.h"
@@ -184,6 +185,26 @@ class TestBadInput : public QObject {
     QVERIFY2(has(e, "optim.nesterov") && has(e, "true or false"), e.c_str());
     e = error_of([&] { c.set("model.hidden", "256,x"); });
     QVERIFY2(has(e, "model.hidden") && has(e, "list of integers"), e.c_str());
+  }
+
+  // A run record is read tolerantly (Config::from_record): a key this build does not know, a value
+  // out of today's range and a value of the wrong type keep their defaults; the rest is used. A
+  // config file a user gives is read strictly (the tests above).
+  void recordReadTolerantly() {
+    const Json record = Json::parse(R"({"train": {"epochs": 7, "epohcs": 3, "batch": "big"},
+                                        "optim": {"lr": 0.01, "beta1": 2.0},
+                                        "future": {"key": true}})");
+    const Config c = Config::from_record(record);
+    const Config d;
+    QCOMPARE(c.get_int("train.epochs"), int64_t(7));
+    QCOMPARE(c.get_float("optim.lr"), 0.01);
+    QCOMPARE(c.get_int("train.batch"), d.get_int("train.batch"));
+    QCOMPARE(c.get_float("optim.beta1"), d.get_float("optim.beta1"));
+    std::vector<std::string> diff = Config::differences(c, d);
+    std::sort(diff.begin(), diff.end());
+    QCOMPARE(diff, (std::vector<std::string>{"optim.lr", "train.epochs"}));
+    QVERIFY(!error_of([&] { Config::from_json(record); }).empty());  // strict: the same record is refused
+    QCOMPARE(Config::differences(Config::from_record(Json("not an object")), d).size(), size_t(0));
   }
 
   void invalidJson() {
