@@ -260,7 +260,7 @@ void PlotPanel::build_graphs(Drawn& d, int index) {
       if (below) g->setChannelFillGraph(below);
       below = g;
     }
-    // Activations against their prediction (the MLP's count, CharGpt::predicted_activation_bytes):
+    // Activations against their prediction (plan/memory_model.h):
     // drawn where the activations band's top edge is when the prediction holds, i.e. on top of
     // the measured categories below it.
     {

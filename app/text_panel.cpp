@@ -17,11 +17,7 @@
 #include <QVBoxLayout>
 
 #include "backend/backend.h"
-#include "data/text.h"
-#include "decode/cpu_decoder.h"
-#include "io/safetensors.h"
-#include "nn/transformer.h"
-#include "train/run_record.h"
+#include "decode/text_generation.h"
 #include "util/error.h"
 
 namespace trainlab::app {
@@ -102,23 +98,17 @@ bool TextPanel::generate() {
     bool ok = false;
     double tps = 0;
     try {
-      const SafeTensorsFile f = read_safetensors(weights);
-      const auto it = f.metadata.find("trainlab_architecture");
-      if (it == f.metadata.end()) throw Error(weights + ": not a weights file written by TrainLab");
-      const Json arch = Json::parse(it->second);
-      if (arch.value("kind", "") != "char-gpt")
-        throw Error(weights + ": a " + arch.value("kind", std::string("?")) + " model; text generation needs a char-gpt run");
-      auto be = create_backend("cpu");
-      auto model = build_char_gpt(*be, arch, 0);
-      load_model_weights(*be, *model, weights);
-      TextCorpus vocab;
-      vocab.chars = model->config().chars;
-      CharGptGenerator gen(*be, *model);
-      SampleOptions so;
-      so.temperature = temperature;
-      const auto out = gen.generate(vocab.encode(prompt), n, so);
-      result = QString::fromStdString(prompt + vocab.decode(out));
-      tps = gen.last_tokens_per_s();
+      // The library's generation (decode/text_generation.h), as `trainlab-cli generate` runs it:
+      // the same tokens for the same file, prompt and sampling options.
+      GenerateRequest req;
+      req.weights = weights;
+      req.device = "cpu";
+      req.prompt = prompt;
+      req.tokens = n;
+      req.sample.temperature = temperature;
+      const GenerateResult out = generate_text(req);
+      result = QString::fromStdString(prompt + out.text);
+      tps = out.tokens_per_s;
       ok = true;
     } catch (const std::exception& e) {
       result = QString::fromLocal8Bit(e.what());

@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "backend/backend.h"
-#include "cli/bench_decode.h"
+#include "decode/decode_bench.h"
 #include "cli/commands.h"
 #include "train/benchmark.h"
 #include "util/error.h"

@@ -8,7 +8,8 @@
 #include "config/device_options.h"
 #include "compress/post_training.h"
 #include "io/weights.h"
-#include "train/data_setup.h"
+#include "config/train_options.h"
+#include "data/data_sources.h"
 #include "util/error.h"
 
 namespace trainlab::cli {
@@ -31,7 +32,7 @@ Runner add_eval_command(CLI::App& app) {
     std::string notice;
     auto be = create_backend(o->device, device_options(c), &notice);
     if (!notice.empty()) std::fprintf(stderr, "notice: %s\n", notice.c_str());
-    const TrainTestSplit data = load_classification_data(c);
+    const TrainTestSplit data = load_classification_data(data_options(c));
     const WeightsEval e = evaluate_weights(*be, f, o->weights, data.test);
     const Json out = {{"weights", o->weights},          {"data", c.get_string("data.name")}, {"test_samples", e.samples},
                       {"test_accuracy", e.accuracy},    {"test_loss", e.loss},               {"device", be->info().id()}};

@@ -13,7 +13,8 @@
 #include "compress/post_training.h"
 #include "data/text.h"
 #include "io/weights.h"
-#include "train/data_setup.h"
+#include "config/train_options.h"
+#include "data/data_sources.h"
 #include "util/error.h"
 #include "util/paths.h"
 
@@ -67,7 +68,7 @@ Runner add_quantize_command(CLI::App& app) {
       corpus = load_text_corpus(path, c.get_float("data.val_fraction"), data.seed);
       data.text_val = &corpus.val;
     } else {
-      split = load_classification_data(c);
+      split = load_classification_data(data_options(c));
       data.classes = &split;
     }
     std::printf("%s\n", quantize_report(*be, f, o->weights, po, data).dump(2).c_str());
@@ -105,7 +106,7 @@ Runner add_prune_command(CLI::App& app) {
     po.out = o->out;
     po.rows = o->rows;
     auto be = create_backend(o->device, device_options(c));
-    const TrainTestSplit data = load_classification_data(c);
+    const TrainTestSplit data = load_classification_data(data_options(c));
     std::printf("%s\n", prune_report(*be, f, o->weights, po, data).dump(2).c_str());
     return 0;
   };

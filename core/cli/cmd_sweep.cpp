@@ -9,7 +9,8 @@
 #include "cli/commands.h"
 #include "config/device_options.h"
 #include "compress/sweep.h"
-#include "train/data_setup.h"
+#include "config/train_options.h"
+#include "data/data_sources.h"
 #include "train/trainer.h"
 #include "util/error.h"
 
@@ -68,7 +69,7 @@ Runner add_sweep_command(CLI::App& app) {
     o.calibration_batches = static_cast<int>(base.get_int("quant.calibration_batches"));
     o.include_output = base.get_bool("prune.include_output");
     auto be = create_backend(a->device, device_options(base));
-    const TrainTestSplit data = load_classification_data(base);
+    const TrainTestSplit data = load_classification_data(data_options(base));
     const SweepTrain train = [&base](const SweepSets& sets) {
       Config c = base;
       for (const auto& [k, v] : sets) c.set(k, v);

@@ -1,11 +1,12 @@
 #include "decode/decoder_model.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "backend/backend.h"
-#include "compress/quant.h"
 #include "decode/decoder.h"
 #include "io/safetensors.h"
+#include "io/weights.h"
 #include "nn/transformer.h"
 #include "util/error.h"
 
@@ -14,14 +15,16 @@ namespace trainlab {
 namespace {
 using Json = nlohmann::json;
 
-// The format a quantized file's matrices are in, or nullopt for an fp32 file.
-std::optional<DecodeSpec> file_format(const SafeTensorsFile& f, const DecoderShape& shape, const std::string& path) {
-  if (!is_quantized_file(f)) return std::nullopt;
-  const Json q = Json::parse(f.metadata.at("trainlab_quant"));
+// The format a quantized file's matrices are in (from its validated metadata), or nullopt for an
+// fp32 file.
+std::optional<DecodeSpec> file_format(const WeightsMetadata& md, const DecoderShape& shape, const std::string& path) {
+  if (!md.quantized) return std::nullopt;
   std::optional<QuantSpec> spec;
   for (const std::string& name : DecodeWeights::matrix_names(shape)) {
-    if (!q.contains(name)) throw Error(path + ": matrix '" + name + "' is not quantized; pass --weight-format to choose one format");
-    const QuantSpec s = QuantSpec::from_json(q.at(name));
+    const auto e = std::find_if(md.quant.begin(), md.quant.end(), [&](const QuantEntry& q) { return q.name == name; });
+    if (e == md.quant.end())
+      throw Error(path + ": matrix '" + name + "' is not quantized; pass --weight-format to choose one format");
+    const QuantSpec& s = e->spec;
     if (spec && (s.bits != spec->bits || s.granularity != spec->granularity ||
                  (s.granularity == QuantGranularity::Group && s.group != spec->group)))
       throw Error(path + ": the matrices are quantized with different specs (" + spec->label() + ", " + s.label() +
@@ -34,10 +37,10 @@ std::optional<DecodeSpec> file_format(const SafeTensorsFile& f, const DecoderSha
 
 DecoderModel load_decoder_model(const std::string& path) {
   const SafeTensorsFile f = read_safetensors(path);
-  const auto it = f.metadata.find("trainlab_architecture");
-  if (it == f.metadata.end())
+  const WeightsMetadata md = validate_weights_metadata(f, path);
+  if (md.architecture.is_null())
     throw Error(path + ": no trainlab_architecture in the metadata (not a weights file written by the lab)");
-  const Json arch = Json::parse(it->second);
+  const Json& arch = md.architecture;
   if (arch.value("kind", "") != "char-gpt")
     throw Error(path + ": a " + arch.value("kind", std::string("?")) + " model; generate needs a char-gpt");
   auto cpu = create_backend("cpu");
@@ -46,7 +49,7 @@ DecoderModel load_decoder_model(const std::string& path) {
   DecoderModel out;
   out.weights = decode_weights(*cpu, *model);
   out.vocab = model->config().chars;
-  out.format = file_format(f, out.weights.shape, path);
+  out.format = file_format(md, out.weights.shape, path);
   out.name = path;
   out.params = model->parameter_count();
   return out;

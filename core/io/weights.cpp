@@ -250,6 +250,10 @@ void load_weights_any(Backend& be, Model& model, const SafeTensorsFile& file, co
   }
 }
 
+void load_model_weights(Backend& be, Model& model, const std::string& path) {
+  load_weights_any(be, model, read_safetensors(path), path);
+}
+
 std::unique_ptr<Model> model_from_file(Backend& be, const SafeTensorsFile& f, const std::string& path) {
   const WeightsMetadata md = validate_weights_metadata(f, path);
   if (md.architecture.is_null()) throw Error(path + ": no trainlab_architecture metadata (was it written by trainlab?)");

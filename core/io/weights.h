@@ -99,6 +99,8 @@ void save_model_weights(Backend& be, Model& model, const Config& config, const s
 // and compute values: every parameter must be present with the model's shape. `path` names the file
 // in errors.
 void load_weights_any(Backend& be, Model& model, const SafeTensorsFile& f, const std::string& path);
+// load_weights_any on the file at `path` (read here).
+void load_model_weights(Backend& be, Model& model, const std::string& path);
 // Builds the model of a file's architecture (seed 0) and loads its weights.
 std::unique_ptr<Model> model_from_file(Backend& be, const SafeTensorsFile& f, const std::string& path);
 // read_safetensors + model_from_file.

@@ -153,11 +153,6 @@ nlohmann::json CharGpt::architecture() const { return m_cfg.to_json(); }
 
 int64_t CharGpt::non_embedding_params() { return parameter_count() - m_pos.numel(); }
 
-double CharGpt::train_flops_per_token(int64_t T) {
-  return 6.0 * static_cast<double>(non_embedding_params()) +
-         12.0 * static_cast<double>(m_cfg.layers * m_cfg.dim * T);
-}
-
 void CharGpt::set_checkpointing(CheckpointPolicy p, int64_t k) {
   const int64_t L = m_cfg.layers;
   if (k <= 0) k = std::max<int64_t>(1, std::llround(std::sqrt(static_cast<double>(L))));

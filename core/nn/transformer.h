@@ -74,10 +74,9 @@ class CharGpt final : public Model {
   void set_checkpointing(CheckpointPolicy p, int64_t k);  // k <= 0: round(sqrt(L))
   CheckpointPolicy checkpoint_policy() const { return m_policy; }
   int64_t checkpoint_k() const { return m_k; }
-  // Parameters without the position embedding (the peer's n_nonemb for FLOPs per token).
+  // Parameters without the position embedding (the peer's n_nonemb; plan/memory_model.h counts
+  // the training FLOPs per token from it).
   int64_t non_embedding_params();
-  // Training FLOPs per token as in the peer: 6 * n_nonemb + 12 * L * d * T.
-  double train_flops_per_token(int64_t T);
 
  private:
   struct Block {

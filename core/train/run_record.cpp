@@ -58,22 +58,6 @@ std::string RunRecord::default_dir(const std::string& root, const std::string& t
   return d;
 }
 
-void load_model_weights(Backend& be, Model& model, const std::string& path) {
-  load_model_weights(be, model, read_safetensors(path), path);
-}
-
-void load_model_weights(Backend& be, Model& model, const SafeTensorsFile& f, const std::string& path) {
-  for (Parameter* p : model.parameters()) {
-    const SafeTensor* t = f.find(p->name);
-    if (!t) throw Error(path + ": tensor '" + p->name + "' is missing");
-    if (t->shape != p->shape)
-      throw Error(path + ": tensor '" + p->name + "' has shape " + shape_str(t->shape) + ", the model expects " +
-                  shape_str(p->shape));
-    be.upload(p->master, t->bytes.data(), dtype_from_safetensors(t->dtype));
-    if (!p->value.same_storage(p->master)) be.copy(p->master, p->value);
-  }
-}
-
 LoadedRun load_run(const std::string& dir) {
   LoadedRun r;
   r.dir = dir;

@@ -29,12 +29,6 @@ class RunRecord {
   std::ofstream m_metrics;
 };
 
-// Loads weights by name into an existing model (shapes must match). Throws Error on mismatch.
-void load_model_weights(Backend& be, Model& model, const std::string& path);
-// The same for a file already read (`path` names it in errors).
-struct SafeTensorsFile;
-void load_model_weights(Backend& be, Model& model, const SafeTensorsFile& file, const std::string& path);
-
 // Reads a run folder back: config, every metrics line, summary (when present).
 struct LoadedRun {
   std::string dir;

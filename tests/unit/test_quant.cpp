@@ -18,7 +18,8 @@
 #include "nn/linear.h"
 #include "nn/model.h"
 #include "tensor/dtype.h"
-#include "train/data_setup.h"
+#include "config/train_options.h"
+#include "data/data_sources.h"
 #include "train/trainer.h"
 
 using namespace trainlab;
@@ -363,7 +364,7 @@ class TestQuant : public QObject {
     QVERIFY(is_quantized_file(q));
     CpuBackend be(1);
     Config dc;
-    const TrainTestSplit data = load_classification_data(dc);
+    const TrainTestSplit data = load_classification_data(data_options(dc));
     QVERIFY(std::fabs(file_accuracy(be, q, data.test) - s.test_accuracy) <= 1.5 / data.test.size());
     std::filesystem::remove_all(dir);
   }
