@@ -1,6 +1,6 @@
 // trainlab-cli bench: the benchmark cases of ../shared/bench (the PyTorch peer), same work, JSON
 // lines out. A benchmark, not a test: BENCHMARKS.md records its ratios against the peer. The
-// cases are library functions (train/benchmark.h; decode: cli/bench_decode.h); this file parses
+// cases are library functions (train/benchmark.h; decode: decode/decode_bench.h); this file parses
 // the options, picks the defaults per device and prints one line per case and mode (an error as
 // {"case", "mode", "error"}).
 #include <cstdio>
