@@ -5,13 +5,8 @@
 #include <cstdio>
 #include <memory>
 
-#include "backend/backend.h"
 #include "cli/commands.h"
-#include "config/device_options.h"
-#include "compress/sweep.h"
-#include "config/train_options.h"
-#include "data/data_sources.h"
-#include "train/trainer.h"
+#include "train/training_sweep.h"
 #include "util/error.h"
 
 namespace trainlab::cli {
@@ -63,21 +58,8 @@ Runner add_sweep_command(CLI::App& app) {
   return [a, cmd]() -> int {
     if (!cmd->parsed()) return -1;
     const Config base = sweep_base_config(*a);
-    SweepOptions o = a->sweep;
-    o.seed = base.get_int("train.seed");
-    o.batch = base.get_int("train.batch");
-    o.calibration_batches = static_cast<int>(base.get_int("quant.calibration_batches"));
-    o.include_output = base.get_bool("prune.include_output");
-    auto be = create_backend(a->device, device_options(base));
-    const TrainTestSplit data = load_classification_data(data_options(base));
-    const SweepTrain train = [&base](const SweepSets& sets) {
-      Config c = base;
-      for (const auto& [k, v] : sets) c.set(k, v);
-      Trainer t(c);
-      const RunSummary s = t.run();
-      return SweepTrained{s.status, s.message, s.test_accuracy, s.final_train_loss, s.steps, s.params};
-    };
-    const SweepTable t = run_sweep(*be, data, o, train, [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); });
+    const SweepOptions& o = a->sweep;
+    const SweepTable t = run_training_sweep(base, o, [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); });
     std::fprintf(stderr, "sweep: %zu points in %.1f s -> %s/sweep.csv, %s/sweep.json\n", t.rows.size(),
                  t.header.at("wall_s").get<double>(), o.out.c_str(), o.out.c_str());
     return 0;
