@@ -1,3 +1,6 @@
+#include <signal.h>
+
+#include <atomic>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -13,9 +16,19 @@
 namespace trainlab::cli {
 
 namespace {
-Trainer* g_active = nullptr;
-void on_sigint(int) {
-  if (g_active) g_active->stop();
+// The trainer a signal stops. SIGINT (Ctrl+C), SIGTERM (what `timeout`, `kill` and schedulers
+// send) and SIGHUP (a closed terminal) all end the run at the next step boundary with status
+// "stopped", its weights and record kept; the handler only sets the trainer's lock-free flag.
+std::atomic<Trainer*> g_active{nullptr};
+void on_stop_signal(int) {
+  if (Trainer* t = g_active.load()) t->request_stop();
+}
+
+void install_stop_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
 }
 
 // The flags as given (not config/train_options.h's TrainOptions: these become Config keys).
@@ -98,7 +111,7 @@ Runner add_train_command(CLI::App& app) {
     cb.on_notice = [&](const std::string& s) { progress.notice(s); };
     Trainer trainer(c, cb);
     g_active = &trainer;
-    std::signal(SIGINT, on_sigint);
+    install_stop_handlers();
     RunSummary s;
     try {
       s = trainer.run();

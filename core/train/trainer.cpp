@@ -86,6 +86,7 @@ void Trainer::post(TrainerCommand c) {
 bool Trainer::drain_commands(std::string& event) {
   std::unique_lock<std::mutex> lock(m_mutex);
   for (;;) {
+    if (m_stop_requested.load()) return false;
     while (!m_commands.empty()) {
       TrainerCommand c = std::move(m_commands.front());
       m_commands.pop_front();
@@ -105,7 +106,9 @@ bool Trainer::drain_commands(std::string& event) {
       }
     }
     if (!m_state->paused) return true;
-    m_cv.wait(lock, [&] { return !m_commands.empty(); });
+    // A signal handler's request_stop cannot notify the condition variable (not async-signal-safe),
+    // so a paused run looks at the flag every 100 ms.
+    m_cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return !m_commands.empty() || m_stop_requested.load(); });
   }
 }
 

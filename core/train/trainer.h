@@ -43,6 +43,10 @@ class Trainer {
   void pause() { post({TrainerCommand::Kind::Pause, {}, {}}); }
   void resume() { post({TrainerCommand::Kind::Resume, {}, {}}); }
   void stop() { post({TrainerCommand::Kind::Stop, {}, {}}); }
+  // Stops the run at the next step boundary like stop(), but only sets a lock-free flag: safe to
+  // call from a signal handler (SIGINT, SIGTERM, SIGHUP in trainlab-cli), where locking the command
+  // queue's mutex could deadlock.
+  void request_stop() noexcept { m_stop_requested.store(true); }
   void set(const std::string& key, Json value) { post({TrainerCommand::Kind::Set, key, std::move(value)}); }
 
   const Config& config() const { return m_config; }
@@ -56,6 +60,8 @@ class Trainer {
   std::mutex m_mutex;
   std::condition_variable m_cv;
   std::deque<TrainerCommand> m_commands;
+  std::atomic<bool> m_stop_requested{false};
+  static_assert(std::atomic<bool>::is_always_lock_free, "request_stop must be async-signal-safe");
   std::string m_run_dir;
   std::unique_ptr<State> m_state;
 

@@ -1,6 +1,8 @@
 // trainlab-cli as a user runs it (QProcess on the built binary): exit code 0 only on success,
 // one "error:" line naming the file/key on bad input, 3 for a diverged run, --help on every verb,
 // and `eval` of a run's weights giving the accuracy in its summary.
+#include <signal.h>
+
 #include <QProcess>
 #include <QtTest>
 #include <filesystem>
@@ -240,6 +242,34 @@ class TestCli : public QObject {
   }
 
   // A diverged run: exit 3, the message, and the record kept.
+  // SIGINT, SIGTERM (what `timeout`, `kill` and schedulers send) and SIGHUP (a closed terminal)
+  // end a run the same way: at the next step, status "stopped", exit 130, weights and summary kept.
+  void stopSignalsKeepTheRun_data() {
+    QTest::addColumn<int>("sig");
+    QTest::newRow("SIGINT") << int(SIGINT);
+    QTest::newRow("SIGTERM") << int(SIGTERM);
+    QTest::newRow("SIGHUP") << int(SIGHUP);
+  }
+  void stopSignalsKeepTheRun() {
+    QFETCH(int, sig);
+    const QString out = dir(QString("signal-%1").arg(sig));
+    QProcess p;
+    p.start(QStringLiteral(TRAINLAB_CLI_PATH), {"train", "--device", "cpu", "--steps", "1000000", "--quiet", "--out", out});
+    QVERIFY(p.waitForStarted(10000));
+    // Wait until the run has written steps, so that the signal lands inside the loop.
+    const std::string metrics = (out + "/metrics.jsonl").toStdString();
+    for (int i = 0; i < 600 && (read_text(metrics).size() < 2000); ++i) QTest::qWait(50);
+    QVERIFY2(read_text(metrics).size() >= 2000, "the run wrote no steps");
+    QCOMPARE(::kill(static_cast<pid_t>(p.processId()), sig), 0);
+    QVERIFY(p.waitForFinished(60000));
+    QCOMPARE(p.exitStatus(), QProcess::NormalExit);
+    QCOMPARE(p.exitCode(), 130);
+    const Json summary = Json::parse(read_text((out + "/summary.json").toStdString()));
+    QCOMPARE(QString::fromStdString(summary.at("status").get<std::string>()), QString("stopped"));
+    QVERIFY(summary.at("steps").get<long>() > 0 && summary.at("steps").get<long>() < 1000000);
+    QVERIFY(std::filesystem::exists((out + "/model.safetensors").toStdString()));
+  }
+
   void divergedRun() {
     const QString out = dir("diverged");
     const Result r = cli({"train", "--device", "cpu", "--steps", "300", "--optimizer", "sgd", "--lr", "1000", "--out", out});
