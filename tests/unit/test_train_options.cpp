@@ -32,9 +32,6 @@ class TestTrainOptions : public QObject {
     c.set("model.hidden", "[32,16]");
     c.set("checkpoint.policy", "every-k");
     c.set("checkpoint.k", "3");
-    c.set("precision.loss_scale.enabled", "false");
-    c.set("optim.nesterov", "true");
-    c.set("schedule.warmup_steps", "7");
     c.set("train.accumulate", "4");
     const DataOptions d = data_options(c);
     QCOMPARE(d.name, std::string("text"));
@@ -44,9 +41,6 @@ class TestTrainOptions : public QObject {
     QCOMPARE(model_options(c).hidden, (std::vector<int64_t>{32, 16}));
     QCOMPARE(checkpoint_options(c).policy, std::string("every-k"));
     QCOMPARE(checkpoint_options(c).k, int64_t{3});
-    QVERIFY(!optim_options(c).loss_scale.enabled);
-    QVERIFY(optim_options(c).optimizer.nesterov);
-    QCOMPARE(optim_options(c).schedule.warmup_steps, 7L);
     QCOMPARE(train_options(c).accumulate, 4);
   }
 
