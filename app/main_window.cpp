@@ -81,7 +81,12 @@ MainWindow::MainWindow(const QString& runs_root, QWidget* parent) : QMainWindow(
   update_buttons();
 }
 
-MainWindow::~MainWindow() { m_session->shutdown(); }
+// The run ends and its record is written before any part of the window goes; the window stops
+// listening first, so the session's last signals reach no half-destroyed widget.
+MainWindow::~MainWindow() {
+  m_session->disconnect(this);
+  m_session->shutdown();
+}
 
 void MainWindow::build_ui() {
   QWidget* left = build_controls();
@@ -331,6 +336,7 @@ bool MainWindow::start_run() {
     if (!key.empty()) m_form->highlight(key);
     return false;
   }
+  if (!m_session->start(c)) return false;
   m_message->hide();
   m_live = std::make_shared<RunSeries>();
   m_live->dir = QDir(QString::fromStdString(c.get_string("run.out"))).absolutePath();
@@ -340,7 +346,6 @@ bool MainWindow::start_run() {
   m_primary = m_live;
   m_runs->set_live_dir(m_live->dir);
   update_plots();
-  m_session->start(c);
   m_form->set_running(true);
   m_progress->setRange(0, 0);  // busy until the first step says how many
   m_progress->setFormat("starting...");
@@ -598,6 +603,9 @@ void MainWindow::save_settings() {
   if (m_primary && QFile::exists(m_primary->dir + "/config.json")) s.setValue("runs/last", m_primary->dir);
 }
 
+// Closing while a run trains asks first (a long run is not lost to a stray click); "Yes" stops the
+// run at its next step like the Stop button and waits until its record ("stopped", with weights)
+// is written, then the window closes.
 void MainWindow::closeEvent(QCloseEvent* e) {
   if (m_session->running()) {
     const auto a = QMessageBox::question(this, "Quit TrainLab",
@@ -609,8 +617,20 @@ void MainWindow::closeEvent(QCloseEvent* e) {
     }
   }
   save_settings();
-  m_session->shutdown();
+  end_session();
   e->accept();
+}
+
+// Stops the run (if any) and waits for the worker to write its record and end.
+void MainWindow::end_session() {
+  const bool waits = m_session->running();
+  if (waits) {
+    m_status->setText("Stopping the run and writing its record...");
+    m_status->repaint();
+    QApplication::setOverrideCursor(Qt::WaitCursor);
+  }
+  m_session->shutdown();
+  if (waits) QApplication::restoreOverrideCursor();
 }
 
 }  // namespace trainlab::app

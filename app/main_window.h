@@ -1,6 +1,7 @@
 // The main window: controls (left), live plots (centre), runs table (bottom). The trainer runs on
 // a worker thread (TrainingSession); metrics arrive through queued signals into the live run's
-// RunSeries and the plots redraw from their own timer.
+// RunSeries and the plots redraw from their own timer. Closing the window while a run trains asks,
+// then stops the run and waits for its record.
 #pragma once
 #include <QLabel>
 #include <QMainWindow>
@@ -74,6 +75,7 @@ class MainWindow : public QMainWindow {
   void build_menus();
   void on_metrics();
   void on_finished(const QString& status, const QString& message, const QString& dir);
+  void end_session();
   void update_overlays(const QStringList& dirs);
   void update_plots();
   void update_buttons();

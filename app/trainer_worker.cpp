@@ -1,5 +1,6 @@
 #include "trainer_worker.h"
 
+#include <QCoreApplication>
 #include <new>
 
 #include "util/error.h"
@@ -78,14 +79,16 @@ void TrainerWorker::run(const QString& config_json) {
 }
 
 TrainingSession::TrainingSession(QObject* parent) : QObject(parent) {
-  m_worker = new TrainerWorker;
+  // No deleteLater on the thread's end: the worker must outlive every queued signal it sent, which
+  // the GUI thread may still deliver (and which call take_pending()); ~TrainingSession deletes it.
+  m_worker = std::make_unique<TrainerWorker>();
   m_worker->moveToThread(&m_thread);
-  connect(&m_thread, &QThread::finished, m_worker, &QObject::deleteLater);
-  connect(this, &TrainingSession::run_request, m_worker, &TrainerWorker::run, Qt::QueuedConnection);
-  connect(m_worker, &TrainerWorker::metrics_ready, this, &TrainingSession::metrics_ready, Qt::QueuedConnection);
-  connect(m_worker, &TrainerWorker::notice, this, &TrainingSession::notice, Qt::QueuedConnection);
+  TrainerWorker* w = m_worker.get();
+  connect(this, &TrainingSession::run_request, w, &TrainerWorker::run, Qt::QueuedConnection);
+  connect(w, &TrainerWorker::metrics_ready, this, &TrainingSession::metrics_ready, Qt::QueuedConnection);
+  connect(w, &TrainerWorker::notice, this, &TrainingSession::notice, Qt::QueuedConnection);
   connect(
-      m_worker, &TrainerWorker::finished, this,
+      w, &TrainerWorker::finished, this,
       [this](const QString& st, const QString& msg, const QString& dir) {
         m_running = false;
         m_paused = false;
@@ -96,10 +99,15 @@ TrainingSession::TrainingSession(QObject* parent) : QObject(parent) {
   m_thread.start();
 }
 
-TrainingSession::~TrainingSession() { shutdown(); }
+// The thread has ended when shutdown() returns, so deleting the worker here (it belongs to that
+// thread) cannot race with anything it does.
+TrainingSession::~TrainingSession() {
+  shutdown();
+  m_worker.reset();
+}
 
 bool TrainingSession::start(const Config& config) {
-  if (m_running) return false;
+  if (m_running || m_shut_down) return false;
   m_running = true;
   m_paused = false;
   emit run_request(QString::fromStdString(config.to_json().dump()));
@@ -126,10 +134,18 @@ void TrainingSession::set(const std::string& key, const Json& value) {
 }
 
 void TrainingSession::shutdown() {
-  if (!m_thread.isRunning()) return;
+  if (m_shut_down) return;
+  m_shut_down = true;
   if (m_running) m_worker->post({TrainerCommand::Kind::Stop, {}, {}});
-  m_thread.quit();
+  // Quit from the worker thread's own queue, behind a run request it has not taken yet: a plain
+  // quit() could end the thread's loop before that run begins, and the run would leave no record.
+  QMetaObject::invokeMethod(m_worker.get(), [thread = &m_thread] { thread->quit(); }, Qt::QueuedConnection);
   m_thread.wait();
+  // The worker's last signals (metrics, finished) are queued to this object: deliver them now, while
+  // whoever listens still exists, rather than from a later event loop.
+  QCoreApplication::sendPostedEvents(this, QEvent::MetaCall);
+  m_running = false;
+  m_paused = false;
 }
 
 }  // namespace trainlab::app

@@ -2,6 +2,10 @@
 // its step callback appends StepMetrics to a mutex-guarded buffer and sends one queued signal per
 // batch of steps (coalesced), so the GUI thread takes them in bulk and is never flooded. Commands
 // (pause, resume, stop, set key) are thread-safe and go straight to Trainer::post().
+//
+// Lifetimes: TrainingSession owns the worker and deletes it only after the thread has ended, and
+// shutdown() stops the run, waits for its record and delivers the worker's last queued signals, so
+// nothing the worker sent can reach an object that is gone.
 #pragma once
 #include <QObject>
 #include <QString>
@@ -46,7 +50,7 @@ class TrainingSession : public QObject {
   explicit TrainingSession(QObject* parent = nullptr);
   ~TrainingSession() override;
 
-  // Starts a run (returns false when one is already running).
+  // Starts a run (returns false when one is already running, or after shutdown()).
   bool start(const Config& config);
   bool running() const { return m_running; }
   bool paused() const { return m_paused; }
@@ -55,7 +59,10 @@ class TrainingSession : public QObject {
   void stop();
   void set(const std::string& key, const Json& value);
   std::vector<StepMetrics> take_pending() { return m_worker->take_pending(); }
-  // Blocks until the worker finishes (stops a running trainer first). Used on exit.
+  // Used on exit; the session starts no run afterwards. Stops the run (one that was requested but
+  // has not begun yet begins, meets the stop at its first step and writes its record), waits until
+  // the worker thread has ended, then delivers what the worker queued: when it returns, the
+  // run's record is written, finished() has been emitted and running() is false.
   void shutdown();
 
  signals:
@@ -66,9 +73,10 @@ class TrainingSession : public QObject {
 
  private:
   QThread m_thread;
-  TrainerWorker* m_worker = nullptr;
+  std::unique_ptr<TrainerWorker> m_worker;  // after m_thread: deleted first, once the thread ended
   bool m_running = false;
   bool m_paused = false;
+  bool m_shut_down = false;
 };
 
 }  // namespace trainlab::app

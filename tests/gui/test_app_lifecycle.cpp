@@ -1,0 +1,169 @@
+// The window survives its user while a run trains: closing it (at many different moments, paused,
+// while compressing), cancelling the close, stopping and starting quickly, destroying it. Each close must stop the run, leave its record ("stopped", weights kept)
+// and leave nothing of the worker for the event loop to touch afterwards.
+#include <QApplication>
+#include <QFile>
+#include <QMessageBox>
+#include <QPushButton>
+#include <QTimer>
+#include <QtTest>
+#include <memory>
+
+#include "gui_support.h"
+#include "main_window.h"
+
+using namespace trainlab::app;
+
+namespace {
+
+// Answers the close question ("A run is training. Stop it and quit?") with `button` when it shows,
+// from inside its own event loop, as a user would.
+class BoxAnswerer {
+ public:
+  explicit BoxAnswerer(QMessageBox::StandardButton button) {
+    m_timer.setInterval(5);
+    QObject::connect(&m_timer, &QTimer::timeout, [this, button] {
+      auto* box = qobject_cast<QMessageBox*>(QApplication::activeModalWidget());
+      if (!box || !box->button(button)) return;
+      ++m_answered;
+      box->button(button)->click();
+    });
+    m_timer.start();
+  }
+  int answered() const { return m_answered; }
+
+ private:
+  QTimer m_timer;
+  int m_answered = 0;
+};
+
+trainlab::Json read_json(const QString& path) {
+  QFile f(path);
+  if (!f.open(QIODevice::ReadOnly)) return {};
+  return trainlab::Json::parse(f.readAll().toStdString(), nullptr, false);
+}
+
+QString summary_status(const QString& dir) {
+  const trainlab::Json s = read_json(dir + "/summary.json");
+  return s.is_object() ? QString::fromStdString(s.value("status", std::string())) : QString("(no summary)");
+}
+
+}  // namespace
+
+class TestAppLifecycle : public QObject {
+  Q_OBJECT
+ private:
+  QTemporaryDir m_tmp;
+
+  // A digits run on the CPU into `dir` that would train far longer than any test waits.
+  static void configure(MainWindow& w, const QString& dir, long steps, bool compress = false) {
+    trainlab::Config c = w.form()->config();
+    c.set_json("train.steps", static_cast<int64_t>(steps));
+    c.set_json("train.eval_every", static_cast<int64_t>(100));
+    c.set_json("device.name", std::string("cpu"));
+    c.set_json("run.out", dir.toStdString());
+    if (compress) {  // gradual pruning and 4-bit QAT: the trainer's compression hooks run every step
+      c.set_json("prune.method", std::string("gradual"));
+      c.set_json("prune.interval", static_cast<int64_t>(2));
+      c.set_json("quant.mode", std::string("qat"));
+    }
+    w.form()->set_config(c);
+  }
+
+ private slots:
+  void initTestCase() {
+    gui_test::isolate_settings("test_app_lifecycle");
+    QVERIFY(m_tmp.isValid());
+  }
+
+  // Closing the window while a run trains asks; "Yes" stops the run at its next step, writes its
+  // record as "stopped" with its weights, and only then lets the window go. 20 closes, each at a
+  // different moment: before the worker has begun, during setup, between steps, while paused, while
+  // pruning and quantizing. Afterwards the event loop runs (as the app's does after a close) and the
+  // window is destroyed: nothing the worker sent may reach freed objects.
+  void closeWhileTrainingStopsAndKeepsTheRecord() {
+    const int moments_ms[] = {0, 0, 1, 2, 3, 5, 8, 12, 20, 30, 45, 60, 80, 100, 130, 170, 220, 300, 400, 600};
+    for (int i = 0; i < 20; ++i) {
+      const QString dir = m_tmp.filePath(QString("close/%1").arg(i));
+      auto w = std::make_unique<MainWindow>(m_tmp.filePath("close"));
+      w->show();
+      configure(*w, dir, 1000000, i % 5 == 4);
+      QVERIFY(w->start_run());
+      if (moments_ms[i] > 0) QTest::qWait(moments_ms[i]);
+      if (i % 4 == 3) w->toggle_pause();
+      BoxAnswerer yes(QMessageBox::Yes);
+      const bool closed = w->close();
+      const QString where = QString("close %1 after %2 ms").arg(i).arg(moments_ms[i]);
+      QVERIFY2(closed, qPrintable(where));
+      QVERIFY2(yes.answered() == 1, qPrintable(where + ": the close did not ask"));
+      QVERIFY2(!w->running(), qPrintable(where + ": the session still says a run trains"));
+      QVERIFY2(summary_status(dir) == "stopped", qPrintable(where + ": " + summary_status(dir)));
+      QVERIFY2(QFile::exists(dir + "/model.safetensors"), qPrintable(where + ": no weights"));
+      QTest::qWait(30);  // the queued signals of the worker, if any were left
+      QVERIFY(!w->running());
+      w.reset();
+      QTest::qWait(5);
+    }
+  }
+
+  // "Cancel" keeps the window and the run: it goes on training.
+  void cancelledCloseKeepsTraining() {
+    const QString dir = m_tmp.filePath("cancel/run");
+    MainWindow w(m_tmp.filePath("cancel"));
+    w.show();
+    configure(w, dir, 1000000);
+    QVERIFY(w.start_run());
+    QTRY_VERIFY_WITH_TIMEOUT(w.live_run()->size() >= 3, 30000);
+    {
+      BoxAnswerer cancel(QMessageBox::Cancel);
+      QVERIFY(!w.close());
+      QCOMPARE(cancel.answered(), 1);
+    }
+    QVERIFY(w.isVisible());
+    QVERIFY(w.running());
+    const int steps = w.live_run()->size();
+    QTRY_VERIFY_WITH_TIMEOUT(w.live_run()->size() > steps + 3, 30000);
+    w.stop_run();
+    QTRY_VERIFY_WITH_TIMEOUT(!w.running(), 30000);
+    QCOMPARE(summary_status(dir), QString("stopped"));
+  }
+
+  // Stop then start again at once, five times, at different points of a run; a second start while
+  // one trains is refused. Every run ends with its own record.
+  void stopAndStartQuickly() {
+    MainWindow w(m_tmp.filePath("quick"));
+    w.show();
+    for (int i = 0; i < 5; ++i) {
+      const QString dir = m_tmp.filePath(QString("quick/%1").arg(i));
+      configure(w, dir, 1000000);
+      QVERIFY(w.start_run());
+      QVERIFY(!w.start_run());  // starting twice
+      QVERIFY(w.running());
+      if (i % 2 == 1) QTRY_VERIFY_WITH_TIMEOUT(w.live_run()->size() >= i, 30000);
+      w.stop_run();
+      QVERIFY(!w.start_run());  // still stopping
+      QTRY_VERIFY_WITH_TIMEOUT(!w.running(), 30000);
+      QCOMPARE(summary_status(dir), QString("stopped"));
+      QCOMPARE(w.live_run()->dir, dir);
+    }
+  }
+
+  // Destroying the window (not closing it) while a run trains also stops the run and keeps its
+  // record before the window's parts go.
+  void destroyWhileTraining() {
+    const QString dir = m_tmp.filePath("destroy/run");
+    {
+      MainWindow w(m_tmp.filePath("destroy"));
+      w.show();
+      configure(w, dir, 1000000);
+      QVERIFY(w.start_run());
+      QTRY_VERIFY_WITH_TIMEOUT(w.live_run()->size() >= 2, 30000);
+    }
+    QCOMPARE(summary_status(dir), QString("stopped"));
+    QVERIFY(QFile::exists(dir + "/model.safetensors"));
+    QTest::qWait(20);
+  }
+};
+
+QTEST_MAIN(TestAppLifecycle)
+#include "test_app_lifecycle.moc"
