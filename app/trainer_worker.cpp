@@ -1,18 +1,20 @@
 #include "trainer_worker.h"
 
 #include <QCoreApplication>
+#include <algorithm>
 #include <new>
 
 #include "util/error.h"
 
 namespace trainlab::app {
 
-void TrainerWorker::post(const TrainerCommand& c) {
+void TrainerWorker::post(const TrainerCommand& c, quint64 run) {
   std::lock_guard<std::mutex> lock(m_mutex);
-  if (m_trainer)
+  if (run == m_run && m_trainer)
     m_trainer->post(c);
-  else
-    m_early.push_back(c);
+  else if (run > m_run)
+    m_early.emplace_back(run, c);
+  // else: the run has ended (a Stop or Pause given as it finished); the next run must not see it
 }
 
 std::vector<StepMetrics> TrainerWorker::take_pending() {
@@ -23,7 +25,7 @@ std::vector<StepMetrics> TrainerWorker::take_pending() {
   return out;
 }
 
-void TrainerWorker::run(const QString& config_json) {
+void TrainerWorker::run(const QString& config_json, quint64 run) {
   QString status = "failed", message, run_dir;
   try {
     Config config = Config::from_json(Json::parse(config_json.toStdString()), "the window's settings");
@@ -43,7 +45,9 @@ void TrainerWorker::run(const QString& config_json) {
     {
       std::lock_guard<std::mutex> lock(m_mutex);
       m_trainer = &trainer;
-      for (auto& c : m_early) trainer.post(c);
+      m_run = run;
+      for (auto& [for_run, c] : m_early)
+        if (for_run == run) trainer.post(c);
       m_early.clear();
     }
     try {
@@ -73,6 +77,7 @@ void TrainerWorker::run(const QString& config_json) {
   }
   {
     std::lock_guard<std::mutex> lock(m_mutex);
+    m_run = std::max(m_run, run);  // also when setup failed: later commands for it are dropped
     m_early.clear();
   }
   emit finished(status, message, run_dir);
@@ -110,33 +115,33 @@ bool TrainingSession::start(const Config& config) {
   if (m_running || m_shut_down) return false;
   m_running = true;
   m_paused = false;
-  emit run_request(QString::fromStdString(config.to_json().dump()));
+  emit run_request(QString::fromStdString(config.to_json().dump()), ++m_run);
   return true;
 }
 
 void TrainingSession::pause() {
   if (!m_running) return;
   m_paused = true;
-  m_worker->post({TrainerCommand::Kind::Pause, {}, {}});
+  m_worker->post({TrainerCommand::Kind::Pause, {}, {}}, m_run);
 }
 void TrainingSession::resume() {
   if (!m_running) return;
   m_paused = false;
-  m_worker->post({TrainerCommand::Kind::Resume, {}, {}});
+  m_worker->post({TrainerCommand::Kind::Resume, {}, {}}, m_run);
 }
 void TrainingSession::stop() {
   if (!m_running) return;
-  m_worker->post({TrainerCommand::Kind::Stop, {}, {}});
+  m_worker->post({TrainerCommand::Kind::Stop, {}, {}}, m_run);
 }
 void TrainingSession::set(const std::string& key, const Json& value) {
   if (!m_running) return;
-  m_worker->post({TrainerCommand::Kind::Set, key, value});
+  m_worker->post({TrainerCommand::Kind::Set, key, value}, m_run);
 }
 
 void TrainingSession::shutdown() {
   if (m_shut_down) return;
   m_shut_down = true;
-  if (m_running) m_worker->post({TrainerCommand::Kind::Stop, {}, {}});
+  if (m_running) m_worker->post({TrainerCommand::Kind::Stop, {}, {}}, m_run);
   // Quit from the worker thread's own queue, behind a run request it has not taken yet: a plain
   // quit() could end the thread's loop before that run begins, and the run would leave no record.
   QMetaObject::invokeMethod(m_worker.get(), [thread = &m_thread] { thread->quit(); }, Qt::QueuedConnection);

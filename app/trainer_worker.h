@@ -1,7 +1,8 @@
 // The trainer on a worker thread. TrainerWorker lives on a QThread and runs one Trainer at a time;
 // its step callback appends StepMetrics to a mutex-guarded buffer and sends one queued signal per
 // batch of steps (coalesced), so the GUI thread takes them in bulk and is never flooded. Commands
-// (pause, resume, stop, set key) are thread-safe and go straight to Trainer::post().
+// (pause, resume, stop, set key) are thread-safe and go straight to Trainer::post(); each names the
+// run it is for, so one given just as a run ends never reaches the next run.
 //
 // Lifetimes: TrainingSession owns the worker and deletes it only after the thread has ended, and
 // shutdown() stops the run, waits for its record and delivers the worker's last queued signals, so
@@ -13,6 +14,7 @@
 #include <QVector>
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "train/trainer.h"
@@ -22,12 +24,14 @@ namespace trainlab::app {
 class TrainerWorker : public QObject {
   Q_OBJECT
  public:
-  // Thread-safe. Commands given before the trainer exists are queued and delivered to it.
-  void post(const TrainerCommand& c);
+  // Thread-safe. `run` is the number TrainingSession::start gave the run the command is for: a
+  // command for a run that has not begun waits for its trainer, one for a run that has ended is
+  // dropped.
+  void post(const TrainerCommand& c, quint64 run);
   std::vector<StepMetrics> take_pending();
 
  public slots:
-  void run(const QString& config_json);  // on the worker thread
+  void run(const QString& config_json, quint64 run);  // on the worker thread
 
  signals:
   void metrics_ready();
@@ -38,7 +42,8 @@ class TrainerWorker : public QObject {
  private:
   std::mutex m_mutex;
   Trainer* m_trainer = nullptr;
-  std::vector<TrainerCommand> m_early;
+  quint64 m_run = 0;  // the run begun last (0: none)
+  std::vector<std::pair<quint64, TrainerCommand>> m_early;  // for runs not begun yet
   std::vector<StepMetrics> m_pending;
   bool m_signal_sent = false;
 };
@@ -69,11 +74,12 @@ class TrainingSession : public QObject {
   void metrics_ready();
   void notice(const QString& text);
   void finished(const QString& status, const QString& message, const QString& run_dir);
-  void run_request(const QString& config_json);
+  void run_request(const QString& config_json, quint64 run);
 
  private:
   QThread m_thread;
   std::unique_ptr<TrainerWorker> m_worker;  // after m_thread: deleted first, once the thread ended
+  quint64 m_run = 0;                        // the number of the run started last
   bool m_running = false;
   bool m_paused = false;
   bool m_shut_down = false;

@@ -1,10 +1,13 @@
 // The window survives its user while a run trains: closing it (at many different moments, paused,
-// while compressing), cancelling the close, stopping and starting quickly, destroying it. Each close must stop the run, leave its record ("stopped", weights kept)
+// while compressing), cancelling the close, stopping and starting quickly, and commands that arrive
+// after a run has ended. Each close must stop the run, leave its record ("stopped", weights kept)
 // and leave nothing of the worker for the event loop to touch afterwards.
 #include <QApplication>
+#include <QElapsedTimer>
 #include <QFile>
 #include <QMessageBox>
 #include <QPushButton>
+#include <QThread>
 #include <QTimer>
 #include <QtTest>
 #include <memory>
@@ -146,6 +149,35 @@ class TestAppLifecycle : public QObject {
       QCOMPARE(summary_status(dir), QString("stopped"));
       QCOMPARE(w.live_run()->dir, dir);
     }
+  }
+
+  // A Pause or Stop given after the worker finished a run, but before the window heard of it, must
+  // not carry over to the next run: that run would stop at once, or hang paused while the window
+  // says it trains.
+  void lateCommandsDoNotReachTheNextRun() {
+    MainWindow w(m_tmp.filePath("late"));
+    w.show();
+    const QString first = m_tmp.filePath("late/first");
+    configure(w, first, 5);
+    QVERIFY(w.start_run());
+    // Block the GUI thread (no events) until the worker has written the whole record and returned.
+    QElapsedTimer t;
+    t.start();
+    while (summary_status(first) != "completed" && t.elapsed() < 60000) QThread::msleep(10);
+    QCOMPARE(summary_status(first), QString("completed"));
+    QThread::msleep(500);
+    QVERIFY(w.running());  // the finished signal is still queued
+    w.toggle_pause();
+    w.stop_run();
+    QTRY_VERIFY_WITH_TIMEOUT(!w.running(), 30000);
+
+    const QString second = m_tmp.filePath("late/second");
+    configure(w, second, 40);
+    QVERIFY(w.start_run());
+    QVERIFY(!w.session()->paused());
+    QTRY_VERIFY_WITH_TIMEOUT(!w.running(), 60000);
+    QCOMPARE(summary_status(second), QString("completed"));
+    QCOMPARE(w.live_run()->size(), 40);
   }
 
   // Destroying the window (not closing it) while a run trains also stops the run and keeps its
