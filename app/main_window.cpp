@@ -25,6 +25,8 @@
 #include <QStyle>
 #include <QToolButton>
 #include <QVBoxLayout>
+#include <cstdio>
+#include <cstring>
 #include <fstream>
 
 #include "backend/backend.h"
@@ -619,6 +621,16 @@ void MainWindow::closeEvent(QCloseEvent* e) {
   save_settings();
   end_session();
   e->accept();
+}
+
+void MainWindow::quit_for_signal(int signo) {
+  const bool had_run = m_session->running();
+  save_settings();
+  end_session();
+  if (had_run && m_live)
+    std::fprintf(stderr, "trainlab: %s (signal %d): the run stopped; its record is in %s\n", strsignal(signo), signo,
+                 qPrintable(QDir::toNativeSeparators(m_live->dir)));
+  QApplication::exit(128 + signo);
 }
 
 // Stops the run (if any) and waits for the worker to write its record and end.

@@ -1,7 +1,7 @@
 // The main window: controls (left), live plots (centre), runs table (bottom). The trainer runs on
 // a worker thread (TrainingSession); metrics arrive through queued signals into the live run's
 // RunSeries and the plots redraw from their own timer. Closing the window while a run trains asks,
-// then stops the run and waits for its record.
+// then stops the run and waits for its record; a stop signal (quit_for_signal) does so without asking.
 #pragma once
 #include <QLabel>
 #include <QMainWindow>
@@ -53,6 +53,10 @@ class MainWindow : public QMainWindow {
 
   bool start_run();
   void stop_run();
+  // SIGINT, SIGTERM or SIGHUP (StopSignals): ends like the Stop button without asking (the run
+  // stops at its next step and its record, "stopped", is written), then quits the app with exit
+  // code 128 + signo.
+  void quit_for_signal(int signo);
   void toggle_pause();
   bool load_preset(const QString& path);
   bool save_preset(const QString& path);
