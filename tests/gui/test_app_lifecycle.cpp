@@ -1,12 +1,15 @@
 // The window survives its user while a run trains: closing it (at many different moments, paused,
-// while compressing), cancelling the close, stopping and starting quickly, and commands that arrive
-// after a run has ended. Each close must stop the run, leave its record ("stopped", weights kept)
-// and leave nothing of the worker for the event loop to touch afterwards.
+// while compressing), cancelling the close, stopping and starting quickly, commands that arrive
+// after a run has ended, destroying it, and closing it while the text panel generates. Each close
+// must stop the run, leave its record ("stopped", weights kept) and leave nothing of a worker for
+// the event loop to touch afterwards.
 #include <QApplication>
+#include <QDir>
 #include <QElapsedTimer>
 #include <QFile>
 #include <QMessageBox>
 #include <QPushButton>
+#include <QSpinBox>
 #include <QThread>
 #include <QTimer>
 #include <QtTest>
@@ -14,6 +17,7 @@
 
 #include "gui_support.h"
 #include "main_window.h"
+#include "text_panel.h"
 
 using namespace trainlab::app;
 
@@ -44,6 +48,15 @@ trainlab::Json read_json(const QString& path) {
   QFile f(path);
   if (!f.open(QIODevice::ReadOnly)) return {};
   return trainlab::Json::parse(f.readAll().toStdString(), nullptr, false);
+}
+
+// Whether a thread of this process has this name (Linux: /proc/self/task/*/comm).
+bool thread_named(const QByteArray& name) {
+  for (const QFileInfo& t : QDir("/proc/self/task").entryInfoList(QDir::Dirs | QDir::NoDotAndDotDot)) {
+    QFile f(t.absoluteFilePath() + "/comm");
+    if (f.open(QIODevice::ReadOnly) && f.readAll().trimmed() == name) return true;
+  }
+  return false;
 }
 
 QString summary_status(const QString& dir) {
@@ -193,6 +206,35 @@ class TestAppLifecycle : public QObject {
     }
     QCOMPARE(summary_status(dir), QString("stopped"));
     QVERIFY(QFile::exists(dir + "/model.safetensors"));
+    QTest::qWait(20);
+  }
+
+  // Closing the window while the text panel generates: the generation stops after its token and
+  // its thread ends before the window is gone (it must not run on while the app exits); its
+  // result finds no panel.
+  void closeWhileGeneratingText() {
+    trainlab::Config c;
+    c.set("model.name", "char-gpt");
+    c.set("train.steps", "2");
+    c.set("train.batch", "8");
+    c.set("device.name", "cpu");
+    const QString dir = m_tmp.filePath("text/cg");
+    c.set_json("run.out", dir.toStdString());
+    trainlab::Trainer(c).run();
+    auto w = std::make_unique<MainWindow>(m_tmp.filePath("text"));
+    w->reopen(dir);
+    auto* tokens = w->text_panel()->findChild<QSpinBox*>();
+    QVERIFY(tokens);
+    tokens->setValue(tokens->maximum());  // 100000 characters: a minute or more on the CPU
+    QVERIFY(w->text_panel()->generate());
+    QTRY_VERIFY_WITH_TIMEOUT(thread_named("text generation"), 10000);
+    QElapsedTimer t;
+    t.start();
+    w.reset();
+    QVERIFY2(t.elapsed() < 5000, qPrintable(QString("the window waited %1 ms for the generation").arg(t.elapsed())));
+    // The OS thread is gone at once (no events processed meanwhile); before, it went on for a minute.
+    for (int i = 0; i < 50 && thread_named("text generation"); ++i) QThread::msleep(10);
+    QVERIFY(!thread_named("text generation"));
     QTest::qWait(20);
   }
 };
