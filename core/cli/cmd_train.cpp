@@ -71,8 +71,8 @@ Config build_config(const TrainFlags& o) {
   return c;
 }
 // The flags that set how a run computes: refused with --resume (the run keeps its own settings).
-const char* const kSettingFlags[] = {"--config", "--model",     "--epochs",     "--steps", "--batch", "--lr",
-                                     "--optimizer", "--precision", "--accumulate", "--seed", "--device", "--out"};
+const char* const kSettingFlags[] = {"--config",    "--model",     "--epochs",     "--steps", "--batch",  "--lr",
+                                     "--optimizer", "--precision", "--accumulate", "--seed",  "--device", "--out"};
 
 std::string settable_on_resume() {
   std::string keys;
@@ -171,7 +171,9 @@ Runner add_train_command(CLI::App& app) {
         ck = read_run_checkpoint(s.run_dir);
       } catch (const Error&) {
       }
-      if (ck) std::fprintf(stderr, "checkpoint at step %ld: continue with trainlab-cli train --resume %s\n", ck->progress.step, s.run_dir.c_str());
+      if (ck)
+        std::fprintf(stderr, "checkpoint at step %ld: continue with trainlab-cli train --resume %s\n",
+                     ck->progress.step, s.run_dir.c_str());
       return 130;
     }
     return 0;

@@ -14,7 +14,8 @@ void Model::set_compute_dtype(Backend& be, DType dtype) {
 
 void Model::set_random_state(const nlohmann::json& state) {
   if (!state.is_object() || !state.empty())
-    throw Error("random state: a " + kind() + " model draws no random numbers while training, so it has none to restore");
+    throw Error("random state: a " + kind() +
+                " model draws no random numbers while training, so it has none to restore");
 }
 
 int64_t Model::parameter_count() {

@@ -14,8 +14,7 @@ LossScaler::LossScaler(double init_scale, long growth_interval, bool enabled)
 }
 
 void LossScaler::restore(const State& s) {
-  if (!std::isfinite(s.scale) || !(s.scale > 0))
-    throw Error("loss scaler state: scale must be a finite number > 0");
+  if (!std::isfinite(s.scale) || !(s.scale > 0)) throw Error("loss scaler state: scale must be a finite number > 0");
   if (s.good < 0 || s.good >= m_growth_interval)
     throw Error("loss scaler state: good steps must be in [0, " + std::to_string(m_growth_interval) +
                 ") (precision.loss_scale.growth_interval)");

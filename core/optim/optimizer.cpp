@@ -15,7 +15,8 @@ std::vector<ParamSlot> Optimizer::param_slots(std::vector<Parameter*>& params) {
   return out;
 }
 
-std::map<std::string, std::vector<float>> Optimizer::save_state(Backend& be, const std::vector<Parameter*>& params) const {
+std::map<std::string, std::vector<float>> Optimizer::save_state(Backend& be,
+                                                                const std::vector<Parameter*>& params) const {
   std::map<std::string, std::vector<float>> out;
   const FlatParams flat(params);
   for (ParamBuffer b : state_buffers()) {
@@ -51,7 +52,8 @@ void Optimizer::load_state(Backend& be, const std::vector<Parameter*>& params,
                   std::to_string(it->second.size()) + " values; the model has " + std::to_string(flat.numel()) +
                   " parameters");
     ensure_state(be, params, b);
-    for (size_t i = 0; i < params.size(); ++i) be.upload(param_tensor(*params[i], b), it->second.data() + flat.offset(i), DType::F32);
+    for (size_t i = 0; i < params.size(); ++i)
+      be.upload(param_tensor(*params[i], b), it->second.data() + flat.offset(i), DType::F32);
   }
 }
 

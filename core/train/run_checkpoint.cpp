@@ -205,8 +205,10 @@ void check_resume_overrides(const Config& base, const Config& changed) {
     if (may_differ_on_resume(k) && k != "run.out") continue;
     std::string allowed;
     for (const auto& s : resume_settable_keys()) allowed += (allowed.empty() ? "" : ", ") + s;
-    throw Error("--set " + k + " cannot be given with --resume: a resumed run keeps the settings of the run it "
-                "continues; only " + allowed + " may change");
+    throw Error("--set " + k +
+                " cannot be given with --resume: a resumed run keeps the settings of the run it "
+                "continues; only " +
+                allowed + " may change");
   }
 }
 
@@ -282,7 +284,8 @@ void write_run_checkpoint(const std::string& dir, const RunProgress& progress, c
       parts.be.download(params[i]->master, master.bytes.data() + flat.offset(i) * sizeof(float), DType::F32);
     f.tensors.push_back(std::move(master));
   }
-  for (const auto& [name, values] : parts.opt.save_state(parts.be, params)) f.tensors.push_back(f32_tensor("optim/" + name, values));
+  for (const auto& [name, values] : parts.opt.save_state(parts.be, params))
+    f.tensors.push_back(f32_tensor("optim/" + name, values));
   for (const auto& [name, values] : parts.compress.state_tensors()) f.tensors.push_back(f32_tensor(name, values));
   f.metadata["format"] = kFormat;
 
@@ -299,7 +302,8 @@ void write_run_checkpoint(const std::string& dir, const RunProgress& progress, c
   const LossScaler::State ls = parts.scaler.state();
   Json j = {{"format", kFormat}, {"version", kVersion}};
   j.update(progress_json(progress));
-  j["loss_scaler"] = {{"scale", ls.scale}, {"good", ls.good}, {"skipped", ls.skipped}, {"consecutive_skips", ls.consecutive_skips}};
+  j["loss_scaler"] = {
+      {"scale", ls.scale}, {"good", ls.good}, {"skipped", ls.skipped}, {"consecutive_skips", ls.consecutive_skips}};
   j["data"] = parts.task.data_state();
   j["model_random"] = parts.model.random_state();
   j["config"] = config.to_json();
@@ -367,7 +371,8 @@ RunProgress restore_run_checkpoint(const std::string& dir, const Config& config,
     // Masks first (installing one zeroes pruned masters), then the masters as saved, then the
     // compute copies rounded from them, as every optimizer step leaves them.
     parts.compress.restore_state(compress);
-    for (size_t i = 0; i < params.size(); ++i) parts.be.upload(params[i]->master, master.data() + flat.offset(i), DType::F32);
+    for (size_t i = 0; i < params.size(); ++i)
+      parts.be.upload(params[i]->master, master.data() + flat.offset(i), DType::F32);
     for (Parameter* p : params)
       if (p->value.defined() && !p->value.same_storage(p->master)) parts.be.copy(p->master, p->value);
     parts.opt.load_state(parts.be, params, optim);
@@ -399,11 +404,13 @@ Config resume_config(const std::string& dir) {
   const std::string summary_text = read_file_text(dir + "/summary.json", found);
   if (found) {
     const Json s = Json::parse(summary_text, nullptr, false);
-    const std::string status = s.is_object() && s.contains("status") && s["status"].is_string() ? s["status"].get<std::string>() : "";
+    const std::string status =
+        s.is_object() && s.contains("status") && s["status"].is_string() ? s["status"].get<std::string>() : "";
     if (status == "completed")
       throw Error(dir + " holds a completed run (summary.json: status completed); there is nothing to resume");
     if (status == "diverged")
-      throw Error(dir + " holds a diverged run (summary.json: status diverged); resuming it would repeat the same steps");
+      throw Error(dir +
+                  " holds a diverged run (summary.json: status diverged); resuming it would repeat the same steps");
   }
 
   const std::optional<RunCheckpointInfo> info = read_run_checkpoint(dir);
@@ -453,7 +460,8 @@ long truncate_metrics(const std::string& path, long step) {
   if (keep != text.size()) {
     std::error_code ec;
     fs::resize_file(path, keep, ec);
-    if (ec) throw Error(path + ": cannot cut the metrics back to step " + std::to_string(step) + " (" + ec.message() + ")");
+    if (ec)
+      throw Error(path + ": cannot cut the metrics back to step " + std::to_string(step) + " (" + ec.message() + ")");
   }
   return last;
 }

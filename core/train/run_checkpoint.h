@@ -40,9 +40,9 @@ struct RunProgress {
   long step = 0;             // optimizer steps done (lines of metrics.jsonl)
   long optimizer_steps = 0;  // updates applied (Adam's t; fewer when fp16 loss scaling skipped some)
   long total_steps = 1, steps_per_epoch = 1;
-  double last_loss = 0.0;                       // the last finite training loss
+  double last_loss = 0.0;                          // the last finite training loss
   double samples_done = 0.0, train_seconds = 0.0;  // for the summary's samples/s
-  double wall_s = 0.0;                          // seconds since the run started
+  double wall_s = 0.0;                             // seconds since the run started
 };
 
 // checkpoint.json, parsed and checked (no tensors).

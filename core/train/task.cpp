@@ -189,7 +189,8 @@ class TextTask final : public Task {
     std::istringstream in(rng->get<std::string>());
     std::mt19937_64 g;
     in >> g;
-    if (in.fail() || !(in >> std::ws).eof()) throw Error("data state of a text run: window_rng is not a generator state");
+    if (in.fail() || !(in >> std::ws).eof())
+      throw Error("data state of a text run: window_rng is not a generator state");
     m_window_rng = g;
     m_tokens_seen = seen;
   }

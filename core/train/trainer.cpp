@@ -345,7 +345,8 @@ long Trainer::restore_checkpoint(double& last_loss) {
   }
   compression_metrics();
   if (m_callbacks.on_notice) {
-    std::string n = "resuming " + m_resume_dir + " at step " + std::to_string(p.step) + " of " + std::to_string(p.total_steps);
+    std::string n =
+        "resuming " + m_resume_dir + " at step " + std::to_string(p.step) + " of " + std::to_string(p.total_steps);
     if (s.record->resumed_metrics_step() < p.step)
       n += " (metrics.jsonl had lost the lines after step " + std::to_string(s.record->resumed_metrics_step()) + ")";
     m_callbacks.on_notice(n);
@@ -370,8 +371,8 @@ void Trainer::write_checkpoint(long steps, double last_loss) {
     s.checkpoint_step = steps;
   } catch (const Error& e) {
     if (m_callbacks.on_notice)
-      m_callbacks.on_notice("checkpoint after step " + std::to_string(steps) + " not written (the previous one is kept): " +
-                            e.what());
+      m_callbacks.on_notice("checkpoint after step " + std::to_string(steps) +
+                            " not written (the previous one is kept): " + e.what());
   }
 }
 

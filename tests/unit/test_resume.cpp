@@ -88,9 +88,9 @@ void compare_runs(const std::string& a_dir, const std::string& b_dir) {
     for (const char* k : {"loss", "train_accuracy", "lr", "loss_scale", "skipped_steps", "epoch", "val_loss",
                           "val_accuracy", "sparsity", "bits_per_weight"}) {
       const Json x = a[i].value(k, Json()), y = b[i].value(k, Json());
-      QVERIFY2(x == y, qPrintable(QString("step %1, %2: %3 uninterrupted, %4 resumed")
-                                      .arg(i + 1)
-                                      .arg(k, q(x.dump()), q(y.dump()))));
+      QVERIFY2(
+          x == y,
+          qPrintable(QString("step %1, %2: %3 uninterrupted, %4 resumed").arg(i + 1).arg(k, q(x.dump()), q(y.dump()))));
     }
   }
   const Json sa = read_json(a_dir + "/summary.json"), sb = read_json(b_dir + "/summary.json");
@@ -126,10 +126,20 @@ class TestResume : public QObject {
   // The character GPT with dropout (its masks come from a per-forward counter) and random training
   // windows, killed with SIGKILL after a checkpoint; the record is also left with a torn last line.
   void killedCharGptResumesBitIdentical() {
-    const QStringList args = {"train", "--model", "char-gpt", "--device", "cpu", "--steps", "600", "--batch", "8",
-                              "--seed", "5", "--quiet", "--set", "model.layers=2", "--set", "model.dim=32", "--set",
-                              "model.heads=2", "--set", "model.context=32", "--set", "model.dropout=0.1", "--set",
-                              "train.eval_windows=16", "--set", "train.eval_every=50", "--set", "run.checkpoint_every=20"};
+    const QStringList args = {"train",    "--model",
+                              "char-gpt", "--device",
+                              "cpu",      "--steps",
+                              "600",      "--batch",
+                              "8",        "--seed",
+                              "5",        "--quiet",
+                              "--set",    "model.layers=2",
+                              "--set",    "model.dim=32",
+                              "--set",    "model.heads=2",
+                              "--set",    "model.context=32",
+                              "--set",    "model.dropout=0.1",
+                              "--set",    "train.eval_windows=16",
+                              "--set",    "train.eval_every=50",
+                              "--set",    "run.checkpoint_every=20"};
     const std::string full = dir("gpt-full"), part = dir("gpt-part");
     Result r = cli(args + QStringList{"--out", q(full)});
     QVERIFY2(r.code == 0, qPrintable(describe(r)));
@@ -158,13 +168,22 @@ class TestResume : public QObject {
 
   // The digits MLP with AdamW, a warm-up + cosine schedule, fp16 with dynamic loss scaling (a short
   // growth interval, so that the scale grows until gradients overflow, again and again: steps are
-  // skipped all along the run) and gradient accumulation, stopped with SIGTERM: the stop writes a checkpoint at its own step.
+  // skipped all along the run) and gradient accumulation, stopped with SIGTERM: the stop writes a checkpoint at its own
+  // step.
   void stoppedMixedPrecisionResumesBitIdentical() {
-    const QStringList args = {"train", "--device", "cpu", "--steps", "400", "--optimizer", "adamw", "--precision",
-                              "fp16", "--accumulate", "2", "--batch", "16", "--quiet", "--set",
-                              "schedule.name=warmup-cosine", "--set", "schedule.warmup_steps=30", "--set",
-                              "precision.loss_scale.init=1048576", "--set", "precision.loss_scale.growth_interval=7",
-                              "--set", "train.eval_every=50", "--set", "run.checkpoint_every=25"};
+    const QStringList args = {"train", "--device",
+                              "cpu",   "--steps",
+                              "400",   "--optimizer",
+                              "adamw", "--precision",
+                              "fp16",  "--accumulate",
+                              "2",     "--batch",
+                              "16",    "--quiet",
+                              "--set", "schedule.name=warmup-cosine",
+                              "--set", "schedule.warmup_steps=30",
+                              "--set", "precision.loss_scale.init=1048576",
+                              "--set", "precision.loss_scale.growth_interval=7",
+                              "--set", "train.eval_every=50",
+                              "--set", "run.checkpoint_every=25"};
     const std::string full = dir("fp16-full"), part = dir("fp16-part");
     Result r = cli(args + QStringList{"--out", q(full)});
     QVERIFY2(r.code == 0, qPrintable(describe(r)));
@@ -187,7 +206,8 @@ class TestResume : public QObject {
     QVERIFY(!QTest::currentTestFailed());
     // Resuming it again: the run is complete.
     r = cli({"train", "--resume", q(part)});
-    QVERIFY2(r.code != 0 && r.code != -2 && r.err.contains("completed") && r.err.contains(q(part)), qPrintable(describe(r)));
+    QVERIFY2(r.code != 0 && r.code != -2 && r.err.contains("completed") && r.err.contains(q(part)),
+             qPrintable(describe(r)));
   }
 
   // Mid-run changes (precision fp32 -> bf16, learning rate, accumulation) are part of the
@@ -233,9 +253,11 @@ class TestResume : public QObject {
     c.set("run.checkpoint_every", "10");
     QCOMPARE(q(run_trainer(c).status), QString("completed"));
     c.set("run.out", dir("prune-part"));
-    QCOMPARE(q(run_trainer(c, [](Trainer& t, long step) {
-                 if (step == 22) t.stop();
-               }).status),
+    QCOMPARE(q(run_trainer(c,
+                           [](Trainer& t, long step) {
+                             if (step == 22) t.stop();
+                           })
+                   .status),
              QString("stopped"));
     QCOMPARE(q(run_trainer(resume_config(dir("prune-part")), {}, dir("prune-part")).status), QString("completed"));
     compare_runs(dir("prune-full"), dir("prune-part"));
@@ -256,7 +278,8 @@ class TestResume : public QObject {
     };
     QCOMPARE(q(run_trainer(c, block_then_stop, {}, &notices).status), QString("stopped"));
     QVERIFY(!notices.empty());
-    QVERIFY2(notices.front().find("checkpoint after step 20 not written") != std::string::npos, notices.front().c_str());
+    QVERIFY2(notices.front().find("checkpoint after step 20 not written") != std::string::npos,
+             notices.front().c_str());
     QCOMPARE(checkpoint_step(part), 10L);
     fs::remove(part + "/checkpoint.json.part");
     QCOMPARE(metrics_count(part), 33L);
@@ -274,7 +297,8 @@ class TestResume : public QObject {
   // bytes stay as they were (a damaged middle line is kept for the readers to report).
   void truncateMetrics() {
     const std::string path = dir("metrics.jsonl");
-    const std::string head = "{\"step\":1,\"loss\":1.5}\n{\"step\":2,\"loss\":1.25}\nnot json\n{\"step\":3,\"loss\":1}\n";
+    const std::string head =
+        "{\"step\":1,\"loss\":1.5}\n{\"step\":2,\"loss\":1.25}\nnot json\n{\"step\":3,\"loss\":1}\n";
     write_text(path, head + "{\"step\":4,\"loss\":0.5}\n{\"step\":5,\"loss\":0.25}\n{\"step\":6,\"lo");
     QCOMPARE(truncate_metrics(path, 3), 3L);
     QCOMPARE(q(read_text(path)), q(head));
@@ -290,7 +314,8 @@ class TestResume : public QObject {
   void refusedResumes() {
     const std::string plain = dir("no-checkpoints");  // an unfinished run without checkpoints
     QProcess p;
-    p.start(QStringLiteral(TRAINLAB_CLI_PATH), {"train", "--device", "cpu", "--steps", "1000000", "--quiet", "--out", q(plain)});
+    p.start(QStringLiteral(TRAINLAB_CLI_PATH),
+            {"train", "--device", "cpu", "--steps", "1000000", "--quiet", "--out", q(plain)});
     QVERIFY(p.waitForStarted(10000));
     QTRY_VERIFY_WITH_TIMEOUT(metrics_count(plain) > 5, 60000);
     p.kill();
@@ -343,7 +368,8 @@ class TestResume : public QObject {
     flipped[flipped.size() - 3] = static_cast<char>(flipped[flipped.size() - 3] ^ 0x10);
     write_text(tensors, flipped);
     Result r = cli({"train", "--resume", q(run)});
-    QVERIFY2(r.code != 0 && r.code != -2 && r.err.contains(q(tensors)) && r.err.contains("CRC-32"), qPrintable(describe(r)));
+    QVERIFY2(r.code != 0 && r.code != -2 && r.err.contains(q(tensors)) && r.err.contains("CRC-32"),
+             qPrintable(describe(r)));
     write_text(tensors, bytes);
 
     write_text(run + "/checkpoint.json", json.substr(0, json.size() / 2));
@@ -361,7 +387,8 @@ class TestResume : public QObject {
     j["config"]["model"]["hidden"] = {32};
     write_text(run + "/checkpoint.json", j.dump());
     r = cli({"train", "--resume", q(run)});
-    QVERIFY2(r.code != 0 && r.err.contains("does not belong to") && r.err.contains("model.hidden"), qPrintable(describe(r)));
+    QVERIFY2(r.code != 0 && r.err.contains("does not belong to") && r.err.contains("model.hidden"),
+             qPrintable(describe(r)));
 
     j = Json::parse(json);
     j["data"]["cursor"] = 1e9;
