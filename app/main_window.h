@@ -51,6 +51,9 @@ class MainWindow : public QMainWindow {
   QString message_kind() const { return m_message_kind; }
 
   bool start_run();
+  // Continues the stopped or interrupted run in `dir` from its checkpoint, through the same worker
+  // as start_run (the runs table's Resume); shows why in the message bar when it cannot.
+  bool resume_run(const QString& dir);
   void stop_run();
   void toggle_pause();
   bool load_preset(const QString& path);
