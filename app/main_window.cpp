@@ -33,6 +33,7 @@
 #include "data/dataset.h"
 #include "report.h"
 #include "sweep_view.h"
+#include "train/run_checkpoint.h"
 #include "train/run_record.h"
 #include "util/error.h"
 #include "util/paths.h"
@@ -70,6 +71,7 @@ MainWindow::MainWindow(const QString& runs_root, QWidget* parent) : QMainWindow(
   });
   connect(m_runs, &RunsPanel::overlay_changed, this, &MainWindow::update_overlays);
   connect(m_runs, &RunsPanel::reopen_requested, this, &MainWindow::reopen);
+  connect(m_runs, &RunsPanel::resume_requested, this, &MainWindow::resume_run);
   connect(m_runs, &RunsPanel::export_requested, this, &MainWindow::export_dialog);
 
   QSettings s;
@@ -352,6 +354,42 @@ bool MainWindow::start_run() {
   m_progress->setRange(0, 0);  // busy until the first step says how many
   m_progress->setFormat("starting...");
   m_status->setText("Starting " + m_live->name + " ...");
+  update_buttons();
+  return true;
+}
+
+bool MainWindow::resume_run(const QString& dir) {
+  if (m_session->running()) return false;
+  Config c;
+  long from = 0;
+  LoadedRun before;
+  try {
+    c = resume_config(dir.toStdString());
+    from = read_run_checkpoint(dir.toStdString())->progress.step;
+    before = load_run(dir.toStdString());
+  } catch (const Error& e) {
+    show_message("error", "Cannot resume " + QDir::toNativeSeparators(dir) + ": " + QString::fromStdString(e.what()));
+    return false;
+  }
+  m_message->hide();
+  m_live = std::make_shared<RunSeries>();
+  m_live->dir = QDir(dir).absolutePath();
+  m_live->config = c.to_json();
+  m_live->name = RunSeries::display_name(m_live->config, m_live->dir);
+  m_live->color = run_color(0);
+  for (const StepMetrics& m : before.steps)  // the steps the checkpoint keeps; the run continues after them
+    if (m.step <= from) m_live->append(m);
+  m_primary = m_live;
+  Config shown = c;
+  shown.set_json("run.out", std::string());  // a run started later from the controls gets a new folder
+  m_form->set_config(shown);
+  m_runs->set_live_dir(m_live->dir);
+  update_plots();
+  m_session->start_resumed(c, m_live->dir);
+  m_form->set_running(true);
+  m_progress->setRange(0, 0);
+  m_progress->setFormat("resuming...");
+  m_status->setText(QString("Resuming %1 at step %2 ...").arg(m_live->name).arg(from));
   update_buttons();
   return true;
 }

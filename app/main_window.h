@@ -52,6 +52,9 @@ class MainWindow : public QMainWindow {
   QString message_kind() const { return m_message_kind; }
 
   bool start_run();
+  // Continues the stopped or interrupted run in `dir` from its checkpoint, through the same worker
+  // as start_run (the runs table's Resume); shows why in the message bar when it cannot.
+  bool resume_run(const QString& dir);
   void stop_run();
   // SIGINT, SIGTERM or SIGHUP (StopSignals): ends like the Stop button without asking (the run
   // stops at its next step and its record, "stopped", is written), then quits the app with exit

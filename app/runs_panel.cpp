@@ -1,5 +1,6 @@
 #include "runs_panel.h"
 
+#include <QAction>
 #include <QDesktopServices>
 #include <QDir>
 #include <QFile>
@@ -19,6 +20,7 @@
 #include <fstream>
 
 #include "run_series.h"
+#include "train/run_checkpoint.h"
 #include "util/error.h"
 
 namespace trainlab::app {
@@ -74,6 +76,14 @@ RunsPanel::RunsPanel(QWidget* parent) : QWidget(parent) {
     const auto s = selected_dirs();
     if (!s.isEmpty()) emit reopen_requested(s.first());
   });
+  m_resume = button("Resume",
+                    "Continue the selected stopped or interrupted run from its last checkpoint "
+                    "(runs started with run.checkpoint_every > 0)",
+                    [this] {
+                      const auto s = selected_dirs();
+                      if (!s.isEmpty() && resumable(s.first())) emit resume_requested(s.first());
+                    });
+  m_resume->setObjectName("resume_button");
   button("Rename...", "Give the selected run a label (run.name in its config.json)", [this] {
     const auto s = selected_dirs();
     if (s.isEmpty()) return;
@@ -116,6 +126,7 @@ RunsPanel::RunsPanel(QWidget* parent) : QWidget(parent) {
       m_checked.remove(dir);
     emit overlay_changed(checked_dirs());
   });
+  connect(m_table, &QTableWidget::itemSelectionChanged, this, &RunsPanel::update_resume_button);
   connect(m_table, &QTableWidget::cellDoubleClicked, this, [this](int row, int) {
     if (row >= 0 && row < m_rows.size()) emit reopen_requested(m_rows[row].dir);
   });
@@ -158,6 +169,12 @@ void RunsPanel::reload() {
     r.name = RunSeries::display_name(r.config, dir);
     r.status = r.summary.is_object() ? QString::fromStdString(r.summary.value("status", std::string("completed")))
                                      : (dir == m_live ? "running" : "unfinished");
+    try {
+      const auto ck = read_run_checkpoint(dir.toStdString());
+      r.checkpoint_step = ck ? ck->progress.step : 0;
+    } catch (const Error&) {
+      r.checkpoint_step = 0;  // damaged: Resume would only fail (the error says why on the command line)
+    }
     m_rows.push_back(r);
   }
   if (!m_baseline.isEmpty() && !QFile::exists(m_baseline + "/config.json")) m_baseline.clear();
@@ -221,6 +238,9 @@ void RunsPanel::fill() {
     if (r.status == "stopped" || r.status == "unfinished") st->setBackground(warn);
     if (r.summary.is_object() && r.summary.contains("message"))
       st->setToolTip(QString::fromStdString(r.summary.value("message", std::string())));
+    if (resumable(r.dir))
+      st->setToolTip((st->toolTip().isEmpty() ? QString() : st->toolTip() + "\n") +
+                     QString("checkpoint at step %1: Resume continues the run").arg(r.checkpoint_step));
     set(CModel, cfg("model.name"), "model.name");
     // A run switched mid-run shows where it ended: "fp32 → bf16".
     QString precision = cfg("precision.dtype");
@@ -250,6 +270,19 @@ void RunsPanel::fill() {
   for (int c = 0; c < CCount - 1; ++c) m_table->setColumnWidth(c, std::min(m_table->columnWidth(c) + 8, 260));
   for (const QString& s : sel) select_dir(s);
   m_filling = false;
+  update_resume_button();
+}
+
+bool RunsPanel::resumable(const QString& dir) const {
+  for (const auto& r : m_rows)
+    if (r.dir == dir)
+      return r.checkpoint_step > 0 && dir != m_live && r.status != "completed" && r.status != "diverged";
+  return false;
+}
+
+void RunsPanel::update_resume_button() {
+  const QStringList sel = selected_dirs();
+  m_resume->setEnabled(sel.size() == 1 && resumable(sel.first()));
 }
 
 QStringList RunsPanel::checked_dirs() const {
@@ -336,6 +369,8 @@ void RunsPanel::context_menu(const QPoint& pos) {
   if (sel.isEmpty()) return;
   QMenu m(this);
   m.addAction("Reopen", this, [this, sel] { emit reopen_requested(sel.first()); });
+  QAction* resume = m.addAction("Resume", this, [this, sel] { emit resume_requested(sel.first()); });
+  resume->setEnabled(sel.size() == 1 && resumable(sel.first()));
   m.addAction("Overlay selected", this, [this, sel] {
     for (const auto& d : sel) m_checked.insert(d);
     fill();

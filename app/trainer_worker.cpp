@@ -25,7 +25,7 @@ std::vector<StepMetrics> TrainerWorker::take_pending() {
   return out;
 }
 
-void TrainerWorker::run(const QString& config_json, quint64 run) {
+void TrainerWorker::run(const QString& config_json, quint64 run, const QString& resume_dir) {
   QString status = "failed", message, run_dir;
   try {
     Config config = Config::from_json(Json::parse(config_json.toStdString()), "the window's settings");
@@ -41,7 +41,7 @@ void TrainerWorker::run(const QString& config_json, quint64 run) {
       if (send) emit metrics_ready();
     };
     cb.on_notice = [this](const std::string& s) { emit notice(QString::fromStdString(s)); };
-    Trainer trainer(config, cb);
+    Trainer trainer(config, cb, resume_dir.toStdString());
     {
       std::lock_guard<std::mutex> lock(m_mutex);
       m_trainer = &trainer;
@@ -115,7 +115,15 @@ bool TrainingSession::start(const Config& config) {
   if (m_running || m_shut_down) return false;
   m_running = true;
   m_paused = false;
-  emit run_request(QString::fromStdString(config.to_json().dump()), ++m_run);
+  emit run_request(QString::fromStdString(config.to_json().dump()), ++m_run, QString());
+  return true;
+}
+
+bool TrainingSession::start_resumed(const Config& config, const QString& dir) {
+  if (m_running || m_shut_down || dir.isEmpty()) return false;
+  m_running = true;
+  m_paused = false;
+  emit run_request(QString::fromStdString(config.to_json().dump()), ++m_run, dir);
   return true;
 }
 

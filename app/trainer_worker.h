@@ -31,7 +31,9 @@ class TrainerWorker : public QObject {
   std::vector<StepMetrics> take_pending();
 
  public slots:
-  void run(const QString& config_json, quint64 run);  // on the worker thread
+  // On the worker thread. With a resume_dir, continues that run from its checkpoint
+  // (config_json is then resume_config(resume_dir)'s, train/run_checkpoint.h).
+  void run(const QString& config_json, quint64 run, const QString& resume_dir = {});
 
  signals:
   void metrics_ready();
@@ -57,6 +59,9 @@ class TrainingSession : public QObject {
 
   // Starts a run (returns false when one is already running, or after shutdown()).
   bool start(const Config& config);
+  // Continues the run in `dir` from its last checkpoint, with config = resume_config(dir) (returns
+  // false when a run is already running).
+  bool start_resumed(const Config& config, const QString& dir);
   bool running() const { return m_running; }
   bool paused() const { return m_paused; }
   void pause();
@@ -74,7 +79,7 @@ class TrainingSession : public QObject {
   void metrics_ready();
   void notice(const QString& text);
   void finished(const QString& status, const QString& message, const QString& run_dir);
-  void run_request(const QString& config_json, quint64 run);
+  void run_request(const QString& config_json, quint64 run, const QString& resume_dir);
 
  private:
   QThread m_thread;

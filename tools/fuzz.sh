@@ -16,12 +16,13 @@ if [ ! -f build-fuzz/build.ninja ]; then
     -DTRAINLAB_FUZZ=ON -DTRAINLAB_BUILD_APP=OFF -DTRAINLAB_WITH_CUDA=OFF >/dev/null
 fi
 ninja -C build-fuzz "fuzz_$name"
+bin=build-fuzz/tests/fuzz/fuzz_$name  # where CMake puts tests/fuzz's executables
 work=$(mktemp -d)
 mkdir -p tests/fuzz/crashes
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # -rss_limit_mb: an input that makes a parser allocate gigabytes is a finding, not a machine to kill.
-"build-fuzz/fuzz_$name" -max_total_time="$seconds" -jobs="$jobs" -workers="$jobs" -rss_limit_mb=2048 \
+"$bin" -max_total_time="$seconds" -jobs="$jobs" -workers="$jobs" -rss_limit_mb=2048 \
   -artifact_prefix=tests/fuzz/crashes/ -print_final_stats=1 "$work" "$corpus"
-"build-fuzz/fuzz_$name" -merge=1 "$corpus" "$work" >/dev/null 2>&1
+"$bin" -merge=1 "$corpus" "$work" >/dev/null 2>&1
 rm -rf "$work"
 echo "fuzz_$name: ran ${seconds} s on ${jobs} job(s); corpus now $(ls "$corpus" | wc -l) files"

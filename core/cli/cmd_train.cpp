@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "config/config.h"
+#include "train/run_checkpoint.h"
 #include "train/trainer.h"
 #include "util/error.h"
 
@@ -34,6 +35,7 @@ void install_stop_handlers() {
 // The flags as given (not config/train_options.h's TrainOptions: these become Config keys).
 struct TrainFlags {
   std::string config_file, model, optimizer, precision, device, out;
+  std::string resume;  // --resume DIR
   // kUnset marks a flag that was not given; any other value (negative ones too) goes to the
   // config, whose validation names the key and its range.
   static constexpr long kUnset = std::numeric_limits<long>::min();
@@ -68,6 +70,30 @@ Config build_config(const TrainFlags& o) {
   }
   return c;
 }
+// The flags that set how a run computes: refused with --resume (the run keeps its own settings).
+const char* const kSettingFlags[] = {"--config",    "--model",     "--epochs",     "--steps", "--batch",  "--lr",
+                                     "--optimizer", "--precision", "--accumulate", "--seed",  "--device", "--out"};
+
+std::string settable_on_resume() {
+  std::string keys;
+  for (const auto& k : resume_settable_keys()) keys += (keys.empty() ? "" : ", ") + k;
+  return keys;
+}
+
+// The config of `train --resume DIR`: the run's own, with --set applied to the keys that may change.
+Config resume_train_config(const TrainFlags& o, const CLI::App& cmd) {
+  if (o.resume.empty()) throw Error("--resume: expected a run folder (DIR), got an empty name");
+  for (const char* flag : kSettingFlags)
+    if (cmd.get_option(flag)->count() > 0)
+      throw Error(std::string(flag) + " cannot be given with --resume: the run continues with the settings in " +
+                  o.resume + "/config.json (only --set " + settable_on_resume() + " may change)");
+  const Config base = resume_config(o.resume);
+  Config c = base;
+  apply_sets(c, o.sets);
+  check_resume_overrides(base, c);
+  return c;
+}
+
 }  // namespace
 
 Runner add_train_command(CLI::App& app) {
@@ -86,6 +112,12 @@ Runner add_train_command(CLI::App& app) {
   cmd->add_option("--device", o->device, "cpu, cuda, cuda:N or auto (device.name)");
   cmd->add_option("--set", o->sets, "Any config key: --set key=value (repeatable), e.g. --set data.path=FILE");
   cmd->add_option("--out", o->out, "Run record folder (run.out)");
+  cmd->add_option("--resume", o->resume,
+                  "Continue the run in DIR from its last checkpoint (it needs run.checkpoint_every > 0), after a "
+                  "stop, a crash or kill -9: the run keeps its own config.json, so --config and the other setting "
+                  "flags are refused, and --set only takes the keys that do not change the run's numbers: " +
+                      settable_on_resume())
+      ->type_name("DIR");
   cmd->add_flag("--quiet", o->quiet, "No progress output");
   cmd->add_flag("--print-config", o->print_config, "Print the resolved config as JSON and exit");
   // The device.* keys have no flag of their own: --help lists them from the schema.
@@ -96,7 +128,8 @@ Runner add_train_command(CLI::App& app) {
   cmd->footer(device_keys);
   return [o, cmd]() -> int {
     if (!cmd->parsed()) return -1;
-    Config c = build_config(*o);
+    const bool resuming = cmd->get_option("--resume")->count() > 0;
+    Config c = resuming ? resume_train_config(*o, *cmd) : build_config(*o);
     if (o->print_config) {
       std::printf("%s\n", c.to_json().dump(2).c_str());
       return 0;
@@ -109,7 +142,7 @@ Runner add_train_command(CLI::App& app) {
       last_scale = m.loss_scale;
     };
     cb.on_notice = [&](const std::string& s) { progress.notice(s); };
-    Trainer trainer(c, cb);
+    Trainer trainer(c, cb, o->resume);
     g_active = &trainer;
     install_stop_handlers();
     RunSummary s;
@@ -132,7 +165,17 @@ Runner add_train_command(CLI::App& app) {
       std::fprintf(stderr, "error: %s; the run record keeps every step so far\n", s.message.c_str());
       return 3;
     }
-    if (s.status == "stopped") return 130;
+    if (s.status == "stopped") {
+      std::optional<RunCheckpointInfo> ck;
+      try {
+        ck = read_run_checkpoint(s.run_dir);
+      } catch (const Error&) {
+      }
+      if (ck)
+        std::fprintf(stderr, "checkpoint at step %ld: continue with trainlab-cli train --resume %s\n",
+                     ck->progress.step, s.run_dir.c_str());
+      return 130;
+    }
     return 0;
   };
 }

@@ -12,6 +12,12 @@ void Model::set_compute_dtype(Backend& be, DType dtype) {
   release_buffers();
 }
 
+void Model::set_random_state(const nlohmann::json& state) {
+  if (!state.is_object() || !state.empty())
+    throw Error("random state: a " + kind() +
+                " model draws no random numbers while training, so it has none to restore");
+}
+
 int64_t Model::parameter_count() {
   int64_t n = 0;
   for (Parameter* p : parameters()) n += p->numel();

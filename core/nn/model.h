@@ -24,6 +24,11 @@ class Model {
   virtual void release_buffers() = 0;
   // Enough to rebuild the model (stored in the weights file's metadata).
   virtual nlohmann::json architecture() const = 0;
+  // The model's random state beyond its seed (the char GPT's dropout draws so far), kept by a run
+  // checkpoint so that a resumed run draws the masks an uninterrupted one would: a JSON object,
+  // empty for a model that draws nothing. set_random_state throws Error for a state it cannot take.
+  virtual nlohmann::json random_state() const { return nlohmann::json::object(); }
+  virtual void set_random_state(const nlohmann::json& state);
 
   // Switches the compute format of every parameter (fp32 master copies are kept): the flat value
   // and gradient buffers are re-created in the new format (FlatParams::set_compute_dtype).

@@ -151,6 +151,15 @@ std::vector<Parameter*> CharGpt::parameters() {
 
 nlohmann::json CharGpt::architecture() const { return m_cfg.to_json(); }
 
+nlohmann::json CharGpt::random_state() const { return {{"dropout_forwards", m_forwards}}; }
+
+void CharGpt::set_random_state(const nlohmann::json& state) {
+  const auto it = state.is_object() && state.size() == 1 ? state.find("dropout_forwards") : state.end();
+  if (it == state.end() || !it->is_number_unsigned())
+    throw Error("random state of char-gpt: expected {\"dropout_forwards\": an integer >= 0}");
+  m_forwards = it->get<uint64_t>();
+}
+
 int64_t CharGpt::non_embedding_params() { return parameter_count() - m_pos.numel(); }
 
 void CharGpt::set_checkpointing(CheckpointPolicy p, int64_t k) {

@@ -69,6 +69,9 @@ class CharGpt final : public Model {
   std::vector<Parameter*> parameters() override;
   void release_buffers() override;
   nlohmann::json architecture() const override;
+  // {"dropout_forwards": training forwards so far} (each draws new dropout masks).
+  nlohmann::json random_state() const override;
+  void set_random_state(const nlohmann::json& state) override;
 
   const CharGptConfig& config() const { return m_cfg; }
   void set_checkpointing(CheckpointPolicy p, int64_t k);  // k <= 0: round(sqrt(L))

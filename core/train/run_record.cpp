@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "io/safetensors.h"
+#include "train/run_checkpoint.h"
 #include "util/error.h"
 
 namespace fs = std::filesystem;
@@ -37,6 +38,16 @@ RunRecord::RunRecord(const std::string& dir, const Config& config) : m_dir(dir) 
   m_metrics.open(probe, std::ios::trunc);
   if (!m_metrics) throw Error("run folder '" + dir + "' is not writable; choose another with --out or run.out");
   write_json_file(dir + "/config.json", config.to_json());
+}
+
+RunRecord::RunRecord(const std::string& dir, ResumeAt at) : m_dir(dir) {
+  const std::string metrics = dir + "/metrics.jsonl";
+  m_resumed_metrics_step = truncate_metrics(metrics, at.step);
+  m_metrics.open(metrics, std::ios::app);
+  if (!m_metrics) throw Error("run folder '" + dir + "' is not writable: " + metrics + " cannot be opened to append");
+  std::error_code ec;
+  fs::remove(dir + "/summary.json", ec);
+  if (ec) throw Error(dir + "/summary.json: cannot remove the summary of the stopped run (" + ec.message() + ")");
 }
 
 void RunRecord::append(const StepMetrics& m) {

@@ -1,6 +1,8 @@
 #include "train/task.h"
 
 #include <cmath>
+#include <cstdio>
+#include <sstream>
 
 #include "data/text.h"
 #include "nn/transformer.h"
@@ -10,6 +12,19 @@
 namespace trainlab {
 
 namespace {
+
+// An integer field of a data state in [lo, hi]; Error naming the field otherwise.
+long state_int(const Json& state, const char* field, double lo, double hi) {
+  const auto it = state.is_object() ? state.find(field) : state.end();
+  const bool integral = it != state.end() && it->is_number() &&
+                        (it->is_number_integer() || std::floor(it->get<double>()) == it->get<double>());
+  if (!integral || !(it->get<double>() >= lo && it->get<double>() <= hi)) {
+    char range[64];
+    std::snprintf(range, sizeof range, "[%.0f, %.0f]", lo, hi);
+    throw Error(std::string("data state: ") + field + ": expected an integer in " + range);
+  }
+  return static_cast<long>(it->get<double>());
+}
 
 // Rows of features and a class each: seeded permutations per epoch, drop-last batches.
 class ClassificationTask final : public Task {
@@ -61,6 +76,16 @@ class ClassificationTask final : public Task {
            static_cast<double>(m_cursor) / static_cast<double>((train_units() / samples) * samples);
   }
   bool end_of_epoch(int64_t samples) const override { return m_cursor + static_cast<size_t>(samples) > m_perm.size(); }
+
+  Json data_state() const override { return {{"epoch", m_epoch}, {"cursor", m_cursor}}; }
+  void restore_data_state(const Json& state) override {
+    const long epoch = state_int(state, "epoch", 0, 1e15);
+    const long cursor = state_int(state, "cursor", 0, static_cast<double>(train_units()));
+    if (state.size() != 2) throw Error("data state of a classification run: expected exactly epoch and cursor");
+    m_epoch = epoch;
+    m_perm = seeded_permutation(train_units(), m_seed * 1000003ULL + 1 + static_cast<uint64_t>(m_epoch));
+    m_cursor = static_cast<size_t>(cursor);
+  }
 
   void evaluate(Backend& be, TrainingStep& step, int64_t batch, double& loss, double& accuracy) override {
     Tensor acc_t = step.stats();  // reuse the stats buffer; training stats were read already
@@ -150,6 +175,25 @@ class TextTask final : public Task {
     m_tokens_seen += static_cast<double>(samples * m_ctx);
   }
   double epoch(int64_t) const override { return m_tokens_seen / static_cast<double>(train_units()); }
+
+  Json data_state() const override {
+    std::ostringstream rng;
+    rng << m_window_rng;
+    return {{"window_rng", rng.str()}, {"tokens_seen", m_tokens_seen}};
+  }
+  void restore_data_state(const Json& state) override {
+    const auto rng = state.is_object() ? state.find("window_rng") : state.end();
+    if (rng == state.end() || !rng->is_string() || state.size() != 2)
+      throw Error("data state of a text run: expected window_rng (text) and tokens_seen");
+    const double seen = static_cast<double>(state_int(state, "tokens_seen", 0, 9e15));
+    std::istringstream in(rng->get<std::string>());
+    std::mt19937_64 g;
+    in >> g;
+    if (in.fail() || !(in >> std::ws).eof())
+      throw Error("data state of a text run: window_rng is not a generator state");
+    m_window_rng = g;
+    m_tokens_seen = seen;
+  }
   bool end_of_epoch(int64_t samples) const override {
     const double n = static_cast<double>(train_units());
     return std::floor(m_tokens_seen / n) > std::floor((m_tokens_seen - static_cast<double>(samples * m_ctx)) / n);

@@ -15,6 +15,7 @@
 #include "optim/optimizer.h"
 #include "plan/memory_model.h"
 #include "train/precision.h"
+#include "train/run_checkpoint.h"
 #include "train/run_record.h"
 #include "train/task.h"
 #include "train/training_step.h"
@@ -41,6 +42,7 @@ struct Trainer::State {
   int accumulate = 1;
   long total_steps = 0, steps_per_epoch = 1, eval_every = 0;
   long optimizer_steps = 0;  // applied updates (Adam's t)
+  long checkpoint_every = 0, checkpoint_step = 0;  // run.checkpoint_every; steps of the last checkpoint
   bool paused = false;
   bool kernel_timing = false;
   Clock::time_point t_start;
@@ -70,6 +72,9 @@ MemoryBytes to_bytes(const std::array<int64_t, kMemCategoryCount>& a) {
 
 Trainer::Trainer(Config config, TrainerCallbacks callbacks)
     : m_config(std::move(config)), m_callbacks(std::move(callbacks)) {}
+
+Trainer::Trainer(Config config, TrainerCallbacks callbacks, std::string resume_dir)
+    : m_config(std::move(config)), m_callbacks(std::move(callbacks)), m_resume_dir(std::move(resume_dir)) {}
 
 Trainer::~Trainer() = default;
 
@@ -179,10 +184,11 @@ void Trainer::setup() {
   s.schedule = make_lr_schedule(oo.schedule, oo.optimizer.lr, s.total_steps);
   s.scaler = make_scaler(*s.precision, oo.loss_scale);
 
-  std::string dir = m_config.get_string("run.out");
-  if (dir.empty()) dir = RunRecord::default_dir("runs", mo.name + "-" + s.precision->name);
-  s.record = std::make_unique<RunRecord>(dir, m_config);
-  {
+  s.checkpoint_every = static_cast<long>(m_config.get_int("run.checkpoint_every"));
+  if (m_resume_dir.empty()) {  // a resumed run opens its record once the checkpoint is restored
+    std::string dir = m_config.get_string("run.out");
+    if (dir.empty()) dir = RunRecord::default_dir("runs", mo.name + "-" + s.precision->name);
+    s.record = std::make_unique<RunRecord>(dir, m_config);
     std::lock_guard<std::mutex> lock(m_mutex);
     m_run_dir = dir;
   }
@@ -319,23 +325,75 @@ void Trainer::finish(RunSummary& sum, long steps, double last_loss) {
   s.record->write_summary(sum);
 }
 
+long Trainer::restore_checkpoint(double& last_loss) {
+  State& s = *m_state;
+  const RunParts parts{*s.be, *s.model, *s.opt, *s.scaler, *s.task, *s.compress};
+  const RunProgress p = restore_run_checkpoint(m_resume_dir, m_config, parts);
+  s.total_steps = p.total_steps;  // as the run began (train.accumulate may have changed since)
+  s.schedule.total_steps = p.total_steps;
+  s.steps_per_epoch = p.steps_per_epoch;
+  s.optimizer_steps = p.optimizer_steps;
+  s.samples_done = p.samples_done;
+  s.train_seconds = p.train_seconds;
+  s.t_start = Clock::now() - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(p.wall_s));
+  s.checkpoint_step = p.step;
+  last_loss = p.last_loss;
+  s.record = std::make_unique<RunRecord>(m_resume_dir, RunRecord::ResumeAt{p.step});
+  {
+    std::lock_guard<std::mutex> lock(m_mutex);
+    m_run_dir = m_resume_dir;
+  }
+  compression_metrics();
+  if (m_callbacks.on_notice) {
+    std::string n =
+        "resuming " + m_resume_dir + " at step " + std::to_string(p.step) + " of " + std::to_string(p.total_steps);
+    if (s.record->resumed_metrics_step() < p.step)
+      n += " (metrics.jsonl had lost the lines after step " + std::to_string(s.record->resumed_metrics_step()) + ")";
+    m_callbacks.on_notice(n);
+  }
+  return p.step;
+}
+
+void Trainer::write_checkpoint(long steps, double last_loss) {
+  State& s = *m_state;
+  if (s.checkpoint_every <= 0 || steps <= s.checkpoint_step) return;
+  RunProgress p;
+  p.step = steps;
+  p.optimizer_steps = s.optimizer_steps;
+  p.total_steps = s.total_steps;
+  p.steps_per_epoch = s.steps_per_epoch;
+  p.last_loss = last_loss;
+  p.samples_done = s.samples_done;
+  p.train_seconds = s.train_seconds;
+  p.wall_s = std::chrono::duration<double>(Clock::now() - s.t_start).count();
+  try {
+    write_run_checkpoint(s.record->dir(), p, m_config, {*s.be, *s.model, *s.opt, *s.scaler, *s.task, *s.compress});
+    s.checkpoint_step = steps;
+  } catch (const Error& e) {
+    if (m_callbacks.on_notice)
+      m_callbacks.on_notice("checkpoint after step " + std::to_string(steps) +
+                            " not written (the previous one is kept): " + e.what());
+  }
+}
+
 RunSummary Trainer::run() {
   m_state = std::make_unique<State>();
   State& s = *m_state;
   s.t_start = Clock::now();
   setup();  // everything that can fail on bad input fails here, before any step
 
+  double last_loss = 0.0;
+  long step = m_resume_dir.empty() ? 0 : restore_checkpoint(last_loss);
   RunSummary sum;
   sum.params = s.params;
   sum.device = s.be->info().id();
   sum.run_dir = s.record->dir();
-  long step = 0;
-  double last_loss = 0.0;
-  for (step = 0; step < s.total_steps; ++step) {
+  for (; step < s.total_steps; ++step) {
     std::string event;
     if (!drain_commands(event)) {
       sum.status = "stopped";
       sum.message = "stopped at step " + std::to_string(step);
+      write_checkpoint(step, last_loss);  // the stop loses no step
       break;
     }
     const StepMetrics m = train_step(step, std::move(event));
@@ -352,6 +410,8 @@ RunSummary Trainer::run() {
       break;
     }
     if (finite) last_loss = m.loss;
+    if (s.checkpoint_every > 0 && (step + 1) % s.checkpoint_every == 0 && step + 1 < s.total_steps)
+      write_checkpoint(step + 1, last_loss);
   }
   finish(sum, step, last_loss);
   return sum;
