@@ -65,9 +65,14 @@ struct WeightsMetadata {
 // file are printed with printable_name, values from the file are not printed.
 WeightsMetadata validate_weights_metadata(const SafeTensorsFile& f, const std::string& path);
 
-// The config of a file's trainlab_config metadata, read tolerantly (Config::from_record); throws
-// Error naming `path` when the file has none.
-Config weights_config(const SafeTensorsFile& f, const std::string& path);
+// The config of a file's trainlab_config metadata, read tolerantly (Config::from_record), to
+// evaluate the weights again; `user_settings` (the caller's --set items) is applied on top. A
+// weights file never makes the lab open a path: the keys that name files (data.path,
+// compress.init_from, distill.teacher, run.out) are cleared, and when the file's run read its data
+// from data.path, `user_settings` must name the data again, else Error saying to give
+// --set data.path=FILE. Throws Error naming `path` when the file has no trainlab_config.
+Config weights_config(const SafeTensorsFile& f, const std::string& path,
+                      const std::function<void(Config&)>& user_settings = {});
 
 // --- the quantized file format ------------------------------------------------------------------
 

@@ -205,10 +205,17 @@ WeightsMetadata validate_weights_metadata(const SafeTensorsFile& f, const std::s
   return md;
 }
 
-Config weights_config(const SafeTensorsFile& f, const std::string& path) {
+Config weights_config(const SafeTensorsFile& f, const std::string& path, const std::function<void(Config&)>& user_settings) {
   const WeightsMetadata md = validate_weights_metadata(f, path);
   if (md.config.is_null()) throw Error(path + ": no trainlab_config metadata (was it written by trainlab?)");
-  return Config::from_record(md.config);
+  Config c = Config::from_record(md.config);
+  const bool named_data = !c.get_string("data.path").empty();
+  for (const char* key : {"data.path", "compress.init_from", "distill.teacher", "run.out"}) c.set_json(key, "", path);
+  if (user_settings) user_settings(c);
+  if (named_data && c.get_string("data.path").empty())
+    throw Error(path + ": its run read its data from a file that its trainlab_config names (data.path); a path inside a "
+                       "weights file is never opened: give the data with --set data.path=FILE");
+  return c;
 }
 
 }  // namespace trainlab
