@@ -190,10 +190,15 @@ void Sweep::baseline() {
     if (!fs::exists(o.baseline)) throw Error("--baseline " + o.baseline + ": no such file");
     if (base_steps <= 0) base_steps = baseline_steps_from_summary();
     check_baseline_seed();
+    std::unique_ptr<Model> m;
+    try {  // the one weights loader's checks, before anything is copied from the file
+      m = load_model_file(be, o.baseline);
+    } catch (const Error& e) {
+      throw Error(std::string("--baseline: ") + e.what());
+    }
     fs::create_directories(dir("baseline"));
     fs::copy_file(o.baseline, base_weights, fs::copy_options::overwrite_existing);
     s.steps = base_steps;
-    auto m = load_model_file(be, base_weights);
     s.test_accuracy = model_accuracy(be, *m, data.test);
   }
   base_file = read_safetensors(base_weights);

@@ -3,6 +3,7 @@
 // Parameters live in flat buffers laid out in parameters() order (flat_params()): each model
 // declares its parameters to a FlatParamsBuilder while its layers are built, then finishes it.
 #pragma once
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -92,5 +93,20 @@ class Mlp final : public Sequential {
 // Builds a model from an architecture object (as written by architecture()); throws Error for an
 // unknown kind, naming the known ones.
 std::unique_ptr<Model> build_model(Backend& be, const nlohmann::json& arch, uint64_t seed);
+
+// The name and shape of every parameter of the model an architecture object describes, in
+// parameters() order, passed to `visit` one at a time without building the model: io checks a
+// weights file's tensors against them before anything is allocated (and a visitor that throws
+// stops a long list at its first parameter the file lacks). Strict, since it reads files: an
+// unknown kind or activation, a missing key, a size that is not an integer in its range is an
+// Error naming the key and the expected value (never echoing the value).
+//   mlp       sizes: at least 2 integers in [1, 2^24]; activation relu, gelu or none
+//   char-gpt  vocab [2, 2^21], layers [1, 1024], heads [1, 1024], dim [1, 65536], context [1, 2^20]
+//             (the ranges of the model.* keys), then CharGptConfig::validate
+using ParameterVisitor = std::function<void(const std::string& name, const Shape& shape)>;
+void visit_architecture(const nlohmann::json& arch, const ParameterVisitor& visit);
+// An integer key of an architecture object in [lo, hi]; Error "key 'KEY': expected an integer in
+// [lo, hi]" when it is missing, not an integer (a float or a bool) or out of range.
+int64_t architecture_int(const nlohmann::json& arch, const char* key, int64_t lo, int64_t hi);
 
 }  // namespace trainlab

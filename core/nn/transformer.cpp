@@ -393,6 +393,41 @@ void CharGpt::backward(Backend& be, Tensor& dlogits, bool acc) {
   be.embedding_backward(dx, m_idx, m_T, m_tok.grad, m_pos.grad, acc);
 }
 
+void visit_char_gpt(const nlohmann::json& arch, const ParameterVisitor& visit) {
+  // The model.* keys' ranges (config_schema.cpp); the vocabulary holds at most every code point.
+  architecture_int(arch, "vocab", 2, int64_t(1) << 21);
+  architecture_int(arch, "layers", 1, 1024);
+  architecture_int(arch, "heads", 1, 1024);
+  architecture_int(arch, "dim", 1, 65536);
+  architecture_int(arch, "context", 1, int64_t(1) << 20);
+  auto optional_key = [&](const char* key, const auto& is_valid, const char* expected) {
+    const auto it = arch.find(key);
+    if (it != arch.end() && !is_valid(*it)) throw Error(std::string("key '") + key + "': expected " + expected);
+  };
+  optional_key("pad_vocab", [](const nlohmann::json& v) { return v.is_boolean(); }, "true or false");
+  optional_key("dropout", [](const nlohmann::json& v) { return v.is_number() && v >= 0.0 && v < 1.0; }, "a number in [0, 1)");
+  optional_key("chars", [](const nlohmann::json& v) { return v.is_string(); }, "a string");
+  const CharGptConfig c = CharGptConfig::from_json(arch);  // validates the combination
+  const int64_t V = c.padded_vocab(), D = c.dim;
+  visit("tok.weight", {V, D});
+  visit("pos.weight", {c.context, D});
+  for (int64_t l = 0; l < c.layers; ++l) {
+    const std::string p = "blocks." + std::to_string(l) + ".";
+    for (const char* ln : {"ln1.weight", "ln1.bias", "ln2.weight", "ln2.bias"}) visit(p + ln, {D});
+    visit(p + "qkv.weight", {3 * D, D});
+    visit(p + "qkv.bias", {3 * D});
+    visit(p + "proj.weight", {D, D});
+    visit(p + "proj.bias", {D});
+    visit(p + "fc.weight", {4 * D, D});
+    visit(p + "fc.bias", {4 * D});
+    visit(p + "out.weight", {D, 4 * D});
+    visit(p + "out.bias", {D});
+  }
+  visit("ln.weight", {D});
+  visit("ln.bias", {D});
+  visit("head.weight", {V, D});
+}
+
 std::unique_ptr<CharGpt> build_char_gpt(Backend& be, const nlohmann::json& arch, uint64_t seed) {
   if (arch.value("kind", "") != "char-gpt")
     throw Error("not a char-gpt architecture: kind '" + arch.value("kind", "") + "'");

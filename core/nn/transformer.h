@@ -128,5 +128,8 @@ class CharGpt final : public Model {
 
 // Builds a CharGpt from an architecture object (CharGpt::architecture()).
 std::unique_ptr<CharGpt> build_char_gpt(Backend& be, const nlohmann::json& arch, uint64_t seed);
+// visit_architecture (nn/model.h) of a char-gpt architecture: its keys checked strictly, then the
+// parameters in CharGpt::parameters() order.
+void visit_char_gpt(const nlohmann::json& arch, const ParameterVisitor& visit);
 
 }  // namespace trainlab
