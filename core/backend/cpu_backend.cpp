@@ -255,9 +255,8 @@ void CpuBackend::linear_forward_impl(const Tensor& x, const Tensor& w, const Ten
   // runs on each fp32 block of the product before it is rounded into y. A residual is added in
   // fp32 after the bias (never y itself: linear_forward_residual copies an aliasing one first).
   const DType store = y.dtype();
-  // (n = n: clang 14, which builds the fuzz targets, cannot capture a structured binding by reference)
-  const BlockEpilogue epilogue = [&, n = n](float* blk, int64_t ld, int64_t i0, int64_t rows, int64_t j0,
-                                            int64_t cols) {
+  // n = n: clang 14 (the fuzz build) cannot capture a structured binding by reference.
+  const BlockEpilogue epilogue = [&, n = n](float* blk, int64_t ld, int64_t i0, int64_t rows, int64_t j0, int64_t cols) {
     const float* bj = pb ? pb + j0 : nullptr;
     for (int64_t r = 0; r < rows; ++r) {
       float* row = blk + r * ld;

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <limits>
 #include <memory>
+#include <string>
 
 #include "cli/commands.h"
 #include "cli/progress.h"
@@ -30,6 +31,17 @@ void install_stop_handlers() {
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
+  // A write past the file size limit (ulimit -f) then fails with EFBIG, which the run record
+  // reports (status "failed", the path and the reason), instead of killing the process.
+  signal(SIGXFSZ, SIG_IGN);
+}
+
+// A summary number, or "no value" for NaN (e.g. the test accuracy of a diverged run).
+std::string value_text(double v) {
+  if (std::isnan(v)) return "no value";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.4f", v);
+  return buf;
 }
 
 // The flags as given (not config/train_options.h's TrainOptions: these become Config keys).
@@ -44,6 +56,7 @@ struct TrainFlags {
   std::vector<std::string> sets;
   bool quiet = false;
   bool print_config = false;
+  bool overwrite = false;
 };
 
 Config build_config(const TrainFlags& o) {
@@ -72,7 +85,8 @@ Config build_config(const TrainFlags& o) {
 }
 // The flags that set how a run computes: refused with --resume (the run keeps its own settings).
 const char* const kSettingFlags[] = {"--config",    "--model",     "--epochs",     "--steps", "--batch",  "--lr",
-                                     "--optimizer", "--precision", "--accumulate", "--seed",  "--device", "--out"};
+                                     "--optimizer", "--precision", "--accumulate", "--seed",  "--device", "--out",
+                                     "--overwrite"};
 
 std::string settable_on_resume() {
   std::string keys;
@@ -118,6 +132,9 @@ Runner add_train_command(CLI::App& app) {
                   "flags are refused, and --set only takes the keys that do not change the run's numbers: " +
                       settable_on_resume())
       ->type_name("DIR");
+  cmd->add_flag("--overwrite", o->overwrite,
+                "Replace the run record in --out (a finished or interrupted run's; a folder with files a run did not "
+                "write is still refused)");
   cmd->add_flag("--quiet", o->quiet, "No progress output");
   cmd->add_flag("--print-config", o->print_config, "Print the resolved config as JSON and exit");
   // The device.* keys have no flag of their own: --help lists them from the schema.
@@ -143,6 +160,7 @@ Runner add_train_command(CLI::App& app) {
     };
     cb.on_notice = [&](const std::string& s) { progress.notice(s); };
     Trainer trainer(c, cb, o->resume);
+    trainer.set_open_mode(o->overwrite ? RunOpenMode::Overwrite : RunOpenMode::New);
     g_active = &trainer;
     install_stop_handlers();
     RunSummary s;
@@ -155,15 +173,19 @@ Runner add_train_command(CLI::App& app) {
     }
     g_active = nullptr;
     progress.finish();
-    std::fprintf(stderr, "%s: %ld steps, %.2f epochs, train loss %.4f, test accuracy %.4f, test loss %.4f, %.0f samples/s, %.2f s\n",
-                 s.status.c_str(), s.steps, s.epochs, s.final_train_loss, s.test_accuracy, s.test_loss, s.samples_per_s,
-                 s.wall_s);
+    std::fprintf(stderr, "%s: %ld steps, %.2f epochs, train loss %s, test accuracy %s, test loss %s, %.0f samples/s, %.2f s\n",
+                 s.status.c_str(), s.steps, s.epochs, value_text(s.final_train_loss).c_str(),
+                 value_text(s.test_accuracy).c_str(), value_text(s.test_loss).c_str(), s.samples_per_s, s.wall_s);
     if (s.precision == "fp16")
       std::fprintf(stderr, "fp16 loss scaling: scale %g at the end, %ld skipped steps\n", last_scale, s.skipped_steps);
     std::fprintf(stderr, "run record: %s\n", s.run_dir.c_str());
     if (s.status == "diverged") {
       std::fprintf(stderr, "error: %s; the run record keeps every step so far\n", s.message.c_str());
       return 3;
+    }
+    if (s.status == "failed") {
+      std::fprintf(stderr, "error: %s\n", s.message.c_str());
+      return 1;
     }
     if (s.status == "stopped") {
       std::optional<RunCheckpointInfo> ck;

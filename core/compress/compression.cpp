@@ -3,13 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <random>
 
 #include "io/safetensors.h"
 #include "nn/linear.h"
 #include "nn/transformer.h"
 #include "util/error.h"
+#include "util/safe_file.h"
 
 namespace trainlab {
 
@@ -282,10 +282,7 @@ Json Compression::finish(const std::string& dir) {
     j["quant"] = m_plan.default_spec.to_json();
     j["quant_storage"] = qr.to_json();
   }
-  if (!dir.empty()) {
-    std::ofstream out(dir + "/compression.json", std::ios::trunc);
-    out << j.dump(2) << "\n";
-  }
+  if (!dir.empty()) write_file_atomic(dir + "/compression.json", j.dump(2) + "\n");  // checked, no link followed
   return j;
 }
 

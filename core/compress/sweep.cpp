@@ -330,7 +330,8 @@ void Sweep::structured(int pct) {
   auto small = build_structured(be, *mlp, plan);
   const std::string name = "prune-structured-" + std::to_string(pct);
   fs::create_directories(dir(name));
-  const std::string small_file = dir(name) + "/structured-init.safetensors";
+  // Beside the point's run folder, not in it: a run folder holds only the run's own files.
+  const std::string small_file = o.out + "/runs/" + name + ".init.safetensors";
   write_safetensors(small_file, model_to_file(be, *small));
   const auto& sz = small->sizes();
   std::string hidden = "[";

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "util/error.h"
+#include "util/safe_file.h"
 
 namespace trainlab {
 
@@ -63,21 +64,16 @@ void write_safetensors(const std::string& path, const SafeTensorsFile& file) {
   }
   std::string h = header.dump();
   while (h.size() % 8) h.push_back(' ');
-  const std::string tmp = path + ".part";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw Error(path + ": cannot write the weights file");
-    const uint64_t n = h.size();
-    unsigned char len[8];
-    for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>((n >> (8 * i)) & 0xFF);
-    out.write(reinterpret_cast<const char*>(len), 8);
-    out.write(h.data(), static_cast<std::streamsize>(h.size()));
-    for (const auto& t : file.tensors) out.write(reinterpret_cast<const char*>(t.bytes.data()), static_cast<std::streamsize>(t.bytes.size()));
-    if (!out) throw Error(path + ": write failed (disk full?)");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) throw Error(path + ": cannot move the weights file into place (" + ec.message() + ")");
+  // Temporary file, every write checked, fsync, rename (util/safe_file.h): a full disk or a crash
+  // never leaves a torn weights file in place of a whole one, and a link at `path` is not followed.
+  AtomicFile out(path);
+  const uint64_t n = h.size();
+  unsigned char len[8];
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>((n >> (8 * i)) & 0xFF);
+  out.write(len, 8);
+  out.write(h);
+  for (const auto& t : file.tensors) out.write(t.bytes.data(), t.bytes.size());
+  out.commit();
 }
 
 }  // namespace trainlab

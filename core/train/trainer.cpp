@@ -188,7 +188,7 @@ void Trainer::setup() {
   if (m_resume_dir.empty()) {  // a resumed run opens its record once the checkpoint is restored
     std::string dir = m_config.get_string("run.out");
     if (dir.empty()) dir = RunRecord::default_dir("runs", mo.name + "-" + s.precision->name);
-    s.record = std::make_unique<RunRecord>(dir, m_config);
+    s.record = std::make_unique<RunRecord>(dir, m_config, m_open_mode);
     std::lock_guard<std::mutex> lock(m_mutex);
     m_run_dir = dir;
   }
@@ -260,7 +260,8 @@ StepMetrics Trainer::train_step(long step, std::string event) {
   m.total_steps = s.total_steps;
   m.epoch = s.task->epoch(need);
   m.loss = st[0] / static_cast<double>(units);
-  m.train_accuracy = st[1] / static_cast<double>(units);
+  // A step whose loss is not finite has no accuracy either (argmax over NaN or infinite logits).
+  m.train_accuracy = std::isfinite(m.loss) ? st[1] / static_cast<double>(units) : std::nan("");
   m.lr = lr;
   m.loss_scale = s.scaler->scale();
   m.skipped = !applied;
@@ -303,21 +304,27 @@ StepMetrics Trainer::train_step(long step, std::string event) {
   return m;
 }
 
-void Trainer::finish(RunSummary& sum, long steps, double last_loss) {
+void Trainer::fill_summary(RunSummary& sum, long steps, double last_loss) {
   State& s = *m_state;
   sum.steps = steps;
   sum.epochs = static_cast<double>(steps) / static_cast<double>(std::max(1L, s.steps_per_epoch));
   sum.final_train_loss = last_loss;
-  if (sum.status != "diverged") {
+  sum.samples_per_s = s.train_seconds > 0 ? s.samples_done / s.train_seconds : 0.0;
+  sum.skipped_steps = s.scaler->skipped();
+  sum.precision = s.precision->name;
+  sum.peak_bytes = to_bytes(s.be->ledger().snapshot().peak);
+  sum.wall_s = std::chrono::duration<double>(Clock::now() - s.t_start).count();
+}
+
+void Trainer::finish(RunSummary& sum, long steps, double last_loss) {
+  State& s = *m_state;
+  fill_summary(sum, steps, last_loss);
+  if (sum.status != "diverged") {  // a diverged run has no test metrics: null in summary.json, not 0
     double vl = 0, va = 0;
     s.task->evaluate(*s.be, *s.step, s.batch, vl, va);
     sum.test_loss = vl;
     sum.test_accuracy = va;
   }
-  sum.samples_per_s = s.train_seconds > 0 ? s.samples_done / s.train_seconds : 0.0;
-  sum.skipped_steps = s.scaler->skipped();
-  sum.precision = s.precision->name;
-  sum.peak_bytes = to_bytes(s.be->ledger().snapshot().peak);
   if (m_config.get_bool("run.save_weights") && sum.status != "diverged")
     save_model_weights(*s.be, *s.model, m_config, s.record->weights_path());
   sum.wall_s = std::chrono::duration<double>(Clock::now() - s.t_start).count();
@@ -376,44 +383,63 @@ void Trainer::write_checkpoint(long steps, double last_loss) {
   }
 }
 
+void Trainer::fail(RunSummary& sum, long steps, double last_loss, const std::string& why) {
+  fill_summary(sum, steps, last_loss);
+  sum.status = "failed";
+  sum.message = why + "; the run stopped after step " + std::to_string(steps) +
+                " and its record keeps what was written before";
+  try {
+    m_state->record->write_summary(sum);
+  } catch (const Error& e) {
+    sum.message += "; the failed run's summary.json could not be written either: " + std::string(e.what());
+  }
+}
+
 RunSummary Trainer::run() {
   m_state = std::make_unique<State>();
   State& s = *m_state;
   s.t_start = Clock::now();
   setup();  // everything that can fail on bad input fails here, before any step
 
-  double last_loss = 0.0;
+  double last_loss = std::nan("");  // no value until a step's loss is finite
   long step = m_resume_dir.empty() ? 0 : restore_checkpoint(last_loss);
   RunSummary sum;
   sum.params = s.params;
   sum.device = s.be->info().id();
   sum.run_dir = s.record->dir();
-  for (; step < s.total_steps; ++step) {
-    std::string event;
-    if (!drain_commands(event)) {
-      sum.status = "stopped";
-      sum.message = "stopped at step " + std::to_string(step);
-      write_checkpoint(step, last_loss);  // the stop loses no step
-      break;
+  try {
+    for (; step < s.total_steps; ++step) {
+      std::string event;
+      if (!drain_commands(event)) {
+        sum.status = "stopped";
+        sum.message = "stopped at step " + std::to_string(step);
+        write_checkpoint(step, last_loss);  // the stop loses no step
+        break;
+      }
+      const StepMetrics m = train_step(step, std::move(event));
+      const bool finite = std::isfinite(m.loss);
+      const bool scaler_handles = s.scaler->enabled() && s.scaler->consecutive_skips() < 50;
+      s.record->append(m);
+      if (m_callbacks.on_step) m_callbacks.on_step(m);
+      if (!finite && !scaler_handles) {
+        sum.status = "diverged";
+        sum.message = "diverged at step " + std::to_string(step + 1) + ": the training loss is " +
+                      (std::isnan(m.loss) ? "NaN" : "infinite") + " (try a lower optim.lr" +
+                      (s.precision->name == "fp16" ? "" : " or another precision") + ")";
+        ++step;
+        break;
+      }
+      if (finite) last_loss = m.loss;
+      if (s.checkpoint_every > 0 && (step + 1) % s.checkpoint_every == 0 && step + 1 < s.total_steps)
+        write_checkpoint(step + 1, last_loss);
     }
-    const StepMetrics m = train_step(step, std::move(event));
-    const bool finite = std::isfinite(m.loss);
-    const bool scaler_handles = s.scaler->enabled() && s.scaler->consecutive_skips() < 50;
-    s.record->append(m);
-    if (m_callbacks.on_step) m_callbacks.on_step(m);
-    if (!finite && !scaler_handles) {
-      sum.status = "diverged";
-      sum.message = "diverged at step " + std::to_string(step + 1) + ": the training loss is " +
-                    (std::isnan(m.loss) ? "NaN" : "infinite") + " (try a lower optim.lr" +
-                    (s.precision->name == "fp16" ? "" : " or another precision") + ")";
-      ++step;
-      break;
-    }
-    if (finite) last_loss = m.loss;
-    if (s.checkpoint_every > 0 && (step + 1) % s.checkpoint_every == 0 && step + 1 < s.total_steps)
-      write_checkpoint(step + 1, last_loss);
+    finish(sum, step, last_loss);
+  } catch (const Error& e) {
+    // A write of the record failed (or the device did) after setup: the run ends "failed", keeping
+    // every line written before. `step` counts the steps whose metrics line was written.
+    fail(sum, step, last_loss, e.what());
   }
-  finish(sum, step, last_loss);
+  s.record.reset();  // releases the run folder's lock
   return sum;
 }
 

@@ -16,6 +16,7 @@
 
 #include "config/config.h"
 #include "train/metrics.h"
+#include "train/run_record.h"
 
 namespace trainlab {
 
@@ -40,9 +41,15 @@ class Trainer {
   ~Trainer();
 
   // Runs to the end (or until stopped or diverged) and returns the summary; the summary is also
-  // written to the run record. Throws Error for setup problems (bad data, unwritable folder,
-  // unusable device) before any step runs.
+  // written to the run record. Throws Error for setup problems (bad data, a run folder that cannot
+  // be used under the open mode's rules, unusable device) before any step runs. An Error after
+  // that (a write of the record that fails: a full disk, a file size limit) ends the run with
+  // status "failed", a message naming the path and the reason, the record written so far kept
+  // and a failed summary attempted (the message says when that failed too). The run folder is
+  // locked from setup until run() returns.
   RunSummary run();
+  // How run() opens the run folder (train/run_record.h: New, Overwrite, Resume); New by default.
+  void set_open_mode(RunOpenMode mode) { m_open_mode = mode; }
 
   // Thread-safe; applied at the next step boundary.
   void post(TrainerCommand c);
@@ -70,6 +77,7 @@ class Trainer {
   static_assert(std::atomic<bool>::is_always_lock_free, "request_stop must be async-signal-safe");
   std::string m_run_dir;
   std::string m_resume_dir;  // empty: a new run
+  RunOpenMode m_open_mode = RunOpenMode::New;
   std::unique_ptr<State> m_state;
 
   // Returns false when the run should stop. Blocks while paused.
@@ -86,6 +94,9 @@ class Trainer {
   // run goes on and the previous checkpoint stays).
   long restore_checkpoint(double& last_loss);
   void write_checkpoint(long steps, double last_loss);
+  // The summary's fields every ending fills; and the ending of a run that failed with `why`.
+  void fill_summary(RunSummary& sum, long steps, double last_loss);
+  void fail(RunSummary& sum, long steps, double last_loss, const std::string& why);
 };
 
 }  // namespace trainlab
