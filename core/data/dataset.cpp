@@ -1,12 +1,11 @@
 #include "data/dataset.h"
 
-#include <zlib.h>
-
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <numeric>
 
+#include "data/data_file.h"
 #include "util/error.h"
 #include "util/paths.h"
 
@@ -23,35 +22,6 @@ ClassificationData ClassificationData::subset(const std::vector<int64_t>& idx) c
     std::memcpy(&out.x[i * features], &x[static_cast<size_t>(idx[i] * features)], sizeof(float) * features);
     out.y[i] = y[static_cast<size_t>(idx[i])];
   }
-  return out;
-}
-
-std::string read_maybe_gzip(const std::string& path) {
-  gzFile f = gzopen(path.c_str(), "rb");
-  if (!f) throw Error(path + ": cannot open (" + std::strerror(errno) + ")");
-  std::string out;
-  char buf[1 << 16];
-  for (;;) {
-    const int n = gzread(f, buf, sizeof buf);
-    if (n < 0) {
-      int err = 0;
-      std::string msg = gzerror(f, &err);
-      gzclose(f);
-      throw Error(path + ": corrupt gzip data (" + msg + ")");
-    }
-    if (n == 0) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
-  int err = 0;
-  const char* msg = gzerror(f, &err);
-  if (err != Z_OK && err != Z_STREAM_END) {
-    std::string m = msg;
-    gzclose(f);
-    throw Error(path + ": truncated or corrupt gzip data (" + m + ")");
-  }
-  const int rc = gzclose(f);
-  if (rc == Z_BUF_ERROR) throw Error(path + ": truncated gzip file (it ends in the middle of the compressed stream)");
-  if (rc != Z_OK) throw Error(path + ": corrupt gzip data");
   return out;
 }
 

@@ -1,6 +1,7 @@
 // Classification data sets held in host memory as fp32 features and int32 labels, and the
 // readers that fill them: the shipped 8x8 digits (CSV in gzip) and IDX files (MNIST format,
-// gzip or plain), e.g. Fashion-MNIST from Debian's dataset-fashion-mnist.
+// gzip or plain), e.g. Fashion-MNIST from Debian's dataset-fashion-mnist. The files are read
+// through data_file.h: regular files only, bounded, gunzipped.
 #pragma once
 #include <cstdint>
 #include <random>
@@ -23,10 +24,6 @@ struct ClassificationData {
 struct TrainTestSplit {
   ClassificationData train, test;
 };
-
-// Reads a whole file, gunzipping it when it is gzip (plain files pass through). Throws Error
-// naming the file for a missing, unreadable or truncated file.
-std::string read_maybe_gzip(const std::string& path);
 
 // 8x8 digits: one sample a line, 64 integers 0..16 then the label 0..9. Features scaled by 1/16.
 ClassificationData read_digits_csv(const std::string& path);

@@ -2,9 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
-#include <sstream>
 
+#include "data/data_file.h"
 #include "data/dataset.h"
 #include "util/error.h"
 
@@ -58,11 +57,7 @@ std::string TextCorpus::decode(const std::vector<int32_t>& tokens) const {
 }
 
 TextCorpus load_text_corpus(const std::string& path, double val_fraction, uint64_t seed) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot open the text file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
+  const std::string text = read_regular_file(path);
   if (text.size() < 2 * static_cast<size_t>(kTextChunk))
     throw Error(path + ": the text has " + std::to_string(text.size()) + " characters; at least " +
                 std::to_string(2 * kTextChunk) + " are needed for a train/validation split");

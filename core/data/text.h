@@ -35,7 +35,8 @@ struct TextCorpus {
   std::string decode(const std::vector<int32_t>& tokens) const;
 };
 
-// Reads a UTF-8/ASCII text file byte by byte (tinyshakespeare is ASCII). Throws Error naming the path.
+// Reads a UTF-8/ASCII text file (a regular file of at most kMaxDataFileBytes, data_file.h) byte by
+// byte (tinyshakespeare is ASCII). Throws Error naming the path.
 TextCorpus load_text_corpus(const std::string& path, double val_fraction, uint64_t seed);
 
 }  // namespace trainlab
