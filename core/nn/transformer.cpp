@@ -4,6 +4,7 @@
 
 #include "nn/linear.h"
 #include "util/error.h"
+#include "util/utf8.h"
 
 namespace trainlab {
 
@@ -98,9 +99,15 @@ void CharGptConfig::validate() const {
   if (context < 1) throw Error("model.context must be >= 1, got " + std::to_string(context));
   if (!(dropout >= 0.0 && dropout < 1.0))
     throw Error("model.dropout = " + std::to_string(dropout) + ": expected a probability in [0, 1)");
-  if (!chars.empty() && static_cast<int64_t>(chars.size()) != vocab)
-    throw Error("char-gpt: the stored vocabulary has " + std::to_string(chars.size()) + " characters, vocab says " +
+  if (chars.empty()) return;
+  const std::u32string cps = decode_utf8(chars, "char-gpt: the stored vocabulary");
+  if (static_cast<int64_t>(cps.size()) != vocab)
+    throw Error("char-gpt: the stored vocabulary has " + std::to_string(cps.size()) + " characters, vocab says " +
                 std::to_string(vocab));
+  for (size_t i = 1; i < cps.size(); ++i)
+    if (cps[i - 1] >= cps[i])
+      throw Error("char-gpt: the stored vocabulary's character " + std::to_string(i) +
+                  " repeats or is out of order (expected distinct characters in ascending code point order)");
 }
 
 CharGpt::CharGpt(Backend& be, CharGptConfig cfg, uint64_t seed) : m_cfg(std::move(cfg)), m_seed(seed) {

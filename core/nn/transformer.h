@@ -50,7 +50,7 @@ struct CharGptConfig {
   bool pad_vocab = false;     // pad tok/head rows to a multiple of 64
   int64_t layers = 2, heads = 4, dim = 128, context = 64;
   double dropout = 0.0;
-  std::string chars;          // the vocabulary itself (stored in the weights file for generation)
+  std::string chars;          // the vocabulary itself, UTF-8, ascending code points (stored for generation)
   int64_t padded_vocab() const { return pad_vocab ? (vocab + 63) / 64 * 64 : vocab; }
   nlohmann::json to_json() const;
   static CharGptConfig from_json(const nlohmann::json& j);

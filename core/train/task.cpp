@@ -135,7 +135,7 @@ class TextTask final : public Task {
     m_cfg.pad_vocab = m.pad_vocab;
     m_cfg.dropout = m.dropout;
     m_cfg.vocab = m_corpus.vocab();
-    m_cfg.chars = m_corpus.chars;
+    m_cfg.chars = m_corpus.chars_utf8();
     m_cfg.validate();
     m_ctx = m_cfg.context;
     if (m_corpus.val.window_count(m_ctx) <= 0 || m_corpus.train.window_count(m_ctx) <= 0)
