@@ -15,6 +15,7 @@
 #include "data/data_sources.h"
 #include "nn/model.h"
 #include "optim/optimizer.h"
+#include "plan/memory_model.h"
 #include "train/training_step.h"
 
 namespace trainlab {
@@ -50,6 +51,9 @@ class Task {
   virtual double flops_per_sample(Model& model) = 0;
   // Activation bytes of one training step (plan/memory_model.h) at the model's current state.
   virtual int64_t activation_bytes(int64_t batch, int64_t element_bytes, bool fp8_matmul) const = 0;
+  // The linear layers' products of a step (plan/memory_model.h's LinearShape: what a GPU's fp8
+  // units keep casts of).
+  virtual std::vector<LinearShape> linear_shapes(int64_t batch) const { return {}; }
   // A checkpoint setting changed mid-run (text models only; classifiers ignore it).
   virtual void set_checkpointing(const CheckpointOptions&) {}
 };
