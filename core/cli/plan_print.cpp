@@ -84,8 +84,9 @@ Json plan_json(const PlanSetup& s, const PlanResult& r) {
 
 void print_plan_table(const PlanSetup& s, const PlanResult& r) {
   print_header(s, r.layout);
-  std::printf("\nper GPU (stage %lld of %lld)      bytes           GB          GiB\n",
-              static_cast<long long>(r.stages[r.worst].index), static_cast<long long>(r.stages.size()));
+  std::printf("\nper GPU (pipeline stage %lld of %lld, the fullest)\n", static_cast<long long>(r.stages[r.worst].index + 1),
+              static_cast<long long>(r.stages.size()));
+  std::printf("  %-15s %22s %12s %12s\n", "", "bytes", "GB", "GiB");
   for (MemCategory c : kRows) print_bytes_row(mem_category_name(c), static_cast<double>(cat(r.per_gpu, c)));
   print_bytes_row("total", static_cast<double>(r.per_gpu_total));
   print_bytes_row("GPU memory", s.gpu_memory_bytes);
@@ -97,7 +98,7 @@ void print_plan_table(const PlanSetup& s, const PlanResult& r) {
   if (r.stages.size() > 1) {
     std::printf("  stages (GB per GPU):");
     for (const StagePlan& st : r.stages)
-      std::printf(" %lld: %.3f (%lld layers, %lld in flight)%s", static_cast<long long>(st.index),
+      std::printf(" %lld: %.3f (%lld layers, %lld in flight)%s", static_cast<long long>(st.index + 1),
                   gb(static_cast<double>(st.total())), static_cast<long long>(st.layers),
                   static_cast<long long>(st.in_flight), &st == &r.stages.back() ? "" : ";");
     std::printf("\n");
@@ -178,7 +179,7 @@ int run_plan_check(const PlanSetup& s, const PlanResult& r, const std::string& d
   print_header(s, r.layout);
   std::printf("\ncheck on %s, %ld step%s (the lab's own count; the ledger after the last step)\n", c.device.c_str(), c.steps,
               c.steps == 1 ? "" : "s");
-  std::printf("  %-15s %18s %18s %9s\n", "", "predicted bytes", "measured bytes", "measured");
+  std::printf("  %-15s %18s %18s %10s\n", "", "predicted bytes", "measured bytes", "measured");
   int64_t tp = 0, tm = 0;
   for (MemCategory k : rows) {
     const int64_t p = cat(c.predicted, k), m = cat(c.measured, k);
