@@ -101,6 +101,9 @@ class ClassificationTask final : public Task {
   int64_t activation_bytes(int64_t batch, int64_t eb, bool) const override {
     return mlp_activation_bytes(m_sizes, batch, eb, m_activation == "gelu");
   }
+  std::vector<LinearShape> linear_shapes(int64_t batch) const override {
+    return mlp_linear_shapes(m_sizes, batch, m_activation == "gelu");
+  }
 
  private:
   static void upload(Backend& be, const ClassificationData& d, Tensor& x, Tensor& y) {
@@ -216,6 +219,9 @@ class TextTask final : public Task {
   double flops_per_sample(Model&) override { return char_gpt_train_flops_per_token(*m_gpt, m_ctx); }
   int64_t activation_bytes(int64_t batch, int64_t eb, bool fp8_matmul) const override {
     return char_gpt_activation_bytes(*m_gpt, batch, m_ctx, eb, fp8_matmul) + token_step_activation_bytes(batch, m_ctx);
+  }
+  std::vector<LinearShape> linear_shapes(int64_t batch) const override {
+    return char_gpt_linear_shapes(m_cfg, m_cfg.layers, true, batch, m_ctx);
   }
   void set_checkpointing(const CheckpointOptions& ck) override {
     m_checkpoint = ck;

@@ -19,6 +19,7 @@
 #include "data/data_sources.h"
 #include "nn/model.h"
 #include "optim/optimizer.h"
+#include "plan/memory_model.h"
 #include "train/training_step.h"
 
 namespace trainlab {
@@ -60,6 +61,9 @@ class Task {
   virtual Json data_state() const = 0;
   virtual void restore_data_state(const Json& state) = 0;
 
+  // The linear layers' products of a step (plan/memory_model.h's LinearShape: what a GPU's fp8
+  // units keep casts of).
+  virtual std::vector<LinearShape> linear_shapes(int64_t batch) const { return {}; }
   // A checkpoint setting changed mid-run (text models only; classifiers ignore it).
   virtual void set_checkpointing(const CheckpointOptions&) {}
 };

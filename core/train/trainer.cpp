@@ -1,5 +1,6 @@
 #include "train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -278,9 +279,14 @@ StepMetrics Trainer::train_step(long step, std::string event) {
   mi.element_bytes = s.precision->element_bytes();
   mi.optimizer_state_bytes = s.opt->state_bytes_per_param();
   mi.data_bytes = s.task->data_bytes();
-  mi.activation_bytes = s.task->activation_bytes(s.batch, mi.element_bytes, s.model->matmul_mode() == MatmulMode::Fp8);
-  m.mem_predicted = to_bytes(predict_training_memory(mi));
+  const bool fp8 = s.model->matmul_mode() == MatmulMode::Fp8;
+  mi.activation_bytes = s.task->activation_bytes(s.batch, mi.element_bytes, fp8);
   const DeviceInfo info = s.be->info();
+  // A GPU's fp8 units keep fp8 casts of each layer's input, weight and output gradient.
+  const bool fp8_units = info.kind == DeviceKind::Cuda &&
+                         std::find(info.formats.begin(), info.formats.end(), DType::F8E4M3) != info.formats.end();
+  if (fp8 && fp8_units) mi.device_copies = fp8_copy_bytes(s.task->linear_shapes(s.batch));
+  m.mem_predicted = to_bytes(predict_training_memory(mi));
   m.device_used_bytes = info.used_bytes;
   m.device_total_bytes = info.total_bytes;
   m.runtime_context_bytes = info.runtime_context_bytes;
