@@ -248,6 +248,7 @@ void CpuBackend::linear_forward_residual(const Tensor& x, const Tensor& w, const
 void CpuBackend::linear_forward_impl(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, Tensor& y,
                                      Tensor* pre, const Tensor* residual, MatmulMode mode) {
   const auto [m, n, k] = linear_dims(x, w, y);
+  const int64_t ldy = n;  // the epilogue's copy: clang before 16 cannot capture a structured binding
   if (pre && (pre->numel() != m * n))
     throw Error("linear pre-activation " + shape_str(pre->shape()) + " does not match y " + shape_str(y.shape()));
   const float* pb = bias ? read_f32(*bias, 4) : nullptr;  // n values: a vector, not a matrix
@@ -265,7 +266,7 @@ void CpuBackend::linear_forward_impl(const Tensor& x, const Tensor& w, const Ten
         float part[256];
         for (int64_t c = 0; c < cols; c += 256) {
           const int64_t len = std::min<int64_t>(256, cols - c);
-          to_f32(residual->dtype(), elem_ptr(*residual, (i0 + r) * n + j0 + c), part, static_cast<size_t>(len));
+          to_f32(residual->dtype(), elem_ptr(*residual, (i0 + r) * ldy + j0 + c), part, static_cast<size_t>(len));
           for (int64_t j = 0; j < len; ++j) row[c + j] += part[j];
         }
         round_n(store, row, static_cast<size_t>(cols));
@@ -277,7 +278,7 @@ void CpuBackend::linear_forward_impl(const Tensor& x, const Tensor& w, const Ten
       }
       bias_relu_rows(row, bj, 1, cols, false);
       round_n(store, row, static_cast<size_t>(cols));
-      if (pre) from_f32(row, pre->dtype(), elem_ptr(*pre, (i0 + r) * n + j0), static_cast<size_t>(cols));
+      if (pre) from_f32(row, pre->dtype(), elem_ptr(*pre, (i0 + r) * ldy + j0), static_cast<size_t>(cols));
       if (act == Activation::ReLU)
         bias_relu_rows(row, nullptr, 1, cols, true);
       else if (act == Activation::GELU)
