@@ -218,6 +218,8 @@ RunCheckpointInfo parse_run_checkpoint(std::string_view bytes, const std::string
     j = Json::parse(bytes.begin(), bytes.end());
   } catch (const Json::parse_error& e) {
     throw Error(origin + ": not valid JSON at " + position_text(bytes, e.byte));
+  } catch (const Json::exception&) {  // out_of_range: a number too large for a double
+    throw Error(origin + ": not valid JSON (a number is out of range)");
   }
   if (!j.is_object()) throw Error(origin + ": expected a JSON object");
   const auto fmt = j.find("format");
@@ -398,6 +400,8 @@ Config resume_config(const std::string& dir) {
     config_json = Json::parse(config_text);
   } catch (const Json::parse_error& e) {
     throw Error(config_path + ": not valid JSON at " + position_text(config_text, e.byte));
+  } catch (const Json::exception&) {
+    throw Error(config_path + ": not valid JSON (a number is out of range)");
   }
   const Config start = Config::from_json(config_json, config_path);
 
