@@ -454,7 +454,9 @@ void MainWindow::on_finished(const QString& status, const QString& message, cons
   m_plots->refresh();
   const QString where = dir.isEmpty() ? QString() : "\nThe run record is kept in " + QDir::toNativeSeparators(dir) + ".";
   if (status == "completed") {
-    double acc = m_live && m_live->summary.is_object() ? m_live->summary.value("test_accuracy", 0.0) : 0.0;
+    const Json* acc_j = m_live && m_live->summary.is_object() && m_live->summary.contains("test_accuracy")
+                            ? &m_live->summary["test_accuracy"] : nullptr;
+    const double acc = acc_j && acc_j->is_number() ? acc_j->get<double>() : 0.0;
     m_status->setText(QString("Finished: test accuracy %1 %.").arg(100 * acc, 0, 'f', 2));
     statusBar()->showMessage("Run finished: " + dir, 8000);
   } else if (status == "stopped") {

@@ -97,7 +97,9 @@ void Report::write_runs_table(QTextStream& o) const {
       << "</td><td>" << (s.is_object() ? esc(QString::fromStdString(s.value("device", std::string()))) : cv("device.name"))
       << "</td>";
     if (s.is_object()) {
-      const double peak = s.contains("peak_bytes") ? s["peak_bytes"].value("total", 0.0) : 0.0;
+      const bool has_peak = s.contains("peak_bytes") && s["peak_bytes"].is_object() && s["peak_bytes"].contains("total") &&
+                            s["peak_bytes"]["total"].is_number();
+      const double peak = has_peak ? s["peak_bytes"]["total"].get<double>() : 0.0;
       o << "<td class='num' align='right'>" << static_cast<long long>(sv("steps")) << "</td><td class='num' align='right'>"
         << QString::number(100 * sv("test_accuracy"), 'f', 2) << " %</td><td class='num' align='right'>"
         << QString::number(sv("test_loss"), 'f', 4) << "</td><td class='num' align='right'>"

@@ -1,5 +1,6 @@
 #include "runs_panel.h"
 
+#include <cmath>
 #include <QAction>
 #include <QDesktopServices>
 #include <QDir>
@@ -212,7 +213,13 @@ void RunsPanel::fill() {
     const RunRow& r = m_rows[i];
     const Json flat = flatten_config(r.config);
     auto cfg = [&](const char* k) { return flat.contains(k) ? json_value_text(flat[k]) : QString(); };
-    auto sum_num = [&](const char* k) -> double { return r.summary.is_object() ? r.summary.value(k, 0.0) : 0.0; };
+    // A summary's number; NaN for "no value" (null: a diverged run's accuracy and loss) or a missing key.
+    auto sum_num = [&](const char* k) -> double {
+      if (!r.summary.is_object()) return 0.0;
+      const auto it = r.summary.find(k);
+      return it != r.summary.end() && it->is_number() ? it->get<double>() : std::nan("");
+    };
+    auto shown = [](double v, const QString& text) { return std::isfinite(v) ? text : QString("no value"); };
     const QStringList diffs = differences(r.dir);
     auto set = [&](int c, const QString& text, const QString& key = {}) {
       auto* it = new QTableWidgetItem(text);
@@ -252,10 +259,13 @@ void RunsPanel::fill() {
         "device.name");
     if (r.summary.is_object()) {
       set(CSteps, QString::number(static_cast<long long>(sum_num("steps"))));
-      set(CTestAcc, QString::number(100 * sum_num("test_accuracy"), 'f', 2) + " %");
-      set(CTestLoss, QString::number(sum_num("test_loss"), 'f', 4));
+      const double acc = sum_num("test_accuracy"), loss = sum_num("test_loss");
+      set(CTestAcc, shown(acc, QString::number(100 * acc, 'f', 2) + " %"));
+      set(CTestLoss, shown(loss, QString::number(loss, 'f', 4)));
       set(CSpeed, QLocale::system().toString(sum_num("samples_per_s"), 'f', 0));
-      const double peak = r.summary.contains("peak_bytes") ? r.summary["peak_bytes"].value("total", 0.0) : 0.0;
+      const auto pb = r.summary.find("peak_bytes");
+      const bool has_peak = pb != r.summary.end() && pb->is_object() && pb->contains("total") && (*pb)["total"].is_number();
+      const double peak = has_peak ? (*pb)["total"].get<double>() : 0.0;
       set(CPeak, format_bytes(peak));
     } else {
       for (int c = CSteps; c <= CPeak; ++c) set(c, "");
