@@ -207,7 +207,7 @@ class TestCli : public QObject {
     QTest::newRow("missing data") << QStringList{"train", "--device", "cpu", "--set", "data.path=" + dir("none.csv.gz")}
                                   << QStringList{dir("none.csv.gz")};
     QTest::newRow("bad label") << QStringList{"train", "--device", "cpu", "--set", "data.path=" + data}
-                               << QStringList{data + ":2", "label 12"};
+                               << QStringList{data + ":2", "label outside [0, 9]"};
     QTest::newRow("unwritable out") << QStringList{"train", "--device", "cpu", "--steps", "1", "--out", file + "/run"}
                                     << QStringList{file + "/run"};
     QTest::newRow("missing weights") << QStringList{"eval", "--weights", dir("none.safetensors")}

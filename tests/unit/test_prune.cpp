@@ -188,7 +188,8 @@ class TestPrune : public QObject {
     const SparsityReport r = sparsity_report(be, *m);
     for (const auto& l : r.layers) QCOMPARE(l.zeros, std::llround(0.8 * static_cast<double>(l.numel)));
 
-    // prune now, mid-run
+    // prune now, mid-run (each run into a fresh folder: a finished run's folder is refused)
+    std::filesystem::remove_all(dir);
     c.set("prune.method", "none");
     Trainer* tp = nullptr;
     cb.on_step = [&](const StepMetrics& mm) {
@@ -212,6 +213,7 @@ class TestPrune : public QObject {
     c.set("train.steps", "31");  // the prune happens before step index 30, then one update
     c.set("optim.lr", "1e-12");  // ... which moves nothing measurable
     c.set("optim.weight_decay", "0");
+    std::filesystem::remove_all(dir);
     {
       Trainer t(c);
       QCOMPARE(t.run().status, std::string("completed"));
