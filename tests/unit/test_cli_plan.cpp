@@ -8,6 +8,7 @@
 #include <QtTest>
 
 #include "plan/planner.h"
+#include "cli_support.h"
 #include "test_support.h"
 
 using namespace trainlab;
@@ -15,28 +16,9 @@ using namespace trainlab::test;
 
 namespace {
 
-struct Result {
-  int code = -1;
-  QString out, err;
-};
+using Result = CliResult;
 
-Result cli(const QStringList& args, int timeout_ms = 120000) {
-  QProcess p;
-  p.start(QStringLiteral(TRAINLAB_CLI_PATH), QStringList{"plan"} + args);
-  Result r;
-  if (!p.waitForStarted(10000)) return r;
-  p.closeWriteChannel();
-  if (!p.waitForFinished(timeout_ms)) {
-    p.kill();
-    p.waitForFinished();
-    r.err = "timed out";
-    return r;
-  }
-  r.code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -2;  // -2: crashed
-  r.out = QString::fromUtf8(p.readAllStandardOutput());
-  r.err = QString::fromUtf8(p.readAllStandardError());
-  return r;
-}
+Result cli(const QStringList& args, int timeout_ms = 120000) { return run_cli(QStringList{"plan"} + args, timeout_ms); }
 
 QString describe(const Result& r) { return QString("exit %1\nstdout: %2\nstderr: %3").arg(r.code).arg(r.out, r.err); }
 

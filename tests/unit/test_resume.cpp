@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "cli_support.h"
 #include "test_support.h"
 #include "train/run_checkpoint.h"
 
@@ -22,30 +23,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Result {
-  int code = -1;
-  QString out, err;
-};
+using Result = CliResult;
 
 QString describe(const Result& r) { return QString("exit %1\nstdout: %2\nstderr: %3").arg(r.code).arg(r.out, r.err); }
 
-Result cli(const QStringList& args, int timeout_ms = 300000) {
-  QProcess p;
-  p.start(QStringLiteral(TRAINLAB_CLI_PATH), args);
-  Result r;
-  if (!p.waitForStarted(10000)) return r;
-  p.closeWriteChannel();
-  if (!p.waitForFinished(timeout_ms)) {
-    p.kill();
-    p.waitForFinished();
-    r.err = "timed out";
-    return r;
-  }
-  r.code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -2;  // -2: crashed
-  r.out = QString::fromUtf8(p.readAllStandardOutput());
-  r.err = QString::fromUtf8(p.readAllStandardError());
-  return r;
-}
+Result cli(const QStringList& args, int timeout_ms = 300000) { return run_cli(args, timeout_ms); }
 
 // The step of DIR's checkpoint, 0 while it has none.
 long checkpoint_step(const std::string& dir) {

@@ -19,6 +19,7 @@
 #include "io/weights.h"
 #include "nn/model.h"
 #include "nn/transformer.h"
+#include "cli_support.h"
 #include "test_support.h"
 
 using namespace trainlab;
@@ -26,33 +27,10 @@ using namespace trainlab::test;
 
 namespace {
 
-struct Result {
-  int code = -1;
-  QString out, err;
-};
+using Result = CliResult;
 
 // trainlab-cli with `args`; code -2 when it crashed, -3 when it ran past `timeout_ms` (killed).
-Result cli(const QStringList& args, int timeout_ms = 30000) {
-  QProcess p;
-  p.start(QStringLiteral(TRAINLAB_CLI_PATH), args);
-  Result r;
-  if (!p.waitForStarted(10000)) {
-    r.err = "could not start " + QStringLiteral(TRAINLAB_CLI_PATH);
-    return r;
-  }
-  p.closeWriteChannel();
-  if (!p.waitForFinished(timeout_ms)) {
-    p.kill();
-    p.waitForFinished();
-    r.code = -3;
-    r.err = "timed out";
-    return r;
-  }
-  r.code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -2;
-  r.out = QString::fromUtf8(p.readAllStandardOutput());
-  r.err = QString::fromUtf8(p.readAllStandardError());
-  return r;
-}
+Result cli(const QStringList& args, int timeout_ms = 30000) { return run_cli(args, timeout_ms); }
 
 QString describe(const Result& r) { return QString("exit %1\nstdout: %2\nstderr: %3").arg(r.code).arg(r.out, r.err); }
 
