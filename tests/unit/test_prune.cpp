@@ -198,6 +198,7 @@ class TestPrune : public QObject {
     };
     {
       Trainer t(c, cb);
+      t.set_open_mode(RunOpenMode::Overwrite);  // the same folder, replacing the first run
       tp = &t;
       QCOMPARE(t.run().status, std::string("completed"));
     }
@@ -216,6 +217,7 @@ class TestPrune : public QObject {
     std::filesystem::remove_all(dir);
     {
       Trainer t(c);
+      t.set_open_mode(RunOpenMode::Overwrite);
       QCOMPARE(t.run().status, std::string("completed"));
     }
     Mlp init(be, {64, 32, 10}, Activation::ReLU, 1);  // the seeded initialisation (train.seed = 1)
