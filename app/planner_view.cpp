@@ -95,7 +95,10 @@ PlannerView::PlannerView(QWidget* parent) : QWidget(parent) {
 }
 
 PlannerView::~PlannerView() {
-  if (m_thread) m_thread->wait();  // a check's run finishes its step; its result is dropped
+  if (m_thread) {  // a check's run finishes its step; its result is dropped
+    m_thread->wait();
+    delete m_thread;
+  }
 }
 
 void PlannerView::add_field(const QString& option, QWidget* editor, const QString& label, const QString& tip,

@@ -48,11 +48,15 @@ void resolve_plan_setup(PlanSetup& s, const std::string& precision, const std::s
 }
 
 namespace {
-// The vocabulary the lab's character model trains on (tinyshakespeare's characters).
+// The vocabulary the lab's character model trains on (tinyshakespeare's characters), read once:
+// the app asks on every edit of a field.
 int64_t lab_text_vocab() {
-  DataOptions d;
-  d.name = "tinyshakespeare";
-  return load_text_data(d).vocab();
+  static const int64_t vocab = [] {
+    DataOptions d;
+    d.name = "tinyshakespeare";
+    return load_text_data(d).vocab();
+  }();
+  return vocab;
 }
 }  // namespace
 

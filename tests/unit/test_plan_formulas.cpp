@@ -7,6 +7,7 @@
 
 #include "nn/transformer.h"
 #include "plan/planner.h"
+#include "train/plan_check.h"
 #include "test_support.h"
 
 using namespace trainlab;
@@ -183,6 +184,40 @@ class TestPlanFormulas : public QObject {
     QCOMPARE(predict_rank_memory(in, {}), predict_training_memory(in));
     QVERIFY(test::error_of([&] { predict_rank_memory(in, {4, 2, 0}); }).find("ZeRO stage 4") != std::string::npos);
     QVERIFY(test::error_of([&] { predict_rank_memory(in, {1, 2, 2}); }).find("rank 2 of 2") != std::string::npos);
+  }
+
+  // Each precision through train/precision.h's table on an H200: element bytes 4 (fp32, tf32) or
+  // 2 (bf16, fp16, fp8: bf16 storage), the datasheet peak of its products, fp8's casts; and the
+  // bytes of 1,000 parameters with AdamW: fp32 4 + 4 + 8 = 16, the 16-bit ones 2 + 2 + (8 + 4) = 16;
+  // SGD with momentum keeps 4 bytes of state: 2 + 2 + 8 in bf16. An A100 has no fp8 units.
+  void precisions() {
+    const struct {
+      const char* name;
+      int64_t eb;
+      double peak;
+      bool fp8;
+    } table[] = {{"fp32", 4, 66.9e12, false}, {"tf32", 4, 494.7e12, false}, {"bf16", 2, 989.4e12, false},
+                 {"fp16", 2, 989.4e12, false}, {"fp8", 2, 1978.9e12, true}};
+    for (const auto& p : table) {
+      PlanSetup s = params_setup(1000, 4, 1);
+      resolve_plan_setup(s, p.name, "adamw", "h200");
+      QCOMPARE(s.element_bytes, p.eb);
+      QCOMPARE(s.peak_flops, p.peak);
+      QCOMPARE(s.fp8_matmul, p.fp8);
+      QCOMPARE(s.fp8_copies, p.fp8);
+      const PlanResult r = plan_layout(s, {});
+      QCOMPARE(cat(r.per_gpu, MemCategory::Weights), 1000 * p.eb);
+      QCOMPARE(cat(r.per_gpu, MemCategory::Gradients), 1000 * p.eb);
+      QCOMPARE(cat(r.per_gpu, MemCategory::Optimizer), int64_t{1000} * (p.eb == 4 ? 8 : 12));
+    }
+    PlanSetup s = params_setup(1000, 4, 1);
+    resolve_plan_setup(s, "bf16", "sgd", "a100");
+    QCOMPARE(s.optimizer_state_bytes, int64_t{4});
+    QCOMPARE(s.peak_flops, 312e12);
+    QCOMPARE(s.gpu_memory_bytes, 80e9);
+    QCOMPARE(cat(plan_layout(s, {}).per_gpu, MemCategory::Optimizer), int64_t{8000});
+    resolve_plan_setup(s, "fp8", "adamw", "a100");
+    QVERIFY(test::error_of([&] { plan_layout(s, {}); }).find("the a100 has no peak") != std::string::npos);
   }
 
   // The CUDA backend's fp8 casts. tiny at b = 4, s = 64 (N = 256, d = 128): per block, the inputs
