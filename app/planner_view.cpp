@@ -376,7 +376,7 @@ void PlannerView::recompute() {
             .arg(l.dp).arg(l.tp).arg(l.pp).arg(l.zero)
             .arg(recompute_name(l.recompute))
             .arg(l.micro_batches)
-            .arg(m_result.stages[m_result.worst].index)
+            .arg(QString("%1 of %2").arg(m_result.stages[m_result.worst].index + 1).arg(m_result.stages.size()))
             .arg(gb_text(static_cast<double>(m_result.per_gpu_total)), gb_text(m_setup.gpu_memory_bytes),
                  m_result.fits ? QString("fits") : QString("<span style='color:#b00020'><b>does not fit</b></span>"))
             .arg(t.step_s, 0, 'g', 4)
@@ -401,7 +401,7 @@ void PlannerView::draw_memory() {
   QCPBars* below = nullptr;
   double top = 0;
   QVector<double> keys;
-  for (const StagePlan& st : m_result.stages) keys << static_cast<double>(st.index);
+  for (const StagePlan& st : m_result.stages) keys << static_cast<double>(st.index + 1);  // stages from 1, as the CLI
   for (MemCategory c : kStack) {
     auto* bars = new QCPBars(p->xAxis, p->yAxis);
     bars->setName(mem_category_name(c));
@@ -423,11 +423,11 @@ void PlannerView::draw_memory() {
   line->point2->setCoords(1, mem);
   line->setPen(QPen(palette().color(QPalette::Text), 1.5, Qt::DashLine));
   auto* label = new QCPItemText(p);
-  label->position->setCoords(-0.45, mem);
+  label->position->setCoords(0.55, mem);
   label->setPositionAlignment(Qt::AlignLeft | Qt::AlignBottom);
   label->setText(QString("GPU memory %1 GB").arg(mem, 0, 'g', 4));
   label->setColor(palette().color(QPalette::Text));
-  p->xAxis->setRange(-0.6, static_cast<double>(m_result.stages.size()) - 0.4);
+  p->xAxis->setRange(0.4, static_cast<double>(m_result.stages.size()) + 0.6);
   p->yAxis->setRange(0, std::max(top, mem) * 1.12);
   QSharedPointer<QCPAxisTickerFixed> ticker(new QCPAxisTickerFixed);
   ticker->setTickStep(1.0);
@@ -456,12 +456,12 @@ void PlannerView::draw_time() {
     const QColor col = run_color(i++);
     bars->setBrush(col);
     bars->setPen(QPen(col.darker(130)));
-    bars->setWidth(0.5);
+    bars->setWidth(0.4);
     bars->setData(QVector<double>{1.0}, QVector<double>{part.s}, true);
     if (below) bars->moveAbove(below);
     below = bars;
   }
-  p->yAxis->setRange(0.4, 1.6);
+  p->yAxis->setRange(0.6, 2.0);  // the bar low, the legend above it
   p->yAxis->setTickLabels(false);
   p->xAxis->setRange(0, std::max(1e-9, t.step_s) * 1.05);
   p->plotLayout()->setRowSpacing(0);
