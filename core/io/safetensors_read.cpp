@@ -62,6 +62,8 @@ nlohmann::json parse_header_json(std::string_view text, const std::string& origi
     return nlohmann::json::parse(text.begin(), text.end(), depth_limit);
   } catch (const nlohmann::json::parse_error& e) {
     throw Error(origin + ": safetensors header is not valid JSON (syntax error at byte " + std::to_string(e.byte) + ")");
+  } catch (const nlohmann::json::exception&) {  // out_of_range: a number beyond double's range
+    throw Error(origin + ": safetensors header is not valid JSON (a number out of range)");
   }
 }
 

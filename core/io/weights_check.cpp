@@ -42,6 +42,8 @@ Json parse_metadata(const SafeTensorsFile& f, const char* key, const std::string
     j = Json::parse(it->second, depth_limit);
   } catch (const Json::parse_error& e) {  // its message quotes the file: only the position is said
     throw Error(path + ": " + key + " metadata is not valid JSON (syntax error at byte " + std::to_string(e.byte) + ")");
+  } catch (const Json::exception&) {  // out_of_range: a number beyond double's range
+    throw Error(path + ": " + key + " metadata is not valid JSON (a number out of range)");
   }
   if (!j.is_object()) throw Error(path + ": " + key + " metadata is not a JSON object");
   return j;

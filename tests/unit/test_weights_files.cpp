@@ -415,6 +415,9 @@ class TestWeightsFiles : public QObject {
     // nlohmann's parse errors quote the token read last: a string with a bad escape is all of it.
     const std::string bad_string = std::string("\"") + kSecret + "\\q\"";
     QTest::newRow("JSON error") << QByteArray::fromStdString(R"({"a": )" + bad_string + "}") << 0 << QStringList{"not valid JSON"};
+    QTest::newRow("number out of range") << QByteArray(R"({"a": 7e7777777})") << 0 << QStringList{"not valid JSON", "out of range"};
+    QTest::newRow("metadata number out of range") << md("trainlab_config", R"({"a": 7e7777777})") << 0
+                                                  << QStringList{"trainlab_config", "not valid JSON", "out of range"};
     QTest::newRow("deep non-string metadata")
         << QByteArray::fromStdString(R"({"__metadata__":{"x":)" + deep + "}}") << 0 << QStringList{"header", "nested"};
     QTest::newRow("non-string metadata") << QByteArray(R"({"__metadata__":{"x":[1]}})") << 0 << QStringList{"__metadata__", "'x'"};
@@ -442,7 +445,7 @@ class TestWeightsFiles : public QObject {
     const std::string file = path("hostile-header.safetensors");
     write_raw(file, h, std::string(static_cast<size_t>(data), '\0'));
     const Result r = cli({"eval", "--weights", q(file), "--device", "cpu"});
-    verify_clear_error(r, QStringList{q(file)} + mentions, {kSecret, "\x1b"});
+    verify_clear_error(r, QStringList{q(file)} + mentions, {kSecret, "\x1b", "7777777"});
   }
 
   // A file the lab builds in memory (not through the reader) whose tensors hold fewer bytes than
