@@ -45,7 +45,9 @@ int run_report_command(int argc, char** argv) {
     return 2;
   }
   try {
-    Report::from_dirs(dirs).write(p.value(out));
+    const Report report = Report::from_dirs(dirs);
+    for (const QString& w : report.warnings()) std::fprintf(stderr, "warning: %s\n", qPrintable(w));
+    report.write(p.value(out));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

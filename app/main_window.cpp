@@ -27,6 +27,7 @@
 #include <QVBoxLayout>
 #include <cstdio>
 #include <cstring>
+#include <cmath>
 #include <fstream>
 
 #include "backend/backend.h"
@@ -39,6 +40,25 @@
 #include "util/paths.h"
 
 namespace trainlab::app {
+
+namespace {
+// run.out holds a run (finished, or stopped / killed): asks before replacing it, and clears the old
+// run's own files when the user agrees (train/run_record.h). False when the user declines. Folders
+// the core refuses anyway (in use, files a run did not write, links) are left to its message.
+bool confirm_overwrite(QWidget* parent, const std::string& dir) {
+  const RunFolderInfo info = inspect_run_folder(dir);
+  if (!info.holds_run || info.in_use || !info.foreign.empty() || !info.link.empty()) return true;
+  const QString what = info.status.empty() ? QString("an unfinished run") : "a run (" + QString::fromStdString(info.status) + ")";
+  const auto a = QMessageBox::question(parent, "Overwrite run",
+                                       QString("The run folder %1 holds %2. Replace it with the new run? Its config, "
+                                               "metrics, summary and weights are deleted.")
+                                           .arg(QDir::toNativeSeparators(QString::fromStdString(dir)), what),
+                                       QMessageBox::Yes | QMessageBox::Cancel, QMessageBox::Cancel);
+  if (a != QMessageBox::Yes) return false;
+  clear_run_folder(dir);
+  return true;
+}
+}  // namespace
 
 QStringList preset_dirs() {
   QStringList d;
@@ -332,6 +352,8 @@ bool MainWindow::start_run() {
     if (c.get_string("run.out").empty()) {
       const std::string tag = c.get_string("model.name") + "-" + c.get_string("precision.dtype");
       c.set_json("run.out", RunRecord::default_dir(m_runs->root().toStdString(), tag));
+    } else if (!confirm_overwrite(this, c.get_string("run.out"))) {
+      return false;
     }
   } catch (const Error& e) {
     const QString msg = QString::fromStdString(e.what());
@@ -454,10 +476,8 @@ void MainWindow::on_finished(const QString& status, const QString& message, cons
   m_plots->refresh();
   const QString where = dir.isEmpty() ? QString() : "\nThe run record is kept in " + QDir::toNativeSeparators(dir) + ".";
   if (status == "completed") {
-    const Json* acc_j = m_live && m_live->summary.is_object() && m_live->summary.contains("test_accuracy")
-                            ? &m_live->summary["test_accuracy"] : nullptr;
-    const double acc = acc_j && acc_j->is_number() ? acc_j->get<double>() : 0.0;
-    m_status->setText(QString("Finished: test accuracy %1 %.").arg(100 * acc, 0, 'f', 2));
+    const double acc = m_live ? summary_number(m_live->summary, "test_accuracy") : std::nan("");  // NaN: no value
+    m_status->setText("Finished: test accuracy " + number_text(100 * acc, 'f', 2, " %") + ".");
     statusBar()->showMessage("Run finished: " + dir, 8000);
   } else if (status == "stopped") {
     m_status->setText("Stopped. " + message);
@@ -491,6 +511,7 @@ std::shared_ptr<RunSeries> MainWindow::load_cached(const QString& dir) {
   if (it != m_cache.end() && (*it)->summary.is_object()) return *it;
   auto r = std::make_shared<RunSeries>(RunSeries::load(dir));
   m_cache[dir] = r;
+  if (!r->warnings.isEmpty()) show_message("warning", r->name + ": " + r->warnings.join("\n"));  // lines skipped
   return r;
 }
 

@@ -88,7 +88,7 @@ void Report::write_runs_table(QTextStream& o) const {
   for (const auto& r : m_runs) {
     const Json flat = flatten_config(r->config);
     const Json& s = r->summary;
-    auto sv = [&](const char* k) { return s.is_object() ? s.value(k, 0.0) : 0.0; };
+    auto sv = [&](const char* k) { return summary_number(s, k); };  // NaN: no value (a diverged run's test metrics)
     auto cv = [&](const char* k) { return flat.contains(k) ? esc(json_value_text(flat[k])) : QString(); };
     const QString status = r->status();
     o << "<tr><td><span style='color:" << r->color.name() << "'>&#9632;</span> " << esc(r->name) << "</td><td"
@@ -97,15 +97,13 @@ void Report::write_runs_table(QTextStream& o) const {
       << "</td><td>" << (s.is_object() ? esc(QString::fromStdString(s.value("device", std::string()))) : cv("device.name"))
       << "</td>";
     if (s.is_object()) {
-      const bool has_peak = s.contains("peak_bytes") && s["peak_bytes"].is_object() && s["peak_bytes"].contains("total") &&
-                            s["peak_bytes"]["total"].is_number();
-      const double peak = has_peak ? s["peak_bytes"]["total"].get<double>() : 0.0;
-      o << "<td class='num' align='right'>" << static_cast<long long>(sv("steps")) << "</td><td class='num' align='right'>"
-        << QString::number(100 * sv("test_accuracy"), 'f', 2) << " %</td><td class='num' align='right'>"
-        << QString::number(sv("test_loss"), 'f', 4) << "</td><td class='num' align='right'>"
-        << QString::number(sv("final_train_loss"), 'f', 4) << "</td><td class='num' align='right'>"
-        << QString::number(sv("samples_per_s"), 'f', 0) << "</td><td class='num' align='right'>"
-        << QString::number(sv("wall_s"), 'f', 1) << " s</td><td class='num' align='right'>" << format_bytes(peak) << "</td>";
+      const double peak = summary_peak_bytes(s);
+      o << "<td class='num' align='right'>" << number_text(sv("steps"), 'f', 0) << "</td><td class='num' align='right'>"
+        << number_text(100 * sv("test_accuracy"), 'f', 2, " %") << "</td><td class='num' align='right'>"
+        << number_text(sv("test_loss"), 'f', 4) << "</td><td class='num' align='right'>"
+        << number_text(sv("final_train_loss"), 'f', 4) << "</td><td class='num' align='right'>"
+        << number_text(sv("samples_per_s"), 'f', 0) << "</td><td class='num' align='right'>"
+        << number_text(sv("wall_s"), 'f', 1, " s") << "</td><td class='num' align='right'>" << format_bytes(peak) << "</td>";
     } else {
       o << "<td class='num' align='right'>" << r->size() << "</td><td colspan='6' class='muted'>no summary (run unfinished)</td>";
     }
@@ -116,6 +114,16 @@ void Report::write_runs_table(QTextStream& o) const {
     if (r->summary.is_object() && r->summary.contains("message"))
       o << "<p><b>" << esc(r->name) << ":</b> " << esc(QString::fromStdString(r->summary.value("message", std::string())))
         << "</p>";
+  // What the reader skipped in a run's record (bad metrics lines, an unreadable summary).
+  for (const auto& r : m_runs)
+    for (const QString& w : r->warnings) o << "<p class='bad'><b>" << esc(r->name) << ":</b> " << esc(w) << "</p>";
+}
+
+QStringList Report::warnings() const {
+  QStringList out;
+  for (const auto& r : m_runs)
+    for (const QString& w : r->warnings) out << w;
+  return out;
 }
 
 // Differences between the runs (against the first).
@@ -385,14 +393,16 @@ void Report::write_csv(const QString& path) const {
     QHash<double, QString> events;
     for (const auto& e : r->events) events[e.step] = e.label;
     for (int i = 0; i < r->size(); ++i) {
+      // No value (NaN: a diverged step's loss and accuracy) is an empty field, like a step without evaluation.
+      auto opt8 = [](double v) { return std::isnan(v) ? QString() : QString::number(v, 'g', 8); };
       QString vl, va;
       while (vi < r->val_step.size() && r->val_step[vi] < r->step[i]) ++vi;
       if (vi < r->val_step.size() && r->val_step[vi] == r->step[i]) {
-        vl = QString::number(r->val_loss[vi], 'g', 8);
-        va = QString::number(r->val_acc[vi], 'g', 8);
+        vl = opt8(r->val_loss[vi]);
+        va = opt8(r->val_acc[vi]);
       }
       o << '"' << name << "\"," << r->step[i] << ',' << QString::number(r->epoch[i], 'g', 8) << ','
-        << QString::number(r->loss[i], 'g', 8) << ',' << QString::number(r->train_acc[i], 'g', 8) << ',' << vl << ','
+        << opt8(r->loss[i]) << ',' << opt8(r->train_acc[i]) << ',' << vl << ','
         << va << ',' << QString::number(r->lr[i], 'g', 8) << ',' << QString::number(r->samples_per_s[i], 'g', 8) << ','
         << QString::number(r->mfu[i], 'g', 6) << ',' << r->loss_scale[i] << ',' << r->skipped_steps[i] << ','
         << QString::number(r->wall_s[i], 'g', 8);

@@ -3,6 +3,8 @@
 // metrics as CSV. Contents: the runs with their final metrics, the config differences between them,
 // the mid-run events, the plots, memory by category against the prediction (per segment of steps
 // between mid-run changes: RunSeries::memory_segments), and the full configs.
+// A metric a run has no value for (a diverged run's test accuracy) reads "no value", never 0; the
+// lines the reader skipped in a run's record are listed under the runs table.
 // Works headless (`trainlab report RUN_DIR... -o report.pdf`) under the offscreen platform.
 #pragma once
 #include <QString>
@@ -29,6 +31,8 @@ class Report {
   // The text part as HTML (without plots), shared by the PDF and the HTML file.
   QString summary_html(bool for_pdf) const;
   QString config_html() const;
+  // What the reader skipped in the runs' records (also listed in the report under the runs table).
+  QStringList warnings() const;
 
  private:
   // The sections of summary_html, in order.

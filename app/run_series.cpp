@@ -117,6 +117,7 @@ RunSeries RunSeries::load(const QString& dir) {
   s.summary = r.summary;
   s.name = display_name(r.config, s.dir);
   for (const auto& m : r.steps) s.append(m);
+  for (const auto& w : r.warnings) s.warnings << QString::fromStdString(w);
   return s;
 }
 
@@ -155,6 +156,24 @@ Json flatten_config(const Json& nested) {
   Json out = Json::object();
   if (nested.is_object()) flatten_into(nested, "", out);
   return out;
+}
+
+double summary_number(const Json& summary, const char* key) {
+  if (!summary.is_object()) return std::nan("");
+  const auto it = summary.find(key);
+  return it != summary.end() && it->is_number() ? it->get<double>() : std::nan("");
+}
+
+double summary_peak_bytes(const Json& summary) {
+  if (!summary.is_object()) return 0.0;
+  const auto pb = summary.find("peak_bytes");
+  if (pb == summary.end() || !pb->is_object()) return 0.0;
+  const auto t = pb->find("total");
+  return t != pb->end() && t->is_number() ? t->get<double>() : 0.0;
+}
+
+QString number_text(double v, char format, int precision, const QString& suffix) {
+  return std::isnan(v) ? QStringLiteral("no value") : QString::number(v, format, precision) + suffix;
 }
 
 QString format_bytes(double b) {

@@ -3,6 +3,7 @@
 #pragma once
 #include <QColor>
 #include <QString>
+#include <QStringList>
 #include <QVector>
 #include <array>
 
@@ -53,6 +54,8 @@ struct RunSeries {
   double device_total_bytes = 0;
   QVector<RunEvent> events;
   QString precision;  // of the last step
+  // What the reader skipped (load_run): "…/metrics.jsonl line 17: not valid JSON; skipped".
+  QStringList warnings;
 
   void append(const StepMetrics& m);
   int size() const { return static_cast<int>(step.size()); }
@@ -75,6 +78,12 @@ QVector<double> smooth_ema(const QVector<double>& v, double alpha);
 
 // Flat "a.b" -> value view of a nested config JSON.
 Json flatten_config(const Json& nested);
+// A number of a summary.json (NaN when absent or null: no value, e.g. a diverged run's test accuracy).
+double summary_number(const Json& summary, const char* key);
+// peak_bytes.total of a summary.json; 0 when absent or not a number.
+double summary_peak_bytes(const Json& summary);
+// `v` formatted (QString::number(v, format, precision) + suffix), or "no value" when it is NaN.
+QString number_text(double v, char format, int precision, const QString& suffix = {});
 // Human-readable bytes: "1.2 MiB".
 QString format_bytes(double bytes);
 QString json_value_text(const Json& v);

@@ -18,10 +18,12 @@
 #include <QToolButton>
 #include <QUrl>
 #include <QVBoxLayout>
+#include <cmath>
 #include <fstream>
 
 #include "run_series.h"
 #include "train/run_checkpoint.h"
+#include "train/run_record.h"
 #include "util/error.h"
 
 namespace trainlab::app {
@@ -42,6 +44,22 @@ Json read_json(const QString& path) {
   } catch (const std::exception&) {
     return nullptr;
   }
+}
+
+// summary.json through the core's reader: a field of the wrong type is dropped, and said.
+Json read_summary(const QString& path, QStringList& warnings) {
+  const QFileInfo fi(path);
+  if (!fi.exists()) return nullptr;
+  QFile f(path);
+  if (!fi.isFile() || !f.open(QIODevice::ReadOnly)) {
+    warnings << path + ": cannot be read; ignored";
+    return nullptr;
+  }
+  const QByteArray bytes = f.read(64 << 20);
+  std::vector<std::string> w;
+  Json s = parse_summary_json(std::string_view(bytes.constData(), static_cast<size_t>(bytes.size())), path.toStdString(), w);
+  for (const auto& x : w) warnings << QString::fromStdString(x);
+  return s;
 }
 
 }  // namespace
@@ -166,7 +184,7 @@ void RunsPanel::reload() {
     r.dir = dir;
     r.config = read_json(dir + "/config.json");
     if (!r.config.is_object()) continue;
-    r.summary = read_json(dir + "/summary.json");
+    r.summary = read_summary(dir + "/summary.json", r.warnings);
     r.name = RunSeries::display_name(r.config, dir);
     r.status = r.summary.is_object() ? QString::fromStdString(r.summary.value("status", std::string("completed")))
                                      : (dir == m_live ? "running" : "unfinished");
@@ -213,13 +231,7 @@ void RunsPanel::fill() {
     const RunRow& r = m_rows[i];
     const Json flat = flatten_config(r.config);
     auto cfg = [&](const char* k) { return flat.contains(k) ? json_value_text(flat[k]) : QString(); };
-    // A summary's number; NaN for "no value" (null: a diverged run's accuracy and loss) or a missing key.
-    auto sum_num = [&](const char* k) -> double {
-      if (!r.summary.is_object()) return 0.0;
-      const auto it = r.summary.find(k);
-      return it != r.summary.end() && it->is_number() ? it->get<double>() : std::nan("");
-    };
-    auto shown = [](double v, const QString& text) { return std::isfinite(v) ? text : QString("no value"); };
+    auto sum_num = [&](const char* k) { return summary_number(r.summary, k); };  // NaN: no value
     const QStringList diffs = differences(r.dir);
     auto set = [&](int c, const QString& text, const QString& key = {}) {
       auto* it = new QTableWidgetItem(text);
@@ -243,8 +255,10 @@ void RunsPanel::fill() {
     auto* st = set(CStatus, r.status);
     if (r.status == "diverged" || r.status == "failed") st->setBackground(bad);
     if (r.status == "stopped" || r.status == "unfinished") st->setBackground(warn);
+    QStringList tip = r.warnings;
     if (r.summary.is_object() && r.summary.contains("message"))
-      st->setToolTip(QString::fromStdString(r.summary.value("message", std::string())));
+      tip.prepend(QString::fromStdString(r.summary.value("message", std::string())));
+    st->setToolTip(tip.join("\n"));
     if (resumable(r.dir))
       st->setToolTip((st->toolTip().isEmpty() ? QString() : st->toolTip() + "\n") +
                      QString("checkpoint at step %1: Resume continues the run").arg(r.checkpoint_step));
@@ -258,14 +272,12 @@ void RunsPanel::fill() {
     set(CDevice, r.summary.is_object() ? QString::fromStdString(r.summary.value("device", std::string())) : cfg("device.name"),
         "device.name");
     if (r.summary.is_object()) {
-      set(CSteps, QString::number(static_cast<long long>(sum_num("steps"))));
-      const double acc = sum_num("test_accuracy"), loss = sum_num("test_loss");
-      set(CTestAcc, shown(acc, QString::number(100 * acc, 'f', 2) + " %"));
-      set(CTestLoss, shown(loss, QString::number(loss, 'f', 4)));
-      set(CSpeed, QLocale::system().toString(sum_num("samples_per_s"), 'f', 0));
-      const auto pb = r.summary.find("peak_bytes");
-      const bool has_peak = pb != r.summary.end() && pb->is_object() && pb->contains("total") && (*pb)["total"].is_number();
-      const double peak = has_peak ? (*pb)["total"].get<double>() : 0.0;
+      set(CSteps, number_text(sum_num("steps"), 'f', 0));
+      set(CTestAcc, number_text(100 * sum_num("test_accuracy"), 'f', 2, " %"));
+      set(CTestLoss, number_text(sum_num("test_loss"), 'f', 4));
+      const double speed = sum_num("samples_per_s");
+      set(CSpeed, std::isnan(speed) ? number_text(speed, 'f', 0) : QLocale::system().toString(speed, 'f', 0));
+      const double peak = summary_peak_bytes(r.summary);
       set(CPeak, format_bytes(peak));
     } else {
       for (int c = CSteps; c <= CPeak; ++c) set(c, "");

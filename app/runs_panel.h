@@ -22,6 +22,7 @@ struct RunRow {
   QString dir, name, status;
   Json config, summary;
   long checkpoint_step = 0;  // the step of its checkpoint (run.checkpoint_every); 0: none
+  QStringList warnings;  // what was wrong in summary.json (shown with the status)
 };
 
 class RunsPanel : public QWidget {
