@@ -39,7 +39,7 @@ LessonSpinBox::LessonSpinBox(const LessonInput& input, QWidget* parent)
   setToolTip(QString::fromStdString(input.help + (input.help.empty() ? "" : "; ")) +
              QString("%1 in [%2, %3]").arg(m_integer ? "an integer" : "a number").arg(input.lo).arg(input.hi));
   setObjectName(QString::fromStdString("input_" + input.key));
-  setMinimumWidth(110);
+  setMinimumWidth(140);
 }
 
 QString LessonSpinBox::textFromValue(double v) const {
@@ -66,7 +66,8 @@ LessonsView::LessonsView(QWidget* parent) : QWidget(parent) {
     item->setData(Qt::UserRole, QString::fromStdString(l.name));
     item->setToolTip(QString::fromStdString("trainlab-cli lesson " + l.name));
   }
-  m_list->setMaximumWidth(300);
+  m_list->setMinimumWidth(m_list->sizeHintForColumn(0) + 24);
+  m_list->setMaximumWidth(440);
   root->addWidget(m_list);
 
   auto* right = new QWidget(this);
@@ -84,6 +85,7 @@ LessonsView::LessonsView(QWidget* parent) : QWidget(parent) {
   auto* box_lay = new QHBoxLayout(box);
   m_inputs = new QWidget(box);
   m_form = new QFormLayout(m_inputs);
+  m_form->setFieldGrowthPolicy(QFormLayout::FieldsStayAtSizeHint);
   box_lay->addWidget(m_inputs, 1);
   auto* reset = new QPushButton("Defaults", box);
   reset->setObjectName("lesson_defaults");
@@ -250,8 +252,13 @@ void LessonsView::draw_plot(const LessonPlot& p) {
     QCPGraph* g = m_plot->addGraph();
     g->setName(QString::fromStdString(s.name));
     const QColor c = run_color(static_cast<int>(si));
-    g->setPen(QPen(c, 1.6));
-    if (xs.size() <= 64) g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, c, c, 5));
+    g->setProperty("reference", s.reference);
+    if (s.reference) {
+      g->setPen(QPen(palette().color(QPalette::Text), 1.2, Qt::DashLine));
+    } else {
+      g->setPen(QPen(c, 1.6));
+      if (xs.size() <= 64) g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, c, c, 5));
+    }
     g->setData(xs, ys, true);
   }
   m_plot->rescaleAxes();
@@ -261,6 +268,9 @@ void LessonsView::draw_plot(const LessonPlot& p) {
 void LessonsView::changeEvent(QEvent* e) {
   if (e->type() == QEvent::PaletteChange && m_plot) {
     style_plot(m_plot, palette());
+    for (int i = 0; i < m_plot->graphCount(); ++i)
+      if (m_plot->graph(i)->property("reference").toBool())
+        m_plot->graph(i)->setPen(QPen(palette().color(QPalette::Text), 1.2, Qt::DashLine));
     m_plot->replot();
   }
   QWidget::changeEvent(e);

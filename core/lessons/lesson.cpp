@@ -123,7 +123,7 @@ nlohmann::json lesson_json(const Lesson& lesson, const LessonValues& values, con
     nlohmann::json xs = nlohmann::json::array(), ys = nlohmann::json::array();
     for (double x : s.x) xs.push_back(number_json(x));
     for (double y : s.y) ys.push_back(number_json(y));
-    series.push_back({{"name", s.name}, {"x", xs}, {"y", ys}});
+    series.push_back({{"name", s.name}, {"x", xs}, {"y", ys}, {"reference", s.reference}});
   }
   j["plot"] = {{"title", result.plot.title},
                {"x_label", result.plot.x_label},

@@ -43,6 +43,7 @@ struct LessonFigure {
 struct LessonSeries {
   std::string name;
   std::vector<double> x, y;
+  bool reference = false;  // a line to compare with (the exact value), drawn dashed
 };
 
 struct LessonPlot {
@@ -87,7 +88,8 @@ void set_lesson_value(const Lesson& lesson, LessonValues& values, const std::str
 LessonResult run_lesson(const Lesson& lesson, const LessonValues& given);
 
 // One object: {"lesson", "title", "inputs": {key: value}, "figures": {key: value},
-// "labels": {key: label}, "plot": {"title", "x_label", "y_label", "series": [{"name", "x", "y"}]}};
+// "labels": {key: label}, "plot": {"title", "x_label", "y_label", "log_x", "log_y",
+// "series": [{"name", "x", "y", "reference"}]}};
 // non-finite numbers are null.
 nlohmann::json lesson_json(const Lesson& lesson, const LessonValues& values, const LessonResult& result);
 

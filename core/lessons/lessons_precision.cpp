@@ -69,7 +69,7 @@ LessonResult compute_accumulate(const LessonValues& in) {
     accumulate(f, n, value, r, curve);
     r.plot.series.push_back(std::move(curve));
   }
-  r.plot.series.push_back({"exact", {0.0, static_cast<double>(n)}, {0.0, static_cast<double>(n) * value}});
+  r.plot.series.push_back({"exact", {0.0, static_cast<double>(n)}, {0.0, static_cast<double>(n) * value}, true});
   return r;
 }
 

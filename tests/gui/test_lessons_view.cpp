@@ -40,6 +40,9 @@ class TestLessonsView : public QObject {
     QCOMPARE(v.plot()->graphCount(), static_cast<int>(r.plot.series.size()));
     QCOMPARE(v.plot()->graph(2)->name(), QString("fp16"));
     QCOMPARE(v.plot()->graph(2)->data()->at(v.plot()->graph(2)->dataCount() - 1)->value, 0.25);
+    QCOMPARE(v.plot()->graph(5)->name(), QString("exact"));  // the reference line, dashed
+    QCOMPARE(v.plot()->graph(5)->pen().style(), Qt::DashLine);
+    QCOMPARE(v.plot()->graph(0)->pen().style(), Qt::SolidLine);
   }
 
   // 1000 x 2^-10 in fp16 adds exactly: 0.9765625, and it never stalls.
