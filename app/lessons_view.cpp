@@ -195,8 +195,8 @@ void LessonsView::recompute() {
     show_result(run_lesson(lesson, m_values.at(lesson.name)));
     m_error_text.clear();
     m_error->hide();
-  } catch (const Error& e) {  // an input that does not fit another (outlier row >= rows)
-    m_error_text = QString::fromStdString(e.what());
+  } catch (const std::exception& e) {  // Error: an input that does not fit another (outlier row >= rows)
+    m_error_text = QString::fromLocal8Bit(e.what());
     m_error->setText(m_error_text);
     m_error->show();
   }

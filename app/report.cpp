@@ -300,7 +300,7 @@ QString Report::lessons_html() const {
         o << "<tr><td>" << esc(QString::fromStdString(f.label)) << "</td><td class='num'>" << format_lesson_number(f.value)
           << "</td></tr>";
       o << "</table>";
-    } catch (const Error& e) {  // inputs that do not fit each other: said, and the report goes on
+    } catch (const std::exception& e) {  // inputs that do not fit each other: said, and the report goes on
       o << "</p><p class='bad'>" << esc(QString::fromStdString(e.what())) << "</p>";
     }
   }

@@ -169,9 +169,9 @@ Lesson checkpointing_lesson() {
       "step on the CPU. Without checkpointing every layer keeps its activations until its backward; keeping "
       "only each block's input and running the block's forward again during backward keeps far fewer bytes, "
       "gives the same gradients bit for bit, and costs one more forward (a third more FLOPs).";
-  l.inputs = {{"blocks", "blocks", "residual MLP blocks", 8, 1, 32, true},
+  l.inputs = {{"blocks", "blocks", "residual MLP blocks", 8, 1, 16, true},
               {"d", "width d", "the model width (the hidden layer is 4d)", 256, 4, 512, true},
-              {"batch", "batch", "rows of the batch", 64, 1, 256, true},
+              {"batch", "batch", "rows of the batch", 64, 1, 128, true},
               {"seed", "seed", "weights and input", 1, 0, 1e9, true}};
   l.compute = compute_checkpointing;
   return l;
