@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "lessons_view.h"
 #include "main_window.h"
 #include "report.h"
 #include "stop_signals.h"
@@ -114,7 +115,10 @@ int run_window(int argc, char** argv) {
   QCommandLineOption size("size", "window size", "WxH");
   QCommandLineOption quit_done("quit-when-done", "quit when the started run ends");
   QCommandLineOption palette("palette", "colours: system (default) or dark", "NAME", "system");
-  for (const auto& o : {runs_dir, config, set, start, change, overlay, reopen, shot, shot_ms, size, quit_done, palette})
+  QCommandLineOption lesson("lesson", "open Help > Lessons on this lesson (--screenshot then saves that window)",
+                            "NAME");
+  for (const auto& o : {runs_dir, config, set, start, change, overlay, reopen, shot, shot_ms, size, quit_done, palette,
+                        lesson})
     p.addOption(o);
   p.process(app);
   if (p.value(palette) == "dark") use_dark_palette();
@@ -151,6 +155,14 @@ int run_window(int argc, char** argv) {
     w.runs()->set_checked(dirs);
   }
   w.show();
+  QWidget* shot_target = &w;
+  if (p.isSet(lesson)) {
+    w.findChild<QAction*>("action_lessons")->trigger();
+    auto* v = w.findChild<LessonsView*>();
+    if (!v->select_lesson(p.value(lesson))) std::fprintf(stderr, "warning: no lesson '%s'\n", qPrintable(p.value(lesson)));
+    if (p.isSet(size)) v->resize(w.size());
+    shot_target = v;
+  }
   if (p.isSet(start)) {
     QTimer::singleShot(0, &w, [&w] { w.start_run(); });
     for (const QString& spec : p.values(change)) {
@@ -175,10 +187,10 @@ int run_window(int argc, char** argv) {
   }
   if (p.isSet(shot)) {
     const QString file = p.value(shot);
-    QTimer::singleShot(p.value(shot_ms).toInt(), &w, [&w, file] {
+    QTimer::singleShot(p.value(shot_ms).toInt(), &w, [&w, file, shot_target] {
       w.plots()->refresh();
       QApplication::processEvents();
-      const bool ok = w.grab().save(file);
+      const bool ok = shot_target->grab().save(file);
       std::fprintf(stderr, "%s %s\n", ok ? "saved" : "could not save", qPrintable(file));
       if (w.running()) {
         w.session()->stop();

@@ -32,6 +32,7 @@
 
 #include "backend/backend.h"
 #include "data/dataset.h"
+#include "lessons_view.h"
 #include "report.h"
 #include "sweep_view.h"
 #include "train/run_checkpoint.h"
@@ -582,7 +583,9 @@ bool MainWindow::export_report(const QStringList& dirs, const QString& path) {
   QApplication::setOverrideCursor(Qt::WaitCursor);
   bool ok = true;
   try {
-    Report::from_dirs(dirs).write(path);
+    Report report = Report::from_dirs(dirs);
+    if (const auto* lessons = findChild<LessonsView*>()) report.set_lesson_values(lessons->values());
+    report.write(path);
   } catch (const Error& e) {
     show_message("error", "Export failed: " + QString::fromStdString(e.what()));
     ok = false;

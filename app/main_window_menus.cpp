@@ -29,6 +29,7 @@
 #include <fstream>
 #include "backend/backend.h"
 #include "data/dataset.h"
+#include "lessons_view.h"
 #include "planner_view.h"
 #include "report.h"
 #include "sweep_view.h"
@@ -120,6 +121,19 @@ void MainWindow::build_menus() {
   planner->setToolTip("Memory per GPU and time per step of a model on a layout of GPUs (trainlab-cli plan)");
 
   QMenu* help = menuBar()->addMenu("&Help");
+  // The worked examples of core/lessons/ (issue 22), in a window of their own made on first use.
+  QAction* lessons = help->addAction("&Lessons...", this, [this] {
+    auto* v = findChild<LessonsView*>();
+    if (!v) {
+      v = new LessonsView(this);
+      v->setWindowFlag(Qt::Window);
+      v->resize(1400, 860);
+    }
+    v->show();
+    v->raise();
+  });
+  lessons->setObjectName("action_lessons");
+  lessons->setToolTip("Textbook worked examples computed by the lab's core (trainlab-cli lesson)");
   help->addAction("&About TrainLab", this, &MainWindow::about);
   help->addAction("About &Qt", qApp, &QApplication::aboutQt);
 }

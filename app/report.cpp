@@ -14,6 +14,7 @@
 #include <qcustomplot.h>
 #include <set>
 
+#include "lessons_view.h"
 #include "plot_panel.h"
 #include "util/error.h"
 
@@ -288,6 +289,32 @@ QString Report::config_html() const {
   return h;
 }
 
+QString Report::lessons_html() const {
+  QString h;
+  QTextStream o(&h);
+  o << "<h2>Appendix: lessons</h2><p class='muted'>The worked examples of Help &gt; Lessons, computed by the "
+       "lab's core (trainlab-cli lesson NAME --json gives the same figures).</p>";
+  for (const Lesson& l : lesson_registry()) {
+    const auto it = m_lesson_values.find(l.name);
+    o << "<h3>" << esc(QString::fromStdString(l.title)) << " <span class='muted'>(" << esc(QString::fromStdString(l.name))
+      << ")</span></h3><p class='muted'>";
+    try {
+      const LessonValues v = lesson_values(l, it == m_lesson_values.end() ? LessonValues{} : it->second);
+      QStringList inputs;
+      for (const LessonInput& in : l.inputs)
+        inputs << esc(QString::fromStdString(in.key)) + " = " + format_lesson_number(v.at(in.key));
+      o << inputs.join(", ") << "</p><table cellspacing='0' cellpadding='2' border='1'><tr><th>Figure</th><th>Value</th></tr>";
+      for (const LessonFigure& f : l.compute(v).figures)
+        o << "<tr><td>" << esc(QString::fromStdString(f.label)) << "</td><td class='num'>" << format_lesson_number(f.value)
+          << "</td></tr>";
+      o << "</table>";
+    } catch (const std::exception& e) {  // inputs that do not fit each other: said, and the report goes on
+      o << "</p><p class='bad'>" << esc(QString::fromStdString(e.what())) << "</p>";
+    }
+  }
+  return h;
+}
+
 void Report::write_pdf(const QString& path) const {
   PlotPanel panel;
   panel.resize(1200, 900);
@@ -337,6 +364,7 @@ void Report::write_pdf(const QString& path) const {
     panel.render(kinds[i], &painter, QRectF(0, (i % 2) * (ph + gap), w, ph));
   }
   draw_doc(config_html());
+  draw_doc(lessons_html());
   painter.end();
   if (!QFileInfo(path).exists() || QFileInfo(path).size() == 0) throw Error(path.toStdString() + ": PDF not written");
 }
@@ -371,6 +399,7 @@ void Report::write_html(const QString& path) const {
       << QString::fromLatin1(buf.data().toBase64()) << "'>\n";
   }
   o << config_html();
+  o << lessons_html();
   o << "<p class='muted'>Written by TrainLab " TRAINLAB_VERSION ".</p></body></html>\n";
   QFile f(path);
   if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate))

@@ -2,7 +2,8 @@
 // vector graphics through QCPPainter), self-contained HTML (plots as embedded SVG, base64), and the
 // metrics as CSV. Contents: the runs with their final metrics, the config differences between them,
 // the mid-run events, the plots, memory by category against the prediction (per segment of steps
-// between mid-run changes: RunSeries::memory_segments), and the full configs.
+// between mid-run changes: RunSeries::memory_segments), the full configs, and an appendix with
+// each lesson of core/lessons/ (its inputs and figures: the defaults, or the Lessons view's inputs).
 // A metric a run has no value for (a diverged run's test accuracy) reads "no value", never 0; the
 // lines the reader skipped in a run's record are listed under the runs table.
 // Works headless (`trainlab report RUN_DIR... -o report.pdf`) under the offscreen platform.
@@ -10,8 +11,11 @@
 #include <QString>
 #include <QStringList>
 #include <QTextStream>
+#include <map>
 #include <memory>
+#include <string>
 
+#include "lessons/lesson.h"
 #include "run_series.h"
 
 namespace trainlab::app {
@@ -33,6 +37,10 @@ class Report {
   QString config_html() const;
   // What the reader skipped in the runs' records (also listed in the report under the runs table).
   QStringList warnings() const;
+  // The appendix: every lesson of the registry with its inputs and figures, computed now.
+  QString lessons_html() const;
+  // The inputs the appendix computes each lesson with (a lesson not named: its defaults).
+  void set_lesson_values(std::map<std::string, LessonValues> values) { m_lesson_values = std::move(values); }
 
  private:
   // The sections of summary_html, in order.
@@ -44,6 +52,7 @@ class Report {
   void write_memory(QTextStream& o) const;
 
   QVector<std::shared_ptr<RunSeries>> m_runs;
+  std::map<std::string, LessonValues> m_lesson_values;
 };
 
 }  // namespace trainlab::app

@@ -5,6 +5,7 @@
 #                        with 4-bit QAT (the sparsity and bits plot)
 #   runs-comparison.png  two finished runs (fp32, bf16) overlaid, differences highlighted
 #   report-page.png      pages of a PDF report exported headless (trainlab report ... -o x.pdf)
+#   lessons.png          Help > Lessons on the accumulate lesson (trainlab --lesson accumulate)
 # Usage: tools/screenshots.sh [BUILD_DIR]   (default: build-app, else build)
 # Needs xvfb-run, pdftoppm (poppler-utils) and ImageMagick's convert.
 set -euo pipefail
@@ -47,6 +48,10 @@ echo "runs comparison..."
 "${xvfb[@]}" "$app" --runs-dir "$runs" --size 1600x1000 --reopen "$runs/20260101-100000-digits-mlp-fp32" \
   --overlay "$runs/20260101-100000-digits-mlp-fp32" --overlay "$runs/20260101-100500-digits-mlp-bf16" \
   --screenshot "$out/runs-comparison.png" --screenshot-after-ms 1500
+
+echo "lessons..."
+"${xvfb[@]}" "$app" --runs-dir "$runs" --size 1600x1000 --lesson accumulate --screenshot "$out/lessons.png" \
+  --screenshot-after-ms 1500
 
 echo "report..."
 "$app" report "$runs/20260101-100000-digits-mlp-fp32" "$runs/20260101-100500-digits-mlp-bf16" -o "$work/report.pdf"

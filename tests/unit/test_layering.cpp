@@ -3,7 +3,7 @@
 // in core/ and kernels/ and fails on one that goes up the stack, naming the file and line.
 //
 //   util < config < tensor < backend < nn < optim < dist < plan < data < io < compress < decode
-//        < train < cli
+//        < train < lessons < cli
 #include <QtTest>
 #include <algorithm>
 #include <filesystem>
@@ -16,8 +16,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::vector<std::string> kStack{"util", "config", "tensor",   "backend", "nn",    "optim", "dist",
-                                      "plan", "data",   "io",       "compress", "decode", "train", "cli"};
+const std::vector<std::string> kStack{"util", "config",   "tensor", "backend", "nn",      "optim", "dist", "plan",
+                                      "data", "io",       "compress", "decode", "train", "lessons", "cli"};
 
 int layer_rank(const std::string& folder) {
   auto it = std::find(kStack.begin(), kStack.end(), folder);
@@ -102,6 +102,24 @@ class TestLayering : public QObject {
              QString("core/nn/layer.h:3: nn includes train/trainer.h, which is above it in the stack"));
     QCOMPARE(QString::fromStdString(v[1]),
              QString("kernels/x.cu:2: kernels/ may include only util/ and tensor/ of core, not backend/backend.h"));
+  }
+
+  // lessons/ sits above train (it may use every layer below) and below cli (whose verb calls it).
+  void lessonsSitsBetweenTrainAndCli() {
+    QTemporaryDir dir;
+    const fs::path root = dir.path().toStdString();
+    fs::create_directories(root / "core/lessons");
+    fs::create_directories(root / "core/train");
+    fs::create_directories(root / "core/cli");
+    std::ofstream(root / "core/lessons/lesson.h") << "#include \"train/trainer.h\"\n#include \"cli/commands.h\"\n";
+    std::ofstream(root / "core/train/trainer.h") << "#include \"lessons/lesson.h\"\n";
+    std::ofstream(root / "core/cli/cmd_lesson.cpp") << "#include \"lessons/lesson.h\"\n";
+    const auto v = layer_violations(root);
+    QCOMPARE(v.size(), size_t(2));
+    QCOMPARE(QString::fromStdString(v[0]),
+             QString("core/lessons/lesson.h:2: lessons includes cli/commands.h, which is above it in the stack"));
+    QCOMPARE(QString::fromStdString(v[1]),
+             QString("core/train/trainer.h:1: train includes lessons/lesson.h, which is above it in the stack"));
   }
 
   void unknownFolderIsNamed() {
