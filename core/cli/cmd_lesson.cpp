@@ -36,8 +36,12 @@ void print_text(const Lesson& l, const LessonValues& values, const LessonResult&
   for (const LessonInput& in : l.inputs)
     std::printf("  %-12s %-28s %.9g\n", in.key.c_str(), in.label.c_str(), values.at(in.key));
   std::printf("\nfigures:\n");
-  for (const LessonFigure& f : r.figures)
-    std::printf("  %-32s %-62s %.9g\n", f.key.c_str(), f.label.c_str(), f.value);
+  for (const LessonFigure& f : r.figures) {
+    if (std::isnan(f.value))  // no value (e.g. where a format never stalls), as the Lessons view shows it
+      std::printf("  %-32s %-62s none\n", f.key.c_str(), f.label.c_str());
+    else
+      std::printf("  %-32s %-62s %.9g\n", f.key.c_str(), f.label.c_str(), f.value);
+  }
 }
 
 }  // namespace

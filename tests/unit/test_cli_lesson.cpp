@@ -79,6 +79,14 @@ class TestCliLesson : public QObject {
     }
   }
 
+  // A figure with no value (fp32 never stalls) reads "none" as in the Lessons view, not "nan".
+  void noValueReadsNone() {
+    const CliResult r = cli({"accumulate"});
+    QVERIFY2(r.code == 0, qPrintable(describe(r)));
+    QVERIFY(!r.out.contains("nan"));
+    QVERIFY(QRegularExpression("fp32\\.stalled_at .* none\\n").match(r.out).hasMatch());
+  }
+
   void badInputsFail() {
     struct Case {
       QStringList args;
