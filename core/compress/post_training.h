@@ -60,4 +60,20 @@ struct WeightsEval {
 // run computes its test figures: chunks of 256 rows, fp32 sums of softmax_xent's statistics.
 WeightsEval evaluate_weights(Backend& be, const SafeTensorsFile& f, const std::string& path, const ClassificationData& test);
 
+struct TextWeightsEval {
+  int64_t windows = 0, tokens = 0;  // validation windows scored, and their tokens (windows * context)
+  double loss = 0.0;                // mean next-token cross-entropy (nats)
+  double accuracy = 0.0;            // fraction of next tokens predicted (argmax)
+};
+
+// The validation figures of a char-gpt weights file (fp32, or quantized: dequantized on load),
+// computed as the trainer computes a text run's val_loss and its summary's test_loss: `windows`
+// windows of the validation split drawn from the run's seed (train.eval_windows, train.seed),
+// `batch` windows a forward (train.batch), fp32 sums of softmax_xent's statistics. For a run trained
+// in fp32 these are its summary's numbers. Throws Error naming `path` when the file is not a
+// char-gpt model or `text`'s vocabulary is not the model's (its token ids would mean other
+// characters, or lie past the embedding).
+TextWeightsEval evaluate_text_weights(Backend& be, const SafeTensorsFile& f, const std::string& path, const TextCorpus& text,
+                                      int64_t windows, int64_t batch, uint64_t seed);
+
 }  // namespace trainlab
