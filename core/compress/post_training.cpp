@@ -16,7 +16,13 @@ namespace trainlab {
 Json quantize_report(Backend& be, const SafeTensorsFile& f, const std::string& path, const PtqOptions& o, const EvalData& data) {
   if (is_quantized_file(f)) throw Error(path + " is already quantized: give the fp32 weights of a run");
   QuantFileReport rep;
-  const SafeTensorsFile q = quantize_weights(f, QuantPlan::parse(o.spec, o.overrides), &rep);
+  const QuantPlan plan = QuantPlan::parse(o.spec, o.overrides);
+  SafeTensorsFile q;
+  try {
+    q = quantize_weights(f, plan, &rep);
+  } catch (const Error& e) {  // a weight that cannot be quantized (a NaN; a group for its shape)
+    throw Error(path + ": " + e.what());
+  }
   Json out = {{"weights", path}, {"spec", o.spec.to_json()}, {"fp32_bytes", tensor_bytes(f)}};
   if (data.text_val) {  // the character model: validation loss of both files on the run's validation split
     const int64_t windows = o.val_windows, batch = std::min<int64_t>(windows, 32);

@@ -1,6 +1,7 @@
 // Compression of a finished run's weights file, what `trainlab-cli quantize`, `prune` and `eval`
 // run: post-training quantization to real low-bit storage, one-shot pruning, and the test figures
-// of a weights file (fp32 or quantized). Each returns its report as JSON (the command prints it).
+// of a weights file (fp32 or quantized; for the character model, its validation figures). The
+// reports are JSON (the command prints them).
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
