@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <filesystem>
 #include <memory>
+#include <random>
+#include <vector>
 
 #include "backend/backend.h"
 #include "compress/compression.h"
+#include "nn/transformer.h"
 #include "util/error.h"
 
 namespace trainlab {
@@ -13,7 +16,13 @@ namespace trainlab {
 Json quantize_report(Backend& be, const SafeTensorsFile& f, const std::string& path, const PtqOptions& o, const EvalData& data) {
   if (is_quantized_file(f)) throw Error(path + " is already quantized: give the fp32 weights of a run");
   QuantFileReport rep;
-  const SafeTensorsFile q = quantize_weights(f, QuantPlan::parse(o.spec, o.overrides), &rep);
+  const QuantPlan plan = QuantPlan::parse(o.spec, o.overrides);
+  SafeTensorsFile q;
+  try {
+    q = quantize_weights(f, plan, &rep);
+  } catch (const Error& e) {  // a weight that cannot be quantized (a NaN; a group for its shape)
+    throw Error(path + ": " + e.what());
+  }
   Json out = {{"weights", path}, {"spec", o.spec.to_json()}, {"fp32_bytes", tensor_bytes(f)}};
   if (data.text_val) {  // the character model: validation loss of both files on the run's validation split
     const int64_t windows = o.val_windows, batch = std::min<int64_t>(windows, 32);
@@ -131,6 +140,49 @@ WeightsEval evaluate_weights(Backend& be, const SafeTensorsFile& f, const std::s
   float st[2];
   be.download(acc, st, DType::F32);
   return {n, st[1] / static_cast<double>(n), st[0] / static_cast<double>(n)};
+}
+
+TextWeightsEval evaluate_text_weights(Backend& be, const SafeTensorsFile& f, const std::string& path, const TextCorpus& text,
+                                      int64_t windows, int64_t batch, uint64_t seed) {
+  auto model = model_from_file(be, f, path);
+  const auto* gpt = dynamic_cast<const CharGpt*>(model.get());
+  if (!gpt) throw Error(path + ": not a char-gpt weights file: a validation loss over text needs the character model");
+  const CharGptConfig& cfg = gpt->config();
+  if (text.vocab() != cfg.vocab || (!cfg.chars.empty() && text.chars_utf8() != cfg.chars))
+    throw Error(path + ": the model's vocabulary (" + std::to_string(cfg.vocab) + " characters) is not the text's (" +
+                std::to_string(text.vocab()) + " characters): give the text the run trained on (--set data.path=FILE)");
+  const int64_t T = cfg.context;
+  if (windows < 1 || batch < 1) throw Error(path + ": evaluation needs at least one window and a batch of at least one");
+  if (text.val.window_count(T) <= 0)
+    throw Error(path + ": the validation split holds no window of " + std::to_string(T + 1) + " characters");
+  // The trainer's validation windows (train/task.cpp TextTask): the same seeded generator.
+  std::mt19937_64 vr(seed * 1000003ULL + 11);
+  std::vector<int64_t> starts;
+  for (int64_t i = 0; i < windows; ++i) starts.push_back(text.val.random_window(vr, T));
+  const std::vector<int32_t>& tok = text.val.tokens;
+  Tensor x = be.empty({batch, T}, DType::I32, MemCategory::Workspace);
+  Tensor y = be.empty({batch * T}, DType::I32, MemCategory::Workspace);
+  Tensor acc = be.empty({2}, DType::F32, MemCategory::Workspace);
+  std::vector<int32_t> xs(static_cast<size_t>(batch * T)), ys(xs.size());
+  for (int64_t b0 = 0; b0 < windows; b0 += batch) {
+    // Always a full batch, as the trainer's; windows past `rows` repeat the chunk's first one and
+    // are left out of the statistics.
+    const int64_t rows = std::min(batch, windows - b0);
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t t = 0; t < T; ++t) {
+        const auto s0 = static_cast<size_t>(starts[static_cast<size_t>(b0 + (b < rows ? b : 0))] + t);
+        xs[static_cast<size_t>(b * T + t)] = tok[s0];
+        ys[static_cast<size_t>(b * T + t)] = tok[s0 + 1];
+      }
+    be.upload(x, xs.data(), DType::I32);
+    be.upload(y, ys.data(), DType::I32);
+    Tensor logits = model->forward(be, x, false);
+    be.softmax_xent(logits.slice_rows(0, rows * T), y.slice_rows(0, rows * T), nullptr, 1.0f, acc, b0 != 0);
+  }
+  float st[2];
+  be.download(acc, st, DType::F32);
+  const auto n = static_cast<double>(windows * T);
+  return {windows, windows * T, st[0] / n, st[1] / n};
 }
 
 }  // namespace trainlab

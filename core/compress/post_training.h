@@ -1,6 +1,7 @@
 // Compression of a finished run's weights file, what `trainlab-cli quantize`, `prune` and `eval`
 // run: post-training quantization to real low-bit storage, one-shot pruning, and the test figures
-// of a weights file (fp32 or quantized). Each returns its report as JSON (the command prints it).
+// of a weights file (fp32 or quantized; for the character model, its validation figures). The
+// reports are JSON (the command prints them).
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -59,5 +60,21 @@ struct WeightsEval {
 // Test accuracy and loss of a weights file (fp32, or quantized: dequantized on load), computed as a
 // run computes its test figures: chunks of 256 rows, fp32 sums of softmax_xent's statistics.
 WeightsEval evaluate_weights(Backend& be, const SafeTensorsFile& f, const std::string& path, const ClassificationData& test);
+
+struct TextWeightsEval {
+  int64_t windows = 0, tokens = 0;  // validation windows scored, and their tokens (windows * context)
+  double loss = 0.0;                // mean next-token cross-entropy (nats)
+  double accuracy = 0.0;            // fraction of next tokens predicted (argmax)
+};
+
+// The validation figures of a char-gpt weights file (fp32, or quantized: dequantized on load),
+// computed as the trainer computes a text run's val_loss and its summary's test_loss: `windows`
+// windows of the validation split drawn from the run's seed (train.eval_windows, train.seed),
+// `batch` windows a forward (train.batch), fp32 sums of softmax_xent's statistics. For a run trained
+// in fp32 these are its summary's numbers. Throws Error naming `path` when the file is not a
+// char-gpt model or `text`'s vocabulary is not the model's (its token ids would mean other
+// characters, or lie past the embedding).
+TextWeightsEval evaluate_text_weights(Backend& be, const SafeTensorsFile& f, const std::string& path, const TextCorpus& text,
+                                      int64_t windows, int64_t batch, uint64_t seed);
 
 }  // namespace trainlab

@@ -52,7 +52,11 @@ Json quantize_tensor(const SafeTensor& t, const QuantSpec& spec, SafeTensorsFile
   const std::vector<float> w = as_f32(t);
   std::vector<float> scales(static_cast<size_t>((n + group - 1) / group));
   std::vector<int8_t> codes(static_cast<size_t>(n));
-  quantize_groups(w.data(), n, spec.bits, group, scales.data(), codes.data());
+  try {
+    quantize_groups(w.data(), n, spec.bits, group, scales.data(), codes.data());
+  } catch (const Error& e) {
+    throw Error("tensor " + printable_name(t.name) + ": " + e.what());
+  }
   SafeTensor q;
   q.name = t.name + ".qweight";
   q.dtype = spec.bits == 8 ? "I8" : "U8";

@@ -86,6 +86,12 @@ QuantSpec QuantSpec::from_json(const nlohmann::json& j) {
 
 void quantize_groups(const float* w, int64_t n, int bits, int64_t group, float* scales, int8_t* codes) {
   const float qmax = static_cast<float>((1 << (bits - 1)) - 1);
+  // A NaN has no code: rne(NaN / s) stays NaN through the clamp, and converting it to int8 is
+  // undefined (fuzz_weights found a weights file with one). Infinities saturate (s = 65504, q = qmax).
+  for (int64_t i = 0; i < n; ++i)
+    if (std::isnan(w[i]))
+      throw Error("weight " + std::to_string(i) + " of " + std::to_string(n) +
+                  " is NaN: only finite weights can be quantized (was the run diverging?)");
   for (int64_t g0 = 0, gi = 0; g0 < n; g0 += group, ++gi) {
     const int64_t g1 = std::min(n, g0 + group);
     float mx = 0.0f;

@@ -41,7 +41,8 @@ struct QuantSpec {
 };
 
 // Host reference of the formula above. `group` elements share a scale (see QuantSpec::group_size).
-// scales receive n/group fp16-representable values, codes n values in [-qmax, qmax].
+// scales receive n/group fp16-representable values, codes n values in [-qmax, qmax]. Throws Error
+// naming the element when a weight is NaN (it has no code); an infinity saturates to +-qmax * 65504.
 void quantize_groups(const float* w, int64_t n, int bits, int64_t group, float* scales, int8_t* codes);
 // out = s * q, the fake-quantized values (w and out may alias).
 void fake_quantize_host(const float* w, float* out, int64_t n, int bits, int64_t group);

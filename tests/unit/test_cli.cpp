@@ -1,10 +1,11 @@
 // trainlab-cli as a user runs it (QProcess on the built binary): exit code 0 only on success,
 // one "error:" line naming the file/key on bad input, 3 for a diverged run, --help on every verb,
-// and `eval` of a run's weights giving the accuracy in its summary.
+// and `eval` of a run's weights giving the figures in its summary (a char-gpt run's too).
 #include <signal.h>
 
 #include <QProcess>
 #include <QtTest>
+#include <cmath>
 #include <filesystem>
 
 #include "io/safetensors.h"
@@ -101,6 +102,38 @@ class TestCli : public QObject {
     QCOMPARE(ev.at("test_samples").get<int64_t>(), int64_t(360));
     QCOMPARE(ev.at("test_accuracy").get<double>(), sum.at("test_accuracy").get<double>());
     QVERIFY(std::fabs(ev.at("test_loss").get<double>() - sum.at("test_loss").get<double>()) < 1e-5);
+  }
+
+  // A char-gpt run's weights: eval scores the validation split of its text with the run's windows,
+  // the numbers its summary reports (test_loss, test_accuracy), and their perplexity; another text
+  // (another vocabulary) is refused naming the weights file.
+  void charGptTrainThenEval() {
+    const std::string text = dir("words.txt").toStdString(), other = dir("other.txt").toStdString();
+    std::string words;
+    for (int i = 0; words.size() < 60000; ++i) words += (i % 7 == 0 ? "the " : i % 3 ? "quick fox " : "lazy dog ");
+    write_text(text, words);
+    write_text(other, std::string(30000, 'a') + std::string(30000, 'b'));
+    const QString out = dir("gpt"), weights = out + "/model.safetensors";
+    // 10 windows in batches of 4: the last batch is partial.
+    Result r = cli({"train", "--model", "char-gpt", "--set", "model.preset=tiny", "--set", "data.name=text", "--set",
+                    q("data.path=" + text), "--set", "train.eval_windows=10", "--steps", "3", "--batch", "4", "--seed", "5",
+                    "--device", "cpu", "--out", out});
+    QVERIFY2(r.code == 0, qPrintable(describe(r)));
+    const Json sum = read_json((out + "/summary.json").toStdString());
+    r = cli({"eval", "--weights", weights, "--device", "cpu", "--set", q("data.path=" + text)});
+    QVERIFY2(r.code == 0, qPrintable(describe(r)));
+    const Json ev = Json::parse(r.out.toStdString());
+    const Json arch = Json::parse(read_safetensors(weights.toStdString()).metadata.at("trainlab_architecture"));
+    QCOMPARE(ev.at("split").get<std::string>(), std::string("validation"));
+    QCOMPARE(ev.at("val_windows").get<int64_t>(), int64_t(10));
+    QCOMPARE(ev.at("val_tokens").get<int64_t>(), 10 * arch.at("context").get<int64_t>());
+    QCOMPARE(ev.at("val_loss").get<double>(), sum.at("test_loss").get<double>());
+    QCOMPARE(ev.at("val_accuracy").get<double>(), sum.at("test_accuracy").get<double>());
+    QCOMPARE(ev.at("val_perplexity").get<double>(), std::exp(sum.at("test_loss").get<double>()));
+    r = cli({"eval", "--weights", weights, "--device", "cpu", "--set", q("data.path=" + other)});
+    QVERIFY2(r.code == 1, qPrintable(describe(r)));
+    QVERIFY2(error_lines(r).size() == 1 && error_lines(r).front().contains(weights + ": the model's vocabulary"),
+             qPrintable(describe(r)));
   }
 
   // `sweep --baseline` starts the grid from a finished run's weights: the baseline row is that run's
