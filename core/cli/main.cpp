@@ -1,4 +1,8 @@
 // trainlab-cli: everything the app does, headless, from a JSON config and flags.
+//
+// Anything a verb throws ends in one line "error: ..." on stderr and exit 1. No library's raw text
+// is printed: an exception that is not a trainlab::Error is described by describe_exception
+// (util/error.h), e.g. "out of memory while training (...)".
 #include <cstdio>
 #include <string>
 
@@ -19,6 +23,22 @@ void apply_sets(Config& config, const std::vector<std::string>& sets) {
     config.set(s.substr(0, eq), s.substr(eq + 1));
   }
 }
+
+namespace {
+
+// What a verb is doing, for "out of memory while ..." and "unexpected error while ...".
+std::string doing_of(const CLI::App& app) {
+  static const std::pair<const char*, const char*> kDoing[] = {
+      {"train", "training"},   {"eval", "evaluating the weights"}, {"bench", "benchmarking"},
+      {"generate", "generating text"}, {"quantize", "quantizing the weights"}, {"prune", "pruning the weights"},
+      {"sweep", "running the compression sweep"}, {"plan", "planning"}};
+  for (const CLI::App* sub : app.get_subcommands())
+    for (const auto& [verb, doing] : kDoing)
+      if (sub->get_name() == verb) return doing;
+  return "running trainlab-cli";
+}
+
+}  // namespace
 
 }  // namespace trainlab::cli
 
@@ -58,11 +78,11 @@ int main(int argc, char** argv) {
       const int rc = r();
       if (rc >= 0) return rc;
     }
-  } catch (const trainlab::Error& e) {
-    std::fprintf(stderr, "\nerror: %s\n", e.what());
-    return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "\nerror: %s\n", e.what());
+    std::fprintf(stderr, "\nerror: %s\n", trainlab::describe_exception(e, trainlab::cli::doing_of(app)).c_str());
+    return 1;
+  } catch (...) {
+    std::fprintf(stderr, "\nerror: unexpected failure while %s\n", trainlab::cli::doing_of(app).c_str());
     return 1;
   }
   return 1;
