@@ -1,8 +1,9 @@
 // trainlab-cli: everything the app does, headless, from a JSON config and flags.
 //
-// Anything a verb throws ends in one line "error: ..." on stderr and exit 1. No library's raw text
-// is printed: an exception that is not a trainlab::Error is described by describe_exception
-// (util/error.h), e.g. "out of memory while training (...)".
+// Every failure ends in one line "error: ..." on stderr and a non-zero exit: a usage error
+// (CLI11's, with an option's range from cli/option_ranges.h) exits with CLI11's code, anything a
+// verb throws with 1. No library's raw text is printed: an exception that is not a trainlab::Error
+// is described by describe_exception (util/error.h), e.g. "out of memory while training (...)".
 #include <cstdio>
 #include <string>
 
@@ -19,7 +20,7 @@ namespace trainlab::cli {
 void apply_sets(Config& config, const std::vector<std::string>& sets) {
   for (const auto& s : sets) {
     const auto eq = s.find('=');
-    if (eq == std::string::npos) throw Error("--set " + s + ": expected key=value");
+    if (eq == std::string::npos) throw Error("--set " + s + ": expected key=value, e.g. --set train.batch=128");
     config.set(s.substr(0, eq), s.substr(eq + 1));
   }
 }
@@ -47,6 +48,10 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("trainlab-cli ") + TRAINLAB_VERSION +
                                          (trainlab::built_with_cuda() ? " (CUDA backend built in)" : " (CPU only)"));
   app.require_subcommand(1);
+  // Usage errors as one "error:" line, like every other failure.
+  app.failure_message([](const CLI::App*, const CLI::Error& e) {
+    return "error: " + std::string(e.what()) + "\n(--help after a verb lists its options and their ranges)\n";
+  });
   std::vector<trainlab::cli::Runner> runners;
   runners.push_back(trainlab::cli::add_train_command(app));
   runners.push_back(trainlab::cli::add_eval_command(app));

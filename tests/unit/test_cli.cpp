@@ -180,8 +180,9 @@ class TestCli : public QObject {
     QTest::newRow("wrong type") << QStringList{"train", "--set", "train.batch=big"}
                                 << QStringList{"train.batch", "an integer"};
     QTest::newRow("out of range") << QStringList{"train", "--set", "optim.beta1=2"} << QStringList{"optim.beta1", "[0, 1)"};
-    QTest::newRow("negative lr") << QStringList{"train", "--lr", "-5"} << QStringList{"optim.lr", "(0, 10]"};
-    QTest::newRow("negative epochs") << QStringList{"train", "--epochs", "-3"} << QStringList{"train.epochs", "an integer in [0, "};
+    QTest::newRow("negative lr") << QStringList{"train", "--lr", "-5"} << QStringList{"--lr", "optim.lr", "(0, 10]"};
+    QTest::newRow("negative epochs") << QStringList{"train", "--epochs", "-3"}
+                                     << QStringList{"--epochs", "train.epochs", "an integer in [0, "};
     QTest::newRow("bad precision") << QStringList{"train", "--precision", "fp64"} << QStringList{"precision.dtype", "bf16"};
     QTest::newRow("missing data") << QStringList{"train", "--device", "cpu", "--set", "data.path=" + dir("none.csv.gz")}
                                   << QStringList{dir("none.csv.gz")};
