@@ -258,6 +258,13 @@ class TestCli : public QObject {
     const Json sum = read_json((out + "/summary.json").toStdString());
     QCOMPARE(sum.at("status").get<std::string>(), std::string("diverged"));
     QCOMPARE(static_cast<long>(metrics_lines(out.toStdString()).size()), sum.at("steps").get<long>());
+    // The progress shows the step that diverged, its loss as "no value", never printf's "nan".
+    const QString diverged_step = QString("step %1/300  ").arg(sum.at("steps").get<long>());
+    bool shown = false;
+    for (const QString& line : r.err.split('\n'))
+      shown = shown || (line.startsWith(diverged_step) && line.contains("loss no value"));
+    QVERIFY2(shown, qPrintable(diverged_step + "with loss no value not in: " + describe(r)));
+    QVERIFY2(!r.err.contains("nan"), qPrintable(describe(r)));  // (the error says "NaN")
   }
 };
 
