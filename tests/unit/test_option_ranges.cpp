@@ -153,6 +153,8 @@ class TestOptionRanges : public QObject {
     QTest::newRow("eps 0") << "optim.eps=0" << "key 'optim.eps': expected a number in (0, 1], got 0";
     QTest::newRow("dropout inf") << "model.dropout=inf" << "expected a number in [0, 0.9], got inf";
     QTest::newRow("steps nan") << "train.steps=nan" << "key 'train.steps': expected an integer in [0, 1e9], got nan";
+    QTest::newRow("checkpoint every 1e10") << "run.checkpoint_every=1e10"
+                                           << "key 'run.checkpoint_every': expected an integer in [0, 1e9], got 1e10";
     QTest::newRow("hidden 0") << "model.hidden=256,0" << "a list of 1 to 64 integers in [1, 65536]";
   }
   void setTakesTheKeysRange() {
