@@ -50,7 +50,7 @@ int run_report_command(int argc, char** argv) {
     for (const QString& w : report.warnings()) std::fprintf(stderr, "warning: %s\n", qPrintable(w));
     report.write(p.value(out));
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
+    std::fprintf(stderr, "error: %s\n", describe_exception(e, "writing the report").c_str());
     return 1;
   }
   std::printf("wrote %s\n", qPrintable(QDir::toNativeSeparators(QFileInfo(p.value(out)).absoluteFilePath())));

@@ -590,7 +590,7 @@ bool MainWindow::export_report(const QStringList& dirs, const QString& path) {
     show_message("error", "Export failed: " + QString::fromStdString(e.what()));
     ok = false;
   } catch (const std::exception& e) {
-    show_message("error", "Export failed: " + QString::fromLocal8Bit(e.what()));
+    show_message("error", "Export failed: " + QString::fromStdString(describe_exception(e, "writing the report")));
     ok = false;
   }
   QApplication::restoreOverrideCursor();

@@ -109,7 +109,7 @@ bool PlannerView::start_check(const QString& device) {
     try {
       job->result = check_plan(job->setup, job->layout, job->device, job->dir.filePath("run").toStdString(), 1);
     } catch (const std::exception& e) {  // nothing crosses the thread: the error is shown
-      job->error = QString::fromStdString(e.what());
+      job->error = QString::fromStdString(describe_exception(e, "checking the plan"));
     }
   });
   connect(m_thread, &QThread::finished, this, [this] {

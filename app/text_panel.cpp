@@ -124,7 +124,7 @@ bool TextPanel::generate() {
       tps = out.tokens_per_s;
       ok = true;
     } catch (const std::exception& e) {
-      result = QString::fromLocal8Bit(e.what());
+      result = QString::fromStdString(describe_exception(e, "generating text"));
     }
     QMetaObject::invokeMethod(
         qApp,

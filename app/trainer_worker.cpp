@@ -62,16 +62,8 @@ void TrainerWorker::run(const QString& config_json, quint64 run, const QString& 
     std::lock_guard<std::mutex> lock(m_mutex);
     m_trainer = nullptr;
     if (!trainer.run_dir().empty()) run_dir = QString::fromStdString(trainer.run_dir());
-  } catch (const std::bad_alloc&) {
-    message = "out of memory: the run needs more memory than the device has. Lower train.batch, the model's "
-              "hidden sizes, or choose a 16-bit precision.";
-  } catch (const Error& e) {
-    message = QString::fromStdString(e.what());
-  } catch (const std::exception& e) {
-    const QString what = QString::fromLocal8Bit(e.what());
-    message = what.contains("out of memory", Qt::CaseInsensitive)
-                  ? "out of memory (" + what + "): lower train.batch or the model size, or choose a 16-bit precision."
-                  : "unexpected error: " + what;
+  } catch (const std::exception& e) {  // an Error's message; no library's raw text (util/error.h)
+    message = QString::fromStdString(describe_exception(e, "training"));
   } catch (...) {
     message = "unexpected error (unknown exception)";
   }

@@ -2,6 +2,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu_backend.h"
+#include "config/number_range.h"
 #include "util/error.h"
 #ifdef TRAINLAB_WITH_CUDA
 #include <dlfcn.h>
@@ -112,8 +113,12 @@ int gpu_count(std::string* why) {
 // TRAINLAB_THREADS: a deployment setting (how many cores this machine lends the lab), not a
 // choice of the run: it stays an environment variable (0 or unset: OpenBLAS's own choice).
 int cpu_threads() {
-  if (const char* env = std::getenv("TRAINLAB_THREADS")) return std::atoi(env);
-  return 0;
+  const char* env = std::getenv("TRAINLAB_THREADS");
+  if (!env || !*env) return 0;
+  int64_t n = 0;
+  const std::string err = check_number(integers(0, 4096), env, nullptr, &n);
+  if (!err.empty()) throw Error("TRAINLAB_THREADS: " + err + " (0: OpenBLAS's choice)");
+  return static_cast<int>(n);
 }
 }  // namespace
 
@@ -149,9 +154,10 @@ std::unique_ptr<Backend> create_backend(const std::string& device, const DeviceO
     int index = 0;
     if (device.size() > 5) {
       const std::string num = device.substr(5);
-      if (num.empty() || num.find_first_not_of("0123456789") != std::string::npos)
-        throw Error("device '" + device + "': expected cpu, auto, cuda or cuda:N with N a GPU index");
-      index = std::stoi(num);
+      int64_t n = 0;
+      if (num.find_first_not_of("0123456789") != std::string::npos || !check_number(integers(0, 1023), num, nullptr, &n).empty())
+        throw Error("device '" + device + "': expected cpu, auto, cuda or cuda:N with N a GPU index from 0 to 1023");
+      index = static_cast<int>(n);
     }
     std::string why;
     const int n = gpu_count(&why);

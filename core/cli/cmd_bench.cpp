@@ -11,6 +11,7 @@
 #include "backend/backend.h"
 #include "decode/decode_bench.h"
 #include "cli/commands.h"
+#include "cli/option_ranges.h"
 #include "train/benchmark.h"
 #include "util/error.h"
 
@@ -39,7 +40,7 @@ std::vector<std::string> split_list(const std::string& s) {
 Runner add_bench_command(CLI::App& app) {
   struct Opts {
     std::string cases = "digits", device = "auto", modes, weights, preset = "small";
-    long steps = 0, warmup = 50, epochs = 30;
+    long steps = 0, warmup = 0, epochs = 30;  // steps 0: the case's default; warmup: its default unless given
   };
   auto o = std::make_shared<Opts>();
   CLI::App* cmd = app.add_subcommand("bench", "Benchmark cases matching the PyTorch peer; prints one JSON object per case and mode");
@@ -48,12 +49,17 @@ Runner add_bench_command(CLI::App& app) {
   cmd->add_option("--device", o->device, "cpu, cuda, cuda:N or auto");
   cmd->add_option("--modes", o->modes, "Comma-separated modes (digits: fp32,tf32,bf16,fp16,fp8, add -nograph to skip CUDA graphs; "
                                        "digits-train: precisions)");
-  cmd->add_option("--steps", o->steps, "Timed steps (default 300 on the CPU, 3000 on a GPU)");
-  cmd->add_option("--warmup", o->warmup, "Untimed warm-up steps");
-  cmd->add_option("--epochs", o->epochs, "Epochs for digits-train");
+  // The ranges of bench's numbers: timed steps (decode: tokens) and untimed warm-up steps are
+  // counts a benchmark can finish; epochs as train.epochs, at least one.
+  cmd->add_option("--steps", o->steps, "Timed steps (default 300 on the CPU, 3000 on a GPU; decode: tokens, default 200)")
+      ->check(in_range(integers(1, 1e7)));
+  cmd->add_option("--warmup", o->warmup, "Untimed warm-up steps (default 50 for digits; char: 5 on the CPU, 10 on a GPU)")
+      ->check(in_range(integers(0, 1e6)));
+  cmd->add_option("--epochs", o->epochs, "Epochs for digits-train")->check(in_range(integers(1, 1e4)));
   cmd->add_option("--weights", o->weights, "decode: a char-gpt weights file (fp32 or quantized) instead of a random --preset");
   cmd->add_option("--preset", o->preset, "decode: the random-initialised char-gpt without --weights (tiny, small, gpt2)");
-  return [o, cmd]() -> int {
+  const CLI::Option* warmup_given = cmd->get_option("--warmup");
+  return [o, cmd, warmup_given]() -> int {
     if (!cmd->parsed()) return -1;
     int failures = 0;
     // One line per mode: the case's JSON, or {"case", "mode", "error"} when it throws.
@@ -74,14 +80,14 @@ Runner add_bench_command(CLI::App& app) {
       if (cs == "digits") {
         each_mode(cs, "fp32,bf16", [&](const std::string& mode) {
           const bool gpu = o->device != "cpu" && !available_devices().empty() && available_devices().size() > 1;
-          return bench_digits_step(o->device, mode, o->steps ? o->steps : (gpu ? 3000 : 300), o->warmup);
+          return bench_digits_step(o->device, mode, o->steps ? o->steps : (gpu ? 3000 : 300), *warmup_given ? o->warmup : 50);
         });
       } else if (cs == "digits-train") {
         each_mode(cs, "fp32", [&](const std::string& mode) { return bench_digits_train(o->device, mode, o->epochs); });
       } else if (cs == "char-tiny" || cs == "char-small" || cs == "char-gpt2") {
         each_mode(cs, "fp32,fp32-ckpt", [&](const std::string& mode) {
           const bool gpu = o->device != "cpu" && available_devices().size() > 1;
-          return bench_char_step(o->device, cs, mode, o->steps ? o->steps : 30, o->warmup == 50 ? (gpu ? 10 : 5) : o->warmup);
+          return bench_char_step(o->device, cs, mode, o->steps ? o->steps : 30, *warmup_given ? o->warmup : (gpu ? 10 : 5));
         });
       } else if (cs == "decode") {  // token-by-token generation per weight format: cmd_generate.cpp
         for (const Json& r : bench_decode(o->device, o->weights, o->preset, o->modes, o->steps ? o->steps : 200, 1)) {

@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "cli/option_ranges.h"
 #include "decode/decode_bench.h"
 #include "decode/decoder_model.h"
 #include "decode/text_generation.h"
@@ -70,16 +71,22 @@ Runner add_generate_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("generate", "Generate text with a trained char-gpt (KV cache; tokens per second on stderr)");
   cmd->add_option("--weights", o->weights, "A char-gpt weights file (a run's model.safetensors, or a quantized one)");
   cmd->add_option("--prompt", o->prompt, "Text to continue (characters of the model's vocabulary; default a newline)");
-  cmd->add_option("--tokens", o->tokens, "Characters to generate");
-  cmd->add_option("--temperature", o->temperature, "Sampling temperature; 0 = greedy (arg max)");
-  cmd->add_option("--top-k", o->top_k, "Sample only among the k most likely characters (0 = all)");
-  cmd->add_option("--seed", o->seed, "Sampling seed (and the initialisation seed of --bench-preset)");
+  // The ranges of generate's numbers: up to a million characters (the window slides past the
+  // context), a temperature up to 100 (far flatter than uniform noise needs), top-k 0 (off) or a
+  // count, the seed as train.seed, int4 groups as quant.group (DecodeSpec takes 32, 64 or 128).
+  cmd->add_option("--tokens", o->tokens, "Characters to generate")->check(in_range(integers(1, 1e6)));
+  cmd->add_option("--temperature", o->temperature, "Sampling temperature; 0 = greedy (arg max)")
+      ->check(in_range(reals(0, 100)));
+  cmd->add_option("--top-k", o->top_k, "Sample only among the k most likely characters (0 = all)")
+      ->check(in_range(integers(0, 1 << 20)));
+  cmd->add_option("--seed", o->seed, "Sampling seed (and the initialisation seed of --bench-preset)")
+      ->check(in_key_range("train.seed"));
   cmd->add_flag("--no-kv-cache", o->no_cache, "Rerun the whole window for every new token (for comparison)");
   cmd->add_flag("--json", o->json, "Print one JSON object (text, tokens/s) instead of the plain text");
   cmd->add_option("--device", o->device, "cpu, cuda or cuda:N");
   cmd->add_option("--weight-format", o->format,
                   "Matrices in fp32, bf16, int8 (per channel) or int4 (per group); default fp32, or a quantized file's own");
-  cmd->add_option("--group", o->group, "Weights per scale for int4 (32, 64 or 128)");
+  cmd->add_option("--group", o->group, "Weights per scale for int4 (32, 64 or 128)")->check(in_key_range("quant.group"));
   cmd->add_flag("--kernels", o->kernels,
                 "GPU: a kernel per operation replayed as a CUDA graph, instead of the whole token in one cooperative kernel");
   cmd->add_flag("--no-graph", o->no_graph, "GPU: a kernel per operation, launched one by one (implies --kernels)");
@@ -91,8 +98,6 @@ Runner add_generate_command(CLI::App& app) {
   cmd->add_option("--bench-preset", o->bench_preset, "With --bench and no --weights: a random-initialised tiny, small or gpt2");
   return [o, cmd]() -> int {
     if (!cmd->parsed()) return -1;
-    if (o->tokens < 0) throw Error("--tokens must be >= 0");
-    if (o->temperature < 0) throw Error("--temperature must be >= 0");
     if (o->weights.empty() && (o->bench_preset.empty() || !o->bench))
       throw Error("generate needs --weights FILE (or --bench --bench-preset small|gpt2)");
     if (!o->bench_preset.empty() && !o->weights.empty()) throw Error("--bench-preset and --weights exclude each other");

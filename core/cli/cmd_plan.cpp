@@ -7,13 +7,13 @@
 //                     --gpus 1024 --nodes 128 --tp 8 --pp 16 --micro-batches 64 --recompute selective
 //   trainlab-cli plan --params 7e9 --gpus 8 --zero 3 --json
 //   trainlab-cli plan --model char-gpt-small --gpus 16 --nodes 2 --search
-#include <cmath>
 #include <cstdio>
 #include <map>
 #include <memory>
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/option_ranges.h"
 #include "cli/plan_print.h"
 #include "train/plan_check.h"
 #include "util/error.h"
@@ -39,45 +39,69 @@ void add_plan_options(CLI::App* cmd, PlanFlags& f) {
   auto add = [&](const std::string& name, auto& value, const std::string& help) {
     f.opt[name] = cmd->add_option(name, value, help);
   };
-  add("--model", f.model, "One of the lab's models: digits-mlp, char-gpt-tiny, char-gpt-small, char-gpt-gpt2 (shape flags "
-                          "override its dimensions)");
-  add("--params", f.params, "A model by its parameter count alone (weights, gradients and optimizer state; no activations)");
-  add("--layers", f.layers, "Transformer layers L");
-  add("--hidden", f.hidden, "Transformer width h (the MLP is 4h wide)");
-  add("--heads", f.heads, "Attention heads a (must divide --hidden)");
-  add("--seq", f.seq, "Sequence length s (tokens per sample)");
-  add("--vocab", f.vocab, "Vocabulary V");
-  add("--batch", f.batch, "Micro-batch b: samples per micro-batch per GPU (default 1)");
-  add("--gpus", f.gpus, "GPUs in all, G = DP x TP x PP (default 1)");
-  add("--nodes", f.nodes, "Nodes the GPUs are spread over, evenly (default 1)");
-  add("--zero", f.zero, "ZeRO stage 0-3 over the data-parallel ranks (default 0)");
-  add("--tp", f.tp, "Tensor-parallel degree T (divides --heads; default 1)");
-  add("--pp", f.pp, "Pipeline stages P (divides --layers; default 1)");
-  add("--micro-batches", f.micro_batches, "Micro-batches M per optimizer step (gradient accumulation; the pipeline's; "
-                                          "default 1)");
-  add("--precision", f.precision, "fp32, tf32, bf16, fp16 or fp8 (16-bit and fp8 keep an fp32 master copy; default bf16)");
+  // A numeric option with its range (cli/option_ranges.h: NaN and infinities refused while parsing).
+  // The ranges are validate_plan's (plan/planner.cpp), which checks them again for the app's planner.
+  auto add_num = [&](const std::string& name, auto& value, const std::string& help, const NumberRange& r) {
+    f.opt[name] = cmd->add_option(name, value, help)->check(in_range(r));
+  };
+  // Every numeric option's range is here, checked while parsing; run_plan relies on them (zero
+  // 0-3, top and steps >= 1).
+  constexpr double kCount = 1 << 20, kDim = 1 << 24;  // planner.cpp's kMaxCount, kMaxDim
+  add("--model", f.model,
+      "One of the lab's models: digits-mlp, char-gpt-tiny, char-gpt-small, char-gpt-gpt2 (shape flags "
+      "override its dimensions)");
+  add_num("--params", f.params,
+          "A model by its parameter count alone (weights, gradients and optimizer state; no activations)",
+          integers(1, 1e15));
+  add_num("--layers", f.layers, "Transformer layers L", integers(1, kCount));
+  add_num("--hidden", f.hidden, "Transformer width h (the MLP is 4h wide)", integers(1, kDim));
+  add_num("--heads", f.heads, "Attention heads a (must divide --hidden)", integers(1, kDim));
+  add_num("--seq", f.seq, "Sequence length s (tokens per sample)", integers(1, kDim));
+  add_num("--vocab", f.vocab, "Vocabulary V", integers(2, kDim));
+  add_num("--batch", f.batch, "Micro-batch b: samples per micro-batch per GPU (default 1)", integers(1, kCount));
+  add_num("--gpus", f.gpus, "GPUs in all, G = DP x TP x PP (default 1)", integers(1, kCount));
+  add_num("--nodes", f.nodes, "Nodes the GPUs are spread over, evenly (default 1)", integers(1, kCount));
+  add_num("--zero", f.zero, "ZeRO stage 0-3 over the data-parallel ranks (default 0)", integers(0, 3));
+  add_num("--tp", f.tp, "Tensor-parallel degree T (divides --heads; default 1)", integers(1, kCount));
+  add_num("--pp", f.pp, "Pipeline stages P (divides --layers; default 1)", integers(1, kCount));
+  add_num("--micro-batches", f.micro_batches,
+          "Micro-batches M per optimizer step (gradient accumulation; the pipeline's; "
+          "default 1)",
+          integers(1, kCount));
+  add("--precision", f.precision,
+      "fp32, tf32, bf16, fp16 or fp8 (16-bit and fp8 keep an fp32 master copy; default bf16)");
   add("--optimizer", f.optimizer, "adamw (8 bytes of state a parameter) or sgd (momentum, 4); default adamw");
   add("--recompute", f.recompute, "none, selective or full (activation recomputation; default none)");
-  add("--recompute-every", f.recompute_every, "full: layers per checkpointed group (default 1)");
-  add("--dropout", f.dropout, "Dropout probability; 0 for none (a shape: default 0.1, with its masks as Megatron counts "
-                              "them; a preset: its own, 0)");
-  add("--activations", f.activations, "lab (TrainLab's own buffers, exact; default for --model) or megatron "
-                                      "(Korthikanti et al. 2022; default for a shape)");
+  add_num("--recompute-every", f.recompute_every, "full: layers per checkpointed group (default 1)",
+          integers(1, kCount));
+  add_num("--dropout", f.dropout,
+          "Dropout probability; 0 for none (a shape: default 0.1, with its masks as Megatron counts "
+          "them; a preset: its own, 0)",
+          reals(0, 1, false, true));
+  add("--activations", f.activations,
+      "lab (TrainLab's own buffers, exact; default for --model) or megatron "
+      "(Korthikanti et al. 2022; default for a shape)");
   add("--gpu", f.gpu, "h100, h200 or a100: memory, peak FLOP/s, links (default h200)");
-  add("--gpu-memory", f.gpu_memory, "GPU memory in GB (10^9 bytes), instead of --gpu's");
-  add("--mfu", f.mfu, "Measured model FLOPs utilisation in (0, 1] (default 0.4)");
-  add("--nvlink-gbs", f.nvlink, "Link bandwidth within a node, GB/s per GPU and direction (default --gpu's NVLink)");
-  add("--network-gbs", f.network, "Link bandwidth between nodes, GB/s per GPU (default --gpu's NIC)");
-  f.opt["--search"] = cmd->add_flag("--search", f.search, "List the layouts (DP x TP x PP, ZeRO, recomputation, "
-                                                          "micro-batches) that fit, fastest first");
-  add("--global-batch", f.global_batch, "--search: samples per optimizer step, fixed across layouts (default --batch x "
-                                        "--micro-batches x --gpus)");
-  add("--top", f.top, "--search: layouts to print (default 10; --json lists all)");
+  add_num("--gpu-memory", f.gpu_memory, "GPU memory in GB (10^9 bytes), instead of --gpu's", reals(0, 1e6, true));
+  add_num("--mfu", f.mfu, "Measured model FLOPs utilisation in (0, 1] (default 0.4)", reals(0, 1, true));
+  add_num("--nvlink-gbs", f.nvlink, "Link bandwidth within a node, GB/s per GPU and direction (default --gpu's NVLink)",
+          reals(0, 1e6, true));
+  add_num("--network-gbs", f.network, "Link bandwidth between nodes, GB/s per GPU (default --gpu's NIC)",
+          reals(0, 1e6, true));
+  f.opt["--search"] = cmd->add_flag("--search", f.search,
+                                    "List the layouts (DP x TP x PP, ZeRO, recomputation, "
+                                    "micro-batches) that fit, fastest first");
+  add_num("--global-batch", f.global_batch,
+          "--search: samples per optimizer step, fixed across layouts (default --batch x "
+          "--micro-batches x --gpus)",
+          integers(1, 1e12));
+  add_num("--top", f.top, "--search: layouts to print (default 10; --json lists all)", integers(1, 1e6));
   f.opt["--json"] = cmd->add_flag("--json", f.json, "Print one JSON object");
-  f.opt["--check"] = cmd->add_flag("--check", f.check, "Run the lab's own model with this layout on this machine (one "
-                                                       "device) and print the ledger's bytes beside the prediction");
+  f.opt["--check"] = cmd->add_flag("--check", f.check,
+                                   "Run the lab's own model with this layout on this machine (one "
+                                   "device) and print the ledger's bytes beside the prediction");
   add("--device", f.device, "--check: cpu, cuda, cuda:N or auto (default auto)");
-  add("--steps", f.steps, "--check: optimizer steps (default 1)");
+  add_num("--steps", f.steps, "--check: optimizer steps (default 1)", integers(1, 1000));
   add("--out", f.out, "--check: run record folder (default: a temporary folder)");
 }
 
@@ -87,16 +111,11 @@ const char* kShapeFlags[] = {"--layers", "--hidden", "--heads", "--seq", "--voca
 PlanModel plan_model_of(const PlanFlags& f) {
   bool any_shape = false;
   for (const char* s : kShapeFlags) any_shape = any_shape || f.given(s);
-  if (!f.given("--model") && !f.given("--params") && !any_shape) throw Error("plan: give a model: --model NAME, --params P, or its shape (--layers --hidden --heads --seq --vocab)");
+  if (!f.given("--model") && !f.given("--params") && !any_shape)
+    throw Error("plan: give a model: --model NAME, --params P, or its shape (--layers --hidden --heads --seq --vocab)");
   if (f.given("--params")) {
     for (const char* s : {"--model", "--layers", "--hidden", "--heads", "--vocab", "--dropout"})
       if (f.given(s)) throw Error(std::string("--params gives the model by its count alone: not with ") + s);
-    if (!(std::isfinite(f.params) && f.params >= 1 && f.params <= 1e15 && std::floor(f.params) == f.params))
-    {
-      char buf[64];
-      std::snprintf(buf, sizeof buf, "%g", f.params);
-      throw Error(std::string("--params ") + buf + ": expected a whole number in [1, 1e15]");
-    }
     PlanModel m;
     m.kind = PlanModelKind::Params;
     m.name = "params";
@@ -155,7 +174,6 @@ Layout layout_of(const PlanFlags& f) {
   // DP is what TP and PP leave of the GPUs (validate_plan names the options when they do not divide).
   const bool sane = f.tp >= 1 && f.pp >= 1 && f.tp <= (int64_t{1} << 20) && f.pp <= (int64_t{1} << 20);
   l.dp = sane && f.gpus % (f.tp * f.pp) == 0 ? f.gpus / (f.tp * f.pp) : 1;
-  if (f.zero < 0 || f.zero > 3) throw Error("--zero " + std::to_string(f.zero) + ": expected an integer in [0, 3]");
   l.zero = static_cast<int>(f.zero);
   l.recompute = recompute_from_name(f.recompute, "--recompute");
   l.recompute_every = f.recompute_every;
@@ -172,11 +190,7 @@ SearchSpace search_space_of(const PlanFlags& f, const Layout& l) {
   if (f.given("--recompute")) sp.recompute = {l.recompute};
   sp.recompute_every = l.recompute_every;
   sp.micro_batches = l.micro_batches;
-  if (f.given("--global-batch")) {
-    if (f.global_batch < 1) throw Error("--global-batch " + std::to_string(f.global_batch) + ": expected an integer >= 1");
-    sp.global_batch = f.global_batch;
-  }
-  if (f.top < 1) throw Error("--top " + std::to_string(f.top) + ": expected an integer >= 1");
+  if (f.given("--global-batch")) sp.global_batch = f.global_batch;
   return sp;
 }
 
@@ -204,7 +218,6 @@ int run_plan(const PlanFlags& f) {
       print_plan_table(s, r);
     return 0;
   }
-  if (f.steps < 1 || f.steps > 1000) throw Error("--steps " + std::to_string(f.steps) + ": expected an integer in [1, 1000]");
   return run_plan_check(s, r, f.device, f.out, f.steps, f.json);
 }
 

@@ -9,6 +9,7 @@
 
 #include "backend/backend.h"
 #include "cli/commands.h"
+#include "cli/option_ranges.h"
 #include "config/device_options.h"
 #include "compress/post_training.h"
 #include "data/text.h"
@@ -31,16 +32,19 @@ Runner add_quantize_command(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   CLI::App* cmd = app.add_subcommand("quantize", "Post-training quantization of a weights file to real low-bit storage");
   cmd->add_option("--weights", o->weights, "fp32 model.safetensors written by a run")->required();
-  cmd->add_option("--bits", o->bits, "Bits a weight, 2..8 (quant.bits)")->check(CLI::Range(2, 8));
+  // The ranges of quantize's numbers are those of the config keys they stand for.
+  cmd->add_option("--bits", o->bits, "Bits a weight, 2..8 (quant.bits)")->check(in_key_range("quant.bits"));
   cmd->add_option("--granularity", o->granularity, "tensor, channel or group (quant.granularity)");
-  cmd->add_option("--group", o->group, "Weights per scale with --granularity group: 32, 64, 128 (quant.group)");
+  cmd->add_option("--group", o->group, "Weights per scale with --granularity group: 32, 64, 128 (quant.group)")
+      ->check(in_key_range("quant.group"));
   cmd->add_option("--overrides", o->overrides, "Per-layer specs layer:bits[:granularity[:group]], e.g. net.4:8:channel");
   cmd->add_option("--out", o->out, "Quantized weights file to write (packed codes + fp16 scales)");
   cmd->add_flag("--w8a8", o->w8a8, "Also evaluate W8A8: int8 weights and activations, int8 x int8 -> int32 products");
-  cmd->add_option("--calibration-batches", o->calibration_batches, "W8A8: calibration batches of the training split");
+  cmd->add_option("--calibration-batches", o->calibration_batches, "W8A8: calibration batches of the training split")
+      ->check(in_key_range("quant.calibration_batches"));
   cmd->add_option("--device", o->device, "cpu, cuda or auto: where the quantized model is evaluated");
   cmd->add_option("--val-windows", o->val_windows, "char-gpt: validation windows for the loss of both files")
-      ->check(CLI::Range(1, 1 << 20));
+      ->check(in_key_range("train.eval_windows"));
   cmd->add_option("--set", o->sets, "Override a config key of the data, e.g. --set data.path=FILE");
   return [o, cmd]() -> int {
     if (!cmd->parsed()) return -1;
@@ -87,10 +91,13 @@ Runner add_prune_command(CLI::App& app) {
       "prune", "One-shot pruning of a weights file (magnitude, 2:4, structured) with sparsity, size and measured speed");
   cmd->add_option("--weights", o->weights, "fp32 model.safetensors written by a run")->required();
   cmd->add_option("--method", o->method, "magnitude, 2:4 or structured");
-  cmd->add_option("--sparsity", o->sparsity, "Fraction removed: of the weights (magnitude) or of the hidden units (structured)");
+  // The ranges of prune's numbers: the sparsity as prune.sparsity; speed rows as a batch that
+  // fits a laptop (a million rows of 256 floats is 1 GiB).
+  cmd->add_option("--sparsity", o->sparsity, "Fraction removed: of the weights (magnitude) or of the hidden units (structured)")
+      ->check(in_key_range("prune.sparsity"));
   cmd->add_option("--scope", o->scope, "layer or global magnitude threshold");
   cmd->add_option("--out", o->out, "Pruned weights file (fp32; a structured prune writes the smaller model)");
-  cmd->add_option("--rows", o->rows, "Batch rows for the speed measurement");
+  cmd->add_option("--rows", o->rows, "Batch rows for the speed measurement")->check(in_range(integers(1, 1 << 20)));
   cmd->add_option("--device", o->device, "cpu, cuda or auto");
   cmd->add_option("--set", o->sets, "Override a config key of the data");
   return [o, cmd]() -> int {

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "cli/option_ranges.h"
 #include "train/training_sweep.h"
 #include "util/error.h"
 
@@ -29,10 +30,16 @@ void add_sweep_options(CLI::App* cmd, SweepArgs& a) {
                   "Start from these trained fp32 weights instead of training a baseline (e.g. another device's "
                   "runs/baseline/model.safetensors: the points then differ only by the device); trained with the "
                   "sweep's seed and data (checked against a config.json beside the file)");
-  cmd->add_option("--steps", o.steps, "Baseline optimizer steps (0: train.epochs of the config)");
-  cmd->add_option("--finetune-steps", o.finetune, "Steps of each fine-tuning point (pruning, QAT)");
-  cmd->add_option("--min-accuracy", o.min_accuracy, "Fail unless the fp32 baseline reaches this test accuracy");
-  cmd->add_option("--speed-rows", o.speed_rows, "Batch rows of the forward-speed measurement");
+  // The ranges of sweep's numbers: steps as train.steps (0: epochs), at least one fine-tuning step,
+  // an accuracy in [0, 1], speed rows as prune --rows.
+  cmd->add_option("--steps", o.steps, "Baseline optimizer steps (0: train.epochs of the config)")
+      ->check(in_key_range("train.steps"));
+  cmd->add_option("--finetune-steps", o.finetune, "Steps of each fine-tuning point (pruning, QAT)")
+      ->check(in_range(integers(1, 1e9)));
+  cmd->add_option("--min-accuracy", o.min_accuracy, "Fail unless the fp32 baseline reaches this test accuracy")
+      ->check(in_range(reals(0, 1)));
+  cmd->add_option("--speed-rows", o.speed_rows, "Batch rows of the forward-speed measurement")
+      ->check(in_range(integers(1, 1 << 20)));
   cmd->add_option("--set", a.sets, "Any config key of the baseline: --set key=value (repeatable)");
   cmd->add_flag("--overwrite", o.overwrite, "Replace the run records of an earlier sweep in --out (else refused)");
 }

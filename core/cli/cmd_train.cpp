@@ -4,11 +4,11 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
-#include <limits>
 #include <memory>
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/option_ranges.h"
 #include "cli/progress.h"
 #include "config/config.h"
 #include "train/run_checkpoint.h"
@@ -44,15 +44,13 @@ std::string value_text(double v) {
   return buf;
 }
 
-// The flags as given (not config/train_options.h's TrainOptions: these become Config keys).
+// The flags as given (not config/train_options.h's TrainOptions: these become Config keys). Each
+// numeric flag keeps its text ("" when not given), checked against its key's range while the
+// command line is parsed (cli/option_ranges.h) and then set like --set.
 struct TrainFlags {
   std::string config_file, model, optimizer, precision, device, out;
   std::string resume;  // --resume DIR
-  // kUnset marks a flag that was not given; any other value (negative ones too) goes to the
-  // config, whose validation names the key and its range.
-  static constexpr long kUnset = std::numeric_limits<long>::min();
-  long epochs = kUnset, steps = kUnset, batch = kUnset, accumulate = kUnset, seed = kUnset;
-  double lr = std::numeric_limits<double>::quiet_NaN();
+  std::string epochs, steps, batch, accumulate, seed, lr;
   std::vector<std::string> sets;
   bool quiet = false;
   bool print_config = false;
@@ -61,26 +59,14 @@ struct TrainFlags {
 
 Config build_config(const TrainFlags& o) {
   Config c = o.config_file.empty() ? Config() : Config::from_file(o.config_file);
-  if (!o.model.empty()) c.set("model.name", o.model);
-  if (o.epochs != TrainFlags::kUnset) c.set("train.epochs", std::to_string(o.epochs));
-  if (o.steps != TrainFlags::kUnset) c.set("train.steps", std::to_string(o.steps));
-  if (o.batch != TrainFlags::kUnset) c.set("train.batch", std::to_string(o.batch));
-  if (o.accumulate != TrainFlags::kUnset) c.set("train.accumulate", std::to_string(o.accumulate));
-  if (o.seed != TrainFlags::kUnset) c.set("train.seed", std::to_string(o.seed));
-  if (!std::isnan(o.lr)) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.17g", o.lr);
-    c.set("optim.lr", buf);
-  }
-  if (!o.optimizer.empty()) c.set("optim.name", o.optimizer);
-  if (!o.precision.empty()) c.set("precision.dtype", o.precision);
-  if (!o.device.empty()) c.set("device.name", o.device);
-  if (!o.out.empty()) c.set("run.out", o.out);
-  for (const auto& s : o.sets) {
-    const auto eq = s.find('=');
-    if (eq == std::string::npos) throw Error("--set " + s + ": expected key=value, e.g. --set train.batch=128");
-    c.set(s.substr(0, eq), s.substr(eq + 1));
-  }
+  const std::pair<const char*, const std::string*> flags[] = {
+      {"model.name", &o.model},          {"train.epochs", &o.epochs}, {"train.steps", &o.steps},
+      {"train.batch", &o.batch},         {"train.accumulate", &o.accumulate}, {"train.seed", &o.seed},
+      {"optim.lr", &o.lr},               {"optim.name", &o.optimizer}, {"precision.dtype", &o.precision},
+      {"device.name", &o.device},        {"run.out", &o.out}};
+  for (const auto& [key, text] : flags)
+    if (!text->empty()) c.set(key, *text);
+  apply_sets(c, o.sets);
   return c;
 }
 // The flags that set how a run computes: refused with --resume (the run keeps its own settings).
@@ -115,14 +101,14 @@ Runner add_train_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("train", "Train a model and write a run record (config, metrics, summary, weights)");
   cmd->add_option("--config", o->config_file, "JSON config file (the same files the app saves as presets)");
   cmd->add_option("--model", o->model, "Model: digits-mlp or mlp (sets model.name)");
-  cmd->add_option("--epochs", o->epochs, "Epochs (train.epochs)");
-  cmd->add_option("--steps", o->steps, "Optimizer steps; overrides epochs (train.steps)");
-  cmd->add_option("--batch", o->batch, "Samples per micro-batch (train.batch)");
-  cmd->add_option("--lr", o->lr, "Learning rate (optim.lr)");
+  add_key_option(cmd, "--epochs", o->epochs, "train.epochs", "Epochs");
+  add_key_option(cmd, "--steps", o->steps, "train.steps", "Optimizer steps; overrides epochs");
+  add_key_option(cmd, "--batch", o->batch, "train.batch", "Samples per micro-batch");
+  add_key_option(cmd, "--lr", o->lr, "optim.lr", "Learning rate");
   cmd->add_option("--optimizer", o->optimizer, "adamw or sgd (optim.name)");
   cmd->add_option("--precision", o->precision, "fp32, tf32, bf16, fp16 or fp8 (precision.dtype)");
-  cmd->add_option("--accumulate", o->accumulate, "Gradient accumulation: micro-batches per step (train.accumulate)");
-  cmd->add_option("--seed", o->seed, "Seed (train.seed)");
+  add_key_option(cmd, "--accumulate", o->accumulate, "train.accumulate", "Gradient accumulation: micro-batches per step");
+  add_key_option(cmd, "--seed", o->seed, "train.seed", "Seed");
   cmd->add_option("--device", o->device, "cpu, cuda, cuda:N or auto (device.name)");
   cmd->add_option("--set", o->sets, "Any config key: --set key=value (repeatable), e.g. --set data.path=FILE");
   cmd->add_option("--out", o->out, "Run record folder (run.out)");

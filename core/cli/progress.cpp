@@ -18,6 +18,15 @@ std::string fmt_eta(double seconds) {
     std::snprintf(buf, sizeof buf, "%02ld:%02ld", s / 60, s % 60);
   return buf;
 }
+
+// A loss or accuracy as the progress shows it: "no value" where it is NaN or infinite (the step
+// at which a run diverges), never printf's "nan".
+std::string metric_text(double v) {
+  if (!std::isfinite(v)) return "no value";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4f", v);
+  return buf;
+}
 }  // namespace
 
 Progress::Progress(bool quiet) : m_tty(isatty(fileno(stderr)) != 0), m_quiet(quiet), m_last(std::chrono::steady_clock::now()) {}
@@ -31,21 +40,26 @@ void Progress::update(const StepMetrics& m) {
   const double eta = frac > 0 ? m.wall_s * (1.0 - frac) / frac : NAN;
   char val[48] = "";
   if (m_last_val_acc >= 0) std::snprintf(val, sizeof val, "  test acc %.4f", m_last_val_acc);
+  // A step whose loss is not finite is always shown: the run diverges there (or, with fp16 loss
+  // scaling, skips the step).
+  const bool diverging = !std::isfinite(m.loss);
   if (m_tty) {
-    if (since < 0.1 && m.step != m.total_steps && m.event.empty()) return;
+    if (since < 0.1 && m.step != m.total_steps && m.event.empty() && !diverging) return;
     const int width = 30;
     const int filled = static_cast<int>(frac * width);
     std::string bar(static_cast<size_t>(filled), '#');
     bar.resize(width, '-');
-    std::fprintf(stderr, "\r[%s] %3.0f%%  step %ld/%ld  epoch %.2f  loss %.4f%s  %.0f samples/s  ETA %s   ", bar.c_str(),
-                 frac * 100, m.step, m.total_steps, m.epoch, m.loss, val, m.samples_per_s, fmt_eta(eta).c_str());
+    std::fprintf(stderr, "\r[%s] %3.0f%%  step %ld/%ld  epoch %.2f  loss %s%s  %.0f samples/s  ETA %s   ", bar.c_str(),
+                 frac * 100, m.step, m.total_steps, m.epoch, metric_text(m.loss).c_str(), val, m.samples_per_s,
+                 fmt_eta(eta).c_str());
     m_drawn = true;
   } else {
     // Plain lines: at most one every 2 s, plus every eval, event and the last step.
-    if (since < 2.0 && !m.val_accuracy && m.event.empty() && m.step != m.total_steps && m.step != 1) return;
-    std::fprintf(stderr, "step %ld/%ld  epoch %.2f  loss %.4f  train acc %.4f%s  lr %.3g  %.0f samples/s  ETA %s%s%s\n",
-                 m.step, m.total_steps, m.epoch, m.loss, m.train_accuracy, val, m.lr, m.samples_per_s, fmt_eta(eta).c_str(),
-                 m.event.empty() ? "" : "  event: ", m.event.c_str());
+    if (since < 2.0 && !m.val_accuracy && m.event.empty() && m.step != m.total_steps && m.step != 1 && !diverging)
+      return;
+    std::fprintf(stderr, "step %ld/%ld  epoch %.2f  loss %s  train acc %s%s  lr %.3g  %.0f samples/s  ETA %s%s%s\n",
+                 m.step, m.total_steps, m.epoch, metric_text(m.loss).c_str(), metric_text(m.train_accuracy).c_str(), val,
+                 m.lr, m.samples_per_s, fmt_eta(eta).c_str(), m.event.empty() ? "" : "  event: ", m.event.c_str());
   }
   if (!m.event.empty() && m_tty) std::fprintf(stderr, "\n  %s\n", m.event.c_str());
   m_last = now;

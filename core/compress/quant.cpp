@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include "config/config.h"
 #include "util/error.h"
 
 namespace trainlab {
@@ -11,23 +12,28 @@ QuantPlan QuantPlan::parse(const QuantSpec& def, const std::string& text) {
   p.default_spec = def;
   std::stringstream ss(text);
   std::string item;
-  while (std::getline(ss, item, ',')) {
+  // Items are named by their position, not echoed: the text may come from a config file.
+  for (int n = 1; std::getline(ss, item, ','); ++n) {
     if (item.empty()) continue;
+    const std::string where = "quant.overrides item " + std::to_string(n);
     std::vector<std::string> f;
     std::stringstream is(item);
     std::string part;
     while (std::getline(is, part, ':')) f.push_back(part);
-    if (f.size() < 2)
-      throw Error("quant.overrides item '" + item + "': expected layer:bits[:granularity[:group]], e.g. net.4:8:channel");
+    if (f.size() < 2 || f.size() > 4)
+      throw Error(where + ": expected layer:bits[:granularity[:group]], e.g. net.4:8:channel");
     QuantSpec s = def;
-    try {
-      s.bits = std::stoi(f[1]);
-      if (f.size() > 2) s.granularity = granularity_from_name(f[2]);
-      if (f.size() > 3) s.group = std::stoi(f[3]);
-    } catch (const std::invalid_argument&) {
-      throw Error("quant.overrides item '" + item + "': bits and group must be integers");
-    }
-    if (s.bits < 2 || s.bits > 8) throw Error("quant.overrides item '" + item + "': bits must be 2..8");
+    // bits and group take the ranges of quant.bits and quant.group, checked where the item is read
+    // (whole text: "4x" is not 4, and a number past int is not std::stoi's raw "stoi").
+    auto whole = [&](const std::string& digits, const char* field, const char* key) {
+      int64_t v = 0;
+      const std::string err = check_number(number_range(*find_config_key(key)), digits, nullptr, &v);
+      if (!err.empty()) throw Error(where + ": " + field + ": " + err.substr(0, err.find(", got")));
+      return static_cast<int>(v);
+    };
+    s.bits = whole(f[1], "bits", "quant.bits");
+    if (f.size() > 2) s.granularity = granularity_from_name(f[2]);
+    if (f.size() > 3) s.group = whole(f[3], "group", "quant.group");
     p.overrides[f[0]] = s;
   }
   return p;

@@ -1,26 +1,31 @@
 #include "config/config.h"
 
-#include <cerrno>
+#include <cctype>
 #include <cmath>
-#include <cstdlib>
-#include <fstream>
+#include <cstdint>
+#include <optional>
 #include <sstream>
 
+#include "config/json_text.h"
+#include "config/user_text.h"
 #include "util/error.h"
 
 namespace trainlab {
 
 namespace {
 
-std::string fmt_num(double v) {
-  std::ostringstream o;
-  o << v;
-  return o.str();
-}
-
 std::string section_of(const std::string& key) {
   const auto dot = key.rfind('.');
   return dot == std::string::npos ? "" : key.substr(0, dot);
+}
+
+// A key name from a file, as an error shows it: quoted when it is a short name of letters, digits
+// and . _ - : (every real key is), otherwise described (a file's other bytes are never echoed).
+std::string shown_key(const std::string& key) {
+  bool plain = !key.empty() && key.size() <= 80;
+  for (const char ch : key)
+    plain = plain && (std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '_' || ch == '-' || ch == ':');
+  return plain ? "'" + key + "'" : "of " + std::to_string(key.size()) + " bytes (not a name of letters, digits, '.', '_', '-')";
 }
 
 // "valid keys in 'train': epochs, steps, ..." (or every section when the section is unknown).
@@ -38,8 +43,12 @@ std::string valid_keys_hint(const std::string& key) {
   return "valid sections: " + secs;
 }
 
+Error unknown_key(const std::string& where, const std::string& key) {
+  return Error(where + ": unknown key " + shown_key(key) + "; " + valid_keys_hint(key));
+}
+
 // Line of the first occurrence of "leaf": in the raw text (0 when not found).
-int line_of_key(const std::string& raw, const std::string& key) {
+int line_of_key(std::string_view raw, const std::string& key) {
   if (raw.empty()) return 0;
   const std::string leaf = "\"" + key.substr(key.rfind('.') + 1) + "\"";
   const auto pos = raw.find(leaf);
@@ -49,15 +58,57 @@ int line_of_key(const std::string& raw, const std::string& key) {
   return line;
 }
 
-void flatten(const Json& j, const std::string& prefix, std::vector<std::pair<std::string, Json>>& out) {
+// Sections nest at most this deep (precision.loss_scale.init): deeper objects are values (of an
+// unknown key), so a deeply nested object from a record or a weights file ends the recursion.
+constexpr int kMaxSectionDepth = 4;
+
+// Dotted keys and their values (pointers into `j`: a value is not copied, as copying a deeply
+// nested value would recurse as deep).
+using FlatItems = std::vector<std::pair<std::string, const Json*>>;
+void flatten(const Json& j, const std::string& prefix, int depth, FlatItems& out) {
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string k = prefix.empty() ? it.key() : prefix + "." + it.key();
     // An object is a section unless the schema has this exact key (no key is object-valued today).
-    if (it->is_object() && !find_config_key(k))
-      flatten(*it, k, out);
+    if (it->is_object() && !find_config_key(k) && depth < kMaxSectionDepth)
+      flatten(*it, k, depth + 1, out);
     else
-      out.emplace_back(k, *it);
+      out.emplace_back(k, &*it);
   }
+}
+
+// A whole number that fits int64 (an integer, or a float with no fraction), else nullopt.
+std::optional<int64_t> as_whole(const Json& v) {
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    if (u > static_cast<uint64_t>(INT64_MAX)) return std::nullopt;
+    return static_cast<int64_t>(u);
+  }
+  if (v.is_number_integer()) return v.get<int64_t>();
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (std::isfinite(d) && std::floor(d) == d && std::fabs(d) < 9.2e18) return static_cast<int64_t>(d);
+  }
+  return std::nullopt;
+}
+
+// What a value is, for "got ...": its kind, never its content.
+std::string kind_of(const Json& v, const ConfigKey& k) {
+  if (v.is_string() && !is_utf8(v.get<std::string>())) return "text that is not UTF-8";
+  if (v.is_string()) return k.type == KeyType::Enum ? "a string that is none of these" : "a string";
+  if (v.is_boolean()) return "true or false";
+  if (v.is_null()) return "null";
+  if (v.is_object()) return "an object";
+  if (v.is_array()) {
+    if (k.type != KeyType::IntList) return "a list";
+    if (v.empty()) return "an empty list";
+    if (v.size() > kMaxListItems) return "a list of " + std::to_string(v.size()) + " items";
+    return "a list with an item that is not such an integer";
+  }
+  if (v.is_number_float() && std::isnan(v.get<double>())) return "nan";
+  if (v.is_number_float() && std::isinf(v.get<double>())) return "an infinity";
+  if (k.type == KeyType::Int && !as_whole(v) && v.is_number_float() && std::fabs(v.get<double>()) < 9.2e18)
+    return "a number with a fraction";
+  return "a number outside that range";
 }
 
 }  // namespace
@@ -68,13 +119,20 @@ const ConfigKey* find_config_key(const std::string& key) {
   return nullptr;
 }
 
+NumberRange number_range(const ConfigKey& k) {
+  return {k.min, k.max, k.min_open, k.max_open, k.type != KeyType::Float};
+}
+
 std::string describe_expected(const ConfigKey& k) {
   switch (k.type) {
-    case KeyType::Int: return "an integer from " + fmt_num(k.min) + " to " + fmt_num(k.max);
-    case KeyType::Float: return "a number from " + fmt_num(k.min) + " to " + fmt_num(k.max);
+    case KeyType::Int:
+    case KeyType::Float: return number_range(k).describe();
     case KeyType::Bool: return "true or false";
-    case KeyType::String: return "a string";
-    case KeyType::IntList: return "a list of integers from " + fmt_num(k.min) + " to " + fmt_num(k.max);
+    case KeyType::String: return "a string of UTF-8 text";
+    case KeyType::IntList: {
+      const std::string items = number_range(k).describe();  // "an integer in [a, b]"
+      return "a list of 1 to " + std::to_string(kMaxListItems) + " integers" + items.substr(items.find(" in "));
+    }
     case KeyType::Enum: {
       std::string s = "one of ";
       for (size_t i = 0; i < k.choices.size(); ++i) s += (i ? ", " : "") + k.choices[i];
@@ -84,28 +142,26 @@ std::string describe_expected(const ConfigKey& k) {
   return "?";
 }
 
-Json validate_config_value(const ConfigKey& k, const Json& v, const std::string& where) {
+Json validate_config_value(const ConfigKey& k, const Json& v, const std::string& where, const std::string& shown) {
   auto fail = [&]() -> Error {
-    return Error(where + ": key '" + k.key + "' expects " + describe_expected(k) + ", got " + v.dump());
+    return Error(where + ": key '" + k.key + "': expected " + describe_expected(k) + ", got " +
+                 (shown.empty() ? kind_of(v, k) : shown));
   };
-  auto in_range = [&](double x) { return x >= k.min && x <= k.max; };
+  const NumberRange range = number_range(k);
   switch (k.type) {
     case KeyType::Int: {
-      if (v.is_number_integer() && in_range(static_cast<double>(v.get<int64_t>()))) return v.get<int64_t>();
-      if (v.is_number_float()) {
-        const double d = v.get<double>();
-        if (std::floor(d) == d && in_range(d)) return static_cast<int64_t>(d);
-      }
+      const std::optional<int64_t> n = as_whole(v);
+      if (n && range.contains(static_cast<double>(*n))) return *n;
       throw fail();
     }
     case KeyType::Float:
-      if (v.is_number() && std::isfinite(v.get<double>()) && in_range(v.get<double>())) return v.get<double>();
+      if (v.is_number() && range.contains(v.get<double>())) return v.get<double>();
       throw fail();
     case KeyType::Bool:
       if (v.is_boolean()) return v;
       throw fail();
     case KeyType::String:
-      if (v.is_string()) return v;
+      if (v.is_string() && is_utf8(v.get<std::string>())) return v;
       throw fail();
     case KeyType::Enum:
       if (v.is_string())
@@ -113,10 +169,14 @@ Json validate_config_value(const ConfigKey& k, const Json& v, const std::string&
           if (c == v.get<std::string>()) return v;
       throw fail();
     case KeyType::IntList: {
-      if (!v.is_array() || v.empty()) throw fail();
-      for (const auto& e : v)
-        if (!e.is_number_integer() || !in_range(static_cast<double>(e.get<int64_t>()))) throw fail();
-      return v;
+      if (!v.is_array() || v.empty() || v.size() > kMaxListItems) throw fail();
+      Json out = Json::array();
+      for (const auto& e : v) {
+        const std::optional<int64_t> n = e.is_number_float() ? std::nullopt : as_whole(e);
+        if (!n || !range.contains(static_cast<double>(*n))) throw fail();
+        out.push_back(*n);
+      }
+      return out;
     }
   }
   throw fail();
@@ -127,22 +187,14 @@ Config::Config() {
   for (const auto& k : config_schema()) m_flat[k.key] = k.default_value;
 }
 
-Config Config::from_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(path + ": cannot open the config file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string raw = ss.str();
-  Json j;
-  try {
-    j = Json::parse(raw);
-  } catch (const Json::parse_error& e) {
-    // nlohmann's message carries "line L, column C"
-    throw Error(path + ": not valid JSON: " + std::string(e.what()));
-  }
-  if (!j.is_object()) throw Error(path + ": a config must be a JSON object");
+Config Config::from_file(const std::string& path) { return from_text(read_small_file(path, "config file"), path); }
+
+Config Config::from_text(std::string_view text, const std::string& origin) {
+  const Json j = parse_json_text(text, origin);
+  if (!j.is_object())
+    throw Error(origin + ": a config must be a JSON object of sections, e.g. {\"train\": {\"epochs\": 30}}");
   Config c;
-  c.merge(j, path, raw);
+  c.merge(j, origin, std::string(text));
   return c;
 }
 
@@ -155,14 +207,14 @@ Config Config::from_json(const Json& j, const std::string& source) {
 Config Config::from_record(const Json& nested) {
   Config c;
   if (!nested.is_object()) return c;
-  std::vector<std::pair<std::string, Json>> items;
-  flatten(nested, "", items);
+  FlatItems items;
+  flatten(nested, "", 1, items);
   for (const auto& [key, value] : items) {
     const ConfigKey* k = find_config_key(key);
     if (!k) continue;
     try {
-      c.m_flat[key] = validate_config_value(*k, value, "record");
-    } catch (const std::exception&) {  // Error, or a JSON type error: the key keeps its default
+      c.m_flat[key] = validate_config_value(*k, *value, "record");
+    } catch (const Error&) {  // the key keeps its default
     }
   }
   return c;
@@ -170,40 +222,39 @@ Config Config::from_record(const Json& nested) {
 
 void Config::merge(const Json& j, const std::string& source, const std::string& raw) {
   if (!j.is_object()) throw Error(source + ": a config must be a JSON object");
-  std::vector<std::pair<std::string, Json>> items;
-  flatten(j, "", items);
+  FlatItems items;
+  flatten(j, "", 1, items);
   for (const auto& [key, value] : items) {
     const int line = line_of_key(raw, key);
     const std::string where = source + (line ? ":" + std::to_string(line) : "");
     const ConfigKey* k = find_config_key(key);
-    if (!k) throw Error(where + ": unknown key '" + key + "'; " + valid_keys_hint(key));
-    m_flat[key] = validate_config_value(*k, value, where);
+    if (!k) throw unknown_key(where, key);
+    m_flat[key] = validate_config_value(*k, *value, where);
   }
 }
 
 void Config::set_json(const std::string& key, const Json& value, const std::string& source) {
   const ConfigKey* k = find_config_key(key);
-  if (!k) throw Error(source + ": unknown key '" + key + "'; " + valid_keys_hint(key));
+  if (!k) throw unknown_key(source, key);
   m_flat[key] = validate_config_value(*k, value, source);
 }
 
 void Config::set(const std::string& key, const std::string& text) {
   const ConfigKey* k = find_config_key(key);
-  const std::string where = "--set " + key + "=" + text;
-  if (!k) throw Error(where + ": unknown key '" + key + "'; " + valid_keys_hint(key));
+  // What the user typed, shown in errors (a command line is not a file), kept to one short line
+  // of UTF-8.
+  const std::string shown = shown_text(text);
+  const std::string where = "--set " + shown_text(key) + "=" + (text.empty() ? "" : shown);
+  if (!k) throw unknown_key(where, key);
   Json v;
   switch (k->type) {
     case KeyType::Int:
     case KeyType::Float: {
-      char* end = nullptr;
-      errno = 0;
-      const double d = std::strtod(text.c_str(), &end);
-      if (text.empty() || *end != '\0' || errno)
-        throw Error(where + ": key '" + key + "' expects " + describe_expected(*k) + ", got '" + text + "'");
-      if (k->type == KeyType::Int && std::floor(d) == d && std::fabs(d) < 9e15)
-        v = static_cast<int64_t>(d);
-      else
-        v = d;
+      double d = 0;
+      int64_t n = 0;
+      const std::string err = check_number(number_range(*k), text, &d, &n);
+      if (!err.empty()) throw Error(where + ": key '" + key + "': " + err);
+      v = k->type == KeyType::Int ? Json(n) : Json(d);
       break;
     }
     case KeyType::Bool:
@@ -212,33 +263,29 @@ void Config::set(const std::string& key, const std::string& text) {
       else if (text == "false" || text == "0" || text == "off" || text == "no")
         v = false;
       else
-        throw Error(where + ": key '" + key + "' expects true or false, got '" + text + "'");
+        throw Error(where + ": key '" + key + "': expected true or false, got " + shown);
       break;
     case KeyType::IntList: {
+      // 256,256 or [256, 256]: each item an integer of the key's range.
       std::string t = text;
-      if (!t.empty() && t.front() == '[') {
-        try {
-          v = Json::parse(t);
-        } catch (const Json::parse_error&) {
-          throw Error(where + ": key '" + key + "' expects a list like 256,256");
-        }
-      } else {
-        v = Json::array();
-        std::stringstream ss(t);
-        std::string item;
-        while (std::getline(ss, item, ',')) {
-          char* end = nullptr;
-          const long long n = std::strtoll(item.c_str(), &end, 10);
-          if (item.empty() || *end != '\0')
-            throw Error(where + ": key '" + key + "' expects a list of integers like 256,256, got '" + text + "'");
-          v.push_back(n);
-        }
+      if (!t.empty() && t.front() == '[' && t.back() == ']') t = t.substr(1, t.size() - 2);
+      v = Json::array();
+      std::stringstream ss(t);
+      std::string item;
+      while (std::getline(ss, item, ',')) {
+        while (!item.empty() && item.front() == ' ') item.erase(0, 1);
+        while (!item.empty() && item.back() == ' ') item.pop_back();
+        double d = 0;
+        int64_t n = 0;
+        if (!check_number(number_range(*k), item, &d, &n).empty())
+          throw Error(where + ": key '" + key + "': expected " + describe_expected(*k) + ", like 256,256; got " + shown);
+        v.push_back(n);
       }
       break;
     }
     default: v = text;
   }
-  m_flat[key] = validate_config_value(*k, v, where);
+  m_flat[key] = validate_config_value(*k, v, where, shown);
 }
 
 const Json& Config::at(const std::string& key) const {

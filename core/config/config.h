@@ -4,11 +4,16 @@
 //
 // Config files are nested JSON ({"train": {"epochs": 30}}); --set takes dotted keys
 // (train.epochs=30). Unknown keys, wrong types and out-of-range values throw Error naming the
-// file, line and key and what was expected.
+// file, line and key and what was expected ("run.json:3: key 'optim.lr': expected a number in
+// (0, 10], got a string"); a value from a file is described, never echoed. A numeric key's range
+// is a NumberRange (number_range.h): NaN and infinities are outside every one.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "config/number_range.h"
 
 namespace trainlab {
 
@@ -20,21 +25,32 @@ struct ConfigKey {
   std::string key;  // dotted: "train.epochs"
   KeyType type;
   Json default_value;
-  double min = -1e300, max = 1e300;  // inclusive range for Int/Float (and each IntList item)
+  double min = -1e300, max = 1e300;  // range for Int/Float (and each IntList item); ends closed
   std::vector<std::string> choices;  // Enum
   std::string help;
   bool mid_run = false;  // may change while a run trains (applies at the next step)
+  bool min_open = false, max_open = false;  // an open end excludes min or max: optim.lr is (0, 10]
 };
+
+// An IntList holds 1 to this many items (model.hidden: layers of an MLP).
+constexpr size_t kMaxListItems = 64;
 
 const std::vector<ConfigKey>& config_schema();
 const ConfigKey* find_config_key(const std::string& key);
+// The range of an Int, Float or IntList key (of each item for a list).
+NumberRange number_range(const ConfigKey& k);
+// "an integer in [1, 16777216]", "a number in (0, 10]", "one of fp32, tf32, ...", "true or false"
 std::string describe_expected(const ConfigKey& k);
 
 class Config {
  public:
   Config();  // every key at its default
 
+  // A config file: a regular file of JSON (config/json_text.h: size and depth limits, parse errors
+  // in plain words), read strictly.
   static Config from_file(const std::string& path);
+  // The same from the file's bytes; `origin` names them in errors (the fuzz target's entry point).
+  static Config from_text(std::string_view text, const std::string& origin);
   static Config from_json(const Json& j, const std::string& source = "config");
   // The config of a run record (config.json) or of a weights file's trainlab_config metadata,
   // read tolerantly: a record written by an older or newer build may hold keys this build does not
@@ -65,7 +81,9 @@ class Config {
   Json m_flat;  // dotted key -> value
 };
 
-// Validates one value for a key; returns it normalised (e.g. 3 -> 3.0 for floats) or throws.
-Json validate_config_value(const ConfigKey& k, const Json& v, const std::string& where);
+// Validates one value for a key; returns it normalised (e.g. 3 -> 3.0 for floats) or throws
+// "WHERE: key 'K': expected ..., got SHOWN" (SHOWN empty: the kind of value, e.g. "a string", so
+// that a file's content is not echoed).
+Json validate_config_value(const ConfigKey& k, const Json& v, const std::string& where, const std::string& shown = "");
 
 }  // namespace trainlab

@@ -1,4 +1,9 @@
 // The schema of every config key. Each section is one function; later features add a section.
+//
+// Ranges are what a careful user expects of each quantity, not the widest a type holds: a
+// learning rate in (0, 10] (SGD diverges on the digits MLP well below 10), moment decays in [0, 1),
+// counts of steps bounded by 1e9 (a billion steps is days of the smallest model), widths up to
+// 65536. Float keys never take NaN or infinities (NumberRange::contains).
 #include <cmath>
 
 #include "config/config.h"
@@ -12,6 +17,14 @@ ConfigKey key_int(std::string k, int64_t def, double mn, double mx, std::string 
 }
 ConfigKey key_float(std::string k, double def, double mn, double mx, std::string help, bool mid = false) {
   return {std::move(k), KeyType::Float, def, mn, mx, {}, std::move(help), mid};
+}
+// A float key whose range has an open end: (mn, mx] when min_open, [mn, mx) when max_open.
+ConfigKey key_float_open(std::string k, double def, double mn, double mx, bool min_open, bool max_open, std::string help,
+                         bool mid = false) {
+  ConfigKey c = key_float(std::move(k), def, mn, mx, std::move(help), mid);
+  c.min_open = min_open;
+  c.max_open = max_open;
+  return c;
 }
 ConfigKey key_bool(std::string k, bool def, std::string help, bool mid = false) {
   return {std::move(k), KeyType::Bool, def, 0, 1, {}, std::move(help), mid};
@@ -29,7 +42,7 @@ void model_keys(std::vector<ConfigKey>& s) {
                        "with the hidden sizes of model.hidden. Input and output sizes come from the data set. char-gpt: "
                        "the character-level transformer of model.preset (trained on tinyshakespeare unless data.name "
                        "names another text)."));
-  s.push_back({"model.hidden", KeyType::IntList, Json::array({256, 256}), 1, 1 << 20, {},
+  s.push_back({"model.hidden", KeyType::IntList, Json::array({256, 256}), 1, 65536, {},
                "Hidden layer widths of the MLP. Parameters = sum over layers of (in + 1) x out; training costs about "
                "6 FLOPs per parameter per sample.",
                false});
@@ -52,8 +65,8 @@ void data_keys(std::vector<ConfigKey>& s) {
 }
 
 void train_keys(std::vector<ConfigKey>& s) {
-  s.push_back(key_int("train.epochs", 30, 0, 1e9, "Passes over the training split (ignored when train.steps > 0)."));
-  s.push_back(key_int("train.steps", 0, 0, 1e12, "Optimizer steps to run; 0 means train.epochs decides."));
+  s.push_back(key_int("train.epochs", 30, 0, 1e6, "Passes over the training split (ignored when train.steps > 0)."));
+  s.push_back(key_int("train.steps", 0, 0, 1e9, "Optimizer steps to run; 0 means train.epochs decides."));
   s.push_back(key_int("train.batch", 64, 1, 1 << 24,
                       "Samples per micro-batch. An uneven last batch of an epoch is dropped (drop-last)."));
   s.push_back(key_int("train.accumulate", 1, 1, 1 << 16,
@@ -62,7 +75,7 @@ void train_keys(std::vector<ConfigKey>& s) {
                       true));
   s.push_back(key_int("train.seed", 1, 0, 9.2e18, "Seed of the initial weights, the split and the shuffles. Same seed and "
                                                   "config on the CPU: bit-identical results."));
-  s.push_back(key_int("train.eval_every", 0, 0, 1e12,
+  s.push_back(key_int("train.eval_every", 0, 0, 1e9,
                       "Evaluate on the test split every N optimizer steps (0: at the end of every epoch)."));
 }
 
@@ -70,13 +83,15 @@ void optim_keys(std::vector<ConfigKey>& s) {
   s.push_back(key_enum("optim.name", "adamw", {"adamw", "sgd"},
                        "Optimizer. AdamW keeps two moments (8 bytes a parameter) with bias correction and decoupled "
                        "weight decay; SGD with momentum keeps one buffer (4 bytes)."));
-  s.push_back(key_float("optim.lr", 1e-3, 1e-12, 1e3, "Peak learning rate (eta).", true));
-  s.push_back(key_float("optim.beta1", 0.9, 0, 0.999999, "AdamW first-moment decay: m = b1 m + (1-b1) g."));
-  s.push_back(key_float("optim.beta2", 0.999, 0, 0.99999999, "AdamW second-moment decay: v = b2 v + (1-b2) g^2."));
-  s.push_back(key_float("optim.eps", 1e-8, 0, 1, "AdamW denominator term: m_hat / (sqrt(v_hat) + eps)."));
+  s.push_back(key_float_open("optim.lr", 1e-3, 0, 10, true, false, "Peak learning rate (eta).", true));
+  s.push_back(key_float_open("optim.beta1", 0.9, 0, 1, false, true, "AdamW first-moment decay: m = b1 m + (1-b1) g."));
+  s.push_back(key_float_open("optim.beta2", 0.999, 0, 1, false, true, "AdamW second-moment decay: v = b2 v + (1-b2) g^2."));
+  // eps > 0: with 0, a weight whose gradient is always 0 (a pruned one, an unused vocabulary row)
+  // gets 0 / 0 = NaN.
+  s.push_back(key_float_open("optim.eps", 1e-8, 0, 1, true, false, "AdamW denominator term: m_hat / (sqrt(v_hat) + eps)."));
   s.push_back(key_float("optim.weight_decay", 0.01, 0, 10,
                         "Decoupled weight decay: w -= lr * wd * w each step (AdamW), or added to the gradient (SGD)."));
-  s.push_back(key_float("optim.momentum", 0.9, 0, 0.999999, "SGD momentum: buf = mu buf + g; w -= lr buf."));
+  s.push_back(key_float_open("optim.momentum", 0.9, 0, 1, false, true, "SGD momentum: buf = mu buf + g; w -= lr buf."));
   s.push_back(key_bool("optim.nesterov", false, "SGD with Nesterov momentum: w -= lr (g + mu buf)."));
 }
 
@@ -84,8 +99,8 @@ void schedule_keys(std::vector<ConfigKey>& s) {
   s.push_back(key_enum("schedule.name", "constant", {"constant", "warmup-cosine"},
                        "Learning-rate schedule: constant (after an optional linear warm-up), or linear warm-up then a "
                        "cosine decay to schedule.min_lr at the last step."));
-  s.push_back(key_int("schedule.warmup_steps", 0, 0, 1e12, "Steps of linear warm-up from lr/warmup to lr."));
-  s.push_back(key_float("schedule.min_lr", 0.0, 0, 1e3, "Learning rate at the end of the cosine decay."));
+  s.push_back(key_int("schedule.warmup_steps", 0, 0, 1e9, "Steps of linear warm-up from lr/warmup to lr."));
+  s.push_back(key_float("schedule.min_lr", 0.0, 0, 10, "Learning rate at the end of the cosine decay."));
 }
 
 void precision_keys(std::vector<ConfigKey>& s) {
@@ -99,7 +114,7 @@ void precision_keys(std::vector<ConfigKey>& s) {
   s.push_back(key_float("precision.loss_scale.init", 65536.0, 1e-8, 1e30,
                         "fp16 dynamic loss scaling: initial scale S. The loss is multiplied by S before backward and "
                         "the gradients divided by S before the update."));
-  s.push_back(key_int("precision.loss_scale.growth_interval", 2000, 1, 1e12,
+  s.push_back(key_int("precision.loss_scale.growth_interval", 2000, 1, 1e9,
                       "fp16 loss scaling: double S after this many good steps in a row (an inf/NaN gradient halves S "
                       "and skips the update)."));
   s.push_back(key_bool("precision.loss_scale.enabled", true, "Use dynamic loss scaling with fp16."));
@@ -130,7 +145,7 @@ void run_keys(std::vector<ConfigKey>& s) {
   s.push_back(key_string("run.out", "", "Run record folder; empty means runs/<date>-<time>-<model>-<precision>."));
   s.push_back(key_string("run.name", "", "A label for the run (shown in the runs table and reports)."));
   s.push_back(key_bool("run.save_weights", true, "Write the trained weights to model.safetensors."));
-  s.push_back(key_int("run.checkpoint_every", 0, 0, 1e12,
+  s.push_back(key_int("run.checkpoint_every", 0, 0, 1e9,
                       "Write a checkpoint into the run folder every N steps and when the run is stopped: weights, "
                       "optimizer state, loss scaler, data order, RNG states and the step (atomically: the previous one "
                       "is kept until the new one is whole). trainlab-cli train --resume DIR (or Resume in the runs "
@@ -170,8 +185,8 @@ void compress_keys(std::vector<ConfigKey>& s) {
                        "the input dimension. Masks stay applied through every later update."));
   s.push_back(key_float("prune.sparsity", 0.9, 0.0, 0.999, "Target (final) fraction of linear weights set to zero."));
   s.push_back(key_float("prune.initial_sparsity", 0.0, 0.0, 0.999, "Gradual pruning: sparsity s_i at the first pruning step."));
-  s.push_back(key_int("prune.start_step", 0, 0, 1e12, "Step of one-shot or 2:4 pruning, or t0 of the gradual schedule."));
-  s.push_back(key_int("prune.interval", 10, 1, 1e12, "Gradual pruning: steps dt between pruning steps (fine-tuning between)."));
+  s.push_back(key_int("prune.start_step", 0, 0, 1e9, "Step of one-shot or 2:4 pruning, or t0 of the gradual schedule."));
+  s.push_back(key_int("prune.interval", 10, 1, 1e9, "Gradual pruning: steps dt between pruning steps (fine-tuning between)."));
   s.push_back(key_int("prune.n_steps", 10, 1, 1e9, "Gradual pruning: number n of pruning steps after t0; the final sparsity "
                                                    "is reached at t0 + n dt."));
   s.push_back(key_enum("prune.scope", "layer", {"layer", "global"},
@@ -181,7 +196,7 @@ void compress_keys(std::vector<ConfigKey>& s) {
   s.push_back(key_bool("prune.rewind", false,
                        "Lottery ticket: after one-shot magnitude pruning, reset the surviving weights (and all biases) to "
                        "their values at prune.rewind_step and restart the optimizer's moments."));
-  s.push_back(key_int("prune.rewind_step", 0, 0, 1e12, "Lottery ticket: step whose weights the ticket rewinds to (0: the "
+  s.push_back(key_int("prune.rewind_step", 0, 0, 1e9, "Lottery ticket: step whose weights the ticket rewinds to (0: the "
                                                        "initialisation)."));
   s.push_back(key_float("prune.now", 0.0, 0.0, 0.999,
                         "Prune now: set mid-run to a sparsity to remove the smallest weights at the next step (by magnitude, "

@@ -395,15 +395,9 @@ Config resume_config(const std::string& dir) {
   const std::string config_path = dir + "/config.json";
   const std::string config_text = read_file_text(config_path, found);
   if (!found) throw Error(dir + " is not a run folder: it has no config.json");
-  Json config_json;
-  try {
-    config_json = Json::parse(config_text);
-  } catch (const Json::parse_error& e) {
-    throw Error(config_path + ": not valid JSON at " + position_text(config_text, e.byte));
-  } catch (const Json::exception&) {
-    throw Error(config_path + ": not valid JSON (a number is out of range)");
-  }
-  const Config start = Config::from_json(config_json, config_path);
+  // Read as a config file is (config/json_text.h: plain-word errors with line and column, and
+  // key lines), so --resume, the app and --config report a bad file the same way.
+  const Config start = Config::from_text(config_text, config_path);
 
   const std::string summary_text = read_file_text(dir + "/summary.json", found);
   if (found) {

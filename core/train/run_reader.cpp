@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "config/json_text.h"
 #include "train/run_record.h"
 #include "util/error.h"
 
@@ -121,13 +122,8 @@ LoadedRun load_run(const std::string& dir) {
   const std::string config = dir + "/config.json";
   if (!read_file(config, kMaxJsonBytes, bytes, why))
     throw Error(dir + ": not a run folder (config.json " + (why == "missing" ? std::string("is missing") : why) + ")");
-  try {
-    r.config = Json::parse(bytes);
-  } catch (const Json::parse_error& e) {
-    throw Error(config + ": not valid JSON (at byte " + std::to_string(e.byte) + ")");
-  } catch (const Json::exception&) {
-    throw Error(config + ": not valid JSON");
-  }
+  // The config file parser (config/json_text.h): the same plain-word errors as --config and --resume.
+  r.config = parse_json_text(bytes, config);
   if (!r.config.is_object()) throw Error(config + ": expected a JSON object of config sections");
 
   const std::string metrics = dir + "/metrics.jsonl";

@@ -68,7 +68,7 @@ class TestErrorPaths : public QObject {
     MainWindow w(m_tmp.filePath("runs-div"));
     w.form()->set_value("train.steps", 200);
     w.form()->set_value("optim.name", "sgd");
-    w.form()->set_value("optim.lr", 1000.0);
+    w.form()->set_value("optim.lr", 10.0);  // the top of optim.lr's range
     w.form()->set_value("optim.momentum", 0.99);
     QVERIFY(w.start_run());
     QTRY_VERIFY_WITH_TIMEOUT(!w.running(), 60000);

@@ -77,7 +77,7 @@ class TestRunRecordsView : public QObject {
     c.set("device.name", "cpu");
     c.set("train.steps", "300");
     c.set("optim.name", "sgd");
-    c.set("optim.lr", "1000");
+    c.set("optim.lr", "10");  // the top of optim.lr's range: diverges
     const QString dir = QDir(root()).absoluteFilePath("diverged");
     c.set("run.out", dir.toStdString());
     trainlab::Trainer t(c);

@@ -152,16 +152,17 @@ class TestBadInput : public QObject {
     QTest::addColumn<QString>("json");
     QTest::addColumn<QString>("key");
     QTest::addColumn<QString>("expected");
-    QTest::newRow("string for int") << R"({"train": {"epochs": "ten"}})" << "train.epochs" << "an integer from 0";
-    QTest::newRow("fraction for int") << R"({"train": {"batch": 1.5}})" << "train.batch" << "an integer from 1";
-    QTest::newRow("zero batch") << R"({"train": {"batch": 0}})" << "train.batch" << "an integer from 1";
-    QTest::newRow("negative lr") << R"({"optim": {"lr": -0.1}})" << "optim.lr" << "a number from 1e-12 to 1000";
+    QTest::newRow("string for int") << R"({"train": {"epochs": "ten"}})" << "train.epochs" << "an integer in [0, ";
+    QTest::newRow("fraction for int") << R"({"train": {"batch": 1.5}})" << "train.batch" << "an integer in [1, ";
+    QTest::newRow("zero batch") << R"({"train": {"batch": 0}})" << "train.batch" << "an integer in [1, ";
+    QTest::newRow("negative lr") << R"({"optim": {"lr": -0.1}})" << "optim.lr" << "a number in (0, 10]";
     QTest::newRow("bool as string") << R"({"optim": {"nesterov": "yes"}})" << "optim.nesterov" << "true or false";
     QTest::newRow("unknown choice") << R"({"precision": {"dtype": "fp64"}})" << "precision.dtype"
                                     << "one of fp32, tf32, bf16, fp16";
-    QTest::newRow("bad list") << R"({"model": {"hidden": [256, "x"]}})" << "model.hidden" << "a list of integers";
+    QTest::newRow("bad list") << R"({"model": {"hidden": [256, "x"]}})" << "model.hidden"
+                              << "a list of 1 to 64 integers in [1, 65536]";
     QTest::newRow("test fraction 1") << R"({"data": {"test_fraction": 1.0}})" << "data.test_fraction"
-                                     << "a number from 0.01 to 0.99";
+                                     << "a number in [0.01, 0.99]";
   }
   void wrongTypeOrRange() {
     QFETCH(QString, json);
@@ -179,13 +180,13 @@ class TestBadInput : public QObject {
   void wrongValueThroughSet() {
     Config c;
     std::string e = error_of([&] { c.set("train.epochs", "many"); });
-    QVERIFY2(has(e, "train.epochs") && has(e, "an integer") && has(e, "'many'"), e.c_str());
+    QVERIFY2(has(e, "train.epochs") && has(e, "an integer") && has(e, "got many"), e.c_str());
     e = error_of([&] { c.set("optim.lr", "1e6"); });
-    QVERIFY2(has(e, "optim.lr") && has(e, "to 1000"), e.c_str());
+    QVERIFY2(has(e, "optim.lr") && has(e, "(0, 10], got 1e6"), e.c_str());
     e = error_of([&] { c.set("optim.nesterov", "maybe"); });
     QVERIFY2(has(e, "optim.nesterov") && has(e, "true or false"), e.c_str());
     e = error_of([&] { c.set("model.hidden", "256,x"); });
-    QVERIFY2(has(e, "model.hidden") && has(e, "list of integers"), e.c_str());
+    QVERIFY2(has(e, "model.hidden") && has(e, "list of 1 to 64 integers"), e.c_str());
   }
 
   // A run record is read tolerantly (Config::from_record): a key this build does not know, a value
@@ -252,7 +253,7 @@ class TestBadInput : public QObject {
     const std::string dir = tmp.path().toStdString() + "/run";
     Config c = digits_config(dir, 500);
     c.set("optim.name", "sgd");
-    c.set("optim.lr", "1000");
+    c.set("optim.lr", "10");
     Trainer t(c);
     const RunSummary s = t.run();
     QCOMPARE(s.status, std::string("diverged"));

@@ -212,9 +212,10 @@ class TestCli : public QObject {
                                          << QStringList{cfg + ":3", "optim.lerning_rate", "optim.lr"};
     QTest::newRow("wrong type") << QStringList{"train", "--set", "train.batch=big"}
                                 << QStringList{"train.batch", "an integer"};
-    QTest::newRow("out of range") << QStringList{"train", "--set", "optim.beta1=2"} << QStringList{"optim.beta1", "0.999999"};
-    QTest::newRow("negative lr") << QStringList{"train", "--lr", "-5"} << QStringList{"optim.lr", "1e-12"};
-    QTest::newRow("negative epochs") << QStringList{"train", "--epochs", "-3"} << QStringList{"train.epochs", "an integer from 0"};
+    QTest::newRow("out of range") << QStringList{"train", "--set", "optim.beta1=2"} << QStringList{"optim.beta1", "[0, 1)"};
+    QTest::newRow("negative lr") << QStringList{"train", "--lr", "-5"} << QStringList{"--lr", "optim.lr", "(0, 10]"};
+    QTest::newRow("negative epochs") << QStringList{"train", "--epochs", "-3"}
+                                     << QStringList{"--epochs", "train.epochs", "an integer in [0, "};
     QTest::newRow("bad precision") << QStringList{"train", "--precision", "fp64"} << QStringList{"precision.dtype", "bf16"};
     QTest::newRow("missing data") << QStringList{"train", "--device", "cpu", "--set", "data.path=" + dir("none.csv.gz")}
                                   << QStringList{dir("none.csv.gz")};
@@ -284,12 +285,19 @@ class TestCli : public QObject {
 
   void divergedRun() {
     const QString out = dir("diverged");
-    const Result r = cli({"train", "--device", "cpu", "--steps", "300", "--optimizer", "sgd", "--lr", "1000", "--out", out});
+    const Result r = cli({"train", "--device", "cpu", "--steps", "300", "--optimizer", "sgd", "--lr", "10", "--out", out});
     QVERIFY2(r.code == 3, qPrintable(describe(r)));
     QVERIFY2(r.err.contains("diverged at step"), qPrintable(describe(r)));
     const Json sum = read_json((out + "/summary.json").toStdString());
     QCOMPARE(sum.at("status").get<std::string>(), std::string("diverged"));
     QCOMPARE(static_cast<long>(metrics_lines(out.toStdString()).size()), sum.at("steps").get<long>());
+    // The progress shows the step that diverged, its loss as "no value", never printf's "nan".
+    const QString diverged_step = QString("step %1/300  ").arg(sum.at("steps").get<long>());
+    bool shown = false;
+    for (const QString& line : r.err.split('\n'))
+      shown = shown || (line.startsWith(diverged_step) && line.contains("loss no value"));
+    QVERIFY2(shown, qPrintable(diverged_step + "with loss no value not in: " + describe(r)));
+    QVERIFY2(!r.err.contains("nan"), qPrintable(describe(r)));  // (the error says "NaN")
   }
 };
 
