@@ -1,0 +1,123 @@
+// DataParallel: the seam between the trainer and several ranks. The trainer calls it at fixed
+// points of a step; the model calls it through ModelHooks (nn/model.h) while it runs:
+//
+//   begin_step(k)            before the step's k micro-batches (ZeRO-2/3: the gradient buffer returns)
+//   grads_ready(first)       from the model's backward: a bucket whose gradients are all final is
+//                            reduced at once, while the backward goes on (only in the k-th
+//                            backward: with gradient accumulation the ranks reduce once a step)
+//   before/after_unit        from the model: ZeRO-3 gathers a unit's parameters just in time (and
+//                            prefetches the next one), and frees them after
+//   finish_backward()        waits for every bucket (the exposed communication)
+//   grads_finite()           the loss scaler's inf/NaN check, the same answer on every rank
+//   optimizer_step(opt)      DDP: every parameter; ZeRO: this rank's shard, then the all-gather
+//   finish_training()        every rank holds the whole model again (final evaluation, weights file)
+//
+// Buckets (PyTorch DDP's reducer) are ranges of the flat gradient buffer (nn/flat_params.h), made
+// from the last parameter backwards (the order backward finishes them), each about dist.bucket_mb
+// and never splitting a parameter. A ZeRO shard is one contiguous range of the flat layout
+// (Megatron-LM's distributed optimizer): rank r owns [r S, (r+1) S) of the N elements, S = ceil(N/W)
+// (the last one shorter); a bucket's reduce-scatter gives each rank the part of the bucket inside
+// its shard.
+//
+// Memory (the rank's ledger): DDP keeps everything whole. ZeRO-1: the optimizer state of the shard
+// (m, v), plus the reduced gradient shard as a communication buffer. ZeRO-2: the gradients are
+// the shard between steps (the whole-model gradient buffer exists only from begin_step to
+// finish_backward). ZeRO-3: the weights are the shard too; a unit's gathered parameters are a
+// communication buffer for the time the unit runs. In 16-bit runs the fp32 masters stay whole
+// (ZeRO-1/2; they are the optimizer's and only the shard is updated) or are the shard (ZeRO-3).
+//
+// Every rank must make the same calls in the same order (the collectives are matched by order).
+#pragma once
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "config/dist_options.h"
+#include "dist/communicator.h"
+#include "nn/model.h"
+#include "optim/optimizer.h"
+
+namespace trainlab::dist {
+
+// A bucket: parameters [first_param, last_param) of the flat layout, elements [begin, end).
+struct GradBucket {
+  size_t first_param = 0, last_param = 0;
+  int64_t begin = 0, end = 0;
+};
+// Buckets of about bucket_mb MiB of `element_bytes`-byte gradients, from the last parameter back.
+std::vector<GradBucket> make_buckets(const FlatParams& flat, size_t element_bytes, double bucket_mb);
+
+// Rank r's shard [begin, end) of n elements over `ranks` ranks.
+struct ShardRange {
+  int64_t begin = 0, end = 0;
+  int64_t size() const { return end - begin; }
+};
+ShardRange shard_range(int64_t n, int ranks, int rank);
+// The elements of [begin, end) in each rank's shard (reduce-scatter and all-gather counts).
+std::vector<int64_t> shard_counts(int64_t n, int ranks, int64_t begin, int64_t end);
+
+// This rank's part of a step's global batch indices (TrainingStep::set_indices' layout): of each
+// of the `micro_batches` equal micro-batches, the rank-th of `ranks` equal slices. The caller
+// checks that a micro-batch's samples divide by the ranks (a token window's indices then stay
+// together); throws Error when the indices do not split evenly.
+std::vector<int32_t> local_batch_indices(const std::vector<int32_t>& global, int micro_batches, int ranks, int rank);
+
+// A step's communication figures (host clock): compute = the step's time minus the exposed
+// communication (waits for gradient and parameter collectives after the work that could overlap
+// them was done) and the waiting (the per-step host collectives: where the ranks wait for the
+// slowest); bytes as Communicator::bytes_sent.
+struct DistStepMetrics {
+  double compute_s = 0.0, comm_s = 0.0, wait_s = 0.0;
+  int64_t bytes_sent = 0;
+};
+
+class DataParallel : public ModelHooks {
+ public:
+  // For `model` (parameters in their run's format, flat) on `be`, over `comm` (every rank of the
+  // data-parallel group). Installs itself as the model's hooks; ZeRO-3 keeps only the shard of
+  // the weights from here on. Throws Error for a ZeRO stage on one rank.
+  static std::unique_ptr<DataParallel> create(const DistOptions& o, Communicator& comm, Backend& be, Model& model);
+  ~DataParallel() override;
+
+  DistStrategy strategy() const { return m_strategy; }
+  Communicator& comm() { return m_comm; }
+
+  virtual void begin_step(int micro_batches);
+  virtual void finish_backward() = 0;
+  virtual bool grads_finite() = 0;
+  virtual void optimizer_step(Optimizer& opt) = 0;
+  virtual void finish_training() {}
+  // Sums host values over the ranks (timed as waiting). `v` is replaced by the sums.
+  void sum(std::span<double> v);
+  // The figures since the last call, for a step that took `step_s` seconds.
+  DistStepMetrics take_metrics(double step_s);
+
+  void grads_ready(size_t first) override;
+
+ protected:
+  DataParallel(DistStrategy s, Communicator& comm, Backend& be, Model& model, double bucket_mb);
+  // Starts the reduction of bucket b (all-reduce or reduce-scatter).
+  virtual CommHandle reduce_bucket(const GradBucket& b) = 0;
+  // Starts every bucket not started yet whose parameters are all at positions >= first.
+  void launch_ready(size_t first);
+  // Waits for every started bucket (timed as communication).
+  void wait_buckets();
+  // Waits for h, timed as communication.
+  void wait_comm(CommRequest& h);
+  // Drives the collectives in flight (MPI progresses only inside its calls).
+  void progress();
+
+  DistStrategy m_strategy;
+  Communicator& m_comm;
+  Backend& m_be;
+  Model& m_model;
+  FlatParams m_flat;
+  std::vector<GradBucket> m_buckets;
+  std::vector<bool> m_started;
+  std::vector<CommHandle> m_inflight;
+  int m_micro_batches = 1, m_backward = 0;
+  double m_comm_s = 0.0, m_wait_s = 0.0;
+  int64_t m_bytes_at_take = 0;
+};
+
+}  // namespace trainlab::dist
