@@ -24,6 +24,26 @@ MemoryBytes mem_from_json(const Json& j) {
 }
 }  // namespace
 
+Json RankStepMetrics::to_json() const {
+  return {{"rank", rank},       {"step_ms", step_ms},       {"compute_ms", compute_ms}, {"comm_ms", comm_ms},
+          {"wait_ms", wait_ms}, {"bytes_sent", bytes_sent}, {"mem", mem_current.to_json()},
+          {"mem_peak", mem_peak.to_json()}};
+}
+
+RankStepMetrics RankStepMetrics::from_json(const Json& j) {
+  RankStepMetrics r;
+  if (!j.is_object()) return r;
+  r.rank = j.value("rank", 0);
+  r.step_ms = j.value("step_ms", 0.0);
+  r.compute_ms = j.value("compute_ms", 0.0);
+  r.comm_ms = j.value("comm_ms", 0.0);
+  r.wait_ms = j.value("wait_ms", 0.0);
+  r.bytes_sent = j.value("bytes_sent", int64_t{0});
+  if (j.contains("mem")) r.mem_current = mem_from_json(j["mem"]);
+  if (j.contains("mem_peak")) r.mem_peak = mem_from_json(j["mem_peak"]);
+  return r;
+}
+
 Json StepMetrics::to_json() const {
   Json j = {{"step", step},
             {"epoch", epoch},
@@ -55,6 +75,11 @@ Json StepMetrics::to_json() const {
     Json k = Json::array();
     for (const auto& t : kernel_times) k.push_back({{"name", t.name}, {"ms", t.ms}, {"calls", t.calls}});
     j["kernels"] = k;
+  }
+  if (!ranks.empty()) {
+    Json r = Json::array();
+    for (const auto& x : ranks) r.push_back(x.to_json());
+    j["ranks"] = r;
   }
   return j;
 }
@@ -89,6 +114,8 @@ StepMetrics StepMetrics::from_json(const Json& j) {
   m.event = j.value("event", "");
   if (j.contains("kernels"))
     for (const auto& k : j["kernels"]) m.kernel_times.push_back({k.value("name", ""), k.value("ms", 0.0), k.value("calls", int64_t{0})});
+  if (j.contains("ranks") && j["ranks"].is_array())
+    for (const auto& r : j["ranks"]) m.ranks.push_back(RankStepMetrics::from_json(r));
   return m;
 }
 
@@ -103,6 +130,10 @@ Json RunSummary::to_json() const {
             {"peak_bytes", peak_bytes.to_json()},
             {"device", device},   {"precision", precision}};
   if (!message.empty()) j["message"] = message;
+  if (ranks > 1) {
+    j["ranks"] = ranks;
+    j["dist_strategy"] = dist_strategy;
+  }
   return j;
 }
 

@@ -14,6 +14,7 @@
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
 #include "plan/memory_model.h"
+#include "train/distributed.h"
 #include "train/precision.h"
 #include "train/run_record.h"
 #include "train/task.h"
@@ -28,6 +29,7 @@ using Clock = std::chrono::steady_clock;
 // backend last, after every tensor of the task, model, optimizer and step.
 struct Trainer::State {
   std::unique_ptr<Backend> be;
+  std::unique_ptr<DistributedRun> dist;  // several ranks (core/dist); inert with one
   std::unique_ptr<Task> task;  // data, sample indices, epochs, evaluation (train/task.h)
   std::unique_ptr<Model> model;
   std::unique_ptr<Optimizer> opt;
@@ -146,13 +148,15 @@ void Trainer::apply_setting(const std::string& key, const Json& value, std::stri
 void Trainer::setup() {
   State& s = *m_state;
   std::string notice;
-  s.be = create_backend(m_config.get_string("device.name"), device_options(m_config), &notice);
+  s.dist = std::make_unique<DistributedRun>(m_config);
+  s.be = create_backend(s.dist->device(m_config.get_string("device.name")), device_options(m_config), &notice);
   if (!notice.empty() && m_callbacks.on_notice) m_callbacks.on_notice(notice);
   s.be->set_capture_enabled(m_config.get_bool("device.cuda_graph"));
   s.kernel_timing = m_config.get_bool("device.kernel_timing");
   s.be->set_kernel_timing(s.kernel_timing);
   const TrainOptions t = train_options(m_config);
   const ModelOptions mo = model_options(m_config);
+  s.dist->connect(*s.be, m_config, t.batch);
   s.task = make_task(mo, data_options(m_config), t, checkpoint_options(m_config));
   s.batch = t.batch;
   s.accumulate = t.accumulate;
@@ -167,7 +171,9 @@ void Trainer::setup() {
   s.model->set_matmul_mode(s.precision->matmul);  // a distillation teacher computes in the run's mode too
   const OptimOptions oo = optim_options(m_config);
   s.opt = make_optimizer(oo.optimizer);
-  s.step = s.task->make_step(*s.be, *s.model, *s.opt, s.batch, s.accumulate);
+  s.step = s.task->make_step(*s.be, *s.model, *s.opt, s.dist->local_batch(s.batch), s.accumulate);
+  const CompressOptions co = compress_options(m_config);
+  s.dist->attach(*s.be, *s.model, *s.step, co.quant.qat() || co.prune.method != "none" || !co.distill.teacher.empty());
 
   const int64_t units_per_step = s.batch * s.task->units_per_sample() * s.accumulate;
   s.steps_per_epoch = std::max(1L, static_cast<long>(s.task->train_units() / units_per_step));
@@ -181,7 +187,7 @@ void Trainer::setup() {
 
   std::string dir = m_config.get_string("run.out");
   if (dir.empty()) dir = RunRecord::default_dir("runs", mo.name + "-" + s.precision->name);
-  s.record = std::make_unique<RunRecord>(dir, m_config);
+  if (s.dist->is_root()) s.record = std::make_unique<RunRecord>(dir, m_config);  // rank 0 writes the record
   {
     std::lock_guard<std::mutex> lock(m_mutex);
     m_run_dir = dir;
@@ -230,9 +236,11 @@ StepMetrics Trainer::train_step(long step, std::string event) {
   sc.step = static_cast<float>(s.optimizer_steps + 1);
   s.be->set_step_scalars(sc);
   if (const std::string e = s.compress->before_step(step); !e.empty()) event += (event.empty() ? "" : "; ") + e;
-  s.step->set_indices(s.idx);
+  s.step->set_indices(s.dist->local_indices(s.idx, s.accumulate));
   bool applied = true;
-  if (s.scaler->enabled()) {
+  if (s.dist->active()) {
+    applied = s.dist->step(*s.be, *s.step, *s.opt, *s.scaler, s.accumulate);
+  } else if (s.scaler->enabled()) {
     s.be->run_step("forward_backward", [&] { s.step->forward_backward(); });
     std::vector<const Tensor*> grads;
     for (Parameter* p : s.step->params()) grads.push_back(&p->grad);
@@ -243,8 +251,10 @@ StepMetrics Trainer::train_step(long step, std::string event) {
   }
   if (applied) ++s.optimizer_steps;
   s.compress->after_step();
-  float st[2];
-  s.be->download(s.step->stats(), st, DType::F32);
+  float st32[2];
+  s.be->download(s.step->stats(), st32, DType::F32);
+  double st[2] = {st32[0], st32[1]};
+  s.dist->sum(st);  // the ranks' loss and accuracy sums
   const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
   s.samples_done += static_cast<double>(units);
   s.train_seconds += dt;
@@ -266,6 +276,7 @@ StepMetrics Trainer::train_step(long step, std::string event) {
   const MemorySnapshot snap = s.be->ledger().snapshot();
   m.mem_current = to_bytes(snap.current);
   m.mem_peak = to_bytes(snap.peak);
+  m.ranks = s.dist->rank_metrics(dt, snap);
   TrainingMemoryInputs mi;
   mi.params = s.params;
   mi.element_bytes = s.precision->element_bytes();
@@ -290,7 +301,7 @@ StepMetrics Trainer::train_step(long step, std::string event) {
   const bool last = step + 1 == s.total_steps;
   if (last || (s.eval_every > 0 ? (step + 1) % s.eval_every == 0 : s.task->end_of_epoch(need))) {
     double vl = 0, va = 0;
-    s.task->evaluate(*s.be, *s.step, s.batch, vl, va);
+    s.task->evaluate(*s.be, *s.step, s.step->batch(), vl, va);
     m.val_loss = vl;
     m.val_accuracy = va;
   }
@@ -302,9 +313,10 @@ void Trainer::finish(RunSummary& sum, long steps, double last_loss) {
   sum.steps = steps;
   sum.epochs = static_cast<double>(steps) / static_cast<double>(std::max(1L, s.steps_per_epoch));
   sum.final_train_loss = last_loss;
+  s.dist->finish_training();  // ZeRO: every rank holds the whole model again
   if (sum.status != "diverged") {
     double vl = 0, va = 0;
-    s.task->evaluate(*s.be, *s.step, s.batch, vl, va);
+    s.task->evaluate(*s.be, *s.step, s.step->batch(), vl, va);
     sum.test_loss = vl;
     sum.test_accuracy = va;
   }
@@ -312,6 +324,9 @@ void Trainer::finish(RunSummary& sum, long steps, double last_loss) {
   sum.skipped_steps = s.scaler->skipped();
   sum.precision = s.precision->name;
   sum.peak_bytes = to_bytes(s.be->ledger().snapshot().peak);
+  sum.ranks = s.dist->ranks();
+  if (sum.ranks > 1) sum.dist_strategy = dist_strategy_name(s.dist->options().strategy);
+  if (!s.record) return;  // ranks other than 0 write nothing
   if (m_config.get_bool("run.save_weights") && sum.status != "diverged")
     save_model_weights(*s.be, *s.model, m_config, s.record->weights_path());
   sum.wall_s = std::chrono::duration<double>(Clock::now() - s.t_start).count();
@@ -328,12 +343,12 @@ RunSummary Trainer::run() {
   RunSummary sum;
   sum.params = s.params;
   sum.device = s.be->info().id();
-  sum.run_dir = s.record->dir();
+  if (s.record) sum.run_dir = s.record->dir();
   long step = 0;
   double last_loss = 0.0;
   for (step = 0; step < s.total_steps; ++step) {
     std::string event;
-    if (!drain_commands(event)) {
+    if (!s.dist->keep_going(drain_commands(event))) {  // the ranks stop at the same step
       sum.status = "stopped";
       sum.message = "stopped at step " + std::to_string(step);
       break;
@@ -341,7 +356,7 @@ RunSummary Trainer::run() {
     const StepMetrics m = train_step(step, std::move(event));
     const bool finite = std::isfinite(m.loss);
     const bool scaler_handles = s.scaler->enabled() && s.scaler->consecutive_skips() < 50;
-    s.record->append(m);
+    if (s.record) s.record->append(m);
     if (m_callbacks.on_step) m_callbacks.on_step(m);
     if (!finite && !scaler_handles) {
       sum.status = "diverged";
