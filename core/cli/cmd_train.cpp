@@ -1,15 +1,22 @@
 #include <signal.h>
 
+#include <unistd.h>
+
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <limits>
 #include <memory>
+#include <thread>
 
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "config/config.h"
+#include "dist/communicator.h"
+#include "dist/launch.h"
+#include "dist/world.h"
 #include "train/trainer.h"
 #include "util/error.h"
 
@@ -38,6 +45,7 @@ struct TrainFlags {
   // config, whose validation names the key and its range.
   static constexpr long kUnset = std::numeric_limits<long>::min();
   long epochs = kUnset, steps = kUnset, batch = kUnset, accumulate = kUnset, seed = kUnset;
+  long ranks = kUnset, gpus = kUnset;
   double lr = std::numeric_limits<double>::quiet_NaN();
   std::vector<std::string> sets;
   bool quiet = false;
@@ -61,6 +69,13 @@ Config build_config(const TrainFlags& o) {
   if (!o.precision.empty()) c.set("precision.dtype", o.precision);
   if (!o.device.empty()) c.set("device.name", o.device);
   if (!o.out.empty()) c.set("run.out", o.out);
+  if (o.ranks != TrainFlags::kUnset && o.gpus != TrainFlags::kUnset)
+    throw Error("--ranks and --gpus both given: --gpus N is --ranks N with one GPU a rank");
+  if (o.ranks != TrainFlags::kUnset) c.set("dist.ranks", std::to_string(o.ranks));
+  if (o.gpus != TrainFlags::kUnset) {
+    c.set("dist.ranks", std::to_string(o.gpus));
+    c.set("device.name", "cuda");
+  }
   for (const auto& s : o.sets) {
     const auto eq = s.find('=');
     if (eq == std::string::npos) throw Error("--set " + s + ": expected key=value, e.g. --set train.batch=128");
@@ -68,9 +83,65 @@ Config build_config(const TrainFlags& o) {
   }
   return c;
 }
+// An error of a run over several ranks: printed (rank 0 alone for one every rank found alike),
+// then the whole job ends, so that no rank waits for this one until its timeout.
+int end_job_after(const std::exception& e, const dist::LaunchInfo& place) {
+  const bool collective = dynamic_cast<const dist::CollectiveError*>(&e) != nullptr;
+  if (place.rank == 0 || !collective)
+    std::fprintf(stderr, "\nerror: %s%s\n", place.rank == 0 ? "" : ("rank " + std::to_string(place.rank) + ": ").c_str(),
+                 e.what());
+  // Rank 0 reports an error every rank found; the others give it time to print before any abort.
+  if (collective && place.rank != 0) std::this_thread::sleep_for(std::chrono::seconds(2));
+  dist::abort_job(1);
+  return 1;
+}
+
+// Trains with `c` and prints the summary (rank 0 alone in a run over several ranks).
+int run_training(const Config& c, const TrainFlags& flags, const dist::LaunchInfo& place) {
+  const bool root = place.rank == 0;
+  Progress progress(flags.quiet || !root);
+  TrainerCallbacks cb;
+  double last_scale = 1.0;
+  cb.on_step = [&](const StepMetrics& m) {
+    progress.update(m);
+    last_scale = m.loss_scale;
+  };
+  cb.on_notice = [&](const std::string& s) {
+    if (root) progress.notice(s);
+  };
+  Trainer trainer(c, cb);
+  g_active = &trainer;
+  install_stop_handlers();
+  RunSummary s;
+  try {
+    s = trainer.run();
+  } catch (...) {
+    g_active = nullptr;
+    progress.finish();
+    throw;
+  }
+  g_active = nullptr;
+  progress.finish();
+  if (root) {
+    std::fprintf(stderr, "%s: %ld steps, %.2f epochs, train loss %.4f, test accuracy %.4f, test loss %.4f, %.0f samples/s, %.2f s\n",
+                 s.status.c_str(), s.steps, s.epochs, s.final_train_loss, s.test_accuracy, s.test_loss, s.samples_per_s,
+                 s.wall_s);
+    if (s.ranks > 1) std::fprintf(stderr, "%d ranks, dist.strategy %s\n", s.ranks, s.dist_strategy.c_str());
+    if (s.precision == "fp16")
+      std::fprintf(stderr, "fp16 loss scaling: scale %g at the end, %ld skipped steps\n", last_scale, s.skipped_steps);
+    std::fprintf(stderr, "run record: %s\n", s.run_dir.c_str());
+  }
+  if (s.status == "diverged") {
+    if (root) std::fprintf(stderr, "error: %s; the run record keeps every step so far\n", s.message.c_str());
+    return 3;
+  }
+  if (s.status == "stopped") return 130;
+  return 0;
+}
+
 }  // namespace
 
-Runner add_train_command(CLI::App& app) {
+Runner add_train_command(CLI::App& app, std::vector<std::string> args) {
   auto o = std::make_shared<TrainFlags>();
   CLI::App* cmd = app.add_subcommand("train", "Train a model and write a run record (config, metrics, summary, weights)");
   cmd->add_option("--config", o->config_file, "JSON config file (the same files the app saves as presets)");
@@ -86,6 +157,9 @@ Runner add_train_command(CLI::App& app) {
   cmd->add_option("--device", o->device, "cpu, cuda, cuda:N or auto (device.name)");
   cmd->add_option("--set", o->sets, "Any config key: --set key=value (repeatable), e.g. --set data.path=FILE");
   cmd->add_option("--out", o->out, "Run record folder (run.out)");
+  cmd->add_option("--ranks", o->ranks,
+                  "Train on N ranks of this machine, started through mpirun (dist.ranks; dist.strategy says how)");
+  cmd->add_option("--gpus", o->gpus, "Train on N GPUs of this machine, one rank each (--ranks N with device cuda)");
   cmd->add_flag("--quiet", o->quiet, "No progress output");
   cmd->add_flag("--print-config", o->print_config, "Print the resolved config as JSON and exit");
   // The device.* keys have no flag of their own: --help lists them from the schema.
@@ -94,46 +168,25 @@ Runner add_train_command(CLI::App& app) {
     if (k.key.rfind("device.", 0) == 0 && k.key != "device.name")
       device_keys += "\n  " + k.key + " (" + describe_expected(k) + "; default " + k.default_value.dump() + "): " + k.help;
   cmd->footer(device_keys);
-  return [o, cmd]() -> int {
+  return [o, cmd, args]() -> int {
     if (!cmd->parsed()) return -1;
+    const dist::LaunchInfo place = dist::launch_info();
     Config c = build_config(*o);
     if (o->print_config) {
       std::printf("%s\n", c.to_json().dump(2).c_str());
       return 0;
     }
-    Progress progress(o->quiet);
-    TrainerCallbacks cb;
-    double last_scale = 1.0;
-    cb.on_step = [&](const StepMetrics& m) {
-      progress.update(m);
-      last_scale = m.loss_scale;
-    };
-    cb.on_notice = [&](const std::string& s) { progress.notice(s); };
-    Trainer trainer(c, cb);
-    g_active = &trainer;
-    install_stop_handlers();
-    RunSummary s;
-    try {
-      s = trainer.run();
-    } catch (...) {
-      g_active = nullptr;
-      progress.finish();
-      throw;
+    const int ranks = static_cast<int>(c.get_int("dist.ranks"));
+    if (!place.launched() && ranks > 1)  // the same command once per rank, through mpirun
+      dist::exec_mpirun(dist::mpirun_argv(ranks, dist::self_executable(), args, geteuid() == 0));
+    if (place.size > 1) {
+      try {
+        return run_training(c, *o, place);
+      } catch (const std::exception& e) {
+        return end_job_after(e, place);
+      }
     }
-    g_active = nullptr;
-    progress.finish();
-    std::fprintf(stderr, "%s: %ld steps, %.2f epochs, train loss %.4f, test accuracy %.4f, test loss %.4f, %.0f samples/s, %.2f s\n",
-                 s.status.c_str(), s.steps, s.epochs, s.final_train_loss, s.test_accuracy, s.test_loss, s.samples_per_s,
-                 s.wall_s);
-    if (s.precision == "fp16")
-      std::fprintf(stderr, "fp16 loss scaling: scale %g at the end, %ld skipped steps\n", last_scale, s.skipped_steps);
-    std::fprintf(stderr, "run record: %s\n", s.run_dir.c_str());
-    if (s.status == "diverged") {
-      std::fprintf(stderr, "error: %s; the run record keeps every step so far\n", s.message.c_str());
-      return 3;
-    }
-    if (s.status == "stopped") return 130;
-    return 0;
+    return run_training(c, *o, place);
   };
 }
 

@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
                                          (trainlab::built_with_cuda() ? " (CUDA backend built in)" : " (CPU only)"));
   app.require_subcommand(1);
   std::vector<trainlab::cli::Runner> runners;
-  runners.push_back(trainlab::cli::add_train_command(app));
+  runners.push_back(trainlab::cli::add_train_command(app, std::vector<std::string>(argv + 1, argv + argc)));
   runners.push_back(trainlab::cli::add_eval_command(app));
   runners.push_back(trainlab::cli::add_bench_command(app));
   runners.push_back(trainlab::cli::add_generate_command(app));
