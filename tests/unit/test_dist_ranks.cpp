@@ -22,6 +22,7 @@
 
 #include "backend/cpu_backend.h"
 #include "dist/world.h"
+#include "io/safetensors.h"
 #include "test_support.h"
 
 using namespace trainlab;
@@ -254,32 +255,48 @@ class TestDistRanks : public QObject {
     QVERIFY2(vdiff.isEmpty(), qPrintable(vdiff));
   }
 
-  // ZeRO: DDP's losses, and each rank's ledger holds half of the one-rank figure of what the stage
-  // shards (85,002 parameters: the halves are exact).
+  // ZeRO: DDP's losses and, after the run, DDP's weights file (ZeRO-3 gathers the parameters, a
+  // 16-bit ZeRO-1/2 run its fp32 masters); in fp32 each rank's ledger holds half of the one-rank
+  // figure of what the stage shards (85,002 parameters: the halves are exact).
   void zeroMatchesDdp_data() {
     QTest::addColumn<QString>("strategy");
-    QTest::newRow("zero1") << "zero1";
-    QTest::newRow("zero2") << "zero2";
-    QTest::newRow("zero3") << "zero3";
+    QTest::addColumn<QString>("precision");
+    QTest::newRow("zero1") << "zero1" << "fp32";
+    QTest::newRow("zero2") << "zero2" << "fp32";
+    QTest::newRow("zero3") << "zero3" << "fp32";
+    QTest::newRow("zero2 bf16") << "zero2" << "bf16";
+    QTest::newRow("zero3 bf16") << "zero3" << "bf16";
   }
   void zeroMatchesDdp() {
     QFETCH(QString, strategy);
-    const QString one = dir("z-one"), ddp = dir("z-ddp"), zero = dir("z-" + strategy);
-    if (!QFileInfo::exists(one + "/summary.json")) {
-      Result r = cli(0, digits(one));
+    QFETCH(QString, precision);
+    const QStringList keep{"--precision", precision, "--set", "run.save_weights=true"};
+    const QString one = dir("z-one-" + precision), ddp = dir("z-ddp-" + precision),
+                  zero = dir("z-" + strategy + "-" + precision);
+    if (!QFileInfo::exists(ddp + "/summary.json")) {
+      Result r = cli(0, digits(one, keep));
       QVERIFY2(r.code == 0, qPrintable(describe(r)));
-      r = cli(2, digits(ddp));
+      r = cli(2, digits(ddp, keep));
       QVERIFY2(r.code == 0, qPrintable(describe(r)));
     }
-    const Result r = cli(2, digits(zero, {"--set", "dist.strategy=" + strategy, "--set", "dist.bucket_mb=0.1"}));
+    const Result r =
+        cli(2, digits(zero, keep + QStringList{"--set", "dist.strategy=" + strategy, "--set", "dist.bucket_mb=0.1"}));
     QVERIFY2(r.code == 0, qPrintable(describe(r)));
     const QString diff = compare(losses(ddp), losses(zero), 1e-6);
     QVERIFY2(diff.isEmpty(), qPrintable(diff));
     const QString vdiff = compare(losses(ddp, "val_loss"), losses(zero, "val_loss"), 1e-6);
     QVERIFY2(vdiff.isEmpty(), qPrintable(vdiff));
+    const SafeTensorsFile a = read_safetensors((ddp + "/model.safetensors").toStdString());
+    const SafeTensorsFile b = read_safetensors((zero + "/model.safetensors").toStdString());
+    QCOMPARE(a.tensors.size(), b.tensors.size());
+    for (size_t i = 0; i < a.tensors.size(); ++i)
+      QVERIFY2(a.tensors[i].bytes == b.tensors[i].bytes, a.tensors[i].name.c_str());
+    if (precision != "fp32") return;
     const Json single = last_metrics(one).at("mem");
     const int stage = strategy.back().digitValue();
-    for (const Json& rank : last_metrics(zero).at("ranks")) {
+    const Json last = last_metrics(zero);
+    QCOMPARE(last.at("ranks").size(), size_t(2));
+    for (const Json& rank : last.at("ranks")) {
       const Json& mem = rank.at("mem");
       const QString who = QString("rank %1: %2").arg(rank.at("rank").get<int>()).arg(QString::fromStdString(mem.dump()));
       QVERIFY2(2 * mem_of(mem, "optimizer") == mem_of(single, "optimizer"), qPrintable(who));
