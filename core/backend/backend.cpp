@@ -84,6 +84,18 @@ bool Backend::supports(Op op, DType t) const {
 
 namespace trainlab {
 
+double Backend::sum_squares(std::span<const Tensor* const> tensors) {
+  double sum = 0.0;
+  std::vector<float> host;
+  for (const Tensor* t : tensors) {
+    host.resize(static_cast<size_t>(t->numel()));
+    if (host.empty()) continue;
+    download(*t, host.data(), DType::F32);
+    for (float v : host) sum += static_cast<double>(v) * static_cast<double>(v);
+  }
+  return sum;
+}
+
 // Backends without device collectives (the CPU: its ranks use MPI on host memory, in core/dist).
 std::vector<uint8_t> Backend::new_collectives_id() {
   throw Error("collectives among devices are not supported on " + info().name +

@@ -296,6 +296,10 @@ class Backend {
   virtual void sgd_step(std::span<ParamSlot> params, const SgdHyper& h) = 0;
   // True when every element of every tensor is finite.
   virtual bool all_finite(std::span<const Tensor* const> tensors) = 0;
+  // The sum of the squares of every element of every tensor, accumulated in double (gradient
+  // clipping's norm). The base downloads each tensor as fp32 and sums on the host, which every
+  // backend can; a device reduction may replace it.
+  virtual double sum_squares(std::span<const Tensor* const> tensors);
 
   // --- collectives among devices (backend/collectives.h; core/dist is the caller) -------------
   // Whether this backend's devices can form collective groups (the CUDA module built with NCCL).

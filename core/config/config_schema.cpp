@@ -78,6 +78,11 @@ void optim_keys(std::vector<ConfigKey>& s) {
                         "Decoupled weight decay: w -= lr * wd * w each step (AdamW), or added to the gradient (SGD)."));
   s.push_back(key_float("optim.momentum", 0.9, 0, 0.999999, "SGD momentum: buf = mu buf + g; w -= lr buf."));
   s.push_back(key_bool("optim.nesterov", false, "SGD with Nesterov momentum: w -= lr (g + mu buf)."));
+  s.push_back(key_float("optim.clip_norm", 0.0, 0, 1e6,
+                        "Gradient clipping: when the L2 norm of the whole gradient (every parameter together, and "
+                        "every rank's share when several ranks train) exceeds this, the gradient is scaled down to "
+                        "it before the update: g *= clip / norm. 0: no clipping. A step whose gradient is not finite "
+                        "is not clipped (fp16 loss scaling skips it)."));
 }
 
 void schedule_keys(std::vector<ConfigKey>& s) {

@@ -153,6 +153,12 @@ class Ddp final : public DataParallel {
     return m_be.all_finite(grads);
   }
 
+  double grad_sum_squares() override {
+    std::vector<const Tensor*> grads;
+    for (Parameter* p : m_flat.parameters()) grads.push_back(&p->grad);
+    return m_be.sum_squares(grads);
+  }
+
   void optimizer_step(Optimizer& opt) override {
     std::vector<Parameter*> params = m_flat.parameters();
     opt.step(m_be, params);

@@ -9,6 +9,7 @@
 //                            prefetches the next one), and frees them after
 //   finish_backward()        waits for every bucket (the exposed communication)
 //   grads_finite()           the loss scaler's inf/NaN check, the same answer on every rank
+//   grad_sum_squares()       clipping's global norm (squared), the same on every rank
 //   optimizer_step(opt)      DDP: every parameter; ZeRO: this rank's shard, then the all-gather
 //   finish_training()        every rank holds the whole model again (final evaluation, weights file)
 //
@@ -85,6 +86,9 @@ class DataParallel : public ModelHooks {
   virtual void begin_step(int micro_batches);
   virtual void finish_backward() = 0;
   virtual bool grads_finite() = 0;
+  // The sum of the squares of the whole reduced gradient (every rank's shard), the same on every
+  // rank: gradient clipping's global norm.
+  virtual double grad_sum_squares() = 0;
   virtual void optimizer_step(Optimizer& opt) = 0;
   virtual void finish_training() {}
   // Sums host values over the ranks (timed as waiting). `v` is replaced by the sums.

@@ -64,6 +64,16 @@ class Zero final : public DataParallel {
     return bad == 0.0;
   }
 
+  // Each rank sums its shard; the ranks add their sums.
+  double grad_sum_squares() override {
+    const Tensor* g = &m_grad_shard;
+    double sum = m_shard.size() > 0 ? m_be.sum_squares(std::span<const Tensor* const>(&g, 1)) : 0.0;
+    const auto t0 = std::chrono::steady_clock::now();
+    m_comm.all_reduce_host(std::span<double>(&sum, 1), HostReduce::Sum);
+    m_wait_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return sum;
+  }
+
   void optimizer_step(Optimizer& opt) override {
     refresh_pieces();
     if (!m_piece_ptrs.empty()) opt.step(m_be, m_piece_ptrs);

@@ -1,5 +1,7 @@
 #include "train/distributed.h"
 
+#include <cmath>
+
 #include "dist/world.h"
 #include "util/error.h"
 
@@ -58,11 +60,23 @@ std::vector<int32_t> DistributedRun::local_indices(const std::vector<int32_t>& g
   return dist::local_batch_indices(global, micro_batches, m_place.size, m_place.rank);
 }
 
-bool DistributedRun::step(Backend& be, TrainingStep& step, Optimizer& opt, LossScaler& scaler, int micro_batches) {
+double clip_gradient(Backend& be, StepScalars& sc, double sum_squares, double clip) {
+  const double norm = std::sqrt(sum_squares) * static_cast<double>(sc.grad_unscale);
+  if (norm > clip) {
+    sc.grad_unscale = static_cast<float>(static_cast<double>(sc.grad_unscale) * (clip / (norm + 1e-6)));
+    be.set_step_scalars(sc);
+  }
+  return norm;
+}
+
+bool DistributedRun::step(Backend& be, TrainingStep& step, Optimizer& opt, LossScaler& scaler, int micro_batches,
+                          double clip_norm, StepScalars& sc, std::optional<double>& grad_norm) {
   m_dp->begin_step(micro_batches);
   step.forward_backward();
   m_dp->finish_backward();
   const bool applied = !scaler.enabled() || scaler.update(m_dp->grads_finite());
+  // The norm of the whole reduced gradient, the same on every rank: so is the clipping.
+  if (applied && clip_norm > 0) grad_norm = clip_gradient(be, sc, m_dp->grad_sum_squares(), clip_norm);
   if (applied) m_dp->optimizer_step(opt);
   return applied;
 }

@@ -16,6 +16,7 @@
 // one-rank run, bit for bit. Only rank 0 writes the run record and prints.
 #pragma once
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "config/config.h"
@@ -28,6 +29,12 @@
 #include "train/training_step.h"
 
 namespace trainlab {
+
+// Gradient clipping (optim.clip_norm): `sum_squares` is the sum of the squares of the whole
+// gradient as stored (every rank's, in a run over several), so its norm as the optimizer sees it
+// is sqrt(sum_squares) * sc.grad_unscale. Above `clip`, grad_unscale is scaled by clip / (norm +
+// 1e-6) (PyTorch's clip_grad_norm_) and the scalars are set again. Returns the norm before.
+double clip_gradient(Backend& be, StepScalars& sc, double sum_squares, double clip);
 
 class DistributedRun {
  public:
@@ -55,8 +62,11 @@ class DistributedRun {
 
   std::vector<int32_t> local_indices(const std::vector<int32_t>& global, int micro_batches) const;
   // One optimizer step of this rank (forward and backward of its micro-batches, the reduction,
-  // the loss scaler's global check, the update). Returns whether the update was applied.
-  bool step(Backend& be, TrainingStep& step, Optimizer& opt, LossScaler& scaler, int micro_batches);
+  // the loss scaler's global check, clipping to `clip_norm` by the global norm (> 0; `sc` are the
+  // step's scalars, `grad_norm` receives the norm), the update). Returns whether the update was
+  // applied.
+  bool step(Backend& be, TrainingStep& step, Optimizer& opt, LossScaler& scaler, int micro_batches, double clip_norm,
+            StepScalars& sc, std::optional<double>& grad_norm);
   // Sums over the ranks (a step's loss and accuracy sums).
   void sum(std::span<double> v);
   // Whether every rank goes on (false as soon as one rank stops).

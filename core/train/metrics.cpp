@@ -70,6 +70,7 @@ Json StepMetrics::to_json() const {
   if (val_accuracy) j["val_accuracy"] = *val_accuracy;
   if (sparsity) j["sparsity"] = *sparsity;
   if (bits_per_weight) j["bits_per_weight"] = *bits_per_weight;
+  if (grad_norm) j["grad_norm"] = *grad_norm;
   if (!event.empty()) j["event"] = event;
   if (!kernel_times.empty()) {
     Json k = Json::array();
@@ -111,6 +112,7 @@ StepMetrics StepMetrics::from_json(const Json& j) {
   if (j.contains("sparsity") && j["sparsity"].is_number()) m.sparsity = j["sparsity"].get<double>();
   if (j.contains("bits_per_weight") && j["bits_per_weight"].is_number())
     m.bits_per_weight = j["bits_per_weight"].get<double>();
+  if (j.contains("grad_norm") && j["grad_norm"].is_number()) m.grad_norm = j["grad_norm"].get<double>();
   m.event = j.value("event", "");
   if (j.contains("kernels"))
     for (const auto& k : j["kernels"]) m.kernel_times.push_back({k.value("name", ""), k.value("ms", 0.0), k.value("calls", int64_t{0})});

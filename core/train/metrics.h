@@ -54,6 +54,7 @@ struct StepMetrics {
   // bits_per_weight = the QAT bits of the quantized weights (their mean when layers differ),
   // else the bits of the compute format that stores the weights (32, 16).
   std::optional<double> sparsity, bits_per_weight;
+  std::optional<double> grad_norm;  // with optim.clip_norm: the gradient's global L2 norm before clipping
   std::string event;      // marker label when a setting changed at this step
   std::vector<KernelTime> kernel_times;
   std::vector<RankStepMetrics> ranks;  // runs over several ranks: every rank's, in rank order

@@ -39,6 +39,7 @@ struct Trainer::State {
   std::unique_ptr<LossScaler> scaler;
   std::unique_ptr<Compression> compress;  // QAT, pruning, distillation (compress/compression.h)
   const PrecisionPolicy* precision = nullptr;
+  double clip_norm = 0.0;  // optim.clip_norm (0: off)
   int64_t batch = 0;
   int accumulate = 1;
   long total_steps = 0, steps_per_epoch = 1, eval_every = 0;
@@ -184,6 +185,7 @@ void Trainer::setup() {
 
   s.schedule = make_lr_schedule(oo.schedule, oo.optimizer.lr, s.total_steps);
   s.scaler = make_scaler(*s.precision, oo.loss_scale);
+  s.clip_norm = oo.clip_norm;
 
   std::string dir = m_config.get_string("run.out");
   if (dir.empty()) dir = RunRecord::default_dir("runs", mo.name + "-" + s.precision->name);
@@ -238,13 +240,15 @@ StepMetrics Trainer::train_step(long step, std::string event) {
   if (const std::string e = s.compress->before_step(step); !e.empty()) event += (event.empty() ? "" : "; ") + e;
   s.step->set_indices(s.dist->local_indices(s.idx, s.accumulate));
   bool applied = true;
+  std::optional<double> grad_norm;  // with clipping: the gradient's global norm before it
   if (s.dist->active()) {
-    applied = s.dist->step(*s.be, *s.step, *s.opt, *s.scaler, s.accumulate);
-  } else if (s.scaler->enabled()) {
+    applied = s.dist->step(*s.be, *s.step, *s.opt, *s.scaler, s.accumulate, s.clip_norm, sc, grad_norm);
+  } else if (s.scaler->enabled() || s.clip_norm > 0) {
     s.be->run_step("forward_backward", [&] { s.step->forward_backward(); });
     std::vector<const Tensor*> grads;
     for (Parameter* p : s.step->params()) grads.push_back(&p->grad);
-    applied = s.scaler->update(s.be->all_finite(grads));
+    if (s.scaler->enabled()) applied = s.scaler->update(s.be->all_finite(grads));
+    if (applied && s.clip_norm > 0) grad_norm = clip_gradient(*s.be, sc, s.be->sum_squares(grads), s.clip_norm);
     if (applied) s.opt->step(*s.be, s.step->params());
   } else {
     s.be->run_step("train_step", [&] { s.step->full_step(); });
@@ -268,6 +272,7 @@ StepMetrics Trainer::train_step(long step, std::string event) {
   m.lr = lr;
   m.loss_scale = s.scaler->scale();
   m.skipped = !applied;
+  m.grad_norm = grad_norm;
   m.skipped_steps = s.scaler->skipped();
   m.step_ms = dt * 1e3;
   m.samples_per_s = static_cast<double>(units) / dt;  // text: tokens per second

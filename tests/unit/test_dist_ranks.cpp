@@ -6,8 +6,9 @@
 //     broadcast, host values, sub-communicators, the bytes counted;
 //   * DDP on 2 ranks gives the one-rank losses of the same global batch within 1e-6 (fp32), with
 //     and without accumulation, for the digits MLP and the tiny char-gpt, and the same bits twice;
-//   * ZeRO 1, 2 and 3 give DDP's losses, and each rank's ledger holds half the one-rank optimizer
-//     state (and gradients from stage 2, weights at stage 3);
+//   * ZeRO 1, 2 and 3 give DDP's losses and weights, and each rank's ledger holds half the one-rank
+//     optimizer state (and gradients from stage 2, weights at stage 3);
+//   * gradient clipping by the global norm clips alike on every rank, as one rank would;
 //   * bad input ends every rank with one clear error, never a hang: a batch the ranks cannot split,
 //     a ZeRO stage on one rank, ranks with different configs, dist.ranks against the launcher, a
 //     rank that dies, a rank that hangs (the watchdog's timeout).
@@ -306,6 +307,28 @@ class TestDistRanks : public QObject {
       // 1), the units' gathered parameters while they run (stage 3).
       if (stage == 1) QVERIFY2(mem_of(mem, "communication") > 0, qPrintable(who));
       if (stage == 3) QVERIFY2(mem_of(rank.at("mem_peak"), "communication") > 0, qPrintable(who));
+    }
+  }
+
+  // Gradient clipping by the global norm: the norm of the whole reduced gradient (DDP: every
+  // rank's sum; ZeRO: the shards' sums added), so the ranks clip alike, as one rank would.
+  void clippingAgreesAcrossRanks() {
+    const QStringList clip{"--set", "optim.clip_norm=0.05"};
+    const QString one = dir("clip-one"), ddp = dir("clip-ddp"), zero = dir("clip-zero2");
+    Result r = cli(0, digits(one, clip));
+    QVERIFY2(r.code == 0, qPrintable(describe(r)));
+    r = cli(2, digits(ddp, clip));
+    QVERIFY2(r.code == 0, qPrintable(describe(r)));
+    r = cli(2, digits(zero, clip + QStringList{"--set", "dist.strategy=zero2"}));
+    QVERIFY2(r.code == 0, qPrintable(describe(r)));
+    const std::vector<double> norms = losses(one, "grad_norm");
+    QCOMPARE(norms.size(), size_t(6));
+    QVERIFY2(norms[0] > 0.05, qPrintable(QString::number(norms[0])));  // the clip acts
+    for (const QString& d : {ddp, zero}) {
+      QString diff = compare(norms, losses(d, "grad_norm"), 1e-6);
+      QVERIFY2(diff.isEmpty(), qPrintable(d + ": " + diff));
+      diff = compare(losses(one), losses(d), 1e-6);
+      QVERIFY2(diff.isEmpty(), qPrintable(d + ": " + diff));
     }
   }
 
