@@ -32,10 +32,11 @@ std::string DistributedRun::device(const std::string& configured) const {
 
 void DistributedRun::connect(Backend& be, const Config& config, int64_t batch) {
   if (!active()) return;
-  m_world = dist::make_world(m_place, be, m_options.timeout_s);
+  m_groups = std::make_unique<dist::ProcessGroups>(dist::make_world(m_place, be, m_options.timeout_s),
+                                                   dist::ParallelDegrees{}, be);
   Json j = config.to_json();
   j.erase("run");  // the run record's folder and name are rank 0's business
-  dist::check_same_config(*m_world, j.dump());
+  dist::check_same_config(m_groups->world(), j.dump());
   if (batch % m_place.size != 0)
     throw dist::CollectiveError("train.batch " + std::to_string(batch) + " does not split over the " +
                                 std::to_string(m_place.size) +
@@ -52,7 +53,7 @@ void DistributedRun::attach(Backend& be, Model& model, TrainingStep& step, bool 
   // The collectives run from host code between the model's units: a step is not one capturable unit.
   be.set_capture_enabled(false);
   step.set_ranks(m_place.size);
-  m_dp = dist::DataParallel::create(m_options, *m_world, be, model);
+  m_dp = dist::DataParallel::create(m_options, m_groups->data_parallel(), be, model);
 }
 
 std::vector<int32_t> DistributedRun::local_indices(const std::vector<int32_t>& global, int micro_batches) const {
@@ -88,7 +89,7 @@ void DistributedRun::sum(std::span<double> v) {
 bool DistributedRun::keep_going(bool go) {
   if (!active()) return go;
   double stop = go ? 0.0 : 1.0;
-  m_world->all_reduce_host(std::span<double>(&stop, 1), dist::HostReduce::Max);
+  m_groups->world().all_reduce_host(std::span<double>(&stop, 1), dist::HostReduce::Max);
   return stop == 0.0;
 }
 
@@ -99,7 +100,7 @@ std::vector<RankStepMetrics> DistributedRun::rank_metrics(double step_s, const M
   std::vector<double> mine{step_s, d.compute_s, d.comm_s, d.wait_s, static_cast<double>(d.bytes_sent)};
   for (int64_t b : mem.current) mine.push_back(static_cast<double>(b));
   for (int64_t b : mem.peak) mine.push_back(static_cast<double>(b));
-  const std::vector<double> all = m_world->all_gather_host(mine);
+  const std::vector<double> all = m_groups->world().all_gather_host(mine);
   std::vector<RankStepMetrics> out(static_cast<size_t>(m_place.size));
   for (size_t r = 0; r < out.size(); ++r) {
     const double* v = all.data() + r * kFields;

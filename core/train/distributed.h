@@ -3,8 +3,9 @@
 //
 //   DistributedRun(config)      where this process stands (the launcher's environment), the dist.*
 //                               options, and the device this rank takes (cuda: its local rank's GPU)
-//   connect(be, config, batch)  the world communicator, then the checks every rank makes alike: the
-//                               same config on every rank (a hash), a batch that splits over them
+//   connect(be, config, batch)  the world communicator and its process groups, then the checks
+//                               every rank makes alike: the same config on every rank (a hash), a
+//                               batch that splits over them
 //   attach(be, model, step, ..) the DataParallel driver (DDP or ZeRO), the step's share of the batch
 //   local_indices(idx, k)       this rank's part of the step's global batch
 //   step(...)                   forward and backward, the reduction, the update (replaces the one-rank step)
@@ -24,6 +25,7 @@
 #include "dist/communicator.h"
 #include "dist/data_parallel.h"
 #include "dist/launch.h"
+#include "dist/process_groups.h"
 #include "optim/loss_scaler.h"
 #include "train/metrics.h"
 #include "train/training_step.h"
@@ -78,7 +80,7 @@ class DistributedRun {
  private:
   dist::LaunchInfo m_place;
   DistOptions m_options;
-  std::unique_ptr<dist::Communicator> m_world;
+  std::unique_ptr<dist::ProcessGroups> m_groups;  // data parallelism only: the data group is the world
   std::unique_ptr<dist::DataParallel> m_dp;
 };
 

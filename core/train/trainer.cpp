@@ -119,6 +119,8 @@ void Trainer::apply_setting(const std::string& key, const Json& value, std::stri
   const ConfigKey* k = find_config_key(key);
   if (!k) throw Error("unknown key '" + key + "'");
   if (!k->mid_run) throw Error("'" + key + "' cannot change while a run trains");
+  // Every rank would have to apply it at the same step; commands reach one process.
+  if (m_state->dist->active()) throw Error("'" + key + "' cannot change while a run over several ranks trains");
   const Json old = m_config.at(key);
   m_config.set_json(key, value, "mid-run change");
   const Json now = m_config.at(key);
@@ -293,8 +295,8 @@ StepMetrics Trainer::train_step(long step, std::string event) {
   m.device_used_bytes = info.used_bytes;
   m.device_total_bytes = info.total_bytes;
   m.runtime_context_bytes = info.runtime_context_bytes;
-  if (const double peak = info.peak_for(s.precision->compute, s.precision->matmul); peak > 0)
-    m.mfu = s.flops_per_sample * m.samples_per_s / (peak * 1e12);
+  if (const double peak = info.peak_for(s.precision->compute, s.precision->matmul); peak > 0)  // of all the ranks' devices
+    m.mfu = s.flops_per_sample * m.samples_per_s / (peak * 1e12 * s.dist->ranks());
   if (s.kernel_timing) {
     m.kernel_times = s.be->kernel_times();
     s.be->reset_kernel_times();
