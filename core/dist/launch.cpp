@@ -2,10 +2,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "util/error.h"
 
@@ -91,8 +93,12 @@ std::vector<std::string> mpirun_argv(int ranks, const std::string& exe, const st
   std::vector<std::string> a{"mpirun", "-np", std::to_string(ranks)};
   if (as_root) a.push_back("--allow-run-as-root");
   for (const char* f : {"--oversubscribe", "--bind-to", "none"}) a.emplace_back(f);
-  // -x NAME passes the caller's value on; a value given here is set for the ranks.
+  // -x NAME=VALUE sets a variable for the ranks (the caller's environment reaches them anyway).
   if (!std::getenv("NCCL_NVLS_ENABLE")) a.insert(a.end(), {"-x", "NCCL_NVLS_ENABLE=0"});
+  if (!std::getenv("TRAINLAB_THREADS")) {  // the machine's cores shared out, not each rank taking all
+    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    a.insert(a.end(), {"-x", "TRAINLAB_THREADS=" + std::to_string(std::max(1u, cores / static_cast<unsigned>(ranks)))});
+  }
   a.push_back(exe);
   a.insert(a.end(), args.begin(), args.end());
   return a;

@@ -31,8 +31,9 @@ LaunchInfo launch_info(const EnvLookup& env = {});
 // argv of `mpirun -np N [--allow-run-as-root] --oversubscribe --bind-to none -x ... <exe> <args...>`:
 // N local ranks of the same command. Open MPI refuses to run as root without the flag, and
 // oversubscription lets N exceed the cores (the CI machine has two); no core binding, because each
-// rank's OpenBLAS and the app pick their own threads. The NCCL environment is passed on with NVLink
-// multicast (NVLS) off: NCCL_NVLS_ENABLE=0 unless the caller's environment sets it.
+// rank's OpenBLAS and the app pick their own threads. The ranks get NCCL's NVLink multicast (NVLS)
+// off (NCCL_NVLS_ENABLE=0) and an equal share of the cores for the CPU backend
+// (TRAINLAB_THREADS = cores / N, at least 1), each unless the caller's environment sets it.
 std::vector<std::string> mpirun_argv(int ranks, const std::string& exe, const std::vector<std::string>& args,
                                      bool as_root);
 

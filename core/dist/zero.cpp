@@ -27,6 +27,9 @@ class Zero final : public DataParallel {
     m_sixteen = m_grad_dtype != DType::F32;
     for (Parameter* p : m_flat.parameters())
       if (p->mask.defined()) throw Error("internal: ZeRO with pruning masks");
+    if (stage == 3 && !model.reports_units())  // its parameters would never be gathered
+      throw Error("dist.strategy zero3 needs a model that reports its units (" + model.kind() +
+                  " here is wrapped, e.g. for distillation): use zero2 or ddp");
     // The reduced gradient of the shard: the gradient itself from stage 2 on, a receive buffer in stage 1.
     m_grad_shard = be.empty({m_shard.size()}, m_grad_dtype, stage >= 2 ? MemCategory::Gradients : MemCategory::Communication);
     if (stage == 3) keep_weight_shard();

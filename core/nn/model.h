@@ -2,6 +2,8 @@
 // the loss gradient w.r.t. those logits and fills every parameter's gradient.
 // Parameters live in flat buffers laid out in parameters() order (flat_params()): each model
 // declares its parameters to a FlatParamsBuilder while its layers are built, then finishes it.
+// While it runs, a model tells the ModelHooks set on it (core/dist's data-parallel driver) which
+// parameters each unit reads and which gradients are final.
 #pragma once
 #include <memory>
 #include <nlohmann/json.hpp>

@@ -5,6 +5,7 @@
 // pass goes on, and only in the last micro-batch's backward. (Several ranks: test_dist_ranks.)
 #include <QtTest>
 #include <map>
+#include <thread>
 
 #include "backend/cpu_backend.h"
 #include "config/dist_options.h"
@@ -129,12 +130,17 @@ class TestDist : public QObject {
 
   void mpirunCommandLine() {
     qunsetenv("NCCL_NVLS_ENABLE");
+    qputenv("TRAINLAB_THREADS", "2");  // the caller's choice stands
     const auto a = mpirun_argv(3, "/bin/trainlab-cli", {"train", "--ranks", "3"}, true);
     const std::vector<std::string> want{"mpirun", "-np", "3", "--allow-run-as-root", "--oversubscribe", "--bind-to",
                                         "none", "-x", "NCCL_NVLS_ENABLE=0", "/bin/trainlab-cli", "train", "--ranks", "3"};
     QCOMPARE(a, want);
+    qunsetenv("TRAINLAB_THREADS");
     const auto b = mpirun_argv(2, "x", {}, false);
     QVERIFY(std::find(b.begin(), b.end(), "--allow-run-as-root") == b.end());
+    // Without it, each rank takes its share of the cores (at least one).
+    const std::string share = "TRAINLAB_THREADS=" + std::to_string(std::max(1u, std::thread::hardware_concurrency() / 2));
+    QVERIFY(std::find(b.begin(), b.end(), share) != b.end());
   }
 
   void rankDevice() {
