@@ -2,11 +2,21 @@
 
 #include <new>
 
+#include "rank_launch.h"
+
 #include "util/error.h"
 
 namespace trainlab::app {
 
 void TrainerWorker::post(const TrainerCommand& c) {
+  if (m_launched) {  // a run over several ranks: only a stop reaches its processes
+    if (c.kind == TrainerCommand::Kind::Stop)
+      m_stop_launched = true;
+    else
+      emit notice("a run over several ranks takes no pause or mid-run change: its ranks would have to apply it "
+                  "at the same step");
+    return;
+  }
   std::lock_guard<std::mutex> lock(m_mutex);
   if (m_trainer)
     m_trainer->post(c);
@@ -37,6 +47,14 @@ void TrainerWorker::run(const QString& config_json) {
       }
       if (send) emit metrics_ready();
     };
+    if (config.get_int("dist.ranks") > 1) {  // several ranks: processes, through the launcher
+      m_launched = true;
+      m_stop_launched = false;
+      const LaunchedRun r = run_through_launcher(config, cb.on_step, m_stop_launched);
+      m_launched = false;
+      emit finished(r.status, r.message, r.run_dir);
+      return;
+    }
     cb.on_notice = [this](const std::string& s) { emit notice(QString::fromStdString(s)); };
     Trainer trainer(config, cb);
     {

@@ -1,12 +1,15 @@
 // The trainer on a worker thread. TrainerWorker lives on a QThread and runs one Trainer at a time;
 // its step callback appends StepMetrics to a mutex-guarded buffer and sends one queued signal per
 // batch of steps (coalesced), so the GUI thread takes them in bulk and is never flooded. Commands
-// (pause, resume, stop, set key) are thread-safe and go straight to Trainer::post().
+// (pause, resume, stop, set key) are thread-safe and go straight to Trainer::post(). A config with
+// dist.ranks > 1 runs as processes through the launcher instead (rank_launch.h), followed through
+// its run record.
 #pragma once
 #include <QObject>
 #include <QString>
 #include <QThread>
 #include <QVector>
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -34,6 +37,9 @@ class TrainerWorker : public QObject {
  private:
   std::mutex m_mutex;
   Trainer* m_trainer = nullptr;
+  // A run over several ranks (dist.ranks > 1) runs as processes through the launcher
+  // (rank_launch.h); a Stop command sets the flag it polls.
+  std::atomic<bool> m_launched{false}, m_stop_launched{false};
   std::vector<TrainerCommand> m_early;
   std::vector<StepMetrics> m_pending;
   bool m_signal_sent = false;
