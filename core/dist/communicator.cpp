@@ -37,16 +37,21 @@ Tensor element_range(const Tensor& t, int64_t begin, int64_t end) {
   return Tensor(t.storage(), {end - begin}, t.dtype(), base + dtype_bytes(t.dtype(), static_cast<size_t>(begin)));
 }
 
-int64_t Communicator::check_counts(std::span<const int64_t> counts, const char* what) const {
+void Communicator::check_parts(const Tensor& whole, const Tensor& part, std::span<const int64_t> counts,
+                               Collective c) const {
+  const char* what = collective_name(c);
   if (static_cast<int>(counts.size()) != m_size)
     throw Error(std::string("internal: ") + what + " with " + std::to_string(counts.size()) + " counts for " +
                 std::to_string(m_size) + " ranks");
   int64_t total = 0;
-  for (int64_t c : counts) {
-    if (c < 0) throw Error(std::string("internal: ") + what + " with a negative count");
-    total += c;
+  for (int64_t n : counts) {
+    if (n < 0) throw Error(std::string("internal: ") + what + " with a negative count");
+    total += n;
   }
-  return total;
+  check_tensor(whole, what);
+  check_tensor(part, what);
+  if (whole.numel() != total || part.numel() != counts[static_cast<size_t>(m_rank)] || whole.dtype() != part.dtype())
+    throw Error(std::string("internal: ") + what + " sizes or formats disagree");
 }
 
 void Communicator::check_tensor(const Tensor& t, const char* what) const {
@@ -95,19 +100,13 @@ class SingleRank final : public Communicator {
     return completed_request();
   }
   CommHandle reduce_scatter(const Tensor& in, Tensor& out, std::span<const int64_t> counts) override {
-    const int64_t total = check_counts(counts, "reduce-scatter");
-    check_tensor(in, "reduce-scatter");
-    check_tensor(out, "reduce-scatter");
-    if (in.numel() != total || out.numel() != counts[0]) throw Error("internal: reduce-scatter sizes disagree");
-    if (total > 0) m_be.copy(in, out);
+    check_parts(in, out, counts, Collective::ReduceScatter);
+    if (in.numel() > 0) m_be.copy(in, out);
     return completed_request();
   }
   CommHandle all_gather(const Tensor& in, Tensor& out, std::span<const int64_t> counts) override {
-    const int64_t total = check_counts(counts, "all-gather");
-    check_tensor(in, "all-gather");
-    check_tensor(out, "all-gather");
-    if (out.numel() != total || in.numel() != counts[0]) throw Error("internal: all-gather sizes disagree");
-    if (total > 0 && in.raw() != out.raw()) m_be.copy(in, out);
+    check_parts(out, in, counts, Collective::AllGather);
+    if (out.numel() > 0 && in.raw() != out.raw()) m_be.copy(in, out);
     return completed_request();
   }
   CommHandle broadcast(Tensor& t, int root) override {

@@ -102,8 +102,9 @@ class Communicator {
   void reset_counters() { m_bytes_sent = 0; }
 
  protected:
-  // Checks shared by the implementations; returns sum(counts). `what` names the collective.
-  int64_t check_counts(std::span<const int64_t> counts, const char* what) const;
+  // Checks shared by the implementations. A reduce-scatter's or all-gather's `whole` holds
+  // sum(counts) elements and `part` counts[rank()], one format on this communicator's device.
+  void check_parts(const Tensor& whole, const Tensor& part, std::span<const int64_t> counts, Collective c) const;
   void check_tensor(const Tensor& t, const char* what) const;
   void count_bytes(Collective c, int64_t bytes);
   // "rank 1 of 2: all-reduce of 1.5 MiB did not complete within 300 s ..." for a timeout.

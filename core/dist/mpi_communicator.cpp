@@ -135,11 +135,7 @@ class MpiComm final : public Communicator {
   }
 
   CommHandle reduce_scatter(const Tensor& in, Tensor& out, std::span<const int64_t> counts) override {
-    const int64_t total = check_counts(counts, "reduce-scatter");
-    check_tensor(in, "reduce-scatter");
-    check_tensor(out, "reduce-scatter");
-    if (in.numel() != total || out.numel() != counts[static_cast<size_t>(m_rank)] || in.dtype() != out.dtype())
-      throw Error("internal: reduce-scatter sizes or formats disagree");
+    check_parts(in, out, counts, Collective::ReduceScatter);
     auto r = start(Collective::ReduceScatter, in.bytes());
     for (int64_t c : counts) r->counts.push_back(as_int(c, "reduce-scatter"));
     check(MPI_Ireduce_scatter(in.raw(), out.raw(), r->counts.data(), mpi_type(in.dtype()), sum_op(in.dtype()), m_comm,
@@ -149,11 +145,7 @@ class MpiComm final : public Communicator {
   }
 
   CommHandle all_gather(const Tensor& in, Tensor& out, std::span<const int64_t> counts) override {
-    const int64_t total = check_counts(counts, "all-gather");
-    check_tensor(in, "all-gather");
-    check_tensor(out, "all-gather");
-    if (out.numel() != total || in.numel() != counts[static_cast<size_t>(m_rank)] || in.dtype() != out.dtype())
-      throw Error("internal: all-gather sizes or formats disagree");
+    check_parts(out, in, counts, Collective::AllGather);
     auto r = start(Collective::AllGather, out.bytes());
     int64_t at = 0, mine = 0;
     for (int i = 0; i < m_size; ++i) {

@@ -41,19 +41,11 @@ class NcclComm final : public Communicator {
     return started(Collective::AllReduce, t.bytes(), m_dc->all_reduce_sum(t));
   }
   CommHandle reduce_scatter(const Tensor& in, Tensor& out, std::span<const int64_t> counts) override {
-    const int64_t total = check_counts(counts, "reduce-scatter");
-    check_tensor(in, "reduce-scatter");
-    check_tensor(out, "reduce-scatter");
-    if (in.numel() != total || out.numel() != counts[static_cast<size_t>(m_rank)] || in.dtype() != out.dtype())
-      throw Error("internal: reduce-scatter sizes or formats disagree");
+    check_parts(in, out, counts, Collective::ReduceScatter);
     return started(Collective::ReduceScatter, in.bytes(), m_dc->reduce_scatter_sum(in, out, counts));
   }
   CommHandle all_gather(const Tensor& in, Tensor& out, std::span<const int64_t> counts) override {
-    const int64_t total = check_counts(counts, "all-gather");
-    check_tensor(in, "all-gather");
-    check_tensor(out, "all-gather");
-    if (out.numel() != total || in.numel() != counts[static_cast<size_t>(m_rank)] || in.dtype() != out.dtype())
-      throw Error("internal: all-gather sizes or formats disagree");
+    check_parts(out, in, counts, Collective::AllGather);
     return started(Collective::AllGather, out.bytes(), m_dc->all_gather(in, out, counts));
   }
   CommHandle broadcast(Tensor& t, int root) override {
