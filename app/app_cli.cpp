@@ -8,9 +8,11 @@
 #include <QStyle>
 #include <QTimer>
 #include <cstdio>
+#include <memory>
 
 #include "main_window.h"
 #include "report.h"
+#include "stop_signals.h"
 #include "util/error.h"
 
 namespace trainlab::app {
@@ -92,7 +94,9 @@ int run_window(int argc, char** argv) {
   QCommandLineParser p;
   p.setApplicationDescription(
       "TrainLab: train the digits MLP (and more) with live plots of loss, accuracy, throughput and memory.\n"
-      "Headless report: trainlab report RUN_DIR... -o report.pdf|report.html|metrics.csv");
+      "Headless report: trainlab report RUN_DIR... -o report.pdf|report.html|metrics.csv\n"
+      "SIGINT, SIGTERM and SIGHUP stop a training run like the Stop button (its record and weights are\n"
+      "kept) and quit with exit code 128 + the signal's number.");
   p.addHelpOption();
   p.addVersionOption();
   QCommandLineOption runs_dir("runs-dir", "folder of run records (default: remembered, else ./runs)", "DIR");
@@ -114,6 +118,14 @@ int run_window(int argc, char** argv) {
   if (p.value(palette) == "dark") use_dark_palette();
 
   MainWindow w(p.value(runs_dir));
+  // SIGINT, SIGTERM and SIGHUP end a run like the Stop button and quit (exit code 128 + signo).
+  std::unique_ptr<StopSignals> stop_signals;
+  try {
+    stop_signals = std::make_unique<StopSignals>();
+    QObject::connect(stop_signals.get(), &StopSignals::received, &w, &MainWindow::quit_for_signal);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "warning: %s; a signal will end the app without stopping its run\n", e.what());
+  }
   if (p.isSet(size)) {
     const QStringList wh = p.value(size).split('x');
     if (wh.size() == 2) w.resize(wh[0].toInt(), wh[1].toInt());

@@ -25,12 +25,15 @@
 #include <QStyle>
 #include <QToolButton>
 #include <QVBoxLayout>
+#include <cstdio>
+#include <cstring>
 #include <fstream>
 
 #include "backend/backend.h"
 #include "data/dataset.h"
 #include "report.h"
 #include "sweep_view.h"
+#include "train/run_checkpoint.h"
 #include "train/run_record.h"
 #include "util/error.h"
 #include "util/paths.h"
@@ -68,6 +71,7 @@ MainWindow::MainWindow(const QString& runs_root, QWidget* parent) : QMainWindow(
   });
   connect(m_runs, &RunsPanel::overlay_changed, this, &MainWindow::update_overlays);
   connect(m_runs, &RunsPanel::reopen_requested, this, &MainWindow::reopen);
+  connect(m_runs, &RunsPanel::resume_requested, this, &MainWindow::resume_run);
   connect(m_runs, &RunsPanel::export_requested, this, &MainWindow::export_dialog);
 
   QSettings s;
@@ -81,7 +85,12 @@ MainWindow::MainWindow(const QString& runs_root, QWidget* parent) : QMainWindow(
   update_buttons();
 }
 
-MainWindow::~MainWindow() { m_session->shutdown(); }
+// The run ends and its record is written before any part of the window goes; the window stops
+// listening first, so the session's last signals reach no half-destroyed widget.
+MainWindow::~MainWindow() {
+  m_session->disconnect(this);
+  m_session->shutdown();
+}
 
 void MainWindow::build_ui() {
   QWidget* left = build_controls();
@@ -331,6 +340,7 @@ bool MainWindow::start_run() {
     if (!key.empty()) m_form->highlight(key);
     return false;
   }
+  if (!m_session->start(c)) return false;
   m_message->hide();
   m_live = std::make_shared<RunSeries>();
   m_live->dir = QDir(QString::fromStdString(c.get_string("run.out"))).absolutePath();
@@ -340,11 +350,46 @@ bool MainWindow::start_run() {
   m_primary = m_live;
   m_runs->set_live_dir(m_live->dir);
   update_plots();
-  m_session->start(c);
   m_form->set_running(true);
   m_progress->setRange(0, 0);  // busy until the first step says how many
   m_progress->setFormat("starting...");
   m_status->setText("Starting " + m_live->name + " ...");
+  update_buttons();
+  return true;
+}
+
+bool MainWindow::resume_run(const QString& dir) {
+  if (m_session->running()) return false;
+  Config c;
+  long from = 0;
+  LoadedRun before;
+  try {
+    c = resume_config(dir.toStdString());
+    from = read_run_checkpoint(dir.toStdString())->progress.step;
+    before = load_run(dir.toStdString());
+  } catch (const Error& e) {
+    show_message("error", "Cannot resume " + QDir::toNativeSeparators(dir) + ": " + QString::fromStdString(e.what()));
+    return false;
+  }
+  m_message->hide();
+  m_live = std::make_shared<RunSeries>();
+  m_live->dir = QDir(dir).absolutePath();
+  m_live->config = c.to_json();
+  m_live->name = RunSeries::display_name(m_live->config, m_live->dir);
+  m_live->color = run_color(0);
+  for (const StepMetrics& m : before.steps)  // the steps the checkpoint keeps; the run continues after them
+    if (m.step <= from) m_live->append(m);
+  m_primary = m_live;
+  Config shown = c;
+  shown.set_json("run.out", std::string());  // a run started later from the controls gets a new folder
+  m_form->set_config(shown);
+  m_runs->set_live_dir(m_live->dir);
+  update_plots();
+  m_session->start_resumed(c, m_live->dir);
+  m_form->set_running(true);
+  m_progress->setRange(0, 0);
+  m_progress->setFormat("resuming...");
+  m_status->setText(QString("Resuming %1 at step %2 ...").arg(m_live->name).arg(from));
   update_buttons();
   return true;
 }
@@ -409,7 +454,9 @@ void MainWindow::on_finished(const QString& status, const QString& message, cons
   m_plots->refresh();
   const QString where = dir.isEmpty() ? QString() : "\nThe run record is kept in " + QDir::toNativeSeparators(dir) + ".";
   if (status == "completed") {
-    double acc = m_live && m_live->summary.is_object() ? m_live->summary.value("test_accuracy", 0.0) : 0.0;
+    const Json* acc_j = m_live && m_live->summary.is_object() && m_live->summary.contains("test_accuracy")
+                            ? &m_live->summary["test_accuracy"] : nullptr;
+    const double acc = acc_j && acc_j->is_number() ? acc_j->get<double>() : 0.0;
     m_status->setText(QString("Finished: test accuracy %1 %.").arg(100 * acc, 0, 'f', 2));
     statusBar()->showMessage("Run finished: " + dir, 8000);
   } else if (status == "stopped") {
@@ -598,6 +645,9 @@ void MainWindow::save_settings() {
   if (m_primary && QFile::exists(m_primary->dir + "/config.json")) s.setValue("runs/last", m_primary->dir);
 }
 
+// Closing while a run trains asks first (a long run is not lost to a stray click); "Yes" stops the
+// run at its next step like the Stop button and waits until its record ("stopped", with weights)
+// is written, then the window closes.
 void MainWindow::closeEvent(QCloseEvent* e) {
   if (m_session->running()) {
     const auto a = QMessageBox::question(this, "Quit TrainLab",
@@ -609,8 +659,30 @@ void MainWindow::closeEvent(QCloseEvent* e) {
     }
   }
   save_settings();
-  m_session->shutdown();
+  end_session();
   e->accept();
+}
+
+void MainWindow::quit_for_signal(int signo) {
+  const bool had_run = m_session->running();
+  save_settings();
+  end_session();
+  if (had_run && m_live)
+    std::fprintf(stderr, "trainlab: %s (signal %d): the run stopped; its record is in %s\n", strsignal(signo), signo,
+                 qPrintable(QDir::toNativeSeparators(m_live->dir)));
+  QApplication::exit(128 + signo);
+}
+
+// Stops the run (if any) and waits for the worker to write its record and end.
+void MainWindow::end_session() {
+  const bool waits = m_session->running();
+  if (waits) {
+    m_status->setText("Stopping the run and writing its record...");
+    m_status->repaint();
+    QApplication::setOverrideCursor(Qt::WaitCursor);
+  }
+  m_session->shutdown();
+  if (waits) QApplication::restoreOverrideCursor();
 }
 
 }  // namespace trainlab::app

@@ -1,6 +1,7 @@
 // The main window: controls (left), live plots (centre), runs table (bottom). The trainer runs on
 // a worker thread (TrainingSession); metrics arrive through queued signals into the live run's
-// RunSeries and the plots redraw from their own timer.
+// RunSeries and the plots redraw from their own timer. Closing the window while a run trains asks,
+// then stops the run and waits for its record; a stop signal (quit_for_signal) does so without asking.
 #pragma once
 #include <QLabel>
 #include <QMainWindow>
@@ -51,7 +52,14 @@ class MainWindow : public QMainWindow {
   QString message_kind() const { return m_message_kind; }
 
   bool start_run();
+  // Continues the stopped or interrupted run in `dir` from its checkpoint, through the same worker
+  // as start_run (the runs table's Resume); shows why in the message bar when it cannot.
+  bool resume_run(const QString& dir);
   void stop_run();
+  // SIGINT, SIGTERM or SIGHUP (StopSignals): ends like the Stop button without asking (the run
+  // stops at its next step and its record, "stopped", is written), then quits the app with exit
+  // code 128 + signo.
+  void quit_for_signal(int signo);
   void toggle_pause();
   bool load_preset(const QString& path);
   bool save_preset(const QString& path);
@@ -74,6 +82,7 @@ class MainWindow : public QMainWindow {
   void build_menus();
   void on_metrics();
   void on_finished(const QString& status, const QString& message, const QString& dir);
+  void end_session();
   void update_overlays(const QStringList& dirs);
   void update_plots();
   void update_buttons();

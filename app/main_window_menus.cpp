@@ -29,6 +29,7 @@
 #include <fstream>
 #include "backend/backend.h"
 #include "data/dataset.h"
+#include "planner_view.h"
 #include "report.h"
 #include "sweep_view.h"
 #include "train/run_record.h"
@@ -99,6 +100,24 @@ void MainWindow::build_menus() {
   });
   sweep->setObjectName("action_compression_sweep");
   sweep->setToolTip("Plot a sweep.csv written by trainlab-cli sweep");
+  // The memory and scale planner (issue 18), in a window of its own made on first use, starting
+  // from the form's model, precision and batch.
+  QAction* planner = view->addAction("Memory &planner...", QKeySequence("Ctrl+Shift+P"), this, [this] {
+    auto* v = findChild<PlannerView*>();
+    if (!v) {
+      v = new PlannerView(this);
+      v->setWindowFlag(Qt::Window);
+      v->resize(1300, 850);
+      try {
+        v->set_from_config(m_form->config());
+      } catch (const Error&) {  // a form with a bad value: the planner keeps its defaults
+      }
+    }
+    v->show();
+    v->raise();
+  });
+  planner->setObjectName("action_planner");
+  planner->setToolTip("Memory per GPU and time per step of a model on a layout of GPUs (trainlab-cli plan)");
 
   QMenu* help = menuBar()->addMenu("&Help");
   help->addAction("&About TrainLab", this, &MainWindow::about);

@@ -97,7 +97,9 @@ void Report::write_runs_table(QTextStream& o) const {
       << "</td><td>" << (s.is_object() ? esc(QString::fromStdString(s.value("device", std::string()))) : cv("device.name"))
       << "</td>";
     if (s.is_object()) {
-      const double peak = s.contains("peak_bytes") ? s["peak_bytes"].value("total", 0.0) : 0.0;
+      const bool has_peak = s.contains("peak_bytes") && s["peak_bytes"].is_object() && s["peak_bytes"].contains("total") &&
+                            s["peak_bytes"]["total"].is_number();
+      const double peak = has_peak ? s["peak_bytes"]["total"].get<double>() : 0.0;
       o << "<td class='num' align='right'>" << static_cast<long long>(sv("steps")) << "</td><td class='num' align='right'>"
         << QString::number(100 * sv("test_accuracy"), 'f', 2) << " %</td><td class='num' align='right'>"
         << QString::number(sv("test_loss"), 'f', 4) << "</td><td class='num' align='right'>"
@@ -199,32 +201,44 @@ void Report::write_kernel_times(QTextStream& o) const {
   }
 }
 
-// Memory by category: measured peak vs predicted (at the last step).
+// Memory by category, measured against predicted, per segment of steps between mid-run changes
+// (RunSeries::memory_segments): a run switched from fp32 to bf16 is compared with the fp32
+// prediction over its fp32 steps and with the bf16 one after, not with its final config's over all.
 void Report::write_memory(QTextStream& o) const {
-  o << "<h2>Memory by category: measured against predicted</h2><table cellspacing='0' cellpadding='3' border='1'><tr><th>Category</th>";
-  for (const auto& r : m_runs) o << "<th>" << esc(r->name) << " measured peak</th><th>predicted</th>";
-  o << "</tr>";
-  for (size_t c = 0; c <= kMemCategoryCount; ++c) {
-    const bool total = c == kMemCategoryCount;
-    o << "<tr><td>" << (total ? "<b>total</b>" : mem_category_name(static_cast<MemCategory>(c))) << "</td>";
-    for (const auto& r : m_runs) {
-      double meas = 0, pred = 0;
-      if (total) {
-        for (size_t k = 0; k < kMemCategoryCount; ++k) {
-          meas += r->last_peak[k];
-          pred += r->last_predicted[k];
-        }
-      } else {
-        meas = r->last_peak[c];
-        pred = r->last_predicted[c];
-      }
-      o << "<td class='num' align='right'>" << format_bytes(meas) << "</td><td class='num' align='right'>" << format_bytes(pred);
-      if (pred > 0 && meas > 0) o << " <span class='muted'>(" << num(100.0 * meas / pred, 3) << " %)</span>";
-      o << "</td>";
+  o << "<h2>Memory by category: measured against predicted</h2><p class='muted'>Per segment of steps between "
+       "mid-run changes: the most bytes the ledger held after a step of the segment, against the prediction "
+       "(plan/memory_model) for the segment's config.</p>";
+  for (const auto& r : m_runs) {
+    if (m_runs.size() > 1) o << "<h3>" << esc(r->name) << "</h3>";
+    if (r->memory_segments.isEmpty()) {
+      o << "<p class='muted'>no steps</p>";
+      continue;
+    }
+    o << "<table cellspacing='0' cellpadding='3' border='1'><tr><th>Category</th>";
+    for (const MemorySegment& g : r->memory_segments) {
+      QString head = QString("steps %1&ndash;%2").arg(g.first_step).arg(g.last_step);
+      if (!g.change.isEmpty()) head += " (" + esc(g.change) + ")";
+      o << "<th>" << head << " measured peak</th><th>predicted</th>";
     }
     o << "</tr>";
+    for (size_t c = 0; c <= kMemCategoryCount; ++c) {
+      const bool total = c == kMemCategoryCount;
+      o << "<tr><td>" << (total ? "<b>total</b>" : mem_category_name(static_cast<MemCategory>(c))) << "</td>";
+      for (const MemorySegment& g : r->memory_segments) {
+        double meas = 0, pred = 0;
+        for (size_t k = 0; k < kMemCategoryCount; ++k)
+          if (total || k == c) {
+            meas += g.measured[k];
+            pred += g.predicted[k];
+          }
+        o << "<td class='num' align='right'>" << format_bytes(meas) << "</td><td class='num' align='right'>" << format_bytes(pred);
+        if (pred > 0 && meas > 0) o << " <span class='muted'>(" << num(100.0 * meas / pred, 3) << " %)</span>";
+        o << "</td>";
+      }
+      o << "</tr>";
+    }
+    o << "</table>";
   }
-  o << "</table>";
 }
 
 QString Report::summary_html(bool for_pdf) const {

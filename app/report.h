@@ -1,7 +1,8 @@
 // Reports for one or several runs: PDF (QPdfWriter; text laid out by QTextDocument, plots drawn as
 // vector graphics through QCPPainter), self-contained HTML (plots as embedded SVG, base64), and the
 // metrics as CSV. Contents: the runs with their final metrics, the config differences between them,
-// the mid-run events, the plots, memory by category against the prediction, and the full configs.
+// the mid-run events, the plots, memory by category against the prediction (per segment of steps
+// between mid-run changes: RunSeries::memory_segments), and the full configs.
 // Works headless (`trainlab report RUN_DIR... -o report.pdf`) under the offscreen platform.
 #pragma once
 #include <QString>

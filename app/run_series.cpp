@@ -47,6 +47,19 @@ void RunSeries::append(const StepMetrics& m) {
     last_predicted[c] = static_cast<double>(m.mem_predicted.by_category[c]);
     last_peak[c] = static_cast<double>(m.mem_peak.by_category[c]);
   }
+  std::array<double, kMemCategoryCount> predicted{};
+  for (size_t c = 0; c < kMemCategoryCount; ++c) predicted[c] = static_cast<double>(m.mem_predicted.by_category[c]);
+  if (memory_segments.isEmpty() || !m.event.empty() || memory_segments.back().predicted != predicted) {
+    MemorySegment seg;
+    seg.first_step = s;
+    seg.change = QString::fromStdString(m.event);
+    memory_segments.push_back(seg);
+  }
+  MemorySegment& seg = memory_segments.back();
+  seg.last_step = s;
+  seg.predicted = predicted;
+  for (size_t c = 0; c < kMemCategoryCount; ++c)
+    seg.measured[c] = std::max(seg.measured[c], static_cast<double>(m.mem_current.by_category[c]));
   if (m.device_total_bytes > 0) device_total_bytes = static_cast<double>(m.device_total_bytes);
   if (!m.event.empty()) events.push_back({s, QString::fromStdString(m.event)});
   precision = QString::fromStdString(m.precision);

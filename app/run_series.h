@@ -16,6 +16,16 @@ struct RunEvent {
   QString label;
 };
 
+// A stretch of steps with one config: a run's first steps, then each mid-run change that alters
+// the prediction (or leaves an event) opens the next. The report compares memory per segment, so a
+// run switched from fp32 to bf16 is not held to its final config's prediction over its fp32 steps.
+struct MemorySegment {
+  double first_step = 0, last_step = 0;
+  QString change;  // the event that opened it ("" for the first)
+  std::array<double, kMemCategoryCount> predicted{};  // the segment's prediction (plan/memory_model.h)
+  std::array<double, kMemCategoryCount> measured{};   // the most bytes the ledger held after a step of it (its peak)
+};
+
 struct RunSeries {
   QString dir;       // run folder ("" for a run that has not written one yet)
   QString name;      // run.name, or the folder's name
@@ -39,6 +49,7 @@ struct RunSeries {
   QVector<double> mem_total, mem_predicted, mem_peak_total;
   QVector<double> act_predicted;  // predicted activation bytes (the MLP's count, CharGpt's formula)
   std::array<double, kMemCategoryCount> last_predicted{}, last_peak{};  // by category, at the last step
+  QVector<MemorySegment> memory_segments;
   double device_total_bytes = 0;
   QVector<RunEvent> events;
   QString precision;  // of the last step

@@ -1,5 +1,7 @@
 #include "runs_panel.h"
 
+#include <cmath>
+#include <QAction>
 #include <QDesktopServices>
 #include <QDir>
 #include <QFile>
@@ -19,6 +21,7 @@
 #include <fstream>
 
 #include "run_series.h"
+#include "train/run_checkpoint.h"
 #include "util/error.h"
 
 namespace trainlab::app {
@@ -74,6 +77,14 @@ RunsPanel::RunsPanel(QWidget* parent) : QWidget(parent) {
     const auto s = selected_dirs();
     if (!s.isEmpty()) emit reopen_requested(s.first());
   });
+  m_resume = button("Resume",
+                    "Continue the selected stopped or interrupted run from its last checkpoint "
+                    "(runs started with run.checkpoint_every > 0)",
+                    [this] {
+                      const auto s = selected_dirs();
+                      if (!s.isEmpty() && resumable(s.first())) emit resume_requested(s.first());
+                    });
+  m_resume->setObjectName("resume_button");
   button("Rename...", "Give the selected run a label (run.name in its config.json)", [this] {
     const auto s = selected_dirs();
     if (s.isEmpty()) return;
@@ -116,6 +127,7 @@ RunsPanel::RunsPanel(QWidget* parent) : QWidget(parent) {
       m_checked.remove(dir);
     emit overlay_changed(checked_dirs());
   });
+  connect(m_table, &QTableWidget::itemSelectionChanged, this, &RunsPanel::update_resume_button);
   connect(m_table, &QTableWidget::cellDoubleClicked, this, [this](int row, int) {
     if (row >= 0 && row < m_rows.size()) emit reopen_requested(m_rows[row].dir);
   });
@@ -158,6 +170,12 @@ void RunsPanel::reload() {
     r.name = RunSeries::display_name(r.config, dir);
     r.status = r.summary.is_object() ? QString::fromStdString(r.summary.value("status", std::string("completed")))
                                      : (dir == m_live ? "running" : "unfinished");
+    try {
+      const auto ck = read_run_checkpoint(dir.toStdString());
+      r.checkpoint_step = ck ? ck->progress.step : 0;
+    } catch (const Error&) {
+      r.checkpoint_step = 0;  // damaged: Resume would only fail (the error says why on the command line)
+    }
     m_rows.push_back(r);
   }
   if (!m_baseline.isEmpty() && !QFile::exists(m_baseline + "/config.json")) m_baseline.clear();
@@ -195,7 +213,13 @@ void RunsPanel::fill() {
     const RunRow& r = m_rows[i];
     const Json flat = flatten_config(r.config);
     auto cfg = [&](const char* k) { return flat.contains(k) ? json_value_text(flat[k]) : QString(); };
-    auto sum_num = [&](const char* k) -> double { return r.summary.is_object() ? r.summary.value(k, 0.0) : 0.0; };
+    // A summary's number; NaN for "no value" (null: a diverged run's accuracy and loss) or a missing key.
+    auto sum_num = [&](const char* k) -> double {
+      if (!r.summary.is_object()) return 0.0;
+      const auto it = r.summary.find(k);
+      return it != r.summary.end() && it->is_number() ? it->get<double>() : std::nan("");
+    };
+    auto shown = [](double v, const QString& text) { return std::isfinite(v) ? text : QString("no value"); };
     const QStringList diffs = differences(r.dir);
     auto set = [&](int c, const QString& text, const QString& key = {}) {
       auto* it = new QTableWidgetItem(text);
@@ -221,6 +245,9 @@ void RunsPanel::fill() {
     if (r.status == "stopped" || r.status == "unfinished") st->setBackground(warn);
     if (r.summary.is_object() && r.summary.contains("message"))
       st->setToolTip(QString::fromStdString(r.summary.value("message", std::string())));
+    if (resumable(r.dir))
+      st->setToolTip((st->toolTip().isEmpty() ? QString() : st->toolTip() + "\n") +
+                     QString("checkpoint at step %1: Resume continues the run").arg(r.checkpoint_step));
     set(CModel, cfg("model.name"), "model.name");
     // A run switched mid-run shows where it ended: "fp32 → bf16".
     QString precision = cfg("precision.dtype");
@@ -232,10 +259,13 @@ void RunsPanel::fill() {
         "device.name");
     if (r.summary.is_object()) {
       set(CSteps, QString::number(static_cast<long long>(sum_num("steps"))));
-      set(CTestAcc, QString::number(100 * sum_num("test_accuracy"), 'f', 2) + " %");
-      set(CTestLoss, QString::number(sum_num("test_loss"), 'f', 4));
+      const double acc = sum_num("test_accuracy"), loss = sum_num("test_loss");
+      set(CTestAcc, shown(acc, QString::number(100 * acc, 'f', 2) + " %"));
+      set(CTestLoss, shown(loss, QString::number(loss, 'f', 4)));
       set(CSpeed, QLocale::system().toString(sum_num("samples_per_s"), 'f', 0));
-      const double peak = r.summary.contains("peak_bytes") ? r.summary["peak_bytes"].value("total", 0.0) : 0.0;
+      const auto pb = r.summary.find("peak_bytes");
+      const bool has_peak = pb != r.summary.end() && pb->is_object() && pb->contains("total") && (*pb)["total"].is_number();
+      const double peak = has_peak ? (*pb)["total"].get<double>() : 0.0;
       set(CPeak, format_bytes(peak));
     } else {
       for (int c = CSteps; c <= CPeak; ++c) set(c, "");
@@ -250,6 +280,19 @@ void RunsPanel::fill() {
   for (int c = 0; c < CCount - 1; ++c) m_table->setColumnWidth(c, std::min(m_table->columnWidth(c) + 8, 260));
   for (const QString& s : sel) select_dir(s);
   m_filling = false;
+  update_resume_button();
+}
+
+bool RunsPanel::resumable(const QString& dir) const {
+  for (const auto& r : m_rows)
+    if (r.dir == dir)
+      return r.checkpoint_step > 0 && dir != m_live && r.status != "completed" && r.status != "diverged";
+  return false;
+}
+
+void RunsPanel::update_resume_button() {
+  const QStringList sel = selected_dirs();
+  m_resume->setEnabled(sel.size() == 1 && resumable(sel.first()));
 }
 
 QStringList RunsPanel::checked_dirs() const {
@@ -336,6 +379,8 @@ void RunsPanel::context_menu(const QPoint& pos) {
   if (sel.isEmpty()) return;
   QMenu m(this);
   m.addAction("Reopen", this, [this, sel] { emit reopen_requested(sel.first()); });
+  QAction* resume = m.addAction("Resume", this, [this, sel] { emit resume_requested(sel.first()); });
+  resume->setEnabled(sel.size() == 1 && resumable(sel.first()));
   m.addAction("Overlay selected", this, [this, sel] {
     for (const auto& d : sel) m_checked.insert(d);
     fill();

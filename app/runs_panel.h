@@ -1,7 +1,8 @@
 // RunsPanel: a table of the run-record folders under a runs folder (remembered in QSettings), with
 // final metrics from summary.json and the config differences from a chosen baseline run
-// highlighted (Config::differences). Checked rows overlay on the plots; reopen, rename (run.name in
-// config.json), delete (after confirmation), set baseline, open the folder.
+// highlighted (Config::differences). Checked rows overlay on the plots; reopen, resume (a stopped or
+// interrupted run that has a checkpoint: train/run_checkpoint.h), rename (run.name in config.json),
+// delete (after confirmation), set baseline, open the folder.
 #pragma once
 #include <QFileSystemWatcher>
 #include <QSet>
@@ -13,12 +14,14 @@
 class QTableWidget;
 class QLabel;
 class QPushButton;
+class QToolButton;
 
 namespace trainlab::app {
 
 struct RunRow {
   QString dir, name, status;
   Json config, summary;
+  long checkpoint_step = 0;  // the step of its checkpoint (run.checkpoint_every); 0: none
 };
 
 class RunsPanel : public QWidget {
@@ -42,6 +45,11 @@ class RunsPanel : public QWidget {
   // Keys in which run `dir` differs from the baseline (run.* keys left out).
   QStringList differences(const QString& dir) const;
 
+  // A run Resume continues: it has a checkpoint, no completed (or diverged) summary, and is not the
+  // run training now.
+  bool resumable(const QString& dir) const;
+  QToolButton* resume_button() const { return m_resume; }
+
   bool rename_run(const QString& dir, const QString& name);
   // Deletes run folders; asks first when `confirm`. Returns how many were removed.
   int delete_runs(const QStringList& dirs, bool confirm = true);
@@ -49,6 +57,7 @@ class RunsPanel : public QWidget {
  signals:
   void overlay_changed(const QStringList& dirs);
   void reopen_requested(const QString& dir);
+  void resume_requested(const QString& dir);
   void export_requested(const QStringList& dirs);
   void root_changed(const QString& dir);
 
@@ -56,12 +65,14 @@ class RunsPanel : public QWidget {
   void fill();
   void context_menu(const QPoint& pos);
   void choose_root();
+  void update_resume_button();
 
   QString m_root, m_baseline, m_live;
   QVector<RunRow> m_rows;
   QSet<QString> m_checked;
   QTableWidget* m_table = nullptr;
   QLabel* m_root_label = nullptr;
+  QToolButton* m_resume = nullptr;
   QFileSystemWatcher m_watcher;
   QTimer m_reload_timer;
   bool m_filling = false;

@@ -74,6 +74,13 @@ const QCPScatterStyle::ScatterShape kShapes[] = {QCPScatterStyle::ssCircle, QCPS
 }  // namespace
 
 bool load_sweep_csv(const QString& path, QVector<SweepRow>* rows, QString* error) {
+  // Only a regular file of sane size: a device (/dev/zero) would be read as one endless line.
+  const QFileInfo info(path);
+  constexpr qint64 kMaxBytes = 64 << 20;
+  if (info.exists() && (!info.isFile() || info.size() > kMaxBytes)) {
+    *error = QString("%1: not a sweep table (expected a regular file of at most %2 bytes)").arg(path).arg(kMaxBytes);
+    return false;
+  }
   QFile f(path);
   if (!f.open(QIODevice::ReadOnly | QIODevice::Text)) {
     *error = QString("%1: cannot open (%2)").arg(path, f.errorString());
@@ -111,8 +118,10 @@ bool load_sweep_csv(const QString& path, QVector<SweepRow>* rows, QString* error
       bool ok = false;
       *n.dst = f2[col[n.name]].toDouble(&ok);
       if (!ok || !std::isfinite(*n.dst)) {
-        *error = QString("%1: line %2: column \"%3\" is not a number: \"%4\"")
-                     .arg(path).arg(line_no).arg(n.name, f2[col[n.name]]);
+        *error = QString("%1: line %2: column \"%3\" is not a number (expected a finite number)")
+                     .arg(path)
+                     .arg(line_no)
+                     .arg(QLatin1String(n.name));
         return false;
       }
     }

@@ -70,6 +70,16 @@ TextPanel::TextPanel(QWidget* parent) : QWidget(parent) {
   connect(m_prompt, &QLineEdit::returnPressed, this, [this] { generate(); });
 }
 
+// The generation thread reads the weights and calls back through qApp: it must not run on while
+// the app tears down (after main() returns it would race the process's exit). Its result, queued
+// to qApp, finds no panel and is dropped.
+TextPanel::~TextPanel() {
+  if (!m_thread) return;
+  m_stop = true;
+  m_thread->wait();
+  delete m_thread.data();  // its deleteLater would need an event loop that may not run again
+}
+
 void TextPanel::set_weights(const QString& path) {
   QString p = path;
   if (QFileInfo(p).isDir()) p += "/model.safetensors";
@@ -93,7 +103,9 @@ bool TextPanel::generate() {
   m_go->setEnabled(false);
   m_speed->setText("generating...");
   QPointer<TextPanel> self(this);
-  QThread* t = QThread::create([self, weights, prompt, temperature, n] {
+  m_stop = false;
+  const std::atomic<bool>* stop = &m_stop;  // the panel waits for this thread before it goes
+  QThread* t = QThread::create([self, weights, prompt, temperature, n, stop] {
     QString result;
     bool ok = false;
     double tps = 0;
@@ -106,6 +118,7 @@ bool TextPanel::generate() {
       req.prompt = prompt;
       req.tokens = n;
       req.sample.temperature = temperature;
+      req.sample.stop = stop;
       const GenerateResult out = generate_text(req);
       result = QString::fromStdString(prompt + out.text);
       tps = out.tokens_per_s;
@@ -127,6 +140,8 @@ bool TextPanel::generate() {
         Qt::QueuedConnection);
   });
   connect(t, &QThread::finished, t, &QObject::deleteLater);
+  t->setObjectName("text generation");  // the thread's name in ps, top and debuggers
+  m_thread = t;
   t->start();
   return true;
 }

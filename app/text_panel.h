@@ -1,7 +1,10 @@
 // TextPanel: text generation with a trained char-gpt run (model.safetensors): prompt, temperature,
 // number of characters, Generate; the output and the tokens per second. Generation runs on its own
-// thread (KV-cache sampling on the CPU, fp32 masters), so the window stays responsive.
+// thread (KV-cache sampling on the CPU, fp32 masters), so the window stays responsive; destroying
+// the panel stops the generation after its current token and waits for the thread, so it never
+// outlives the app.
 #pragma once
+#include <QPointer>
 #include <QWidget>
 #include <atomic>
 
@@ -11,6 +14,7 @@ class QDoubleSpinBox;
 class QSpinBox;
 class QLabel;
 class QPushButton;
+class QThread;
 
 namespace trainlab::app {
 
@@ -18,6 +22,7 @@ class TextPanel : public QWidget {
   Q_OBJECT
  public:
   explicit TextPanel(QWidget* parent = nullptr);
+  ~TextPanel() override;
   // A run folder or a weights file.
   void set_weights(const QString& path);
   QString weights() const;
@@ -39,6 +44,8 @@ class TextPanel : public QWidget {
   QLabel* m_speed = nullptr;
   double m_tokens_per_s = 0;
   bool m_busy = false;
+  QPointer<QThread> m_thread;  // the generation running now (deletes itself when it ends)
+  std::atomic<bool> m_stop{false};  // set as the panel goes: the generation ends after its token
 };
 
 }  // namespace trainlab::app

@@ -1,5 +1,5 @@
 // The parts of backend.h that belong to no one backend: names of the enums, the device's peak
-// lookup, the base answer of supports(Op, DType) and of the device collectives.
+// lookup, the datasheet peaks, the base answer of supports(Op, DType) and of the device collectives.
 #include "backend/backend.h"
 
 #include "backend/collectives.h"
@@ -63,6 +63,18 @@ double DeviceInfo::peak_for(DType dtype, MatmulMode mode) const {
     if (p.mode == MatmulMode::Native) native = p.tflops;
   }
   return native;
+}
+
+std::vector<DeviceInfo::Peak> datasheet_peaks(int cc) {
+  // fp32 products on the CUDA cores (Native) and on the tensor cores (Tf32) apart.
+  using M = MatmulMode;
+  if (cc == 90)
+    return {{DType::F32, M::Native, 66.9}, {DType::F32, M::Tf32, 494.7}, {DType::BF16, M::Native, 989.4},
+            {DType::F16, M::Native, 989.4}, {DType::F8E4M3, M::Fp8, 1978.9}, {DType::F8E5M2, M::Fp8, 1978.9}};
+  if (cc == 80)
+    return {{DType::F32, M::Native, 19.5}, {DType::F32, M::Tf32, 156.0}, {DType::BF16, M::Native, 312.0},
+            {DType::F16, M::Native, 312.0}};
+  return {};
 }
 
 bool Backend::supports(Op op, DType t) const {

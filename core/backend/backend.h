@@ -77,6 +77,11 @@ struct DeviceInfo {
   std::string id() const;           // "cpu", "cuda:0"
 };
 
+// The datasheet dense peaks (TFLOP/s) of an NVIDIA GPU of compute capability `cc` (major * 10 +
+// minor): 90 (H100/H200 SXM), 80 (A100 SXM); empty for others. The CUDA backend's DeviceInfo and
+// the planner's GPUs (plan/planner.h) both read this one table.
+std::vector<DeviceInfo::Peak> datasheet_peaks(int cc);
+
 // Values that change from step to step. Backends keep them in device memory so that a captured
 // step (CUDA graph) reads the current values on every replay.
 struct StepScalars {

@@ -248,6 +248,7 @@ void CpuBackend::linear_forward_residual(const Tensor& x, const Tensor& w, const
 void CpuBackend::linear_forward_impl(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, Tensor& y,
                                      Tensor* pre, const Tensor* residual, MatmulMode mode) {
   const auto [m, n, k] = linear_dims(x, w, y);
+  const int64_t ldy = n;  // the epilogue's copy: clang before 16 cannot capture a structured binding
   if (pre && (pre->numel() != m * n))
     throw Error("linear pre-activation " + shape_str(pre->shape()) + " does not match y " + shape_str(y.shape()));
   const float* pb = bias ? read_f32(*bias, 4) : nullptr;  // n values: a vector, not a matrix
@@ -255,7 +256,8 @@ void CpuBackend::linear_forward_impl(const Tensor& x, const Tensor& w, const Ten
   // runs on each fp32 block of the product before it is rounded into y. A residual is added in
   // fp32 after the bias (never y itself: linear_forward_residual copies an aliasing one first).
   const DType store = y.dtype();
-  const BlockEpilogue epilogue = [&](float* blk, int64_t ld, int64_t i0, int64_t rows, int64_t j0, int64_t cols) {
+  // n = n: clang 14 (the fuzz build) cannot capture a structured binding by reference.
+  const BlockEpilogue epilogue = [&, n = n](float* blk, int64_t ld, int64_t i0, int64_t rows, int64_t j0, int64_t cols) {
     const float* bj = pb ? pb + j0 : nullptr;
     for (int64_t r = 0; r < rows; ++r) {
       float* row = blk + r * ld;
@@ -264,7 +266,7 @@ void CpuBackend::linear_forward_impl(const Tensor& x, const Tensor& w, const Ten
         float part[256];
         for (int64_t c = 0; c < cols; c += 256) {
           const int64_t len = std::min<int64_t>(256, cols - c);
-          to_f32(residual->dtype(), elem_ptr(*residual, (i0 + r) * n + j0 + c), part, static_cast<size_t>(len));
+          to_f32(residual->dtype(), elem_ptr(*residual, (i0 + r) * ldy + j0 + c), part, static_cast<size_t>(len));
           for (int64_t j = 0; j < len; ++j) row[c + j] += part[j];
         }
         round_n(store, row, static_cast<size_t>(cols));
@@ -276,7 +278,7 @@ void CpuBackend::linear_forward_impl(const Tensor& x, const Tensor& w, const Ten
       }
       bias_relu_rows(row, bj, 1, cols, false);
       round_n(store, row, static_cast<size_t>(cols));
-      if (pre) from_f32(row, pre->dtype(), elem_ptr(*pre, (i0 + r) * n + j0), static_cast<size_t>(cols));
+      if (pre) from_f32(row, pre->dtype(), elem_ptr(*pre, (i0 + r) * ldy + j0), static_cast<size_t>(cols));
       if (act == Activation::ReLU)
         bias_relu_rows(row, nullptr, 1, cols, true);
       else if (act == Activation::GELU)

@@ -27,8 +27,7 @@ Runner add_eval_command(CLI::App& app) {
   return [o, cmd]() -> int {
     if (!cmd->parsed()) return -1;
     const SafeTensorsFile f = read_safetensors(o->weights);
-    Config c = weights_config(f, o->weights);
-    apply_sets(c, o->sets);
+    const Config c = weights_config(f, o->weights, [&](Config& user) { apply_sets(user, o->sets); });
     std::string notice;
     auto be = create_backend(o->device, device_options(c), &notice);
     if (!notice.empty()) std::fprintf(stderr, "notice: %s\n", notice.c_str());

@@ -45,8 +45,7 @@ Runner add_quantize_command(CLI::App& app) {
   return [o, cmd]() -> int {
     if (!cmd->parsed()) return -1;
     const SafeTensorsFile f = read_safetensors(o->weights);
-    Config c = weights_config(f, o->weights);
-    apply_sets(c, o->sets);
+    const Config c = weights_config(f, o->weights, [&](Config& user) { apply_sets(user, o->sets); });
     PtqOptions po;
     po.spec.bits = o->bits;
     po.spec.granularity = granularity_from_name(o->granularity);
@@ -97,8 +96,7 @@ Runner add_prune_command(CLI::App& app) {
   return [o, cmd]() -> int {
     if (!cmd->parsed()) return -1;
     const SafeTensorsFile f = read_safetensors(o->weights);
-    Config c = weights_config(f, o->weights);
-    apply_sets(c, o->sets);
+    const Config c = weights_config(f, o->weights, [&](Config& user) { apply_sets(user, o->sets); });
     PruneFileOptions po;
     po.method = o->method;
     po.sparsity = o->sparsity;

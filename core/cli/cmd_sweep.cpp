@@ -34,6 +34,7 @@ void add_sweep_options(CLI::App* cmd, SweepArgs& a) {
   cmd->add_option("--min-accuracy", o.min_accuracy, "Fail unless the fp32 baseline reaches this test accuracy");
   cmd->add_option("--speed-rows", o.speed_rows, "Batch rows of the forward-speed measurement");
   cmd->add_option("--set", a.sets, "Any config key of the baseline: --set key=value (repeatable)");
+  cmd->add_flag("--overwrite", o.overwrite, "Replace the run records of an earlier sweep in --out (else refused)");
 }
 
 // The baseline's config: model, device, the flags' --set keys.

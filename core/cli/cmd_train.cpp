@@ -10,6 +10,7 @@
 #include <limits>
 #include <memory>
 #include <thread>
+#include <string>
 
 #include "cli/commands.h"
 #include "cli/progress.h"
@@ -17,6 +18,7 @@
 #include "dist/communicator.h"
 #include "dist/launch.h"
 #include "dist/world.h"
+#include "train/run_checkpoint.h"
 #include "train/trainer.h"
 #include "util/error.h"
 
@@ -36,11 +38,23 @@ void install_stop_handlers() {
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
+  // A write past the file size limit (ulimit -f) then fails with EFBIG, which the run record
+  // reports (status "failed", the path and the reason), instead of killing the process.
+  signal(SIGXFSZ, SIG_IGN);
+}
+
+// A summary number, or "no value" for NaN (e.g. the test accuracy of a diverged run).
+std::string value_text(double v) {
+  if (std::isnan(v)) return "no value";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.4f", v);
+  return buf;
 }
 
 // The flags as given (not config/train_options.h's TrainOptions: these become Config keys).
 struct TrainFlags {
   std::string config_file, model, optimizer, precision, device, out;
+  std::string resume;  // --resume DIR
   // kUnset marks a flag that was not given; any other value (negative ones too) goes to the
   // config, whose validation names the key and its range.
   static constexpr long kUnset = std::numeric_limits<long>::min();
@@ -50,6 +64,7 @@ struct TrainFlags {
   std::vector<std::string> sets;
   bool quiet = false;
   bool print_config = false;
+  bool overwrite = false;
 };
 
 Config build_config(const TrainFlags& o) {
@@ -96,7 +111,41 @@ int end_job_after(const std::exception& e, const dist::LaunchInfo& place) {
   return 1;
 }
 
-// Trains with `c` and prints the summary (rank 0 alone in a run over several ranks).
+// What rank 0 prints once the run has ended; the exit code of the run.
+int report_summary(const RunSummary& s, double last_scale, bool root) {
+  if (root) {
+    std::fprintf(stderr, "%s: %ld steps, %.2f epochs, train loss %s, test accuracy %s, test loss %s, %.0f samples/s, %.2f s\n",
+                 s.status.c_str(), s.steps, s.epochs, value_text(s.final_train_loss).c_str(),
+                 value_text(s.test_accuracy).c_str(), value_text(s.test_loss).c_str(), s.samples_per_s, s.wall_s);
+    if (s.ranks > 1) std::fprintf(stderr, "%d ranks, dist.strategy %s\n", s.ranks, s.dist_strategy.c_str());
+    if (s.precision == "fp16")
+      std::fprintf(stderr, "fp16 loss scaling: scale %g at the end, %ld skipped steps\n", last_scale, s.skipped_steps);
+    std::fprintf(stderr, "run record: %s\n", s.run_dir.c_str());
+  }
+  if (s.status == "diverged") {
+    if (root) std::fprintf(stderr, "error: %s; the run record keeps every step so far\n", s.message.c_str());
+    return 3;
+  }
+  if (s.status == "failed") {
+    std::fprintf(stderr, "error: %s\n", s.message.c_str());
+    return 1;
+  }
+  if (s.status == "stopped") {
+    std::optional<RunCheckpointInfo> ck;
+    try {
+      if (root) ck = read_run_checkpoint(s.run_dir);
+    } catch (const Error&) {
+    }
+    if (ck)
+      std::fprintf(stderr, "checkpoint at step %ld: continue with trainlab-cli train --resume %s\n", ck->progress.step,
+                   s.run_dir.c_str());
+    return 130;
+  }
+  return 0;
+}
+
+// Trains with `c` (continuing the run in flags.resume when set) and prints the summary (rank 0
+// alone in a run over several ranks).
 int run_training(const Config& c, const TrainFlags& flags, const dist::LaunchInfo& place) {
   const bool root = place.rank == 0;
   Progress progress(flags.quiet || !root);
@@ -109,7 +158,8 @@ int run_training(const Config& c, const TrainFlags& flags, const dist::LaunchInf
   cb.on_notice = [&](const std::string& s) {
     if (root) progress.notice(s);
   };
-  Trainer trainer(c, cb);
+  Trainer trainer(c, cb, flags.resume);
+  trainer.set_open_mode(flags.overwrite ? RunOpenMode::Overwrite : RunOpenMode::New);
   g_active = &trainer;
   install_stop_handlers();
   RunSummary s;
@@ -122,21 +172,32 @@ int run_training(const Config& c, const TrainFlags& flags, const dist::LaunchInf
   }
   g_active = nullptr;
   progress.finish();
-  if (root) {
-    std::fprintf(stderr, "%s: %ld steps, %.2f epochs, train loss %.4f, test accuracy %.4f, test loss %.4f, %.0f samples/s, %.2f s\n",
-                 s.status.c_str(), s.steps, s.epochs, s.final_train_loss, s.test_accuracy, s.test_loss, s.samples_per_s,
-                 s.wall_s);
-    if (s.ranks > 1) std::fprintf(stderr, "%d ranks, dist.strategy %s\n", s.ranks, s.dist_strategy.c_str());
-    if (s.precision == "fp16")
-      std::fprintf(stderr, "fp16 loss scaling: scale %g at the end, %ld skipped steps\n", last_scale, s.skipped_steps);
-    std::fprintf(stderr, "run record: %s\n", s.run_dir.c_str());
-  }
-  if (s.status == "diverged") {
-    if (root) std::fprintf(stderr, "error: %s; the run record keeps every step so far\n", s.message.c_str());
-    return 3;
-  }
-  if (s.status == "stopped") return 130;
-  return 0;
+  return report_summary(s, last_scale, root);
+}
+
+// The flags that set how a run computes: refused with --resume (the run keeps its own settings).
+const char* const kSettingFlags[] = {"--config",    "--model",     "--epochs",     "--steps", "--batch",  "--lr",
+                                     "--optimizer", "--precision", "--accumulate", "--seed",  "--device", "--out",
+                                     "--overwrite"};
+
+std::string settable_on_resume() {
+  std::string keys;
+  for (const auto& k : resume_settable_keys()) keys += (keys.empty() ? "" : ", ") + k;
+  return keys;
+}
+
+// The config of `train --resume DIR`: the run's own, with --set applied to the keys that may change.
+Config resume_train_config(const TrainFlags& o, const CLI::App& cmd) {
+  if (o.resume.empty()) throw Error("--resume: expected a run folder (DIR), got an empty name");
+  for (const char* flag : kSettingFlags)
+    if (cmd.get_option(flag)->count() > 0)
+      throw Error(std::string(flag) + " cannot be given with --resume: the run continues with the settings in " +
+                  o.resume + "/config.json (only --set " + settable_on_resume() + " may change)");
+  const Config base = resume_config(o.resume);
+  Config c = base;
+  apply_sets(c, o.sets);
+  check_resume_overrides(base, c);
+  return c;
 }
 
 }  // namespace
@@ -160,6 +221,15 @@ Runner add_train_command(CLI::App& app, std::vector<std::string> args) {
   cmd->add_option("--ranks", o->ranks,
                   "Train on N ranks of this machine, started through mpirun (dist.ranks; dist.strategy says how)");
   cmd->add_option("--gpus", o->gpus, "Train on N GPUs of this machine, one rank each (--ranks N with device cuda)");
+  cmd->add_option("--resume", o->resume,
+                  "Continue the run in DIR from its last checkpoint (it needs run.checkpoint_every > 0), after a "
+                  "stop, a crash or kill -9: the run keeps its own config.json, so --config and the other setting "
+                  "flags are refused, and --set only takes the keys that do not change the run's numbers: " +
+                      settable_on_resume())
+      ->type_name("DIR");
+  cmd->add_flag("--overwrite", o->overwrite,
+                "Replace the run record in --out (a finished or interrupted run's; a folder with files a run did not "
+                "write is still refused)");
   cmd->add_flag("--quiet", o->quiet, "No progress output");
   cmd->add_flag("--print-config", o->print_config, "Print the resolved config as JSON and exit");
   // The device.* keys have no flag of their own: --help lists them from the schema.
@@ -171,7 +241,8 @@ Runner add_train_command(CLI::App& app, std::vector<std::string> args) {
   return [o, cmd, args]() -> int {
     if (!cmd->parsed()) return -1;
     const dist::LaunchInfo place = dist::launch_info();
-    Config c = build_config(*o);
+    const bool resuming = cmd->get_option("--resume")->count() > 0;
+    Config c = resuming ? resume_train_config(*o, *cmd) : build_config(*o);
     if (o->print_config) {
       std::printf("%s\n", c.to_json().dump(2).c_str());
       return 0;

@@ -3,13 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <random>
 
 #include "io/safetensors.h"
 #include "nn/linear.h"
 #include "nn/transformer.h"
 #include "util/error.h"
+#include "util/safe_file.h"
 
 namespace trainlab {
 
@@ -156,6 +156,58 @@ void Compression::rewind() {
   m_requant = m_qat;
 }
 
+std::map<std::string, std::vector<float>> Compression::state_tensors() const {
+  std::map<std::string, std::vector<float>> out;
+  for (Parameter* p : m_prunable)
+    if (p->mask.defined()) {
+      std::vector<float>& m = out["mask/" + p->name];
+      m.resize(static_cast<size_t>(p->numel()));
+      m_be.download(p->mask, m.data(), DType::F32);
+    }
+  if (!m_snapshot.empty()) {
+    const std::vector<Parameter*> all = m_model->parameters();
+    for (size_t i = 0; i < all.size() && i < m_snapshot.size(); ++i) out["rewind/" + all[i]->name] = m_snapshot[i];
+  }
+  return out;
+}
+
+void Compression::restore_state(const std::map<std::string, std::vector<float>>& tensors) {
+  m_pending_now = 0.0;
+  const std::vector<Parameter*> all = m_model->parameters();
+  auto param = [&](const std::string& name, const std::vector<float>& v) -> Parameter* {
+    for (Parameter* p : all)
+      if (p->name == name) {
+        if (static_cast<int64_t>(v.size()) != p->numel())
+          throw Error("compression state of '" + name + "': " + std::to_string(v.size()) + " values for " +
+                      std::to_string(p->numel()) + " weights");
+        return p;
+      }
+    throw Error("compression state names '" + name + "', which is not a parameter of this model");
+  };
+  std::vector<Parameter*> masked;
+  std::vector<std::vector<float>> masks;
+  std::vector<std::vector<float>> snapshot(all.size());
+  size_t snapshots = 0;
+  for (const auto& [key, v] : tensors) {
+    if (key.rfind("mask/", 0) == 0) {
+      masked.push_back(param(key.substr(5), v));
+      masks.push_back(v);
+    } else if (key.rfind("rewind/", 0) == 0) {
+      Parameter* p = param(key.substr(7), v);
+      snapshot[static_cast<size_t>(std::find(all.begin(), all.end(), p) - all.begin())] = v;
+      ++snapshots;
+    } else {
+      throw Error("compression state '" + key + "': expected mask/<parameter> or rewind/<parameter>");
+    }
+  }
+  if (!masked.empty()) apply_masks(m_be, masked, masks);
+  if (snapshots != 0 && snapshots != all.size())
+    throw Error("compression state: the lottery ticket's snapshot covers " + std::to_string(snapshots) + " of " +
+                std::to_string(all.size()) + " parameters");
+  m_snapshot.clear();
+  if (snapshots != 0) m_snapshot = std::move(snapshot);
+}
+
 std::string Compression::before_step(long step) {
   std::string event;
   auto add = [&](const std::string& e) { event += (event.empty() ? "" : "; ") + e; };
@@ -230,10 +282,7 @@ Json Compression::finish(const std::string& dir) {
     j["quant"] = m_plan.default_spec.to_json();
     j["quant_storage"] = qr.to_json();
   }
-  if (!dir.empty()) {
-    std::ofstream out(dir + "/compression.json", std::ios::trunc);
-    out << j.dump(2) << "\n";
-  }
+  if (!dir.empty()) write_file_atomic(dir + "/compression.json", j.dump(2) + "\n");  // checked, no link followed
   return j;
 }
 

@@ -16,6 +16,7 @@
 // the fp32 master updated by the optimizer); the forward pass and the input gradient use Q(w) and
 // the weight gradient is applied to the master unchanged: the straight-through estimator.
 #pragma once
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -43,6 +44,9 @@ class DistillModel final : public Model {
   std::vector<Parameter*> parameters() override { return m_student->parameters(); }
   void release_buffers() override;
   nlohmann::json architecture() const override { return m_student->architecture(); }
+  // The teacher only evaluates (no dropout): the random state is the student's.
+  nlohmann::json random_state() const override { return m_student->random_state(); }
+  void set_random_state(const nlohmann::json& s) override { m_student->set_random_state(s); }
   // 1 / (batch * accumulate): the factor softmax_xent applied to the CE gradient.
   void set_grad_multiplier(float m) { m_mult = m; }
   void set_dtype(DType t) { m_dtype = t; }
@@ -79,6 +83,14 @@ class Compression {
 
   bool qat_on() const { return m_qat; }
   QuantPlan quant_plan() const;
+
+  // A run checkpoint's part (train/run_checkpoint.h): what the options and the weights do not
+  // give back: the pruning masks ("mask/<parameter>") and the lottery ticket's snapshot of the
+  // masters ("rewind/<parameter>"), as fp32 host tensors.
+  std::map<std::string, std::vector<float>> state_tensors() const;
+  // Restores them after attach(); a prune.now of the config was applied before the checkpoint,
+  // so it is not applied again. Throws Error naming a tensor that fits no parameter.
+  void restore_state(const std::map<std::string, std::vector<float>>& tensors);
 
  private:
   void read_quant_config();

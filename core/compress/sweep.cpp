@@ -190,10 +190,15 @@ void Sweep::baseline() {
     if (!fs::exists(o.baseline)) throw Error("--baseline " + o.baseline + ": no such file");
     if (base_steps <= 0) base_steps = baseline_steps_from_summary();
     check_baseline_seed();
+    std::unique_ptr<Model> m;
+    try {  // the one weights loader's checks, before anything is copied from the file
+      m = load_model_file(be, o.baseline);
+    } catch (const Error& e) {
+      throw Error(std::string("--baseline: ") + e.what());
+    }
     fs::create_directories(dir("baseline"));
     fs::copy_file(o.baseline, base_weights, fs::copy_options::overwrite_existing);
     s.steps = base_steps;
-    auto m = load_model_file(be, base_weights);
     s.test_accuracy = model_accuracy(be, *m, data.test);
   }
   base_file = read_safetensors(base_weights);
@@ -325,7 +330,8 @@ void Sweep::structured(int pct) {
   auto small = build_structured(be, *mlp, plan);
   const std::string name = "prune-structured-" + std::to_string(pct);
   fs::create_directories(dir(name));
-  const std::string small_file = dir(name) + "/structured-init.safetensors";
+  // Beside the point's run folder, not in it: a run folder holds only the run's own files.
+  const std::string small_file = o.out + "/runs/" + name + ".init.safetensors";
   write_safetensors(small_file, model_to_file(be, *small));
   const auto& sz = small->sizes();
   std::string hidden = "[";

@@ -47,6 +47,7 @@ struct SweepOptions {
   long finetune = 1000;
   double min_accuracy = 0.97;  // the baseline must reach this test accuracy
   int64_t speed_rows = 4096;   // batch rows of the forward-speed measurement
+  bool overwrite = false;      // replace the run records of an earlier sweep in `out` (else refused)
   // From the base config:
   int64_t seed = 0;              // train.seed (checked against a --baseline run's config.json)
   int64_t batch = 0;             // train.batch (W8A8 calibration batch rows)
@@ -77,7 +78,7 @@ struct SweepTable {
 using SweepSets = std::vector<std::pair<std::string, std::string>>;
 struct SweepTrained {  // what the sweep needs of a finished training run
   std::string status, message;  // "completed" or why not
-  double test_accuracy = 0.0, final_train_loss = 0.0;
+  double test_accuracy = 0.0, final_train_loss = 0.0;  // NaN: no value (a run that did not complete)
   long steps = 0;
   int64_t params = 0;
 };

@@ -135,6 +135,12 @@ void run_keys(std::vector<ConfigKey>& s) {
   s.push_back(key_string("run.out", "", "Run record folder; empty means runs/<date>-<time>-<model>-<precision>."));
   s.push_back(key_string("run.name", "", "A label for the run (shown in the runs table and reports)."));
   s.push_back(key_bool("run.save_weights", true, "Write the trained weights to model.safetensors."));
+  s.push_back(key_int("run.checkpoint_every", 0, 0, 1e12,
+                      "Write a checkpoint into the run folder every N steps and when the run is stopped: weights, "
+                      "optimizer state, loss scaler, data order, RNG states and the step (atomically: the previous one "
+                      "is kept until the new one is whole). trainlab-cli train --resume DIR (or Resume in the runs "
+                      "table) then continues the run after any interruption, kill -9 included; on the CPU its losses "
+                      "are bit-identical to an uninterrupted run's. 0: no checkpoints."));
 }
 
 // Compression (issue 5): quantization-aware training, pruning, distillation. The logic is in

@@ -33,8 +33,13 @@ TrainTestSplit load_classification_data(const DataOptions& o) {
         throw Error("Fashion-MNIST is not installed: apt-get install dataset-fashion-mnist (or set data.path)");
     }
     TrainTestSplit s;
-    s.train = read_idx(idx_file(path, "train-images-idx3-ubyte"), idx_file(path, "train-labels-idx1-ubyte"), o.name);
-    s.test = read_idx(idx_file(path, "t10k-images-idx3-ubyte"), idx_file(path, "t10k-labels-idx1-ubyte"), o.name);
+    const std::string train_images = idx_file(path, "train-images-idx3-ubyte");
+    const std::string test_images = idx_file(path, "t10k-images-idx3-ubyte");
+    s.train = read_idx(train_images, idx_file(path, "train-labels-idx1-ubyte"), o.name);
+    s.test = read_idx(test_images, idx_file(path, "t10k-labels-idx1-ubyte"), o.name);
+    if (s.test.features != s.train.features)
+      throw Error(test_images + ": images of " + std::to_string(s.test.features) + " pixels, but " + train_images +
+                  " has images of " + std::to_string(s.train.features) + " (expected the same image size in both)");
     return s;
   }
   throw Error("data.name '" + o.name + "' is not a classification data set");

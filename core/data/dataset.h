@@ -1,10 +1,17 @@
 // Classification data sets held in host memory as fp32 features and int32 labels, and the
 // readers that fill them: the shipped 8x8 digits (CSV in gzip) and IDX files (MNIST format,
 // gzip or plain), e.g. Fashion-MNIST from Debian's dataset-fashion-mnist.
+//
+// Each reader reads the file through data_file.h (regular files only, bounded, gunzipped) and then
+// parses the bytes with a byte-based parser (what the fuzz targets call). The parsers check every
+// size and shape against the bytes present before allocating, with overflow-checked arithmetic,
+// and every label against the class count; an error names the file, the line/column, item or
+// header field, and what was expected, and never repeats the file's bytes.
 #pragma once
 #include <cstdint>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace trainlab {
@@ -24,14 +31,20 @@ struct TrainTestSplit {
   ClassificationData train, test;
 };
 
-// Reads a whole file, gunzipping it when it is gzip (plain files pass through). Throws Error
-// naming the file for a missing, unreadable or truncated file.
-std::string read_maybe_gzip(const std::string& path);
-
-// 8x8 digits: one sample a line, 64 integers 0..16 then the label 0..9. Features scaled by 1/16.
+// 8x8 digits: one sample a line, 64 integers in [0, 16] then the label in [0, 9], comma-separated
+// (blank lines skipped, CRLF accepted). Features scaled by 1/16.
 ClassificationData read_digits_csv(const std::string& path);
-// IDX images (magic 0x00000803, uint8 pixels scaled by 1/255) and labels (0x00000801).
+ClassificationData parse_digits_csv(std::string_view text, const std::string& origin);
+
+// IDX images (magic 0x00000803: unsigned bytes in 3 dimensions, n x rows x cols, big-endian sizes;
+// pixels scaled by 1/255) and labels (0x00000801: n bytes, each a class in [0, kIdxClasses)). The
+// files must hold exactly the bytes their headers describe, n >= 1, the images at most
+// kMaxIdxPixels pixels, and both files the same n.
+constexpr int64_t kIdxClasses = 10;
+constexpr int64_t kMaxIdxPixels = 256 * 256;
 ClassificationData read_idx(const std::string& images_path, const std::string& labels_path, const std::string& name);
+ClassificationData parse_idx(std::string_view images, std::string_view labels, const std::string& images_origin,
+                             const std::string& labels_origin, const std::string& name);
 
 // The four files of an MNIST-format data set in a folder, as the trainer reads them (each
 // gzip-compressed or plain): train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte,

@@ -12,7 +12,7 @@ namespace trainlab {
 
 struct DecoderModel {
   DecodeWeights weights;             // fp32 (a quantized file is dequantized on load)
-  std::string vocab;                 // the characters of the vocabulary (empty for a preset)
+  std::string vocab;                 // the vocabulary's characters, UTF-8 (empty for a preset)
   std::optional<DecodeSpec> format;  // a quantized file's own format (one spec for every matrix)
   std::string name;                  // the file, or "<preset> (random init)"
   int64_t params = 0;

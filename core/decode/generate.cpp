@@ -63,12 +63,13 @@ std::vector<int32_t> generate_tokens(TokenDecoder& dec, const std::vector<int32_
   std::vector<int32_t> out;
   const auto t0 = std::chrono::steady_clock::now();
   for (int64_t i = 0; i < n; ++i) {
+    if (opt.stop && opt.stop->load(std::memory_order_relaxed)) break;
     const int32_t next = sample_token(dec.logits().data(), vocab, opt, rng);
     out.push_back(next);
     if (i + 1 < n) advance(next, opt.use_cache);
   }
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (tokens_per_s) *tokens_per_s = s > 0 ? static_cast<double>(n) / s : 0.0;
+  if (tokens_per_s) *tokens_per_s = s > 0 ? static_cast<double>(out.size()) / s : 0.0;
   return out;
 }
 

@@ -8,6 +8,7 @@
 // decoder, one row after another, with the same per-row arithmetic, so the two modes give
 // bit-identical logits (and tokens).
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -21,6 +22,9 @@ struct SampleOptions {
   int64_t top_k = 0;         // 0: all tokens
   bool use_cache = true;
   uint64_t seed = 1;
+  // When given and set (by another thread: the app's text panel as its window closes), generation
+  // ends after the token in progress and returns the tokens drawn so far.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 // Arg max (lowest index on ties) or a sample from softmax(logits / T) over the top k, over the
@@ -28,8 +32,8 @@ struct SampleOptions {
 int32_t sample_token(const float* logits, int64_t vocab, const SampleOptions& opt, std::mt19937_64& rng);
 
 // Continues `prompt` (at least one token) by n tokens drawn from the decoder's first
-// shape().vocab logits, with the window rule above over shape().context positions. tokens_per_s
-// (when given) receives the rate of the n generated tokens.
+// shape().vocab logits, with the window rule above over shape().context positions (fewer when
+// opt.stop is set). tokens_per_s (when given) receives the rate of the generated tokens.
 std::vector<int32_t> generate_tokens(TokenDecoder& dec, const std::vector<int32_t>& prompt, int64_t n,
                                      const SampleOptions& opt, double* tokens_per_s = nullptr);
 

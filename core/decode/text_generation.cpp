@@ -19,10 +19,9 @@ GenerateResult generate_text(const GenerateRequest& r) {
   spec.cuda_graph = r.cuda_graph;
   spec.pdl = r.pdl;
 
-  TextCorpus vocab;
-  vocab.chars = m.vocab;
-  if (vocab.chars.empty()) throw Error(r.weights + ": the architecture does not store the vocabulary");
-  const std::vector<int32_t> prompt = vocab.encode(r.prompt.empty() ? std::string("\n") : r.prompt);
+  if (m.vocab.empty()) throw Error(r.weights + ": the architecture does not store the vocabulary");
+  const TextCorpus vocab = TextCorpus::from_vocabulary(m.vocab, r.weights + ": the stored vocabulary");
+  const std::vector<int32_t> prompt = vocab.encode(r.prompt.empty() ? std::string("\n") : r.prompt, "the prompt");
   auto dec = make_decoder(*be, m.weights, spec);
   const std::vector<int32_t> tokens = generate_tokens(*dec, prompt, r.tokens, r.sample, &out.tokens_per_s);
   out.text = vocab.decode(tokens);

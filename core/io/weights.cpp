@@ -1,6 +1,7 @@
 #include "io/weights.h"
 
 #include <algorithm>
+#include <unordered_map>
 
 #include "backend/backend.h"
 #include "nn/model.h"
@@ -15,96 +16,7 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() > suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-Json parse_object(const SafeTensorsFile& f, const char* key, const std::string& path) {
-  auto it = f.metadata.find(key);
-  if (it == f.metadata.end()) return Json();
-  Json j;
-  try {
-    j = Json::parse(it->second);
-  } catch (const Json::parse_error& e) {
-    throw Error(path + ": " + key + " metadata is not valid JSON (" + e.what() + ")");
-  }
-  if (!j.is_object()) throw Error(path + ": " + key + " metadata is not a JSON object");
-  return j;
-}
-
-// Bytes of b-bit codes for n weights: 8 bits are plain int8, fewer are packed (tensor/quant_format.h).
-int64_t code_bytes(int64_t n, int bits) { return bits == 8 ? n : (n * bits + 7) / 8; }
-
-QuantEntry check_quant_entry(const SafeTensorsFile& f, const std::string& name, const Json& m, const std::string& path) {
-  const std::string where = path + ": quantized weight '" + name + "'";
-  QuantEntry e;
-  e.name = name;
-  try {
-    e.spec = QuantSpec::from_json(m);
-    e.shape = m.at("shape").get<Shape>();
-  } catch (const Error& x) {
-    throw Error(where + ": " + x.what());
-  } catch (const std::exception& x) {
-    throw Error(where + ": malformed trainlab_quant entry (" + std::string(x.what()) + ")");
-  }
-  if (e.shape.size() != 2 || e.shape[0] <= 0 || e.shape[1] <= 0)
-    throw Error(where + ": shape " + shape_str(e.shape) + " is not a [rows, cols] matrix");
-  try {
-    e.group = e.spec.group_size(e.shape[0], e.shape[1]);
-  } catch (const Error& x) {
-    throw Error(where + ": " + x.what());
-  }
-  const int64_t n = shape_numel(e.shape);
-  const SafeTensor* q = f.find(name + ".qweight");
-  if (!q) throw Error(where + " has no codes (" + name + ".qweight)");
-  const char* want_dtype = e.spec.bits == 8 ? "I8" : "U8";
-  if (q->dtype != want_dtype)
-    throw Error(where + ": " + std::to_string(e.spec.bits) + "-bit codes are stored as " + want_dtype + ", the file has " + q->dtype);
-  if (static_cast<int64_t>(q->bytes.size()) != code_bytes(n, e.spec.bits))
-    throw Error(where + ": " + std::to_string(q->bytes.size()) + " code bytes, expected " +
-                std::to_string(code_bytes(n, e.spec.bits)) + " for " + std::to_string(n) + " weights of " +
-                std::to_string(e.spec.bits) + " bits");
-  if (e.spec.bits == 8 && q->shape != e.shape)
-    throw Error(where + ": codes have shape " + shape_str(q->shape) + ", expected " + shape_str(e.shape));
-  const SafeTensor* s = f.find(name + ".scales");
-  if (!s) throw Error(where + " has no scales (" + name + ".scales)");
-  if (s->dtype != "F16") throw Error(where + ": scales are stored as F16, the file has " + s->dtype);
-  const int64_t groups = (n + e.group - 1) / e.group;
-  if (shape_numel(s->shape) != groups)
-    throw Error(where + ": " + std::to_string(shape_numel(s->shape)) + " scales, expected " + std::to_string(groups));
-  return e;
-}
-
 }  // namespace
-
-WeightsMetadata validate_weights_metadata(const SafeTensorsFile& f, const std::string& path) {
-  WeightsMetadata md;
-  md.architecture = parse_object(f, "trainlab_architecture", path);
-  md.config = parse_object(f, "trainlab_config", path);
-  const Json qmeta = parse_object(f, "trainlab_quant", path);
-  md.quantized = !qmeta.is_null();
-  for (const SafeTensor& t : f.tensors) {
-    const bool q = ends_with(t.name, ".qweight"), s = ends_with(t.name, ".scales");
-    if (md.quantized && (q || s)) {
-      const std::string name = t.name.substr(0, t.name.size() - (q ? 8 : 7));
-      if (!qmeta.contains(name))
-        throw Error(path + ": quantized tensor '" + t.name + "' has no entry in trainlab_quant metadata");
-      if (q) md.quant.push_back(check_quant_entry(f, name, qmeta.at(name), path));
-      continue;
-    }
-    try {
-      (void)dtype_from_safetensors(t.dtype);
-    } catch (const Error& x) {
-      throw Error(path + ": tensor '" + t.name + "': " + x.what());
-    }
-  }
-  if (md.quantized)
-    for (auto it = qmeta.begin(); it != qmeta.end(); ++it)
-      if (!f.find(it.key() + ".qweight")) throw Error(path + ": quantized weight '" + it.key() + "' has no codes (" + it.key() + ".qweight)");
-  return md;
-}
-
-Config weights_config(const SafeTensorsFile& f, const std::string& path) {
-  const WeightsMetadata md = validate_weights_metadata(f, path);
-  if (md.config.is_null()) throw Error(path + ": no trainlab_config metadata (was it written by trainlab?)");
-  return Config::from_record(md.config);
-}
 
 // --- the quantized file format --------------------------------------------------------------------
 
@@ -186,6 +98,12 @@ SafeTensorsFile quantize_weights(const SafeTensorsFile& in, const QuantSpecFor& 
 SafeTensorsFile dequantize_weights(const SafeTensorsFile& in, const std::string& path) {
   const WeightsMetadata md = validate_weights_metadata(in, path);
   if (!md.quantized) return in;
+  // Validated: every .qweight has its entry and its .scales, their sizes agree with the entry.
+  std::unordered_map<std::string_view, const QuantEntry*> entries;
+  for (const QuantEntry& e : md.quant) entries.emplace(e.name, &e);
+  std::unordered_map<std::string_view, const SafeTensor*> scales;
+  for (const SafeTensor& t : in.tensors)
+    if (ends_with(t.name, ".scales")) scales.emplace(std::string_view(t.name).substr(0, t.name.size() - 7), &t);
   SafeTensorsFile out;
   out.metadata = in.metadata;
   out.metadata.erase("trainlab_quant");
@@ -195,20 +113,20 @@ SafeTensorsFile dequantize_weights(const SafeTensorsFile& in, const std::string&
       out.tensors.push_back(t);
       continue;
     }
-    const std::string name = t.name.substr(0, t.name.size() - 8);
-    const QuantEntry& e = *std::find_if(md.quant.begin(), md.quant.end(), [&](const QuantEntry& q) { return q.name == name; });
-    const int64_t n = shape_numel(e.shape);
-    const SafeTensor& st = *in.find(name + ".scales");
-    std::vector<float> scales(static_cast<size_t>(shape_numel(st.shape)));
-    convert_to_f32(DType::F16, st.bytes.data(), scales.data(), scales.size());
+    const std::string_view name = std::string_view(t.name).substr(0, t.name.size() - 8);
+    const QuantEntry& e = *entries.at(name);
+    const SafeTensor& st = *scales.at(name);
+    const int64_t n = e.shape[0] * e.shape[1];
+    std::vector<float> sc(static_cast<size_t>(shape_numel(st.shape)));
+    convert_to_f32(DType::F16, st.bytes.data(), sc.data(), sc.size());
     const std::vector<int8_t> codes = unpack_codes(t.bytes, n, e.spec.bits);
     SafeTensor w;
-    w.name = name;
+    w.name = e.name;
     w.dtype = "F32";
     w.shape = e.shape;
     w.bytes.resize(static_cast<size_t>(n) * 4);
     float* pw = reinterpret_cast<float*>(w.bytes.data());
-    for (int64_t i = 0; i < n; ++i) pw[i] = scales[static_cast<size_t>(i / e.group)] * codes[static_cast<size_t>(i)];
+    for (int64_t i = 0; i < n; ++i) pw[i] = sc[static_cast<size_t>(i / e.group)] * codes[static_cast<size_t>(i)];
     out.tensors.push_back(std::move(w));
   }
   return out;
@@ -239,8 +157,11 @@ void save_model_weights(Backend& be, Model& model, const Config& config, const s
 
 void load_weights_any(Backend& be, Model& model, const SafeTensorsFile& file, const std::string& path) {
   const SafeTensorsFile f = dequantize_weights(file, path);
+  std::unordered_map<std::string_view, const SafeTensor*> index;
+  for (const SafeTensor& t : f.tensors) index.emplace(t.name, &t);
   for (Parameter* p : model.parameters()) {
-    const SafeTensor* t = f.find(p->name);
+    const auto it = index.find(p->name);
+    const SafeTensor* t = it == index.end() ? nullptr : it->second;
     if (!t) throw Error(path + ": tensor '" + p->name + "' is missing");
     if (t->shape != p->shape)
       throw Error(path + ": tensor '" + p->name + "' has shape " + shape_str(t->shape) + ", the model expects " +

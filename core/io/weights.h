@@ -47,17 +47,32 @@ struct WeightsMetadata {
   std::vector<QuantEntry> quant;  // file order
 };
 
-// Every check of a weights file's metadata against the tensors present: the architecture and
-// config parse as JSON objects; each trainlab_quant entry has a valid spec (bits 2..8, a group that
-// divides the input features), a rank-2 shape, a W.qweight of the right dtype and byte count
-// (I8 [rows, cols] for 8 bits, U8 [ceil(n*b/8)] otherwise) and F16 W.scales with one scale a group;
-// every .qweight/.scales tensor has an entry; every other tensor has a dtype that converts to fp32.
-// Throws Error naming `path`, the tensor and the fault.
+// Every check of a weights file's metadata against the tensors present (weights_check.cpp), so
+// that nothing is built, allocated or opened from a number or a name the file's bytes do not back:
+//  - the trainlab_* metadata parse as JSON objects nested at most 32 levels (the parse error's
+//    position is reported, never the text); at most 65536 tensors, no name twice, each holding
+//    exactly the bytes its dtype and shape need (a file made in memory is checked too);
+//  - each trainlab_quant entry: bits an integer in [2, 8], granularity tensor/channel/group, group
+//    an integer that divides the input features, shape two integers in [1, 2^31 - 1];
+//    W.qweight I8 [rows, cols] (8 bits) or U8 [ceil(n*b/8)] with exactly those bytes; W.scales
+//    F16 [groups], finite and non-negative; every .qweight/.scales has an entry and every entry
+//    its codes; no weight is stored both dense and quantized;
+//  - every other tensor is a value: F32, F16, BF16, F8_E4M3 or F8_E5M2;
+//  - the architecture, when present, against the tensors: every parameter of the model it
+//    describes (nn/model.h visit_architecture, strict about its keys) is in the file with the
+//    model's shape (a quantized one by its entry's shape), checked before any model is built.
+// Throws Error naming `path`, the tensor or metadata key and what was expected; names from the
+// file are printed with printable_name, values from the file are not printed.
 WeightsMetadata validate_weights_metadata(const SafeTensorsFile& f, const std::string& path);
 
-// The config of a file's trainlab_config metadata, read tolerantly (Config::from_record); throws
-// Error naming `path` when the file has none.
-Config weights_config(const SafeTensorsFile& f, const std::string& path);
+// The config of a file's trainlab_config metadata, read tolerantly (Config::from_record), to
+// evaluate the weights again; `user_settings` (the caller's --set items) is applied on top. A
+// weights file never makes the lab open a path: the keys that name files (data.path,
+// compress.init_from, distill.teacher, run.out) are cleared, and when the file's run read its data
+// from data.path, `user_settings` must name the data again, else Error saying to give
+// --set data.path=FILE. Throws Error naming `path` when the file has no trainlab_config.
+Config weights_config(const SafeTensorsFile& f, const std::string& path,
+                      const std::function<void(Config&)>& user_settings = {});
 
 // --- the quantized file format ------------------------------------------------------------------
 
@@ -101,7 +116,9 @@ void save_model_weights(Backend& be, Model& model, const Config& config, const s
 void load_weights_any(Backend& be, Model& model, const SafeTensorsFile& f, const std::string& path);
 // load_weights_any on the file at `path` (read here).
 void load_model_weights(Backend& be, Model& model, const std::string& path);
-// Builds the model of a file's architecture (seed 0) and loads its weights.
+// Builds the model of a file's architecture (seed 0) and loads its weights; the architecture is
+// checked against the tensors first (validate_weights_metadata), so the model is as large as the
+// file's bytes say, never larger.
 std::unique_ptr<Model> model_from_file(Backend& be, const SafeTensorsFile& f, const std::string& path);
 // read_safetensors + model_from_file.
 std::unique_ptr<Model> load_model_file(Backend& be, const std::string& path);

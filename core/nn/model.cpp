@@ -12,6 +12,12 @@ void Model::set_compute_dtype(Backend& be, DType dtype) {
   release_buffers();
 }
 
+void Model::set_random_state(const nlohmann::json& state) {
+  if (!state.is_object() || !state.empty())
+    throw Error("random state: a " + kind() +
+                " model draws no random numbers while training, so it has none to restore");
+}
+
 int64_t Model::parameter_count() {
   int64_t n = 0;
   for (Parameter* p : parameters()) n += p->numel();
@@ -95,6 +101,51 @@ std::unique_ptr<Model> build_model(Backend& be, const nlohmann::json& arch, uint
   }
   if (kind == "char-gpt") return build_char_gpt(be, arch, seed);
   throw Error("unknown model kind '" + kind + "': expected mlp or char-gpt");
+}
+
+int64_t architecture_int(const nlohmann::json& arch, const char* key, int64_t lo, int64_t hi) {
+  const auto it = arch.find(key);
+  if (it == arch.end() || !it->is_number_integer() || it->get<int64_t>() < lo || it->get<int64_t>() > hi)
+    throw Error(std::string("key '") + key + "': expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  return it->get<int64_t>();
+}
+
+namespace {
+void visit_mlp(const nlohmann::json& arch, const ParameterVisitor& visit) {
+  constexpr int64_t kMaxSize = int64_t(1) << 24;
+  const auto act = arch.find("activation");
+  if (act != arch.end()) {
+    const std::string a = act->is_string() ? act->get<std::string>() : std::string();
+    if (a != "relu" && a != "gelu" && a != "none") throw Error("key 'activation': expected relu, gelu or none");
+  }
+  const auto sizes = arch.find("sizes");
+  const std::string expected = "key 'sizes': expected a list of at least 2 integers in [1, " + std::to_string(kMaxSize) + "]";
+  if (sizes == arch.end() || !sizes->is_array() || sizes->size() < 2) throw Error(expected);
+  auto size = [&](size_t i) {
+    const auto& v = (*sizes)[i];
+    if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > kMaxSize) throw Error(expected);
+    return v.get<int64_t>();
+  };
+  // Sequential's names: a hidden Linear and its fused activation take two indices, the last one.
+  int64_t in = size(0), index = 0;
+  for (size_t i = 1; i < sizes->size(); ++i) {
+    const int64_t out = size(i);
+    const std::string name = "net." + std::to_string(index);
+    visit(name + ".weight", {out, in});
+    visit(name + ".bias", {out});
+    index += i + 1 == sizes->size() ? 1 : 2;
+    in = out;
+  }
+}
+}  // namespace
+
+void visit_architecture(const nlohmann::json& arch, const ParameterVisitor& visit) {
+  if (!arch.is_object()) throw Error("expected a JSON object");
+  const auto kind = arch.find("kind");
+  const std::string k = kind != arch.end() && kind->is_string() ? kind->get<std::string>() : std::string();
+  if (k == "mlp") return visit_mlp(arch, visit);
+  if (k == "char-gpt") return visit_char_gpt(arch, visit);
+  throw Error("key 'kind': expected mlp or char-gpt");
 }
 
 }  // namespace trainlab

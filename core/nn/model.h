@@ -5,6 +5,7 @@
 // While it runs, a model tells the ModelHooks set on it (core/dist's data-parallel driver) which
 // parameters each unit reads and which gradients are final.
 #pragma once
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -42,6 +43,11 @@ class Model {
   virtual void release_buffers() = 0;
   // Enough to rebuild the model (stored in the weights file's metadata).
   virtual nlohmann::json architecture() const = 0;
+  // The model's random state beyond its seed (the char GPT's dropout draws so far), kept by a run
+  // checkpoint so that a resumed run draws the masks an uninterrupted one would: a JSON object,
+  // empty for a model that draws nothing. set_random_state throws Error for a state it cannot take.
+  virtual nlohmann::json random_state() const { return nlohmann::json::object(); }
+  virtual void set_random_state(const nlohmann::json& state);
 
   // Switches the compute format of every parameter (fp32 master copies are kept): the flat value
   // and gradient buffers are re-created in the new format (FlatParams::set_compute_dtype).
@@ -122,5 +128,20 @@ class Mlp final : public Sequential {
 // Builds a model from an architecture object (as written by architecture()); throws Error for an
 // unknown kind, naming the known ones.
 std::unique_ptr<Model> build_model(Backend& be, const nlohmann::json& arch, uint64_t seed);
+
+// The name and shape of every parameter of the model an architecture object describes, in
+// parameters() order, passed to `visit` one at a time without building the model: io checks a
+// weights file's tensors against them before anything is allocated (and a visitor that throws
+// stops a long list at its first parameter the file lacks). Strict, since it reads files: an
+// unknown kind or activation, a missing key, a size that is not an integer in its range is an
+// Error naming the key and the expected value (never echoing the value).
+//   mlp       sizes: at least 2 integers in [1, 2^24]; activation relu, gelu or none
+//   char-gpt  vocab [2, 2^21], layers [1, 1024], heads [1, 1024], dim [1, 65536], context [1, 2^20]
+//             (the ranges of the model.* keys), then CharGptConfig::validate
+using ParameterVisitor = std::function<void(const std::string& name, const Shape& shape)>;
+void visit_architecture(const nlohmann::json& arch, const ParameterVisitor& visit);
+// An integer key of an architecture object in [lo, hi]; Error "key 'KEY': expected an integer in
+// [lo, hi]" when it is missing, not an integer (a float or a bool) or out of range.
+int64_t architecture_int(const nlohmann::json& arch, const char* key, int64_t lo, int64_t hi);
 
 }  // namespace trainlab

@@ -4,6 +4,7 @@
 
 #include "nn/linear.h"
 #include "util/error.h"
+#include "util/utf8.h"
 
 namespace trainlab {
 
@@ -98,9 +99,15 @@ void CharGptConfig::validate() const {
   if (context < 1) throw Error("model.context must be >= 1, got " + std::to_string(context));
   if (!(dropout >= 0.0 && dropout < 1.0))
     throw Error("model.dropout = " + std::to_string(dropout) + ": expected a probability in [0, 1)");
-  if (!chars.empty() && static_cast<int64_t>(chars.size()) != vocab)
-    throw Error("char-gpt: the stored vocabulary has " + std::to_string(chars.size()) + " characters, vocab says " +
+  if (chars.empty()) return;
+  const std::u32string cps = decode_utf8(chars, "char-gpt: the stored vocabulary");
+  if (static_cast<int64_t>(cps.size()) != vocab)
+    throw Error("char-gpt: the stored vocabulary has " + std::to_string(cps.size()) + " characters, vocab says " +
                 std::to_string(vocab));
+  for (size_t i = 1; i < cps.size(); ++i)
+    if (cps[i - 1] >= cps[i])
+      throw Error("char-gpt: the stored vocabulary's character " + std::to_string(i) +
+                  " repeats or is out of order (expected distinct characters in ascending code point order)");
 }
 
 CharGpt::CharGpt(Backend& be, CharGptConfig cfg, uint64_t seed) : m_cfg(std::move(cfg)), m_seed(seed) {
@@ -150,6 +157,15 @@ std::vector<Parameter*> CharGpt::parameters() {
 }
 
 nlohmann::json CharGpt::architecture() const { return m_cfg.to_json(); }
+
+nlohmann::json CharGpt::random_state() const { return {{"dropout_forwards", m_forwards}}; }
+
+void CharGpt::set_random_state(const nlohmann::json& state) {
+  const auto it = state.is_object() && state.size() == 1 ? state.find("dropout_forwards") : state.end();
+  if (it == state.end() || !it->is_number_unsigned())
+    throw Error("random state of char-gpt: expected {\"dropout_forwards\": an integer >= 0}");
+  m_forwards = it->get<uint64_t>();
+}
 
 int64_t CharGpt::non_embedding_params() { return parameter_count() - m_pos.numel(); }
 
@@ -405,6 +421,41 @@ void CharGpt::backward(Backend& be, Tensor& dlogits, bool acc) {
   if (m_drop) be.dropout(dx, static_cast<float>(m_cfg.dropout), drop_seed(-1, 0), dx);
   be.embedding_backward(dx, m_idx, m_T, m_tok.grad, m_pos.grad, acc);  // reads no parameter
   grads_ready(0);
+}
+
+void visit_char_gpt(const nlohmann::json& arch, const ParameterVisitor& visit) {
+  // The model.* keys' ranges (config_schema.cpp); the vocabulary holds at most every code point.
+  architecture_int(arch, "vocab", 2, int64_t(1) << 21);
+  architecture_int(arch, "layers", 1, 1024);
+  architecture_int(arch, "heads", 1, 1024);
+  architecture_int(arch, "dim", 1, 65536);
+  architecture_int(arch, "context", 1, int64_t(1) << 20);
+  auto optional_key = [&](const char* key, const auto& is_valid, const char* expected) {
+    const auto it = arch.find(key);
+    if (it != arch.end() && !is_valid(*it)) throw Error(std::string("key '") + key + "': expected " + expected);
+  };
+  optional_key("pad_vocab", [](const nlohmann::json& v) { return v.is_boolean(); }, "true or false");
+  optional_key("dropout", [](const nlohmann::json& v) { return v.is_number() && v >= 0.0 && v < 1.0; }, "a number in [0, 1)");
+  optional_key("chars", [](const nlohmann::json& v) { return v.is_string(); }, "a string");
+  const CharGptConfig c = CharGptConfig::from_json(arch);  // validates the combination
+  const int64_t V = c.padded_vocab(), D = c.dim;
+  visit("tok.weight", {V, D});
+  visit("pos.weight", {c.context, D});
+  for (int64_t l = 0; l < c.layers; ++l) {
+    const std::string p = "blocks." + std::to_string(l) + ".";
+    for (const char* ln : {"ln1.weight", "ln1.bias", "ln2.weight", "ln2.bias"}) visit(p + ln, {D});
+    visit(p + "qkv.weight", {3 * D, D});
+    visit(p + "qkv.bias", {3 * D});
+    visit(p + "proj.weight", {D, D});
+    visit(p + "proj.bias", {D});
+    visit(p + "fc.weight", {4 * D, D});
+    visit(p + "fc.bias", {4 * D});
+    visit(p + "out.weight", {D, 4 * D});
+    visit(p + "out.bias", {D});
+  }
+  visit("ln.weight", {D});
+  visit("ln.bias", {D});
+  visit("head.weight", {V, D});
 }
 
 std::unique_ptr<CharGpt> build_char_gpt(Backend& be, const nlohmann::json& arch, uint64_t seed) {

@@ -50,7 +50,7 @@ struct CharGptConfig {
   bool pad_vocab = false;     // pad tok/head rows to a multiple of 64
   int64_t layers = 2, heads = 4, dim = 128, context = 64;
   double dropout = 0.0;
-  std::string chars;          // the vocabulary itself (stored in the weights file for generation)
+  std::string chars;          // the vocabulary itself, UTF-8, ascending code points (stored for generation)
   int64_t padded_vocab() const { return pad_vocab ? (vocab + 63) / 64 * 64 : vocab; }
   nlohmann::json to_json() const;
   static CharGptConfig from_json(const nlohmann::json& j);
@@ -71,6 +71,9 @@ class CharGpt final : public Model {
   nlohmann::json architecture() const override;
   // Units (ModelHooks): the embedding (tok, pos), each block, the final norm with the head.
   bool reports_units() const override { return true; }
+  // {"dropout_forwards": training forwards so far} (each draws new dropout masks).
+  nlohmann::json random_state() const override;
+  void set_random_state(const nlohmann::json& state) override;
 
   const CharGptConfig& config() const { return m_cfg; }
   void set_checkpointing(CheckpointPolicy p, int64_t k);  // k <= 0: round(sqrt(L))
@@ -132,5 +135,8 @@ class CharGpt final : public Model {
 
 // Builds a CharGpt from an architecture object (CharGpt::architecture()).
 std::unique_ptr<CharGpt> build_char_gpt(Backend& be, const nlohmann::json& arch, uint64_t seed);
+// visit_architecture (nn/model.h) of a char-gpt architecture: its keys checked strictly, then the
+// parameters in CharGpt::parameters() order.
+void visit_char_gpt(const nlohmann::json& arch, const ParameterVisitor& visit);
 
 }  // namespace trainlab

@@ -20,6 +20,16 @@ class LossScaler {
   long good_steps() const { return m_good; }
   long consecutive_skips() const { return m_consecutive_skips; }
 
+  // What a checkpoint keeps (train/run_checkpoint.h): the scale and the three counters.
+  struct State {
+    double scale = 65536.0;
+    long good = 0, skipped = 0, consecutive_skips = 0;
+  };
+  State state() const { return {m_scale, m_good, m_skipped, m_consecutive_skips}; }
+  // Throws Error naming the field when the scale is not finite and > 0, or a counter is negative
+  // or `good` is not below growth_interval.
+  void restore(const State& s);
+
  private:
   double m_scale;
   long m_growth_interval;

@@ -4,7 +4,10 @@
 // parameters of the first step, in their order: given model.parameters(), the state lies at the
 // model's flat offsets (FlatParams), so a ZeRO shard of it is a range. The update itself is the
 // backend's multi-tensor step over the per-parameter views (per-parameter decay flags and masks).
+// save_state/load_state carry that state across a checkpoint (train/run_checkpoint.h); the step
+// count t is the trainer's (StepScalars::step), not the optimizer's.
 #pragma once
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,6 +26,17 @@ class Optimizer {
   virtual void step(Backend& be, std::vector<Parameter*>& params) = 0;
   // Bytes of state per parameter (for the memory prediction).
   virtual int state_bytes_per_param() const = 0;
+  // The parameter buffers that hold this optimizer's state (AdamW: M and V; SGD: M with momentum).
+  virtual std::vector<ParamBuffer> state_buffers() const = 0;
+
+  // Host copies of the state, one fp32 vector per state buffer named by param_buffer_name ("m",
+  // "v"), laid out at the FlatParams offsets of `params`; empty before the first step created it.
+  std::map<std::string, std::vector<float>> save_state(Backend& be, const std::vector<Parameter*>& params) const;
+  // Puts saved state back (creating the buffers as the first step would). Throws Error naming the
+  // buffer when a name is not one of state_buffers(), one is missing, or a size is not the
+  // parameters' element count.
+  void load_state(Backend& be, const std::vector<Parameter*>& params,
+                  const std::map<std::string, std::vector<float>>& state);
 
  protected:
   // (Not named "slots": that is a Qt keyword macro, and the app and the tests include this header.)
@@ -37,6 +51,7 @@ class AdamW final : public Optimizer {
   std::string name() const override { return "adamw"; }
   void step(Backend& be, std::vector<Parameter*>& params) override;
   int state_bytes_per_param() const override { return 8; }
+  std::vector<ParamBuffer> state_buffers() const override { return {ParamBuffer::M, ParamBuffer::V}; }
   const AdamWHyper& hyper() const { return m_h; }
 
  private:
@@ -49,6 +64,9 @@ class Sgd final : public Optimizer {
   std::string name() const override { return "sgd"; }
   void step(Backend& be, std::vector<Parameter*>& params) override;
   int state_bytes_per_param() const override { return m_h.momentum != 0.0f ? 4 : 0; }
+  std::vector<ParamBuffer> state_buffers() const override {
+    return m_h.momentum != 0.0f ? std::vector<ParamBuffer>{ParamBuffer::M} : std::vector<ParamBuffer>{};
+  }
   const SgdHyper& hyper() const { return m_h; }
 
  private:

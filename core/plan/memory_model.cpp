@@ -1,20 +1,76 @@
 #include "plan/memory_model.h"
 
+#include <algorithm>
+#include <string>
+
+#include "plan/transformer_memory.h"
+#include "util/error.h"
+
 namespace trainlab {
 
 namespace {
 int64_t& at(MemoryByCategory& m, MemCategory c) { return m[static_cast<size_t>(c)]; }
 }  // namespace
 
-MemoryByCategory predict_training_memory(const TrainingMemoryInputs& in) {
+int64_t precision_element_bytes(DType compute) { return compute == DType::F32 ? 4 : 2; }
+
+std::pair<int64_t, int64_t> zero_shard_range(int64_t n, int64_t ranks, int64_t rank) {
+  const int64_t shard = (n + ranks - 1) / ranks;
+  const int64_t begin = std::min(n, rank * shard);
+  return {begin, std::min(n, begin + shard)};
+}
+
+MemoryByCategory predict_rank_memory(const TrainingMemoryInputs& in, const ZeroSharding& z) {
+  if (z.stage < 0 || z.stage > 3) throw Error("ZeRO stage " + std::to_string(z.stage) + ": expected 0, 1, 2 or 3");
+  if (z.ranks < 1 || z.rank < 0 || z.rank >= z.ranks)
+    throw Error("ZeRO rank " + std::to_string(z.rank) + " of " + std::to_string(z.ranks) +
+                " ranks: expected a rank in [0, ranks - 1] and ranks >= 1");
+  const auto [begin, end] = zero_shard_range(in.params, z.ranks, z.rank);
+  const int64_t shard = end - begin;
   MemoryByCategory m{};
-  at(m, MemCategory::Weights) = in.params * in.element_bytes;
-  at(m, MemCategory::Gradients) = in.params * in.element_bytes;
-  at(m, MemCategory::Optimizer) = in.params * (in.optimizer_state_bytes + (in.element_bytes == 4 ? 0 : 4));
+  at(m, MemCategory::Weights) = (z.stage >= 3 ? shard : in.params) * in.element_bytes;
+  at(m, MemCategory::Gradients) = (z.stage >= 2 ? shard : in.params) * in.element_bytes;
+  at(m, MemCategory::Optimizer) =
+      (z.stage >= 1 ? shard : in.params) * (in.optimizer_state_bytes + (in.element_bytes == 4 ? 0 : 4));
   at(m, MemCategory::Activations) = in.activation_bytes;
   at(m, MemCategory::Workspace) = in.data_bytes;
+  at(m, MemCategory::Communication) = in.communication_bytes;
+  for (size_t c = 0; c < kMemCategoryCount; ++c) m[c] += in.device_copies[c];
   return m;
 }
+
+MemoryByCategory fp8_copy_bytes(const std::vector<LinearShape>& products) {
+  MemoryByCategory m{};
+  for (const LinearShape& p : products) {
+    if (p.gelu || p.m % 16 || p.k % 16 || p.n % 16) continue;
+    at(m, MemCategory::Activations) += 2 * p.m * p.k;
+    at(m, MemCategory::Weights) += 2 * p.n * p.k;
+    at(m, MemCategory::Gradients) += 2 * p.m * p.n;
+  }
+  return m;
+}
+
+std::vector<LinearShape> mlp_linear_shapes(const std::vector<int64_t>& sizes, int64_t batch, bool gelu) {
+  std::vector<LinearShape> out;
+  for (size_t i = 1; i < sizes.size(); ++i) out.push_back({batch, sizes[i - 1], sizes[i], gelu && i + 1 < sizes.size()});
+  return out;
+}
+
+std::vector<LinearShape> char_gpt_linear_shapes(const CharGptConfig& c, int64_t layers, bool head, int64_t B, int64_t T,
+                                                int64_t tp) {
+  const int64_t N = B * T, D = c.dim;
+  std::vector<LinearShape> out;
+  for (int64_t l = 0; l < layers; ++l) {
+    out.push_back({N, D, 3 * D / tp});  // qkv (column-parallel)
+    out.push_back({N, D / tp, D});      // proj (row-parallel)
+    out.push_back({N, D, 4 * D / tp});  // fc: its GELU is a pass of its own, the product has none
+    out.push_back({N, 4 * D / tp, D});  // out
+  }
+  if (head) out.push_back({N, D, (c.padded_vocab() + tp - 1) / tp});
+  return out;
+}
+
+MemoryByCategory predict_training_memory(const TrainingMemoryInputs& in) { return predict_rank_memory(in, {}); }
 
 int64_t mlp_activation_bytes(const std::vector<int64_t>& sizes, int64_t batch, int64_t eb, bool gelu) {
   int64_t act = batch * sizes.front() * 4 + (eb == 4 ? 0 : batch * sizes.front() * eb) + batch * 4;
@@ -26,37 +82,26 @@ int64_t mlp_activation_bytes(const std::vector<int64_t>& sizes, int64_t batch, i
   return act + batch * sizes.back() * eb;
 }
 
+int64_t char_gpt_activation_bytes(const CharGptConfig& c, CheckpointPolicy policy, int64_t k, int64_t B, int64_t T,
+                                  int64_t eb, bool fp8_matmul) {
+  ActivationInputs in;
+  in.batch = B;
+  in.seq = T;
+  in.element_bytes = eb;
+  in.fp8_matmul = fp8_matmul;
+  in.step_buffers = false;
+  recompute_of_policy(policy, k, in.recompute, in.recompute_every);
+  return lab_stage_activations(c, in, {c.layers, true, true, 1}).total(1);
+}
+
 int64_t char_gpt_activation_bytes(const CharGpt& model, int64_t B, int64_t T, int64_t eb, bool fp8_matmul) {
-  const CharGptConfig& c = model.config();
-  const int64_t L = c.layers, D = c.dim, H = c.heads, V = c.padded_vocab(), N = B * T;
-  const int64_t nd = N * D * eb;
-  const int64_t stats = 16 * N + 4 * N * H;  // mean/rstd of both LayerNorms, attention's lse (fp32)
-  const int64_t full_set = 15 * nd + stats;
-  int64_t blocks = 0;
-  switch (model.checkpoint_policy()) {
-    case CheckpointPolicy::Off: blocks = L * (full_set + nd); break;
-    case CheckpointPolicy::Selective: blocks = L * (10 * nd + stats) + 6 * nd; break;
-    case CheckpointPolicy::EveryBlock:
-    case CheckpointPolicy::EveryK: {
-      const int64_t k = model.checkpoint_k(), segs = (L + k - 1) / k;
-      const int64_t outputs = k - 1 + (L % k == 0 ? 1 : 0);
-      blocks = k * full_set + (segs - 1) * nd + outputs * nd;
-      break;
-    }
-  }
-  int64_t rest = 2 * nd + 8 * N + 2 * N * V * eb + 2 * nd;
-  if (c.dropout > 0.0 || fp8_matmul) rest += nd;
-  if (fp8_matmul) rest += 4 * nd;
-  return blocks + rest;
+  return char_gpt_activation_bytes(model.config(), model.checkpoint_policy(), model.checkpoint_k(), B, T, eb, fp8_matmul);
 }
 
 int64_t token_step_activation_bytes(int64_t B, int64_t T) { return 2 * B * T * 4; }
 
 double mlp_train_flops_per_sample(int64_t params) { return 6.0 * static_cast<double>(params); }
 
-double char_gpt_train_flops_per_token(CharGpt& model, int64_t T) {
-  const CharGptConfig& c = model.config();
-  return 6.0 * static_cast<double>(model.non_embedding_params()) + 12.0 * static_cast<double>(c.layers * c.dim * T);
-}
+double char_gpt_train_flops_per_token(CharGpt& model, int64_t T) { return transformer_train_flops_per_token(model.config(), T); }
 
 }  // namespace trainlab

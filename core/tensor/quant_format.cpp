@@ -27,8 +27,12 @@ QuantGranularity granularity_from_name(const std::string& s) {
 
 int64_t QuantSpec::group_size(int64_t rows, int64_t cols) const {
   if (bits < 2 || bits > 8) throw Error("quantization bits must be 2..8, got " + std::to_string(bits));
+  int64_t n = 0;
+  if (rows < 1 || cols < 1 || __builtin_mul_overflow(rows, cols, &n))
+    throw Error("quantization needs a [rows, cols] matrix of at most 2^63 - 1 elements, got [" + std::to_string(rows) + ", " +
+                std::to_string(cols) + "]");
   switch (granularity) {
-    case QuantGranularity::Tensor: return rows * cols;
+    case QuantGranularity::Tensor: return n;
     case QuantGranularity::Channel: return cols;
     case QuantGranularity::Group:
       if (group <= 0 || cols % group != 0)
@@ -51,11 +55,32 @@ nlohmann::json QuantSpec::to_json() const {
   return j;
 }
 
+namespace {
+// An optional integer key of a spec object, in [lo, hi] (a float, bool or string is refused, not
+// truncated).
+int spec_int(const nlohmann::json& j, const char* key, int def, int lo, int hi) {
+  const auto it = j.find(key);
+  if (it == j.end()) return def;
+  const bool integer = it->is_number_integer();
+  if (!integer || it->get<int64_t>() < lo || it->get<int64_t>() > hi)
+    throw Error(std::string("key '") + key + "': expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  return it->get<int>();
+}
+}  // namespace
+
 QuantSpec QuantSpec::from_json(const nlohmann::json& j) {
+  if (!j.is_object()) throw Error("expected a JSON object {bits, granularity, group}");
   QuantSpec s;
-  s.bits = j.value("bits", 8);
-  s.granularity = granularity_from_name(j.value("granularity", std::string("channel")));
-  s.group = j.value("group", 32);
+  s.bits = spec_int(j, "bits", 8, 2, 8);
+  const auto g = j.find("granularity");
+  if (g != j.end()) {
+    // The name is not echoed: it comes from a file.
+    const std::string name = g->is_string() ? g->get<std::string>() : std::string();
+    if (name != "tensor" && name != "channel" && name != "group")
+      throw Error("key 'granularity': expected tensor, channel or group");
+    s.granularity = granularity_from_name(name);
+  }
+  s.group = spec_int(j, "group", 32, 1, INT32_MAX);
   return s;
 }
 
@@ -109,15 +134,17 @@ std::vector<uint8_t> pack_codes(const std::vector<int8_t>& codes, int bits) {
 }
 
 std::vector<int8_t> unpack_codes(const std::vector<uint8_t>& packed, int64_t n, int bits) {
+  if (n < 0 || bits < 2 || bits > 8) throw Error("packed codes: " + std::to_string(n) + " weights of " + std::to_string(bits) + " bits");
+  // Bits needed, without overflow: n * bits <= packed.size() * 8.
+  const uint64_t un = static_cast<uint64_t>(n), have = packed.size();
+  if (un / 8 * static_cast<uint64_t>(bits) + (un % 8 * static_cast<uint64_t>(bits) + 7) / 8 > have)
+    throw Error("packed int" + std::to_string(bits) + " codes: " + std::to_string(packed.size()) + " bytes for " +
+                std::to_string(n) + " weights");
   std::vector<int8_t> out(static_cast<size_t>(n));
   if (bits == 8) {
-    if (packed.size() < out.size()) throw Error("packed int8 codes: too few bytes");
     std::memcpy(out.data(), packed.data(), out.size());
     return out;
   }
-  if (packed.size() * 8 < static_cast<size_t>(n) * static_cast<size_t>(bits))
-    throw Error("packed int" + std::to_string(bits) + " codes: " + std::to_string(packed.size()) + " bytes for " +
-                std::to_string(n) + " weights");
   size_t bit = 0;
   const int32_t sign = 1 << (bits - 1);
   for (int64_t i = 0; i < n; ++i) {

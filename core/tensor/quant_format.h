@@ -29,10 +29,14 @@ struct QuantSpec {
   int group = 32;  // for Granularity::Group
 
   int qmax() const { return (1 << (bits - 1)) - 1; }
-  // Elements per scale for a [rows, cols] matrix; throws Error when bits or group do not fit.
+  // Elements per scale for a [rows, cols] matrix; throws Error when bits or group do not fit (or
+  // the matrix is empty or has more than 2^63 - 1 elements).
   int64_t group_size(int64_t rows, int64_t cols) const;
   std::string label() const;  // "int4 group-32", "int8 channel"
   nlohmann::json to_json() const;
+  // Strict (it reads files): an object whose optional bits is an integer in [2, 8], granularity
+  // one of tensor/channel/group, group an integer >= 1; throws Error naming the key, never echoing
+  // its value.
   static QuantSpec from_json(const nlohmann::json& j);
 };
 
@@ -44,6 +48,7 @@ void fake_quantize_host(const float* w, float* out, int64_t n, int bits, int64_t
 
 // Little-endian b-bit packing of two's-complement codes (b = 4: two a byte, low nibble first).
 std::vector<uint8_t> pack_codes(const std::vector<int8_t>& codes, int bits);
+// Throws Error when `packed` holds fewer than n * bits bits (or n < 0, bits outside 2..8).
 std::vector<int8_t> unpack_codes(const std::vector<uint8_t>& packed, int64_t n, int bits);
 
 }  // namespace trainlab

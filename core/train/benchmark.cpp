@@ -152,7 +152,7 @@ Json bench_char_step(const std::string& device, const std::string& name, const s
   std::vector<int32_t> all(text.train.tokens.begin(), text.train.tokens.end());
   all.resize(static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(all.size()), preset == "tiny" ? 100000 : 200000)));
   cfg.vocab = text.vocab();
-  cfg.chars = text.chars;
+  cfg.chars = text.chars_utf8();
   Tensor toks = be->empty({static_cast<int64_t>(all.size())}, DType::I32, MemCategory::Workspace);
   be->upload(toks, all.data(), DType::I32);
   CharGpt model(*be, cfg, 0);

@@ -1,5 +1,9 @@
 #include "train/metrics.h"
 
+#include <cstdint>
+
+#include "util/error.h"
+
 namespace trainlab {
 
 int64_t MemoryBytes::total() const {
@@ -16,12 +20,74 @@ Json MemoryBytes::to_json() const {
 }
 
 namespace {
-MemoryBytes mem_from_json(const Json& j) {
+
+// Readers of one field of a metrics line. Each throws Error naming the field when its type or range
+// is wrong; an absent field gives `fallback`.
+double number_field(const Json& j, const char* key, double fallback) {
+  const auto it = j.find(key);
+  if (it == j.end()) return fallback;
+  if (it->is_null()) return std::nan("");  // no value
+  if (!it->is_number()) throw Error(std::string("field '") + key + "': expected a number or null");
+  return it->get<double>();
+}
+
+int64_t whole_number(const Json& v, const std::string& key) {
+  if (v.is_number_unsigned()) {
+    if (v.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX)) return static_cast<int64_t>(v.get<uint64_t>());
+  } else if (v.is_number_integer()) {
+    return v.get<int64_t>();
+  }
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (std::isfinite(d) && d == std::floor(d) && d >= -9.2233720368547758e18 && d < 9.2233720368547758e18)
+      return static_cast<int64_t>(d);
+  }
+  throw Error("field '" + key + "': expected a whole number in [-2^63, 2^63)");
+}
+
+int64_t whole_field(const Json& j, const char* key, int64_t fallback) {
+  const auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  return whole_number(*it, key);
+}
+
+std::string text_field(const Json& j, const char* key) {
+  const auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return {};
+  if (!it->is_string()) throw Error(std::string("field '") + key + "': expected a string");
+  return it->get<std::string>();
+}
+
+std::optional<double> optional_field(const Json& j, const char* key) {
+  const double v = number_field(j, key, std::nan(""));
+  return std::isnan(v) ? std::nullopt : std::optional<double>(v);
+}
+
+MemoryBytes mem_from_json(const Json& j, const char* key) {
   MemoryBytes m;
-  if (!j.is_object()) return m;
-  for (size_t i = 0; i < kMemCategoryCount; ++i) m.by_category[i] = j.value(mem_category_name(static_cast<MemCategory>(i)), int64_t{0});
+  const auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return m;
+  if (!it->is_object()) throw Error(std::string("field '") + key + "': expected an object of bytes by category");
+  for (size_t i = 0; i < kMemCategoryCount; ++i) {
+    const char* c = mem_category_name(static_cast<MemCategory>(i));
+    if (const auto v = it->find(c); v != it->end() && !v->is_null())
+      m.by_category[i] = whole_number(*v, std::string(key) + "." + c);
+  }
   return m;
 }
+
+std::vector<KernelTime> kernels_from_json(const Json& j) {
+  std::vector<KernelTime> out;
+  const auto it = j.find("kernels");
+  if (it == j.end() || it->is_null()) return out;
+  if (!it->is_array()) throw Error("field 'kernels': expected an array of {name, ms, calls}");
+  for (const auto& k : *it) {
+    if (!k.is_object()) throw Error("field 'kernels': expected an array of {name, ms, calls}");
+    out.push_back({text_field(k, "name"), number_field(k, "ms", 0.0), whole_field(k, "calls", 0)});
+  }
+  return out;
+}
+
 }  // namespace
 
 Json RankStepMetrics::to_json() const {
@@ -31,16 +97,16 @@ Json RankStepMetrics::to_json() const {
 }
 
 RankStepMetrics RankStepMetrics::from_json(const Json& j) {
+  if (!j.is_object()) throw Error("field 'ranks': expected an array of objects");
   RankStepMetrics r;
-  if (!j.is_object()) return r;
-  r.rank = j.value("rank", 0);
-  r.step_ms = j.value("step_ms", 0.0);
-  r.compute_ms = j.value("compute_ms", 0.0);
-  r.comm_ms = j.value("comm_ms", 0.0);
-  r.wait_ms = j.value("wait_ms", 0.0);
-  r.bytes_sent = j.value("bytes_sent", int64_t{0});
-  if (j.contains("mem")) r.mem_current = mem_from_json(j["mem"]);
-  if (j.contains("mem_peak")) r.mem_peak = mem_from_json(j["mem_peak"]);
+  r.rank = static_cast<int>(whole_field(j, "rank", 0));
+  r.step_ms = number_field(j, "step_ms", 0.0);
+  r.compute_ms = number_field(j, "compute_ms", 0.0);
+  r.comm_ms = number_field(j, "comm_ms", 0.0);
+  r.wait_ms = number_field(j, "wait_ms", 0.0);
+  r.bytes_sent = whole_field(j, "bytes_sent", 0);
+  r.mem_current = mem_from_json(j, "mem");
+  r.mem_peak = mem_from_json(j, "mem_peak");
   return r;
 }
 
@@ -86,45 +152,49 @@ Json StepMetrics::to_json() const {
 }
 
 StepMetrics StepMetrics::from_json(const Json& j) {
+  if (!j.is_object()) throw Error("expected a JSON object");
+  if (!j.contains("step")) throw Error("no \"step\"");
   StepMetrics m;
-  m.step = j.value("step", 0L);
-  m.epoch = j.value("epoch", 0.0);
-  // A diverged step records its loss as null (JSON has no NaN).
-  m.loss = j.contains("loss") && j["loss"].is_number() ? j["loss"].get<double>() : std::nan("");
-  m.train_accuracy = j.value("train_accuracy", 0.0);
-  m.lr = j.value("lr", 0.0);
-  m.loss_scale = j.value("loss_scale", 1.0);
-  m.skipped_steps = j.value("skipped_steps", 0L);
-  m.skipped = j.value("skipped", false);
-  m.samples_per_s = j.value("samples_per_s", 0.0);
-  m.step_ms = j.value("step_ms", 0.0);
-  m.wall_s = j.value("wall_s", 0.0);
-  m.mfu = j.value("mfu", 0.0);
-  m.precision = j.value("precision", "");
-  if (j.contains("mem")) m.mem_current = mem_from_json(j["mem"]);
-  if (j.contains("mem_peak")) m.mem_peak = mem_from_json(j["mem_peak"]);
-  if (j.contains("mem_predicted")) m.mem_predicted = mem_from_json(j["mem_predicted"]);
-  m.device_used_bytes = j.value("device_used_bytes", int64_t{0});
-  m.device_total_bytes = j.value("device_total_bytes", int64_t{0});
-  m.runtime_context_bytes = j.value("runtime_context_bytes", int64_t{0});
-  if (j.contains("val_loss") && j["val_loss"].is_number()) m.val_loss = j["val_loss"].get<double>();
-  if (j.contains("val_accuracy") && j["val_accuracy"].is_number()) m.val_accuracy = j["val_accuracy"].get<double>();
-  if (j.contains("sparsity") && j["sparsity"].is_number()) m.sparsity = j["sparsity"].get<double>();
-  if (j.contains("bits_per_weight") && j["bits_per_weight"].is_number())
-    m.bits_per_weight = j["bits_per_weight"].get<double>();
-  if (j.contains("grad_norm") && j["grad_norm"].is_number()) m.grad_norm = j["grad_norm"].get<double>();
-  m.event = j.value("event", "");
-  if (j.contains("kernels"))
-    for (const auto& k : j["kernels"]) m.kernel_times.push_back({k.value("name", ""), k.value("ms", 0.0), k.value("calls", int64_t{0})});
-  if (j.contains("ranks") && j["ranks"].is_array())
-    for (const auto& r : j["ranks"]) m.ranks.push_back(RankStepMetrics::from_json(r));
+  m.step = whole_field(j, "step", 0);
+  m.epoch = number_field(j, "epoch", 0.0);
+  m.loss = number_field(j, "loss", std::nan(""));  // null: a diverged step (JSON has no NaN)
+  m.train_accuracy = number_field(j, "train_accuracy", std::nan(""));
+  m.lr = number_field(j, "lr", 0.0);
+  m.loss_scale = number_field(j, "loss_scale", 1.0);
+  m.skipped_steps = whole_field(j, "skipped_steps", 0);
+  if (const auto it = j.find("skipped"); it != j.end() && !it->is_null()) {
+    if (!it->is_boolean()) throw Error("field 'skipped': expected true or false");
+    m.skipped = it->get<bool>();
+  }
+  m.samples_per_s = number_field(j, "samples_per_s", 0.0);
+  m.step_ms = number_field(j, "step_ms", 0.0);
+  m.wall_s = number_field(j, "wall_s", 0.0);
+  m.mfu = number_field(j, "mfu", 0.0);
+  m.precision = text_field(j, "precision");
+  m.mem_current = mem_from_json(j, "mem");
+  m.mem_peak = mem_from_json(j, "mem_peak");
+  m.mem_predicted = mem_from_json(j, "mem_predicted");
+  m.device_used_bytes = whole_field(j, "device_used_bytes", 0);
+  m.device_total_bytes = whole_field(j, "device_total_bytes", 0);
+  m.runtime_context_bytes = whole_field(j, "runtime_context_bytes", 0);
+  m.val_loss = optional_field(j, "val_loss");
+  m.val_accuracy = optional_field(j, "val_accuracy");
+  m.sparsity = optional_field(j, "sparsity");
+  m.bits_per_weight = optional_field(j, "bits_per_weight");
+  m.grad_norm = optional_field(j, "grad_norm");
+  m.event = text_field(j, "event");
+  m.kernel_times = kernels_from_json(j);
+  if (const auto it = j.find("ranks"); it != j.end() && !it->is_null()) {
+    if (!it->is_array()) throw Error("field 'ranks': expected an array of per-rank metrics");
+    for (const auto& r : *it) m.ranks.push_back(RankStepMetrics::from_json(r));
+  }
   return m;
 }
 
 Json RunSummary::to_json() const {
   Json j = {{"status", status},   {"steps", steps},
             {"epochs", epochs},   {"params", params},
-            {"final_train_loss", final_train_loss},
+            {"final_train_loss", final_train_loss},  // NaN: null
             {"test_accuracy", test_accuracy},
             {"test_loss", test_loss},
             {"samples_per_s", samples_per_s},

@@ -35,6 +35,8 @@ struct StepMetrics {
   long step = 0;         // optimizer step, from 1
   long total_steps = 0;
   double epoch = 0.0;    // fractional epochs completed
+  // NaN (written as null: no value) when the step could not compute it: a diverged step's loss is
+  // not finite, and then its accuracy (over NaN or infinite logits) means nothing either.
   double loss = 0.0;     // mean training loss of the step's samples
   double train_accuracy = 0.0;
   double lr = 0.0;
@@ -59,6 +61,9 @@ struct StepMetrics {
   std::vector<KernelTime> kernel_times;
   std::vector<RankStepMetrics> ranks;  // runs over several ranks: every rank's, in rank order
   Json to_json() const;
+  // The inverse of to_json, for lines read back from metrics.jsonl. A missing field takes its
+  // default and null a number's "no value" (NaN); a line without a whole-number "step", or with a
+  // field of the wrong type or out of range, throws Error naming the field.
   static StepMetrics from_json(const Json& j);
 };
 
@@ -68,9 +73,11 @@ struct RunSummary {
   long steps = 0;
   double epochs = 0.0;
   int64_t params = 0;
-  double final_train_loss = 0.0;
-  double test_accuracy = 0.0;
-  double test_loss = 0.0;
+  // NaN, written as null (no value), where the run could not compute one: no finite training loss,
+  // no test evaluation (a diverged or failed run).
+  double final_train_loss = std::nan("");
+  double test_accuracy = std::nan("");
+  double test_loss = std::nan("");
   double samples_per_s = 0.0;
   double wall_s = 0.0;
   long skipped_steps = 0;

@@ -17,6 +17,7 @@
 
 #include "backend/backend.h"
 #include "nn/model.h"
+#include "plan/memory_model.h"
 
 namespace trainlab {
 
@@ -26,8 +27,9 @@ struct PrecisionPolicy {
   bool loss_scaling = false;           // dynamic loss scaling (optim/loss_scaler.h) when the config enables it
   MatmulMode matmul = MatmulMode::Native;
   // Bytes per element of parameters, gradients and activations in the memory prediction
-  // (plan/memory_model.h): 4 for fp32 and tf32, 2 for the 16-bit formats and fp8 (bf16 storage).
-  int64_t element_bytes() const { return compute == DType::F32 ? 4 : 2; }
+  // (plan/memory_model.h's precision_element_bytes): 4 for fp32 and tf32, 2 for the 16-bit
+  // formats and fp8 (bf16 storage).
+  int64_t element_bytes() const { return precision_element_bytes(compute); }
 };
 
 // Every policy, in the order of the table above.

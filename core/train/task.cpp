@@ -1,6 +1,8 @@
 #include "train/task.h"
 
 #include <cmath>
+#include <cstdio>
+#include <sstream>
 
 #include "data/text.h"
 #include "nn/transformer.h"
@@ -10,6 +12,19 @@
 namespace trainlab {
 
 namespace {
+
+// An integer field of a data state in [lo, hi]; Error naming the field otherwise.
+long state_int(const Json& state, const char* field, double lo, double hi) {
+  const auto it = state.is_object() ? state.find(field) : state.end();
+  const bool integral = it != state.end() && it->is_number() &&
+                        (it->is_number_integer() || std::floor(it->get<double>()) == it->get<double>());
+  if (!integral || !(it->get<double>() >= lo && it->get<double>() <= hi)) {
+    char range[64];
+    std::snprintf(range, sizeof range, "[%.0f, %.0f]", lo, hi);
+    throw Error(std::string("data state: ") + field + ": expected an integer in " + range);
+  }
+  return static_cast<long>(it->get<double>());
+}
 
 // Rows of features and a class each: seeded permutations per epoch, drop-last batches.
 class ClassificationTask final : public Task {
@@ -62,6 +77,16 @@ class ClassificationTask final : public Task {
   }
   bool end_of_epoch(int64_t samples) const override { return m_cursor + static_cast<size_t>(samples) > m_perm.size(); }
 
+  Json data_state() const override { return {{"epoch", m_epoch}, {"cursor", m_cursor}}; }
+  void restore_data_state(const Json& state) override {
+    const long epoch = state_int(state, "epoch", 0, 1e15);
+    const long cursor = state_int(state, "cursor", 0, static_cast<double>(train_units()));
+    if (state.size() != 2) throw Error("data state of a classification run: expected exactly epoch and cursor");
+    m_epoch = epoch;
+    m_perm = seeded_permutation(train_units(), m_seed * 1000003ULL + 1 + static_cast<uint64_t>(m_epoch));
+    m_cursor = static_cast<size_t>(cursor);
+  }
+
   void evaluate(Backend& be, TrainingStep& step, int64_t batch, double& loss, double& accuracy) override {
     Tensor acc_t = step.stats();  // reuse the stats buffer; training stats were read already
     const int64_t n = m_data.test.size();
@@ -75,6 +100,9 @@ class ClassificationTask final : public Task {
   double flops_per_sample(Model& model) override { return mlp_train_flops_per_sample(model.parameter_count()); }
   int64_t activation_bytes(int64_t batch, int64_t eb, bool) const override {
     return mlp_activation_bytes(m_sizes, batch, eb, m_activation == "gelu");
+  }
+  std::vector<LinearShape> linear_shapes(int64_t batch) const override {
+    return mlp_linear_shapes(m_sizes, batch, m_activation == "gelu");
   }
 
  private:
@@ -110,7 +138,7 @@ class TextTask final : public Task {
     m_cfg.pad_vocab = m.pad_vocab;
     m_cfg.dropout = m.dropout;
     m_cfg.vocab = m_corpus.vocab();
-    m_cfg.chars = m_corpus.chars;
+    m_cfg.chars = m_corpus.chars_utf8();
     m_cfg.validate();
     m_ctx = m_cfg.context;
     if (m_corpus.val.window_count(m_ctx) <= 0 || m_corpus.train.window_count(m_ctx) <= 0)
@@ -150,6 +178,25 @@ class TextTask final : public Task {
     m_tokens_seen += static_cast<double>(samples * m_ctx);
   }
   double epoch(int64_t) const override { return m_tokens_seen / static_cast<double>(train_units()); }
+
+  Json data_state() const override {
+    std::ostringstream rng;
+    rng << m_window_rng;
+    return {{"window_rng", rng.str()}, {"tokens_seen", m_tokens_seen}};
+  }
+  void restore_data_state(const Json& state) override {
+    const auto rng = state.is_object() ? state.find("window_rng") : state.end();
+    if (rng == state.end() || !rng->is_string() || state.size() != 2)
+      throw Error("data state of a text run: expected window_rng (text) and tokens_seen");
+    const double seen = static_cast<double>(state_int(state, "tokens_seen", 0, 9e15));
+    std::istringstream in(rng->get<std::string>());
+    std::mt19937_64 g;
+    in >> g;
+    if (in.fail() || !(in >> std::ws).eof())
+      throw Error("data state of a text run: window_rng is not a generator state");
+    m_window_rng = g;
+    m_tokens_seen = seen;
+  }
   bool end_of_epoch(int64_t samples) const override {
     const double n = static_cast<double>(train_units());
     return std::floor(m_tokens_seen / n) > std::floor((m_tokens_seen - static_cast<double>(samples * m_ctx)) / n);
@@ -172,6 +219,9 @@ class TextTask final : public Task {
   double flops_per_sample(Model&) override { return char_gpt_train_flops_per_token(*m_gpt, m_ctx); }
   int64_t activation_bytes(int64_t batch, int64_t eb, bool fp8_matmul) const override {
     return char_gpt_activation_bytes(*m_gpt, batch, m_ctx, eb, fp8_matmul) + token_step_activation_bytes(batch, m_ctx);
+  }
+  std::vector<LinearShape> linear_shapes(int64_t batch) const override {
+    return char_gpt_linear_shapes(m_cfg, m_cfg.layers, true, batch, m_ctx);
   }
   void set_checkpointing(const CheckpointOptions& ck) override {
     m_checkpoint = ck;

@@ -4,6 +4,10 @@
 // chooses each step's sample indices, keeps the epoch accounting, evaluates, and gives the
 // FLOPs and the predicted activation bytes (plan/memory_model.h) of its model.
 //
+// data_state()/restore_data_state() carry the position in the data order and the sampling RNG
+// across a run checkpoint (train/run_checkpoint.h), so that a resumed run draws the batches an
+// uninterrupted one would.
+//
 // A "unit" is what the loss averages over: a row for classification, a token for text (a text
 // sample is a window of ctx tokens). Throughput, epochs and losses are per unit.
 #pragma once
@@ -15,6 +19,7 @@
 #include "data/data_sources.h"
 #include "nn/model.h"
 #include "optim/optimizer.h"
+#include "plan/memory_model.h"
 #include "train/training_step.h"
 
 namespace trainlab {
@@ -50,6 +55,15 @@ class Task {
   virtual double flops_per_sample(Model& model) = 0;
   // Activation bytes of one training step (plan/memory_model.h) at the model's current state.
   virtual int64_t activation_bytes(int64_t batch, int64_t element_bytes, bool fp8_matmul) const = 0;
+  // The data order's state after the steps so far (JSON): classification {"epoch", "cursor"} (the
+  // epoch's permutation is re-drawn from the seed), text {"window_rng" (the generator's state as
+  // text), "tokens_seen"}. Restore after make_step; throws Error for a state this task cannot take.
+  virtual Json data_state() const = 0;
+  virtual void restore_data_state(const Json& state) = 0;
+
+  // The linear layers' products of a step (plan/memory_model.h's LinearShape: what a GPU's fp8
+  // units keep casts of).
+  virtual std::vector<LinearShape> linear_shapes(int64_t batch) const { return {}; }
   // A checkpoint setting changed mid-run (text models only; classifiers ignore it).
   virtual void set_checkpointing(const CheckpointOptions&) {}
 };

@@ -1,5 +1,6 @@
 #include "train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -16,6 +17,7 @@
 #include "plan/memory_model.h"
 #include "train/distributed.h"
 #include "train/precision.h"
+#include "train/run_checkpoint.h"
 #include "train/run_record.h"
 #include "train/task.h"
 #include "train/training_step.h"
@@ -44,6 +46,7 @@ struct Trainer::State {
   int accumulate = 1;
   long total_steps = 0, steps_per_epoch = 1, eval_every = 0;
   long optimizer_steps = 0;  // applied updates (Adam's t)
+  long checkpoint_every = 0, checkpoint_step = 0;  // run.checkpoint_every; steps of the last checkpoint
   bool paused = false;
   bool kernel_timing = false;
   Clock::time_point t_start;
@@ -73,6 +76,9 @@ MemoryBytes to_bytes(const std::array<int64_t, kMemCategoryCount>& a) {
 
 Trainer::Trainer(Config config, TrainerCallbacks callbacks)
     : m_config(std::move(config)), m_callbacks(std::move(callbacks)) {}
+
+Trainer::Trainer(Config config, TrainerCallbacks callbacks, std::string resume_dir)
+    : m_config(std::move(config)), m_callbacks(std::move(callbacks)), m_resume_dir(std::move(resume_dir)) {}
 
 Trainer::~Trainer() = default;
 
@@ -189,10 +195,15 @@ void Trainer::setup() {
   s.scaler = make_scaler(*s.precision, oo.loss_scale);
   s.clip_norm = oo.clip_norm;
 
-  std::string dir = m_config.get_string("run.out");
-  if (dir.empty()) dir = RunRecord::default_dir("runs", mo.name + "-" + s.precision->name);
-  if (s.dist->is_root()) s.record = std::make_unique<RunRecord>(dir, m_config);  // rank 0 writes the record
-  {
+  s.checkpoint_every = static_cast<long>(m_config.get_int("run.checkpoint_every"));
+  if (s.dist->active() && s.dist->options().strategy != DistStrategy::Ddp &&
+      (s.checkpoint_every > 0 || !m_resume_dir.empty()))
+    throw Error("run.checkpoint_every: checkpoints of a run over several ranks need dist.strategy ddp (ZeRO's "
+                "sharded state is not checkpointed yet)");
+  if (m_resume_dir.empty()) {  // a resumed run opens its record once the checkpoint is restored
+    std::string dir = m_config.get_string("run.out");
+    if (dir.empty()) dir = RunRecord::default_dir("runs", mo.name + "-" + s.precision->name);
+    if (s.dist->is_root()) s.record = std::make_unique<RunRecord>(dir, m_config, m_open_mode);  // rank 0 writes it
     std::lock_guard<std::mutex> lock(m_mutex);
     m_run_dir = dir;
   }
@@ -270,7 +281,8 @@ StepMetrics Trainer::train_step(long step, std::string event) {
   m.total_steps = s.total_steps;
   m.epoch = s.task->epoch(need);
   m.loss = st[0] / static_cast<double>(units);
-  m.train_accuracy = st[1] / static_cast<double>(units);
+  // A step whose loss is not finite has no accuracy either (argmax over NaN or infinite logits).
+  m.train_accuracy = std::isfinite(m.loss) ? st[1] / static_cast<double>(units) : std::nan("");
   m.lr = lr;
   m.loss_scale = s.scaler->scale();
   m.skipped = !applied;
@@ -289,9 +301,14 @@ StepMetrics Trainer::train_step(long step, std::string event) {
   mi.element_bytes = s.precision->element_bytes();
   mi.optimizer_state_bytes = s.opt->state_bytes_per_param();
   mi.data_bytes = s.task->data_bytes();
-  mi.activation_bytes = s.task->activation_bytes(s.batch, mi.element_bytes, s.model->matmul_mode() == MatmulMode::Fp8);
-  m.mem_predicted = to_bytes(predict_training_memory(mi));
+  const bool fp8 = s.model->matmul_mode() == MatmulMode::Fp8;
+  mi.activation_bytes = s.task->activation_bytes(s.batch, mi.element_bytes, fp8);
   const DeviceInfo info = s.be->info();
+  // A GPU's fp8 units keep fp8 casts of each layer's input, weight and output gradient.
+  const bool fp8_units = info.kind == DeviceKind::Cuda &&
+                         std::find(info.formats.begin(), info.formats.end(), DType::F8E4M3) != info.formats.end();
+  if (fp8 && fp8_units) mi.device_copies = fp8_copy_bytes(s.task->linear_shapes(s.batch));
+  m.mem_predicted = to_bytes(predict_training_memory(mi));
   m.device_used_bytes = info.used_bytes;
   m.device_total_bytes = info.total_bytes;
   m.runtime_context_bytes = info.runtime_context_bytes;
@@ -315,24 +332,30 @@ StepMetrics Trainer::train_step(long step, std::string event) {
   return m;
 }
 
-void Trainer::finish(RunSummary& sum, long steps, double last_loss) {
+void Trainer::fill_summary(RunSummary& sum, long steps, double last_loss) {
   State& s = *m_state;
   sum.steps = steps;
   sum.epochs = static_cast<double>(steps) / static_cast<double>(std::max(1L, s.steps_per_epoch));
   sum.final_train_loss = last_loss;
-  s.dist->finish_training();  // ZeRO: every rank holds the whole model again
-  if (sum.status != "diverged") {
-    double vl = 0, va = 0;
-    s.task->evaluate(*s.be, *s.step, s.step->batch(), vl, va);
-    sum.test_loss = vl;
-    sum.test_accuracy = va;
-  }
   sum.samples_per_s = s.train_seconds > 0 ? s.samples_done / s.train_seconds : 0.0;
   sum.skipped_steps = s.scaler->skipped();
   sum.precision = s.precision->name;
   sum.peak_bytes = to_bytes(s.be->ledger().snapshot().peak);
   sum.ranks = s.dist->ranks();
   if (sum.ranks > 1) sum.dist_strategy = dist_strategy_name(s.dist->options().strategy);
+  sum.wall_s = std::chrono::duration<double>(Clock::now() - s.t_start).count();
+}
+
+void Trainer::finish(RunSummary& sum, long steps, double last_loss) {
+  State& s = *m_state;
+  fill_summary(sum, steps, last_loss);
+  s.dist->finish_training();  // ZeRO: every rank holds the whole model again
+  if (sum.status != "diverged") {  // a diverged run has no test metrics: null in summary.json, not 0
+    double vl = 0, va = 0;
+    s.task->evaluate(*s.be, *s.step, s.step->batch(), vl, va);
+    sum.test_loss = vl;
+    sum.test_accuracy = va;
+  }
   if (!s.record) return;  // ranks other than 0 write nothing
   if (m_config.get_bool("run.save_weights") && sum.status != "diverged")
     save_model_weights(*s.be, *s.model, m_config, s.record->weights_path());
@@ -341,41 +364,116 @@ void Trainer::finish(RunSummary& sum, long steps, double last_loss) {
   s.record->write_summary(sum);
 }
 
+long Trainer::restore_checkpoint(double& last_loss) {
+  State& s = *m_state;
+  const RunParts parts{*s.be, *s.model, *s.opt, *s.scaler, *s.task, *s.compress};
+  const RunProgress p = restore_run_checkpoint(m_resume_dir, m_config, parts);
+  s.total_steps = p.total_steps;  // as the run began (train.accumulate may have changed since)
+  s.schedule.total_steps = p.total_steps;
+  s.steps_per_epoch = p.steps_per_epoch;
+  s.optimizer_steps = p.optimizer_steps;
+  s.samples_done = p.samples_done;
+  s.train_seconds = p.train_seconds;
+  s.t_start = Clock::now() - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(p.wall_s));
+  s.checkpoint_step = p.step;
+  last_loss = p.last_loss;
+  if (s.dist->is_root()) s.record = std::make_unique<RunRecord>(m_resume_dir, RunRecord::ResumeAt{p.step});
+  {
+    std::lock_guard<std::mutex> lock(m_mutex);
+    m_run_dir = m_resume_dir;
+  }
+  compression_metrics();
+  if (m_callbacks.on_notice) {
+    std::string n =
+        "resuming " + m_resume_dir + " at step " + std::to_string(p.step) + " of " + std::to_string(p.total_steps);
+    if (s.record && s.record->resumed_metrics_step() < p.step)
+      n += " (metrics.jsonl had lost the lines after step " + std::to_string(s.record->resumed_metrics_step()) + ")";
+    m_callbacks.on_notice(n);
+  }
+  return p.step;
+}
+
+void Trainer::write_checkpoint(long steps, double last_loss) {
+  State& s = *m_state;
+  if (s.checkpoint_every <= 0 || steps <= s.checkpoint_step || !s.record) return;  // rank 0 writes it
+  RunProgress p;
+  p.step = steps;
+  p.optimizer_steps = s.optimizer_steps;
+  p.total_steps = s.total_steps;
+  p.steps_per_epoch = s.steps_per_epoch;
+  p.last_loss = last_loss;
+  p.samples_done = s.samples_done;
+  p.train_seconds = s.train_seconds;
+  p.wall_s = std::chrono::duration<double>(Clock::now() - s.t_start).count();
+  try {
+    write_run_checkpoint(s.record->dir(), p, m_config, {*s.be, *s.model, *s.opt, *s.scaler, *s.task, *s.compress});
+    s.checkpoint_step = steps;
+  } catch (const Error& e) {
+    if (m_callbacks.on_notice)
+      m_callbacks.on_notice("checkpoint after step " + std::to_string(steps) +
+                            " not written (the previous one is kept): " + e.what());
+  }
+}
+
+void Trainer::fail(RunSummary& sum, long steps, double last_loss, const std::string& why) {
+  fill_summary(sum, steps, last_loss);
+  sum.status = "failed";
+  sum.message = why + "; the run stopped after step " + std::to_string(steps) +
+                " and its record keeps what was written before";
+  if (!m_state->record) return;  // ranks other than 0 write nothing
+  try {
+    m_state->record->write_summary(sum);
+  } catch (const Error& e) {
+    sum.message += "; the failed run's summary.json could not be written either: " + std::string(e.what());
+  }
+}
+
 RunSummary Trainer::run() {
   m_state = std::make_unique<State>();
   State& s = *m_state;
   s.t_start = Clock::now();
   setup();  // everything that can fail on bad input fails here, before any step
 
+  double last_loss = std::nan("");  // no value until a step's loss is finite
+  long step = m_resume_dir.empty() ? 0 : restore_checkpoint(last_loss);
   RunSummary sum;
   sum.params = s.params;
   sum.device = s.be->info().id();
-  if (s.record) sum.run_dir = s.record->dir();
-  long step = 0;
-  double last_loss = 0.0;
-  for (step = 0; step < s.total_steps; ++step) {
-    std::string event;
-    if (!s.dist->keep_going(drain_commands(event))) {  // the ranks stop at the same step
-      sum.status = "stopped";
-      sum.message = "stopped at step " + std::to_string(step);
-      break;
+  sum.run_dir = run_dir();
+  try {
+    for (; step < s.total_steps; ++step) {
+      std::string event;
+      if (!s.dist->keep_going(drain_commands(event))) {  // the ranks stop at the same step
+        sum.status = "stopped";
+        sum.message = "stopped at step " + std::to_string(step);
+        write_checkpoint(step, last_loss);  // the stop loses no step
+        break;
+      }
+      const StepMetrics m = train_step(step, std::move(event));
+      const bool finite = std::isfinite(m.loss);
+      const bool scaler_handles = s.scaler->enabled() && s.scaler->consecutive_skips() < 50;
+      if (s.record) s.record->append(m);
+      if (m_callbacks.on_step) m_callbacks.on_step(m);
+      if (!finite && !scaler_handles) {
+        sum.status = "diverged";
+        sum.message = "diverged at step " + std::to_string(step + 1) + ": the training loss is " +
+                      (std::isnan(m.loss) ? "NaN" : "infinite") + " (try a lower optim.lr" +
+                      (s.precision->name == "fp16" ? "" : " or another precision") + ")";
+        ++step;
+        break;
+      }
+      if (finite) last_loss = m.loss;
+      if (s.checkpoint_every > 0 && (step + 1) % s.checkpoint_every == 0 && step + 1 < s.total_steps)
+        write_checkpoint(step + 1, last_loss);
     }
-    const StepMetrics m = train_step(step, std::move(event));
-    const bool finite = std::isfinite(m.loss);
-    const bool scaler_handles = s.scaler->enabled() && s.scaler->consecutive_skips() < 50;
-    if (s.record) s.record->append(m);
-    if (m_callbacks.on_step) m_callbacks.on_step(m);
-    if (!finite && !scaler_handles) {
-      sum.status = "diverged";
-      sum.message = "diverged at step " + std::to_string(step + 1) + ": the training loss is " +
-                    (std::isnan(m.loss) ? "NaN" : "infinite") + " (try a lower optim.lr" +
-                    (s.precision->name == "fp16" ? "" : " or another precision") + ")";
-      ++step;
-      break;
-    }
-    if (finite) last_loss = m.loss;
+    finish(sum, step, last_loss);
+  } catch (const Error& e) {
+    // A write of the record failed (or the device did) after setup: the run ends "failed", keeping
+    // every line written before. `step` counts the steps whose metrics line was written.
+    fail(sum, step, last_loss, e.what());
+    if (s.dist->active()) throw;  // the launcher ends every rank (none waits for this one)
   }
-  finish(sum, step, last_loss);
+  s.record.reset();  // releases the run folder's lock
   return sum;
 }
 

@@ -15,10 +15,11 @@ SweepTable run_training_sweep(const Config& base, SweepOptions o, const SweepLog
   o.include_output = base.get_bool("prune.include_output");
   auto be = create_backend(base.get_string("device.name"), device_options(base));
   const TrainTestSplit data = load_classification_data(data_options(base));
-  const SweepTrain train = [&base](const SweepSets& sets) {
+  const SweepTrain train = [&base, overwrite = o.overwrite](const SweepSets& sets) {
     Config c = base;
     for (const auto& [k, v] : sets) c.set(k, v);
     Trainer t(c);
+    t.set_open_mode(overwrite ? RunOpenMode::Overwrite : RunOpenMode::New);
     const RunSummary s = t.run();
     return SweepTrained{s.status, s.message, s.test_accuracy, s.final_train_loss, s.steps, s.params};
   };

@@ -87,10 +87,17 @@ class TestSweepView : public QObject {
     QVERIFY(f.open(QIODevice::WriteOnly));
     f.write("method,granularity,bits,sparsity,test_accuracy,model_bytes,bits_per_weight\n"
             "fp32,-,32,0,0.97,340008,32\n"
-            "ptq,tensor,four,0,0.9,1000,4\n");
+            "ptq,tensor,\x1b[31mSECRET,0,0.9,1000,4\n");
     f.close();
     QVERIFY(!v.load(bad));
-    QVERIFY2(v.error().contains("line 3") && v.error().contains("bits"), qPrintable(v.error()));
+    QVERIFY2(v.error().contains("line 3: column \"bits\" is not a number (expected a finite number)"),
+             qPrintable(v.error()));
+    QVERIFY2(!v.error().contains("SECRET") && !v.error().contains("\x1b"), qPrintable(v.error()));  // never the cell
+    // A device or a folder is refused before it is read.
+    for (const QString& p : {QString("/dev/zero"), m_tmp.path()}) {
+      QVERIFY(!v.load(p));
+      QVERIFY2(v.error().contains(p + ": not a sweep table (expected a regular file"), qPrintable(v.error()));
+    }
     QVERIFY(v.rows().isEmpty());
 
     const QString nocol = m_tmp.filePath("nocol.csv");

@@ -1,7 +1,10 @@
 // The text panel generates with a trained char-gpt run (a few training steps suffice to exercise
-// loading, the vocabulary and KV-cache sampling); a digits run gives a message, not a crash.
+// loading, the vocabulary and KV-cache sampling), also of a run on non-ASCII text (whole
+// characters in the prompt and the output); a digits run gives a message, not a crash.
 #include <QFile>
+#include <QLineEdit>
 #include <QtTest>
+#include <fstream>
 
 #include "gui_support.h"
 #include "main_window.h"
@@ -38,6 +41,41 @@ class TestTextPanel : public QObject {
     QVERIFY(w.text_panel()->output().startsWith("ROMEO:"));
     QVERIFY(w.text_panel()->output().size() > 100);
     QVERIFY(w.text_panel()->tokens_per_s() > 0);
+  }
+
+  // A run on text with "é", "—", "日本" and an emoji (it used to fail at the save): the panel takes
+  // a prompt of those characters and shows whole characters of the text's vocabulary.
+  void generatesWholeCharacters() {
+    const QString words[] = {"café ", "naïve ", "— ", "日本 ", "語 ", "😀 ", "hello ", "world\n"};
+    QString text;
+    for (int i = 0; text.size() < 40000; ++i) text += words[(i * 7 + i / 3) % 8];
+    const QString file = m_tmp.filePath("unicode.txt");
+    std::ofstream(file.toStdString(), std::ios::binary) << text.toStdString();
+    trainlab::Config c;
+    c.set("model.name", "char-gpt");
+    c.set("train.steps", "3");
+    c.set("train.batch", "8");
+    c.set("device.name", "cpu");
+    c.set("data.name", "text");
+    c.set_json("data.path", file.toStdString());
+    const QString dir = m_tmp.filePath("runs/unicode");
+    c.set_json("run.out", dir.toStdString());
+    trainlab::Trainer(c).run();
+    QVERIFY(QFile::exists(dir + "/model.safetensors"));
+
+    TextPanel p;
+    p.set_weights(dir);
+    p.findChild<QLineEdit*>("prompt")->setText("日本 é—😀");
+    QSignalSpy spy(&p, &TextPanel::generated);
+    QVERIFY(p.generate());
+    QTRY_VERIFY_WITH_TIMEOUT(spy.count() == 1, 30000);
+    QVERIFY2(spy.at(0).at(0).toBool(), qPrintable(spy.at(0).at(1).toString()));
+    const QString out = p.output();
+    QVERIFY(out.startsWith("日本 é—😀"));
+    const QList<uint> chars = out.toUcs4();
+    QVERIFY(chars.size() > 100);
+    const QList<uint> vocab = text.toUcs4();
+    for (uint ch : chars) QVERIFY2(vocab.contains(ch), qPrintable(QString("U+%1").arg(ch, 4, 16, QChar('0'))));
   }
 
   void digitsWeightsGiveMessage() {

@@ -62,14 +62,15 @@ class TestBadInput : public QObject {
     QTest::newRow("too many columns") << q(good + good + digits_line(4, 4) + ",5\n") << ":5" << "found more";
     std::string nan_line = digits_line(5, 5);
     nan_line.replace(0, nan_line.find(','), "abc");
-    QTest::newRow("not a number") << q(good + nan_line + "\n") << ":3, column 1" << "'abc' is not an integer";
-    QTest::newRow("empty field") << q("1,,2\n") << ":1, column 2" << "is not an integer";
+    QTest::newRow("not a number") << q(good + nan_line + "\n") << ":3, column 1"
+                                  << "not an integer (expected a pixel value in [0, 16])";
+    QTest::newRow("empty field") << q("1,,2\n") << ":1, column 2" << "not an integer";
     QTest::newRow("label 10") << q(good + good + digits_line(6, 0).substr(0, digits_line(6, 0).rfind(',')) + ",10\n")
-                              << ":5, column 65" << "label 10 is outside 0..9";
+                              << ":5, column 65" << "label outside [0, 9]";
     QTest::newRow("label -1") << q(digits_line(6, 0).substr(0, digits_line(6, 0).rfind(',')) + ",-1\n") << ":1, column 65"
-                              << "outside 0..9";
+                              << "label outside [0, 9]";
     QTest::newRow("pixel 17") << q("17," + digits_line(7, 7).substr(digits_line(7, 7).find(',') + 1) + "\n")
-                              << ":1, column 1" << "outside 0..16";
+                              << ":1, column 1" << "pixel value outside [0, 16]";
     QTest::newRow("empty file") << QString() << "" << "no samples";
   }
   void corruptDataFiles() {
@@ -120,7 +121,7 @@ class TestBadInput : public QObject {
     QVERIFY2(has(e, lab) && has(e, "magic"), e.c_str());
     write_gzip(lab, std::string("\x00\x00\x08\x01\x00\x00\x00\x02", 8) + std::string("\x01\x0c", 2));
     e = error_of([&] { read_idx(img, lab, "idx"); });
-    QVERIFY2(has(e, lab) && has(e, "outside 0..9"), e.c_str());
+    QVERIFY2(has(e, lab + ": item 1: label outside [0, 9]"), e.c_str());
     write_gzip(img, std::string("\x00\x00\x08\x03\x00\x00\x00\x02\x00\x00\x00\x02\x00\x00\x00\x02", 16) + "ab");
     write_gzip(lab, std::string("\x00\x00\x08\x01\x00\x00\x00\x02", 8) + std::string("\x01\x02", 2));
     e = error_of([&] { read_idx(img, lab, "idx"); });

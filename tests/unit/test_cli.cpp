@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "io/safetensors.h"
+#include "cli_support.h"
 #include "test_support.h"
 
 using namespace trainlab;
@@ -15,31 +16,9 @@ using namespace trainlab::test;
 
 namespace {
 
-struct Result {
-  int code = -1;
-  QString out, err;
-};
+using Result = CliResult;
 
-Result cli(const QStringList& args, int timeout_ms = 120000) {
-  QProcess p;
-  p.start(QStringLiteral(TRAINLAB_CLI_PATH), args);
-  Result r;
-  if (!p.waitForStarted(10000)) {
-    r.err = "could not start " + QStringLiteral(TRAINLAB_CLI_PATH);
-    return r;
-  }
-  p.closeWriteChannel();
-  if (!p.waitForFinished(timeout_ms)) {
-    p.kill();
-    p.waitForFinished();
-    r.err = "timed out";
-    return r;
-  }
-  r.code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -2;  // -2: crashed
-  r.out = QString::fromUtf8(p.readAllStandardOutput());
-  r.err = QString::fromUtf8(p.readAllStandardError());
-  return r;
-}
+Result cli(const QStringList& args, int timeout_ms = 120000) { return run_cli(args, timeout_ms); }
 
 // The lines of stderr that start with "error:".
 QStringList error_lines(const Result& r) {
@@ -207,7 +186,7 @@ class TestCli : public QObject {
     QTest::newRow("missing data") << QStringList{"train", "--device", "cpu", "--set", "data.path=" + dir("none.csv.gz")}
                                   << QStringList{dir("none.csv.gz")};
     QTest::newRow("bad label") << QStringList{"train", "--device", "cpu", "--set", "data.path=" + data}
-                               << QStringList{data + ":2", "label 12"};
+                               << QStringList{data + ":2", "label outside [0, 9]"};
     QTest::newRow("unwritable out") << QStringList{"train", "--device", "cpu", "--steps", "1", "--out", file + "/run"}
                                     << QStringList{file + "/run"};
     QTest::newRow("missing weights") << QStringList{"eval", "--weights", dir("none.safetensors")}

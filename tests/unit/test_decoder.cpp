@@ -4,8 +4,11 @@
 // DecodeWeights (names, shapes, validation), the CPU decoder that make_decoder gives, and
 // generate_tokens (the one generation loop) against CharGptGenerator::generate.
 #include <QtTest>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <memory>
+#include <thread>
 
 #include "backend/cpu_backend.h"
 #include "decode/cpu_decoder.h"
@@ -107,6 +110,34 @@ class TestDecoder : public QObject {
     }
     QCOMPARE(d4->logits(), ref.logits());
     QVERIFY(d4->logits() != dec->logits());
+  }
+
+  // A set stop flag ends generation after the token in progress (the app's text panel sets it as
+  // its window closes): the same tokens as without it while it is clear, none when it is set
+  // before, and a long generation ends early when another thread sets it.
+  void generationStopsWhenAsked() {
+    RandomGpt model(4);
+    auto dec = make_decoder(model.be, model.w, DecodeSpec{});
+    const std::vector<int32_t> prompt{3, 1, 4};
+    SampleOptions s;
+    s.temperature = 0.9f, s.top_k = 6, s.seed = 11;
+    const auto all = generate_tokens(*dec, prompt, 30, s);
+    std::atomic<bool> stop{false};
+    s.stop = &stop;
+    QCOMPARE(generate_tokens(*dec, prompt, 30, s), all);
+    stop = true;
+    double tps = -1;
+    QVERIFY(generate_tokens(*dec, prompt, 30, s, &tps).empty());
+    QCOMPARE(tps, 0.0);
+    stop = false;
+    const int64_t n = 100000000;  // far more tokens than the test would wait for
+    std::thread stopper([&stop] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      stop = true;
+    });
+    const auto some = generate_tokens(*dec, prompt, n, s);
+    stopper.join();
+    QVERIFY(!some.empty() && static_cast<int64_t>(some.size()) < n);
   }
 
   void shapeAndValidation() {

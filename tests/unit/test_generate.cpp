@@ -69,15 +69,14 @@ class TestGenerate : public QObject {
   void generateTextFromAWeightsFile() {
     CpuBackend be(1);
     CharGptConfig c = cfg();
-    c.chars = "\n abcdefghijklmno";  // 17 characters, sorted by byte value
+    c.chars = "\n abcdefghijklmno";  // 17 characters, ascending
     c.dim = 64;                      // rows of whole int4 groups of 32 and 64
     CharGpt m(be, c, 23);
     QTemporaryDir dir;
     QVERIFY(dir.isValid());
     const std::string path = dir.filePath("model.safetensors").toStdString();
     write_safetensors(path, model_to_file(be, m));
-    TextCorpus vocab;
-    vocab.chars = c.chars;
+    const TextCorpus vocab = TextCorpus::from_vocabulary(c.chars, "test");
 
     GenerateRequest r;
     r.weights = path;

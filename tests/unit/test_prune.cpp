@@ -188,7 +188,8 @@ class TestPrune : public QObject {
     const SparsityReport r = sparsity_report(be, *m);
     for (const auto& l : r.layers) QCOMPARE(l.zeros, std::llround(0.8 * static_cast<double>(l.numel)));
 
-    // prune now, mid-run
+    // prune now, mid-run (each run into a fresh folder: a finished run's folder is refused)
+    std::filesystem::remove_all(dir);
     c.set("prune.method", "none");
     Trainer* tp = nullptr;
     cb.on_step = [&](const StepMetrics& mm) {
@@ -197,6 +198,7 @@ class TestPrune : public QObject {
     };
     {
       Trainer t(c, cb);
+      t.set_open_mode(RunOpenMode::Overwrite);  // the same folder, replacing the first run
       tp = &t;
       QCOMPARE(t.run().status, std::string("completed"));
     }
@@ -212,8 +214,10 @@ class TestPrune : public QObject {
     c.set("train.steps", "31");  // the prune happens before step index 30, then one update
     c.set("optim.lr", "1e-12");  // ... which moves nothing measurable
     c.set("optim.weight_decay", "0");
+    std::filesystem::remove_all(dir);
     {
       Trainer t(c);
+      t.set_open_mode(RunOpenMode::Overwrite);
       QCOMPARE(t.run().status, std::string("completed"));
     }
     Mlp init(be, {64, 32, 10}, Activation::ReLU, 1);  // the seeded initialisation (train.seed = 1)

@@ -215,7 +215,11 @@ class TestQuant : public QObject {
         if (t.name == name) return t;
       throw Error("test: no tensor " + name);
     };
-    std::string e = fault([&](SafeTensorsFile& f) { tensor(f, "net.0.weight.qweight").bytes.resize(100); });
+    std::string e = fault([&](SafeTensorsFile& f) {
+      SafeTensor& q = tensor(f, "net.0.weight.qweight");
+      q.bytes.resize(100);
+      q.shape = {100};
+    });
     QVERIFY2(e.find("bad.safetensors") != std::string::npos && e.find("net.0.weight") != std::string::npos &&
                  e.find("code bytes, expected 4096") != std::string::npos,
              e.c_str());
@@ -225,7 +229,11 @@ class TestQuant : public QObject {
       s.bytes.resize(6);
     });
     QVERIFY2(e.find("net.2.weight") != std::string::npos && e.find("3 scales, expected 40") != std::string::npos, e.c_str());
-    e = fault([&](SafeTensorsFile& f) { tensor(f, "net.0.weight.scales").dtype = "F32"; });
+    e = fault([&](SafeTensorsFile& f) {
+      SafeTensor& sc = tensor(f, "net.0.weight.scales");
+      sc.dtype = "F32";
+      sc.shape = {static_cast<int64_t>(sc.bytes.size() / 4)};
+    });
     QVERIFY2(e.find("F16") != std::string::npos, e.c_str());
     e = fault([&](SafeTensorsFile& f) {
       Json m = Json::parse(f.metadata.at("trainlab_quant"));

@@ -22,7 +22,7 @@ class TestQuantText : public QObject {
     const TextCorpus corpus = load_text_corpus(find_resource("data/tinyshakespeare.txt"), 0.1, 1);
     CharGptConfig c;
     c.vocab = corpus.vocab(), c.layers = 1, c.heads = 2, c.dim = 64, c.context = 32;
-    c.chars = corpus.chars;
+    c.chars = corpus.chars_utf8();
     CharGpt m(be, c, 3);
     const SafeTensorsFile f = model_to_file(be, m);
     auto loss_of = [&](const SafeTensorsFile& file) { return file_text_val_loss(be, file, corpus.val, 24, 8, 1); };

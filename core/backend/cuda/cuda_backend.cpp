@@ -166,16 +166,8 @@ DeviceInfo CudaBackend::info() const {
     d.formats.push_back(DType::F8E4M3);
     d.formats.push_back(DType::F8E5M2);
   }
-  // Datasheet dense peaks (TFLOP/s), H100/H200 SXM and A100: fp32 products on the CUDA cores
-  // (Native) and on the tensor cores (Tf32) apart.
-  using M = MatmulMode;
-  if (cc == 90) {
-    d.peak_tflops = {{DType::F32, M::Native, 66.9}, {DType::F32, M::Tf32, 494.7}, {DType::BF16, M::Native, 989.4},
-                     {DType::F16, M::Native, 989.4}, {DType::F8E4M3, M::Fp8, 1978.9}, {DType::F8E5M2, M::Fp8, 1978.9}};
-  } else if (cc == 80) {
-    d.peak_tflops = {{DType::F32, M::Native, 19.5}, {DType::F32, M::Tf32, 156.0}, {DType::BF16, M::Native, 312.0},
-                     {DType::F16, M::Native, 312.0}};
-  }
+  // Datasheet dense peaks (TFLOP/s): backend.h's one table (H100/H200 SXM, A100).
+  d.peak_tflops = datasheet_peaks(cc);
   return d;
 }
 

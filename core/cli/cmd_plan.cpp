@@ -1,0 +1,226 @@
+// trainlab-cli plan: what a model needs per GPU and how long a step takes on a layout of GPUs
+// (plan/planner.h), the search over layouts that fit, and --check, a short run of the lab's own
+// model on this machine with the ledger's bytes beside the prediction (train/plan_check.h).
+//
+//   trainlab-cli plan --model char-gpt-gpt2 --batch 8 --gpus 8 --zero 1 --precision bf16
+//   trainlab-cli plan --layers 96 --hidden 12288 --heads 96 --seq 2048 --vocab 51200
+//                     --gpus 1024 --nodes 128 --tp 8 --pp 16 --micro-batches 64 --recompute selective
+//   trainlab-cli plan --params 7e9 --gpus 8 --zero 3 --json
+//   trainlab-cli plan --model char-gpt-small --gpus 16 --nodes 2 --search
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "cli/commands.h"
+#include "cli/plan_print.h"
+#include "train/plan_check.h"
+#include "util/error.h"
+
+namespace trainlab::cli {
+
+namespace {
+
+struct PlanFlags {
+  std::string model, precision = "bf16", optimizer = "adamw", recompute = "none", activations, gpu = "h200";
+  double params = 0, dropout = 0.1, gpu_memory = 0, mfu = 0.4, nvlink = 0, network = 0;
+  int64_t layers = 0, hidden = 0, heads = 0, seq = 0, vocab = 0;
+  int64_t batch = 1, gpus = 1, nodes = 1, tp = 1, pp = 1, micro_batches = 1, recompute_every = 1;
+  int64_t global_batch = 0, top = 10, zero = 0, steps = 1;
+  bool search = false, json = false, check = false;
+  std::string device = "auto", out;
+  // The options given (CLI11's count), for the ones whose absence means something.
+  std::map<std::string, CLI::Option*> opt;
+  bool given(const std::string& name) const { return opt.at(name)->count() > 0; }
+};
+
+void add_plan_options(CLI::App* cmd, PlanFlags& f) {
+  auto add = [&](const std::string& name, auto& value, const std::string& help) {
+    f.opt[name] = cmd->add_option(name, value, help);
+  };
+  add("--model", f.model, "One of the lab's models: digits-mlp, char-gpt-tiny, char-gpt-small, char-gpt-gpt2 (shape flags "
+                          "override its dimensions)");
+  add("--params", f.params, "A model by its parameter count alone (weights, gradients and optimizer state; no activations)");
+  add("--layers", f.layers, "Transformer layers L");
+  add("--hidden", f.hidden, "Transformer width h (the MLP is 4h wide)");
+  add("--heads", f.heads, "Attention heads a (must divide --hidden)");
+  add("--seq", f.seq, "Sequence length s (tokens per sample)");
+  add("--vocab", f.vocab, "Vocabulary V");
+  add("--batch", f.batch, "Micro-batch b: samples per micro-batch per GPU (default 1)");
+  add("--gpus", f.gpus, "GPUs in all, G = DP x TP x PP (default 1)");
+  add("--nodes", f.nodes, "Nodes the GPUs are spread over, evenly (default 1)");
+  add("--zero", f.zero, "ZeRO stage 0-3 over the data-parallel ranks (default 0)");
+  add("--tp", f.tp, "Tensor-parallel degree T (divides --heads; default 1)");
+  add("--pp", f.pp, "Pipeline stages P (divides --layers; default 1)");
+  add("--micro-batches", f.micro_batches, "Micro-batches M per optimizer step (gradient accumulation; the pipeline's; "
+                                          "default 1)");
+  add("--precision", f.precision, "fp32, tf32, bf16, fp16 or fp8 (16-bit and fp8 keep an fp32 master copy; default bf16)");
+  add("--optimizer", f.optimizer, "adamw (8 bytes of state a parameter) or sgd (momentum, 4); default adamw");
+  add("--recompute", f.recompute, "none, selective or full (activation recomputation; default none)");
+  add("--recompute-every", f.recompute_every, "full: layers per checkpointed group (default 1)");
+  add("--dropout", f.dropout, "Dropout probability; 0 for none (a shape: default 0.1, with its masks as Megatron counts "
+                              "them; a preset: its own, 0)");
+  add("--activations", f.activations, "lab (TrainLab's own buffers, exact; default for --model) or megatron "
+                                      "(Korthikanti et al. 2022; default for a shape)");
+  add("--gpu", f.gpu, "h100, h200 or a100: memory, peak FLOP/s, links (default h200)");
+  add("--gpu-memory", f.gpu_memory, "GPU memory in GB (10^9 bytes), instead of --gpu's");
+  add("--mfu", f.mfu, "Measured model FLOPs utilisation in (0, 1] (default 0.4)");
+  add("--nvlink-gbs", f.nvlink, "Link bandwidth within a node, GB/s per GPU and direction (default --gpu's NVLink)");
+  add("--network-gbs", f.network, "Link bandwidth between nodes, GB/s per GPU (default --gpu's NIC)");
+  f.opt["--search"] = cmd->add_flag("--search", f.search, "List the layouts (DP x TP x PP, ZeRO, recomputation, "
+                                                          "micro-batches) that fit, fastest first");
+  add("--global-batch", f.global_batch, "--search: samples per optimizer step, fixed across layouts (default --batch x "
+                                        "--micro-batches x --gpus)");
+  add("--top", f.top, "--search: layouts to print (default 10; --json lists all)");
+  f.opt["--json"] = cmd->add_flag("--json", f.json, "Print one JSON object");
+  f.opt["--check"] = cmd->add_flag("--check", f.check, "Run the lab's own model with this layout on this machine (one "
+                                                       "device) and print the ledger's bytes beside the prediction");
+  add("--device", f.device, "--check: cpu, cuda, cuda:N or auto (default auto)");
+  add("--steps", f.steps, "--check: optimizer steps (default 1)");
+  add("--out", f.out, "--check: run record folder (default: a temporary folder)");
+}
+
+const char* kShapeFlags[] = {"--layers", "--hidden", "--heads", "--seq", "--vocab"};
+
+// The model from --model, --params or the shape flags (exactly one way).
+PlanModel plan_model_of(const PlanFlags& f) {
+  bool any_shape = false;
+  for (const char* s : kShapeFlags) any_shape = any_shape || f.given(s);
+  if (!f.given("--model") && !f.given("--params") && !any_shape) throw Error("plan: give a model: --model NAME, --params P, or its shape (--layers --hidden --heads --seq --vocab)");
+  if (f.given("--params")) {
+    for (const char* s : {"--model", "--layers", "--hidden", "--heads", "--vocab", "--dropout"})
+      if (f.given(s)) throw Error(std::string("--params gives the model by its count alone: not with ") + s);
+    if (!(std::isfinite(f.params) && f.params >= 1 && f.params <= 1e15 && std::floor(f.params) == f.params))
+    {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%g", f.params);
+      throw Error(std::string("--params ") + buf + ": expected a whole number in [1, 1e15]");
+    }
+    PlanModel m;
+    m.kind = PlanModelKind::Params;
+    m.name = "params";
+    m.params = static_cast<int64_t>(f.params);
+    if (f.given("--seq")) m.sample_tokens = f.seq;
+    return m;
+  }
+  PlanModel m;
+  if (f.given("--model")) {
+    m = plan_model_preset(f.model, "--model");
+  } else {
+    for (const char* s : kShapeFlags)
+      if (!f.given(s)) throw Error(std::string("a model by its shape needs ") + s + " too (--layers --hidden --heads --seq --vocab)");
+    m.kind = PlanModelKind::Transformer;
+    m.transformer.dropout = 0.1;
+  }
+  if (m.kind == PlanModelKind::Mlp) {
+    if (any_shape) throw Error("--model " + m.name + " is an MLP: the shape flags (--layers ...) are a transformer's");
+    if (f.given("--dropout")) throw Error("--dropout applies to transformers, not --model " + m.name);
+    return m;
+  }
+  CharGptConfig& c = m.transformer;
+  if (f.given("--layers")) c.layers = f.layers;
+  if (f.given("--hidden")) c.dim = f.hidden;
+  if (f.given("--heads")) c.heads = f.heads;
+  if (f.given("--seq")) c.context = f.seq;
+  if (f.given("--vocab")) c.vocab = f.vocab;
+  if (f.given("--dropout")) c.dropout = f.dropout;
+  if (f.given("--model") && any_shape) m.name += " (reshaped)";
+  return m;
+}
+
+PlanSetup plan_setup_of(const PlanFlags& f) {
+  PlanSetup s;
+  s.model = plan_model_of(f);
+  resolve_plan_setup(s, f.precision, f.optimizer, f.gpu);
+  s.micro_batch = f.batch;
+  s.gpus = f.gpus;
+  s.nodes = f.nodes;
+  s.mfu = f.mfu;
+  if (f.given("--activations"))
+    s.count = activation_count_from_name(f.activations, "--activations");
+  else
+    s.count = f.given("--model") || s.model.kind != PlanModelKind::Transformer ? ActivationCount::Lab : ActivationCount::Megatron;
+  if (f.given("--gpu-memory")) s.gpu_memory_bytes = f.gpu_memory * 1e9;
+  if (f.given("--nvlink-gbs")) s.nvlink_bytes_per_s = f.nvlink * 1e9;
+  if (f.given("--network-gbs")) s.network_bytes_per_s = f.network * 1e9;
+  // NaN and infinity compare false against every bound: validate_plan refuses them by name.
+  return s;
+}
+
+Layout layout_of(const PlanFlags& f) {
+  Layout l;
+  l.tp = f.tp;
+  l.pp = f.pp;
+  // DP is what TP and PP leave of the GPUs (validate_plan names the options when they do not divide).
+  const bool sane = f.tp >= 1 && f.pp >= 1 && f.tp <= (int64_t{1} << 20) && f.pp <= (int64_t{1} << 20);
+  l.dp = sane && f.gpus % (f.tp * f.pp) == 0 ? f.gpus / (f.tp * f.pp) : 1;
+  if (f.zero < 0 || f.zero > 3) throw Error("--zero " + std::to_string(f.zero) + ": expected an integer in [0, 3]");
+  l.zero = static_cast<int>(f.zero);
+  l.recompute = recompute_from_name(f.recompute, "--recompute");
+  l.recompute_every = f.recompute_every;
+  l.micro_batches = f.micro_batches;
+  return l;
+}
+
+// --search: the fixed values are the flags given; the rest are searched.
+SearchSpace search_space_of(const PlanFlags& f, const Layout& l) {
+  SearchSpace sp;
+  if (f.given("--tp")) sp.tp = {l.tp};
+  if (f.given("--pp")) sp.pp = {l.pp};
+  if (f.given("--zero")) sp.zero = {l.zero};
+  if (f.given("--recompute")) sp.recompute = {l.recompute};
+  sp.recompute_every = l.recompute_every;
+  sp.micro_batches = l.micro_batches;
+  if (f.given("--global-batch")) {
+    if (f.global_batch < 1) throw Error("--global-batch " + std::to_string(f.global_batch) + ": expected an integer >= 1");
+    sp.global_batch = f.global_batch;
+  }
+  if (f.top < 1) throw Error("--top " + std::to_string(f.top) + ": expected an integer >= 1");
+  return sp;
+}
+
+int run_plan(const PlanFlags& f) {
+  for (const char* only : {"--global-batch", "--top"})
+    if (f.given(only) && !f.search) throw Error(std::string(only) + " applies to --search");
+  for (const char* only : {"--device", "--steps", "--out"})
+    if (f.given(only) && !f.check) throw Error(std::string(only) + " applies to --check");
+  if (f.search && f.check) throw Error("--search and --check: one at a time");
+  const PlanSetup s = plan_setup_of(f);
+  const Layout l = layout_of(f);
+  if (f.search) {
+    const SearchResult r = search_layouts(s, search_space_of(f, l));
+    if (f.json)
+      print_search_json(s, r);
+    else
+      print_search_table(s, r, f.top);
+    return 0;
+  }
+  const PlanResult r = plan_layout(s, l);
+  if (!f.check) {
+    if (f.json)
+      std::printf("%s\n", plan_json(s, r).dump(2).c_str());
+    else
+      print_plan_table(s, r);
+    return 0;
+  }
+  if (f.steps < 1 || f.steps > 1000) throw Error("--steps " + std::to_string(f.steps) + ": expected an integer in [1, 1000]");
+  return run_plan_check(s, r, f.device, f.out, f.steps, f.json);
+}
+
+}  // namespace
+
+Runner add_plan_command(CLI::App& app) {
+  auto f = std::make_shared<PlanFlags>();
+  CLI::App* cmd = app.add_subcommand("plan", "Memory per GPU and time per step of a model on a layout of GPUs (DP x TP x PP, "
+                                             "ZeRO, recomputation), the layouts that fit (--search), a check on this machine");
+  add_plan_options(cmd, *f);
+  cmd->footer("Bytes are printed in GB (10^9) and GiB (2^30). docs/PLANNER.md gives every formula with its source and "
+              "worked examples.");
+  return [f, cmd]() -> int {
+    if (!cmd->parsed()) return -1;
+    return run_plan(*f);
+  };
+}
+
+}  // namespace trainlab::cli

@@ -1,0 +1,198 @@
+// trainlab-cli plan as a user runs it (QProcess on the built binary): --help names every option;
+// --json prints one object whose per_gpu member holds the bytes by category (hand-worked values);
+// the table prints GB and GiB; --search lists fitting layouts fastest first; --check runs the lab's
+// model here and prints the ledger's bytes beside the prediction; every option is range-checked
+// (NaN, infinity, out of range, a TP that does not divide the heads ...) with an error line naming
+// the option and what was expected, and a non-zero exit.
+#include <QProcess>
+#include <QtTest>
+
+#include "plan/planner.h"
+#include "cli_support.h"
+#include "test_support.h"
+
+using namespace trainlab;
+using namespace trainlab::test;
+
+namespace {
+
+using Result = CliResult;
+
+Result cli(const QStringList& args, int timeout_ms = 120000) { return run_cli(QStringList{"plan"} + args, timeout_ms); }
+
+QString describe(const Result& r) { return QString("exit %1\nstdout: %2\nstderr: %3").arg(r.code).arg(r.out, r.err); }
+
+Json json_of(const Result& r) { return Json::parse(r.out.toStdString()); }
+
+}  // namespace
+
+class TestCliPlan : public QObject {
+  Q_OBJECT
+  QTemporaryDir m_tmp;
+
+ private slots:
+  void help() {
+    const Result r = cli({"--help"});
+    QVERIFY2(r.code == 0, qPrintable(describe(r)));
+    for (const char* opt : {"--params", "--layers", "--hidden", "--heads", "--seq", "--vocab", "--model", "--batch", "--gpus",
+                            "--nodes", "--zero", "--tp", "--pp", "--micro-batches", "--precision", "--optimizer",
+                            "--recompute", "--dropout", "--gpu-memory", "--search", "--json", "--check", "--mfu"})
+      QVERIFY2(r.out.contains(opt), opt);
+  }
+
+  // gpt2's preset, micro-batch 8, bf16 AdamW, 8 GPUs, ZeRO 1: 85,942,272 parameters, so weights and
+  // gradients 2 P = 171,884,544 bytes, the optimizer's 12 bytes a parameter over 8 ranks
+  // 12 * ceil(P / 8) = 128,913,408; the activations the lab's CharGpt buffers.
+  void jsonPerGpu() {
+    const Result r = cli({"--model", "char-gpt-gpt2", "--batch", "8", "--gpus", "8", "--zero", "1", "--precision", "bf16", "--json"});
+    QVERIFY2(r.code == 0, qPrintable(describe(r)));
+    const Json j = json_of(r);
+    const Json& g = j.at("per_gpu");
+    QCOMPARE(g.at("weights_bytes").get<int64_t>(), int64_t{171884544});
+    QCOMPARE(g.at("gradients_bytes").get<int64_t>(), int64_t{171884544});
+    QCOMPARE(g.at("optimizer_bytes").get<int64_t>(), int64_t{128913408});
+    const int64_t acts = char_gpt_activation_bytes(CharGptConfig::preset("gpt2"), CheckpointPolicy::Off, 1, 8, 1024, 2, false) +
+                         token_step_activation_bytes(8, 1024);
+    QCOMPARE(g.at("activations_bytes").get<int64_t>(), acts);
+    QCOMPARE(g.at("total_bytes").get<int64_t>(), int64_t{171884544} * 2 + 128913408 + acts);
+    QCOMPARE(j.at("layout").at("dp").get<int64_t>(), int64_t{8});
+    QVERIFY(j.at("fits").get<bool>());
+    for (const char* k : {"step_s", "compute_s", "communication_s", "bubble_s", "bubble_fraction", "tokens_per_s"})
+      QVERIFY2(j.at("time").contains(k), k);
+    QCOMPARE(j.at("time").at("tokens").get<double>(), 65536.0);
+  }
+
+  // Korthikanti et al.'s count on GPT-3 175B's shape at b = 1 (docs/PLANNER.md's first example):
+  // 96 layers of sbh (34 + 5 a s / h) = 2,868,903,936 bytes, the embedding's dropout mask sbh =
+  // 25,165,824, the output layer 4 sbh + 4 s b V = 520,093,696: 275,960,037,376 bytes. A shape
+  // defaults to the Megatron count and dropout 0.1.
+  void megatronShape() {
+    const Result r = cli({"--layers", "96", "--hidden", "12288", "--heads", "96", "--seq", "2048", "--vocab", "51200", "--json"});
+    QVERIFY2(r.code == 0, qPrintable(describe(r)));
+    const Json j = json_of(r);
+    QCOMPARE(j.at("activations").get<std::string>(), std::string("megatron"));
+    QCOMPARE(j.at("per_gpu").at("activations_bytes").get<int64_t>(), int64_t{275960037376});
+    QVERIFY(!j.at("fits").get<bool>());
+  }
+
+  void readableTable() {
+    const Result r = cli({"--model", "char-gpt-gpt2", "--batch", "8", "--gpus", "8", "--zero", "1"});
+    QVERIFY2(r.code == 0, qPrintable(describe(r)));
+    for (const char* s : {"GB", "GiB", "weights", "gradients", "optimizer", "activations", "171,884,544", "0.172", "0.160",
+                          "time per step", "fits"})
+      QVERIFY2(r.out.contains(s), s);
+    // A model by its parameter count says its activations are not predicted.
+    const Result p = cli({"--params", "7e9", "--gpus", "8", "--zero", "3"});
+    QVERIFY2(p.code == 0, qPrintable(describe(p)));
+    QVERIFY2(p.out.contains("not predicted"), qPrintable(describe(p)));
+    QVERIFY2(p.out.contains("7,000,000,000 parameters"), qPrintable(describe(p)));
+  }
+
+  void search() {
+    const Result r = cli({"--model", "char-gpt-gpt2", "--batch", "4", "--gpus", "8", "--gpu-memory", "2", "--search", "--json"});
+    QVERIFY2(r.code == 0, qPrintable(describe(r)));
+    const Json j = json_of(r);
+    QCOMPARE(j.at("considered").get<int64_t>(), int64_t{78});
+    const Json& ls = j.at("layouts");
+    QVERIFY(!ls.empty());
+    double last = 0;
+    for (const Json& l : ls) {
+      QVERIFY(l.at("fits").get<bool>());
+      QVERIFY(l.at("per_gpu").at("total_bytes").get<double>() <= 2e9);
+      QVERIFY(l.at("time").at("step_s").get<double>() >= last);
+      last = l.at("time").at("step_s").get<double>();
+    }
+    const Result t = cli({"--model", "char-gpt-gpt2", "--batch", "4", "--gpus", "8", "--search", "--tp", "2", "--top", "3"});
+    QVERIFY2(t.code == 0, qPrintable(describe(t)));
+    QVERIFY2(t.out.contains("rank") && t.out.contains("GiB/GPU"), qPrintable(describe(t)));
+    QCOMPARE(t.out.count(QRegularExpression("\n +[123] +\\d+ +2 ")), 3);  // three rows, TP 2 each
+  }
+
+  // The lab's tiny model here, one step: the ledger's bytes equal the prediction.
+  void check() {
+    const Result r = cli({"--model", "char-gpt-tiny", "--batch", "4", "--precision", "bf16", "--recompute", "selective",
+                          "--check", "--device", "cpu", "--out", m_tmp.filePath("tiny"), "--json"});
+    QVERIFY2(r.code == 0, qPrintable(describe(r)));
+    const Json c = json_of(r).at("check");
+    for (const char* k : {"weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes"}) {
+      const double p = c.at("predicted").at(k).get<double>(), m = c.at("measured").at(k).get<double>();
+      QVERIFY2(p > 0 && std::fabs(m - p) <= 0.02 * p, k);
+    }
+    const Result t = cli({"--model", "digits-mlp", "--batch", "32", "--check", "--device", "cpu"});
+    QVERIFY2(t.code == 0, qPrintable(describe(t)));
+    QVERIFY2(t.out.contains("predicted bytes") && t.out.contains("measured bytes"), qPrintable(describe(t)));
+    // A layout the lab cannot run on one device says why.
+    const Result u = cli({"--model", "char-gpt-tiny", "--gpus", "2", "--check", "--device", "cpu"});
+    QVERIFY2(u.code == 1, qPrintable(describe(u)));
+    QVERIFY2(u.err.contains("DP, TP and PP must be 1"), qPrintable(describe(u)));
+  }
+
+  // Bad values: exit 1 (or CLI11's usage code), no crash, one error naming the option and the
+  // expected range or names.
+  void badOptions_data() {
+    QTest::addColumn<QStringList>("args");
+    QTest::addColumn<QString>("mentions");
+    const QStringList gpt2{"--model", "char-gpt-gpt2"};
+    QTest::newRow("mfu nan") << gpt2 + QStringList{"--mfu", "nan"} << "--mfu nan: expected a number in (0, 1]";
+    QTest::newRow("mfu inf") << gpt2 + QStringList{"--mfu", "inf"} << "--mfu inf: expected a number in (0, 1]";
+    QTest::newRow("mfu 1.5") << gpt2 + QStringList{"--mfu", "1.5"} << "--mfu 1.5: expected a number in (0, 1]";
+    QTest::newRow("gpu memory negative") << gpt2 + QStringList{"--gpu-memory", "-1"} << "--gpu-memory -1: expected a number in (0, ";
+    QTest::newRow("gpu memory nan") << gpt2 + QStringList{"--gpu-memory", "nan"} << "--gpu-memory nan";
+    QTest::newRow("nvlink zero") << gpt2 + QStringList{"--nvlink-gbs", "0"} << "--nvlink-gbs 0: expected a number in (0, ";
+    QTest::newRow("network inf") << gpt2 + QStringList{"--network-gbs", "inf"} << "--network-gbs inf";
+    QTest::newRow("tp heads") << gpt2 + QStringList{"--gpus", "10", "--tp", "5"} << "--tp 5 must divide --heads 12";
+    QTest::newRow("pp layers") << gpt2 + QStringList{"--gpus", "10", "--pp", "5"} << "--pp 5 must divide --layers 12";
+    QTest::newRow("tp gpus") << gpt2 + QStringList{"--gpus", "8", "--tp", "3"} << "must divide --gpus 8";
+    QTest::newRow("tp too big") << gpt2 + QStringList{"--gpus", "2", "--tp", "4"} << "--tp 4: expected an integer in [1, 2]";
+    QTest::newRow("tp not integer") << gpt2 + QStringList{"--tp", "1.5"} << "--tp";
+    QTest::newRow("zero 4") << gpt2 + QStringList{"--gpus", "2", "--zero", "4"} << "--zero 4: expected an integer in [0, 3]";
+    QTest::newRow("zero one rank") << gpt2 + QStringList{"--zero", "1"} << "needs DP >= 2";
+    QTest::newRow("batch 0") << gpt2 + QStringList{"--batch", "0"} << "--batch 0: expected an integer in [1, 1048576]";
+    QTest::newRow("gpus 0") << gpt2 + QStringList{"--gpus", "0"} << "--gpus 0: expected an integer in [1, 1048576]";
+    QTest::newRow("nodes uneven") << gpt2 + QStringList{"--gpus", "8", "--nodes", "3"} << "--gpus 8 must be a multiple of --nodes 3";
+    QTest::newRow("micro-batches 0") << gpt2 + QStringList{"--micro-batches", "0"} << "--micro-batches 0: expected an integer in [1, ";
+    QTest::newRow("dropout 1") << gpt2 + QStringList{"--dropout", "1"} << "--dropout 1: expected a probability in [0, 1)";
+    QTest::newRow("dropout nan") << gpt2 + QStringList{"--dropout", "nan"} << "--dropout nan";
+    QTest::newRow("precision") << gpt2 + QStringList{"--precision", "fp64"} << "--precision 'fp64': expected one of fp32, tf32, bf16, fp16, fp8";
+    QTest::newRow("fp8 on a100") << gpt2 + QStringList{"--precision", "fp8", "--gpu", "a100"} << "--precision fp8: the a100 has no peak";
+    QTest::newRow("optimizer") << gpt2 + QStringList{"--optimizer", "lion"} << "--optimizer 'lion': expected adamw or sgd";
+    QTest::newRow("recompute") << gpt2 + QStringList{"--recompute", "some"} << "--recompute 'some': expected none, selective or full";
+    QTest::newRow("recompute every") << gpt2 + QStringList{"--recompute", "full", "--recompute-every", "13"}
+                                     << "--recompute-every 13: expected an integer in [1, 12]";
+    QTest::newRow("gpu") << gpt2 + QStringList{"--gpu", "v100"} << "--gpu 'v100': expected one of h100, h200, a100";
+    QTest::newRow("activations") << gpt2 + QStringList{"--activations", "paper"} << "--activations 'paper': expected lab";
+    QTest::newRow("model") << QStringList{"--model", "gpt5"} << "--model 'gpt5': expected one of digits-mlp, char-gpt-tiny";
+    QTest::newRow("no model") << QStringList{"--gpus", "8"} << "give a model";
+    QTest::newRow("partial shape") << QStringList{"--layers", "2", "--hidden", "64"} << "needs --heads too";
+    QTest::newRow("heads hidden") << QStringList{"--layers", "2", "--hidden", "64", "--heads", "5", "--seq", "8", "--vocab", "10"}
+                                  << "--heads 5 must divide --hidden 64";
+    QTest::newRow("seq 0") << QStringList{"--layers", "2", "--hidden", "64", "--heads", "4", "--seq", "0", "--vocab", "10"}
+                           << "--seq 0: expected an integer in [1, ";
+    QTest::newRow("vocab 1") << QStringList{"--layers", "2", "--hidden", "64", "--heads", "4", "--seq", "8", "--vocab", "1"}
+                             << "--vocab 1: expected an integer in [2, ";
+    QTest::newRow("layers negative") << QStringList{"--layers", "-3", "--hidden", "64", "--heads", "4", "--seq", "8", "--vocab", "10"}
+                                     << "--layers -3: expected an integer in [1, ";
+    QTest::newRow("params huge") << QStringList{"--params", "1e20"} << "--params";
+    QTest::newRow("params nan") << QStringList{"--params", "nan"} << "--params";
+    QTest::newRow("params fraction") << QStringList{"--params", "2.5"} << "expected a whole number in [1, 1e15]";
+    QTest::newRow("params and shape") << QStringList{"--params", "1000", "--layers", "2"} << "not with --layers";
+    QTest::newRow("mlp recompute") << QStringList{"--model", "digits-mlp", "--recompute", "full"} << "applies to transformers";
+    QTest::newRow("mlp tp") << QStringList{"--model", "digits-mlp", "--gpus", "2", "--tp", "2"} << "split a transformer's layers";
+    QTest::newRow("mlp dropout") << QStringList{"--model", "digits-mlp", "--dropout", "0.1"} << "--dropout applies to transformers";
+    QTest::newRow("top without search") << gpt2 + QStringList{"--top", "3"} << "--top applies to --search";
+    QTest::newRow("global batch 0") << gpt2 + QStringList{"--search", "--global-batch", "0"} << "--global-batch 0: expected an integer";
+    QTest::newRow("steps without check") << gpt2 + QStringList{"--steps", "3"} << "--steps applies to --check";
+    QTest::newRow("too large") << QStringList{"--model", "char-gpt-gpt2", "--seq", "16777216", "--batch", "1048576"} << "too large to plan";
+  }
+  void badOptions() {
+    QFETCH(QStringList, args);
+    QFETCH(QString, mentions);
+    const Result r = cli(args);
+    QVERIFY2(r.code > 0, qPrintable(describe(r)));
+    QVERIFY2(r.err.contains(mentions), qPrintable(mentions + " not in: " + describe(r)));
+    QVERIFY2(r.out.isEmpty(), qPrintable(describe(r)));
+  }
+};
+
+QTEST_APPLESS_MAIN(TestCliPlan)
+#include "test_cli_plan.moc"
