@@ -33,20 +33,6 @@ std::vector<GradBucket> make_buckets(const FlatParams& flat, size_t element_byte
   return out;
 }
 
-ShardRange shard_range(int64_t n, int ranks, int rank) {
-  const int64_t s = (n + ranks - 1) / ranks;
-  return {std::min(n, s * rank), std::min(n, s * (rank + 1))};
-}
-
-std::vector<int64_t> shard_counts(int64_t n, int ranks, int64_t begin, int64_t end) {
-  std::vector<int64_t> c(static_cast<size_t>(ranks));
-  for (int r = 0; r < ranks; ++r) {
-    const ShardRange s = shard_range(n, ranks, r);
-    c[static_cast<size_t>(r)] = std::max<int64_t>(0, std::min(end, s.end) - std::max(begin, s.begin));
-  }
-  return c;
-}
-
 std::vector<int32_t> local_batch_indices(const std::vector<int32_t>& global, int micro_batches, int ranks, int rank) {
   const size_t n = global.size();
   if (micro_batches < 1 || n % static_cast<size_t>(micro_batches) != 0 ||

@@ -17,8 +17,8 @@
 // from the last parameter backwards (the order backward finishes them), each about dist.bucket_mb
 // and never splitting a parameter. A ZeRO shard is one contiguous range of the flat layout
 // (Megatron-LM's distributed optimizer): rank r owns [r S, (r+1) S) of the N elements, S = ceil(N/W)
-// (the last one shorter); a bucket's reduce-scatter gives each rank the part of the bucket inside
-// its shard.
+// (the last one shorter), dist/shard.h's split, the one the planner predicts memory with; a
+// bucket's reduce-scatter gives each rank the part of the bucket inside its shard.
 //
 // Memory (the rank's ledger): DDP keeps everything whole. ZeRO-1: the optimizer state of the shard
 // (m, v), plus the reduced gradient shard as a communication buffer. ZeRO-2: the gradients are
@@ -35,6 +35,7 @@
 
 #include "config/dist_options.h"
 #include "dist/communicator.h"
+#include "dist/shard.h"
 #include "nn/model.h"
 #include "optim/optimizer.h"
 
@@ -47,15 +48,6 @@ struct GradBucket {
 };
 // Buckets of about bucket_mb MiB of `element_bytes`-byte gradients, from the last parameter back.
 std::vector<GradBucket> make_buckets(const FlatParams& flat, size_t element_bytes, double bucket_mb);
-
-// Rank r's shard [begin, end) of n elements over `ranks` ranks.
-struct ShardRange {
-  int64_t begin = 0, end = 0;
-  int64_t size() const { return end - begin; }
-};
-ShardRange shard_range(int64_t n, int ranks, int rank);
-// The elements of [begin, end) in each rank's shard (reduce-scatter and all-gather counts).
-std::vector<int64_t> shard_counts(int64_t n, int ranks, int64_t begin, int64_t end);
 
 // This rank's part of a step's global batch indices (TrainingStep::set_indices' layout): of each
 // of the `micro_batches` equal micro-batches, the rank-th of `ranks` equal slices. The caller

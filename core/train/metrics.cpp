@@ -93,7 +93,7 @@ std::vector<KernelTime> kernels_from_json(const Json& j) {
 Json RankStepMetrics::to_json() const {
   return {{"rank", rank},       {"step_ms", step_ms},       {"compute_ms", compute_ms}, {"comm_ms", comm_ms},
           {"wait_ms", wait_ms}, {"bytes_sent", bytes_sent}, {"mem", mem_current.to_json()},
-          {"mem_peak", mem_peak.to_json()}};
+          {"mem_peak", mem_peak.to_json()}, {"mem_predicted", mem_predicted.to_json()}};
 }
 
 RankStepMetrics RankStepMetrics::from_json(const Json& j) {
@@ -107,6 +107,7 @@ RankStepMetrics RankStepMetrics::from_json(const Json& j) {
   r.bytes_sent = whole_field(j, "bytes_sent", 0);
   r.mem_current = mem_from_json(j, "mem");
   r.mem_peak = mem_from_json(j, "mem_peak");
+  r.mem_predicted = mem_from_json(j, "mem_predicted");
   return r;
 }
 

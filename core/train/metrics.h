@@ -27,6 +27,7 @@ struct RankStepMetrics {
   double step_ms = 0.0, compute_ms = 0.0, comm_ms = 0.0, wait_ms = 0.0;
   int64_t bytes_sent = 0;
   MemoryBytes mem_current, mem_peak;
+  MemoryBytes mem_predicted;  // plan/memory_model.h's predict_rank_memory for this rank
   Json to_json() const;
   static RankStepMetrics from_json(const Json& j);
 };

@@ -308,7 +308,10 @@ StepMetrics Trainer::train_step(long step, std::string event) {
   const bool fp8_units = info.kind == DeviceKind::Cuda &&
                          std::find(info.formats.begin(), info.formats.end(), DType::F8E4M3) != info.formats.end();
   if (fp8 && fp8_units) mi.device_copies = fp8_copy_bytes(s.task->linear_shapes(s.batch));
-  m.mem_predicted = to_bytes(predict_training_memory(mi));
+  // Each rank's shard (ZeRO, plan/memory_model.h); with one rank or DDP the whole model.
+  const int stage = s.dist->active() ? zero_stage(s.dist->options().strategy) : 0;
+  m.mem_predicted = to_bytes(predict_rank_memory(mi, {stage, s.dist->ranks(), s.dist->rank()}));
+  for (RankStepMetrics& r : m.ranks) r.mem_predicted = to_bytes(predict_rank_memory(mi, {stage, s.dist->ranks(), r.rank}));
   m.device_used_bytes = info.used_bytes;
   m.device_total_bytes = info.total_bytes;
   m.runtime_context_bytes = info.runtime_context_bytes;

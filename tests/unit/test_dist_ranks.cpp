@@ -8,6 +8,9 @@
 //     and without accumulation, for the digits MLP and the tiny char-gpt, and the same bits twice;
 //   * ZeRO 1, 2 and 3 give DDP's losses and weights, and each rank's ledger holds half the one-rank
 //     optimizer state (and gradients from stage 2, weights at stage 3);
+//   * each ZeRO rank's ledger of weights, gradients and optimizer state is the planner's
+//     predict_rank_memory for that rank within 2% (the same shards, dist/shard.h), and the run
+//     records that prediction beside the rank's ledger;
 //   * gradient clipping by the global norm clips alike on every rank, as one rank would;
 //   * bad input ends every rank with one clear error, never a hang: a batch the ranks cannot split,
 //     a ZeRO stage on one rank, ranks with different configs, dist.ranks against the launcher, a
@@ -24,6 +27,7 @@
 #include "backend/cpu_backend.h"
 #include "dist/world.h"
 #include "io/safetensors.h"
+#include "plan/memory_model.h"
 #include "test_support.h"
 
 using namespace trainlab;
@@ -307,6 +311,41 @@ class TestDistRanks : public QObject {
       // 1), the units' gathered parameters while they run (stage 3).
       if (stage == 1) QVERIFY2(mem_of(mem, "communication") > 0, qPrintable(who));
       if (stage == 3) QVERIFY2(mem_of(rank.at("mem_peak"), "communication") > 0, qPrintable(who));
+    }
+  }
+
+  // ZeRO's shards are the planner's: each rank's ledger of weights, gradients and optimizer state
+  // within 2% of predict_rank_memory for its stage and rank (fp32 AdamW: 4 + 4 + 8 bytes a
+  // parameter, each divided by 2 where the stage shards it), and the prediction the run records
+  // for the rank is that one.
+  void ledgerMatchesPlanner_data() {
+    QTest::addColumn<int>("stage");
+    QTest::newRow("zero1") << 1;
+    QTest::newRow("zero2") << 2;
+    QTest::newRow("zero3") << 3;
+  }
+  void ledgerMatchesPlanner() {
+    QFETCH(int, stage);
+    const QString out = dir(QString("planner-zero%1").arg(stage));
+    const Result r = cli(2, digits(out, {"--set", QString("dist.strategy=zero%1").arg(stage)}));
+    QVERIFY2(r.code == 0, qPrintable(describe(r)));
+    TrainingMemoryInputs in;
+    in.params = read_json((out + "/summary.json").toStdString()).at("params").get<int64_t>();
+    in.element_bytes = 4;
+    in.optimizer_state_bytes = 8;
+    const Json last = last_metrics(out);
+    QCOMPARE(last.at("ranks").size(), size_t(2));
+    for (const Json& rank : last.at("ranks")) {
+      const int who = rank.at("rank").get<int>();
+      const MemoryByCategory want = predict_rank_memory(in, {stage, 2, who});
+      for (MemCategory c : {MemCategory::Weights, MemCategory::Gradients, MemCategory::Optimizer}) {
+        const char* name = mem_category_name(c);
+        const double predicted = static_cast<double>(want[static_cast<size_t>(c)]);
+        const double ledger = static_cast<double>(mem_of(rank.at("mem"), name));
+        QVERIFY2(std::fabs(ledger - predicted) <= 0.02 * predicted,
+                 qPrintable(QString("rank %1 %2: ledger %3, predicted %4").arg(who).arg(name).arg(ledger).arg(predicted)));
+        QCOMPARE(mem_of(rank.at("mem_predicted"), name), want[static_cast<size_t>(c)]);
+      }
     }
   }
 
