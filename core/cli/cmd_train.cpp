@@ -178,7 +178,7 @@ int run_training(const Config& c, const TrainFlags& flags, const dist::LaunchInf
 // The flags that set how a run computes: refused with --resume (the run keeps its own settings).
 const char* const kSettingFlags[] = {"--config",    "--model",     "--epochs",     "--steps", "--batch",  "--lr",
                                      "--optimizer", "--precision", "--accumulate", "--seed",  "--device", "--out",
-                                     "--overwrite"};
+                                     "--overwrite", "--gpus"};
 
 std::string settable_on_resume() {
   std::string keys;
@@ -196,6 +196,7 @@ Config resume_train_config(const TrainFlags& o, const CLI::App& cmd) {
   const Config base = resume_config(o.resume);
   Config c = base;
   apply_sets(c, o.sets);
+  if (o.ranks != TrainFlags::kUnset) c.set("dist.ranks", std::to_string(o.ranks));  // resharded on resume
   check_resume_overrides(base, c);
   return c;
 }
@@ -225,7 +226,8 @@ Runner add_train_command(CLI::App& app, std::vector<std::string> args) {
                   "Continue the run in DIR from its last checkpoint (it needs run.checkpoint_every > 0), after a "
                   "stop, a crash or kill -9: the run keeps its own config.json, so --config and the other setting "
                   "flags are refused, and --set only takes the keys that do not change the run's numbers: " +
-                      settable_on_resume())
+                      settable_on_resume() +
+                      "; --ranks N and --set dist.* continue it at another number of ranks or strategy (resharded)")
       ->type_name("DIR");
   cmd->add_flag("--overwrite", o->overwrite,
                 "Replace the run record in --out (a finished or interrupted run's; a folder with files a run did not "

@@ -107,6 +107,27 @@ void DataParallel::sum(std::span<double> v) {
   m_wait_s += seconds_since(t0);
 }
 
+std::vector<float> DataParallel::master_state() {
+  std::vector<float> out(static_cast<size_t>(m_flat.numel()));
+  for (size_t i = 0; i < m_flat.size(); ++i)
+    m_be.download(m_flat.parameters()[i]->master, out.data() + m_flat.offset(i), DType::F32);
+  return out;
+}
+
+std::map<std::string, std::vector<float>> DataParallel::optimizer_state(const Optimizer& opt) {
+  return opt.save_state(m_be, m_flat.parameters());
+}
+
+void DataParallel::restore_state(Optimizer& opt, const std::vector<float>& master,
+                                 const std::map<std::string, std::vector<float>>& optim) {
+  for (size_t i = 0; i < m_flat.size(); ++i) {
+    Parameter& p = *m_flat.parameters()[i];
+    m_be.upload(p.master, master.data() + m_flat.offset(i), DType::F32);
+    if (p.value.defined() && !p.value.same_storage(p.master)) m_be.copy(p.master, p.value);
+  }
+  opt.load_state(m_be, m_flat.parameters(), optim);
+}
+
 DistStepMetrics DataParallel::take_metrics(double step_s) {
   DistStepMetrics m;
   m.comm_s = m_comm_s;

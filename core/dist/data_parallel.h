@@ -29,8 +29,10 @@
 //
 // Every rank must make the same calls in the same order (the collectives are matched by order).
 #pragma once
+#include <map>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "config/dist_options.h"
@@ -89,6 +91,17 @@ class DataParallel : public ModelHooks {
   DistStepMetrics take_metrics(double step_s);
 
   void grads_ready(size_t first) override;
+
+  // Checkpoints (train/run_shards.h): the range of the flat layout whose fp32 masters and
+  // optimizer state this rank keeps up to date (DDP: all of it; ZeRO: its shard), those values on
+  // the host (state_range().size() each), and their return into a run that has not stepped yet or
+  // is at a step boundary. restore_state is collective: ZeRO-1/2 gather the masters again.
+  int64_t state_elements() const { return m_flat.numel(); }
+  virtual ShardRange state_range() const { return {0, m_flat.numel()}; }
+  virtual std::vector<float> master_state();
+  virtual std::map<std::string, std::vector<float>> optimizer_state(const Optimizer& opt);
+  virtual void restore_state(Optimizer& opt, const std::vector<float>& master,
+                             const std::map<std::string, std::vector<float>>& optim);
 
  protected:
   DataParallel(DistStrategy s, Communicator& comm, Backend& be, Model& model, double bucket_mb);

@@ -112,6 +112,38 @@ class Zero final : public DataParallel {
     }
   }
 
+  // --- checkpoints: this rank's shard of the masters and of the optimizer state ---------------
+  ShardRange state_range() const override { return m_shard; }
+
+  std::vector<float> master_state() override {
+    std::vector<float> out(static_cast<size_t>(m_shard.size()));
+    if (!out.empty()) m_be.download(master_shard_view(), out.data(), DType::F32);
+    return out;
+  }
+
+  std::map<std::string, std::vector<float>> optimizer_state(const Optimizer& opt) override {
+    return opt.save_state(m_be, m_piece_ptrs);
+  }
+
+  void restore_state(Optimizer& opt, const std::vector<float>& master,
+                     const std::map<std::string, std::vector<float>>& optim) override {
+    if (static_cast<int64_t>(master.size()) != m_shard.size())
+      throw Error("internal: a master shard of " + std::to_string(master.size()) + " values for a shard of " +
+                  std::to_string(m_shard.size()));
+    Tensor mine = master_shard_view();
+    if (m_shard.size() > 0) m_be.upload(mine, master.data(), DType::F32);
+    if (m_stage == 3) {
+      if (m_sixteen && m_shard.size() > 0) m_be.copy(m_master_shard, m_value_shard);
+    } else {  // every rank holds the whole masters (and their compute copy) between steps
+      Tensor full = m_flat.buffer(ParamBuffer::Master);
+      gather_into(element_range(full, m_shard.begin, m_shard.end), full);
+      Tensor value = m_flat.buffer(ParamBuffer::Value);
+      if (!value.same_storage(full)) m_be.copy(full, value);
+    }
+    refresh_pieces();
+    opt.load_state(m_be, m_piece_ptrs, optim);
+  }
+
   // --- ZeRO-3: units gathered just in time --------------------------------------------------
   void before_unit(size_t first, size_t last, bool) override {
     if (m_stage != 3 || m_whole) return;
@@ -172,6 +204,11 @@ class Zero final : public DataParallel {
 
   void drop_grads() {
     for (Parameter* p : m_flat.parameters()) p->grad = Tensor();
+  }
+
+  // The fp32 masters of this rank's shard.
+  Tensor master_shard_view() {
+    return m_stage == 3 ? m_master_shard : m_flat.range(ParamBuffer::Master, m_shard.begin, m_shard.end);
   }
 
   // The compute-format shard a unit is gathered from (fp32: the masters' shard).

@@ -119,6 +119,17 @@ std::vector<RankStepMetrics> DistributedRun::rank_metrics(double step_s, const M
   return out;
 }
 
+dist::DataParallel* DistributedRun::sharded() const {
+  return m_dp && zero_stage(m_options.strategy) > 0 ? m_dp.get() : nullptr;
+}
+
+std::string DistributedRun::root_text(const std::string& text) {
+  if (!active()) return text;
+  std::vector<uint8_t> bytes(text.begin(), text.end());
+  m_groups->world().broadcast_host(bytes, 0);
+  return std::string(bytes.begin(), bytes.end());
+}
+
 void DistributedRun::finish_training() {
   if (m_dp) m_dp->finish_training();
 }

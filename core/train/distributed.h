@@ -12,6 +12,7 @@
 //   sum(stats), keep_going(go)  the step's loss sums and the stop decision, agreed over the ranks
 //   rank_metrics(...)           every rank's times, bytes and memory, for rank 0's record
 //   finish_training()           every rank holds the whole model again
+//   sharded(), root_text(...)   checkpoints: ZeRO's shards, the run folder rank 0 chose
 //
 // With one rank (no launcher, or one rank launched) none of this does anything: the run is the
 // one-rank run, bit for bit. Only rank 0 writes the run record and prints.
@@ -76,6 +77,11 @@ class DistributedRun {
   // Every rank's figures of a step of `step_s` seconds (empty with one rank).
   std::vector<RankStepMetrics> rank_metrics(double step_s, const MemorySnapshot& mem);
   void finish_training();
+  // The data-parallel driver when it shards the masters and optimizer state (ZeRO), else null:
+  // checkpoints then go by shard (train/run_shards.h).
+  dist::DataParallel* sharded() const;
+  // Collective: rank 0's `text` on every rank (`text` itself with one rank).
+  std::string root_text(const std::string& text);
 
  private:
   dist::LaunchInfo m_place;

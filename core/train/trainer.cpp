@@ -196,13 +196,10 @@ void Trainer::setup() {
   s.clip_norm = oo.clip_norm;
 
   s.checkpoint_every = static_cast<long>(m_config.get_int("run.checkpoint_every"));
-  if (s.dist->active() && s.dist->options().strategy != DistStrategy::Ddp &&
-      (s.checkpoint_every > 0 || !m_resume_dir.empty()))
-    throw Error("run.checkpoint_every: checkpoints of a run over several ranks need dist.strategy ddp (ZeRO's "
-                "sharded state is not checkpointed yet)");
   if (m_resume_dir.empty()) {  // a resumed run opens its record once the checkpoint is restored
     std::string dir = m_config.get_string("run.out");
     if (dir.empty()) dir = RunRecord::default_dir("runs", mo.name + "-" + s.precision->name);
+    dir = s.dist->root_text(dir);  // one folder for every rank (a sharded checkpoint's files)
     if (s.dist->is_root()) s.record = std::make_unique<RunRecord>(dir, m_config, m_open_mode);  // rank 0 writes it
     std::lock_guard<std::mutex> lock(m_mutex);
     m_run_dir = dir;
@@ -369,7 +366,7 @@ void Trainer::finish(RunSummary& sum, long steps, double last_loss) {
 
 long Trainer::restore_checkpoint(double& last_loss) {
   State& s = *m_state;
-  const RunParts parts{*s.be, *s.model, *s.opt, *s.scaler, *s.task, *s.compress};
+  const RunParts parts{*s.be, *s.model, *s.opt, *s.scaler, *s.task, *s.compress, s.dist->sharded()};
   const RunProgress p = restore_run_checkpoint(m_resume_dir, m_config, parts);
   s.total_steps = p.total_steps;  // as the run began (train.accumulate may have changed since)
   s.schedule.total_steps = p.total_steps;
@@ -398,7 +395,8 @@ long Trainer::restore_checkpoint(double& last_loss) {
 
 void Trainer::write_checkpoint(long steps, double last_loss) {
   State& s = *m_state;
-  if (s.checkpoint_every <= 0 || steps <= s.checkpoint_step || !s.record) return;  // rank 0 writes it
+  if (s.checkpoint_every <= 0 || steps <= s.checkpoint_step) return;
+  if (!s.record && !s.dist->sharded()) return;  // rank 0 writes it, with each rank's shard when sharded
   RunProgress p;
   p.step = steps;
   p.optimizer_steps = s.optimizer_steps;
@@ -409,7 +407,8 @@ void Trainer::write_checkpoint(long steps, double last_loss) {
   p.train_seconds = s.train_seconds;
   p.wall_s = std::chrono::duration<double>(Clock::now() - s.t_start).count();
   try {
-    write_run_checkpoint(s.record->dir(), p, m_config, {*s.be, *s.model, *s.opt, *s.scaler, *s.task, *s.compress});
+    write_run_checkpoint(run_dir(), p, m_config,
+                         {*s.be, *s.model, *s.opt, *s.scaler, *s.task, *s.compress, s.dist->sharded()});
     s.checkpoint_step = steps;
   } catch (const Error& e) {
     if (m_callbacks.on_notice)
