@@ -62,7 +62,7 @@ QString section_title(const QString& s) {
       {"model", "Model"},        {"data", "Data set"},    {"train", "Training"},    {"optim", "Optimizer"},
       {"schedule", "Learning-rate schedule"}, {"precision", "Precision"}, {"device", "Device"},
       {"run", "Run record"},     {"checkpoint", "Activation checkpointing"}, {"prune", "Pruning"},
-      {"quant", "Quantization"}, {"distill", "Distillation"}};
+      {"quant", "Quantization"}, {"distill", "Distillation"}, {"dist", "Ranks / GPUs (data parallel)"}};
   if (names.contains(s)) return names[s];
   QString t = s;
   t.replace('_', ' ');

@@ -4,12 +4,22 @@
 #include <algorithm>
 #include <new>
 
+#include "rank_launch.h"
+
 #include "util/error.h"
 
 namespace trainlab::app {
 
 void TrainerWorker::post(const TrainerCommand& c, quint64 run) {
   std::lock_guard<std::mutex> lock(m_mutex);
+  if (m_launched) {  // a run over several ranks: only a stop reaches its processes
+    if (c.kind == TrainerCommand::Kind::Stop && run == m_run)
+      m_stop_launched = true;
+    else if (c.kind != TrainerCommand::Kind::Stop)
+      emit notice("a run over several ranks takes no pause or mid-run change: its ranks would have to apply it "
+                  "at the same step");
+    return;
+  }
   if (run == m_run && m_trainer)
     m_trainer->post(c);
   else if (run > m_run)
@@ -40,6 +50,23 @@ void TrainerWorker::run(const QString& config_json, quint64 run, const QString& 
       }
       if (send) emit metrics_ready();
     };
+    if (config.get_int("dist.ranks") > 1) {  // several ranks: processes, through the launcher
+      if (!resume_dir.isEmpty())
+        throw Error("a run over several ranks resumes from the command line: trainlab-cli train --resume DIR");
+      {
+        std::lock_guard<std::mutex> lock(m_mutex);
+        m_run = run;
+        m_launched = true;
+        m_stop_launched = false;
+        for (auto& [for_run, c] : m_early)
+          if (for_run == run && c.kind == TrainerCommand::Kind::Stop) m_stop_launched = true;
+        m_early.clear();
+      }
+      const LaunchedRun r = run_through_launcher(config, cb.on_step, m_stop_launched);
+      m_launched = false;
+      emit finished(r.status, r.message, r.run_dir);
+      return;
+    }
     cb.on_notice = [this](const std::string& s) { emit notice(QString::fromStdString(s)); };
     Trainer trainer(config, cb, resume_dir.toStdString());
     {

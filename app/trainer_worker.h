@@ -2,7 +2,9 @@
 // its step callback appends StepMetrics to a mutex-guarded buffer and sends one queued signal per
 // batch of steps (coalesced), so the GUI thread takes them in bulk and is never flooded. Commands
 // (pause, resume, stop, set key) are thread-safe and go straight to Trainer::post(); each names the
-// run it is for, so one given just as a run ends never reaches the next run.
+// run it is for, so one given just as a run ends never reaches the next run. A config with
+// dist.ranks > 1 runs as processes through the launcher instead (rank_launch.h), followed through
+// its run record.
 //
 // Lifetimes: TrainingSession owns the worker and deletes it only after the thread has ended, and
 // shutdown() stops the run, waits for its record and delivers the worker's last queued signals, so
@@ -12,6 +14,7 @@
 #include <QString>
 #include <QThread>
 #include <QVector>
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <utility>
@@ -46,6 +49,9 @@ class TrainerWorker : public QObject {
   Trainer* m_trainer = nullptr;
   quint64 m_run = 0;  // the run begun last (0: none)
   std::vector<std::pair<quint64, TrainerCommand>> m_early;  // for runs not begun yet
+  // A run over several ranks (dist.ranks > 1) runs as processes through the launcher
+  // (rank_launch.h); a Stop command sets the flag it polls.
+  std::atomic<bool> m_launched{false}, m_stop_launched{false};
   std::vector<StepMetrics> m_pending;
   bool m_signal_sent = false;
 };

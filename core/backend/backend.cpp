@@ -1,6 +1,8 @@
 // The parts of backend.h that belong to no one backend: names of the enums, the device's peak
-// lookup, the datasheet peaks and the base answer of supports(Op, DType).
+// lookup, the datasheet peaks, the base answer of supports(Op, DType) and of the device collectives.
 #include "backend/backend.h"
+
+#include "backend/collectives.h"
 
 namespace trainlab {
 
@@ -88,6 +90,33 @@ bool Backend::supports(Op op, DType t) const {
     case Op::GatherRows: return supports(t);
     default: return false;  // optional: only where the backend's override says so
   }
+}
+
+}  // namespace trainlab
+
+namespace trainlab {
+
+double Backend::sum_squares(std::span<const Tensor* const> tensors) {
+  double sum = 0.0;
+  std::vector<float> host;
+  for (const Tensor* t : tensors) {
+    host.resize(static_cast<size_t>(t->numel()));
+    if (host.empty()) continue;
+    download(*t, host.data(), DType::F32);
+    for (float v : host) sum += static_cast<double>(v) * static_cast<double>(v);
+  }
+  return sum;
+}
+
+// Backends without device collectives (the CPU: its ranks use MPI on host memory, in core/dist).
+std::vector<uint8_t> Backend::new_collectives_id() {
+  throw Error("collectives among devices are not supported on " + info().name +
+              " (a CUDA build with NCCL has them)");
+}
+
+std::unique_ptr<DeviceCollectives> Backend::create_collectives(const std::vector<uint8_t>&, int, int) {
+  throw Error("collectives among devices are not supported on " + info().name +
+              " (a CUDA build with NCCL has them)");
 }
 
 }  // namespace trainlab

@@ -27,6 +27,7 @@ namespace trainlab {
 class TokenDecoder;
 struct DecodeWeights;
 struct DecodeSpec;
+class DeviceCollectives;
 
 enum class Activation : uint8_t { None, ReLU, GELU };
 const char* activation_name(Activation a);
@@ -300,6 +301,20 @@ class Backend {
   virtual void sgd_step(std::span<ParamSlot> params, const SgdHyper& h) = 0;
   // True when every element of every tensor is finite.
   virtual bool all_finite(std::span<const Tensor* const> tensors) = 0;
+  // The sum of the squares of every element of every tensor, accumulated in double (gradient
+  // clipping's norm). The base downloads each tensor as fp32 and sums on the host, which every
+  // backend can; a device reduction may replace it.
+  virtual double sum_squares(std::span<const Tensor* const> tensors);
+
+  // --- collectives among devices (backend/collectives.h; core/dist is the caller) -------------
+  // Whether this backend's devices can form collective groups (the CUDA module built with NCCL).
+  virtual bool supports_collectives() const { return false; }
+  // Opaque bytes that name a new group (NCCL's unique id): one rank makes them and sends them to
+  // the others, which pass them to create_collectives. Default: throws "collectives are not supported".
+  virtual std::vector<uint8_t> new_collectives_id();
+  // This process's member (`rank` of `size`) of the group named by `id`; blocks until every rank
+  // has joined. Default: throws as new_collectives_id.
+  virtual std::unique_ptr<DeviceCollectives> create_collectives(const std::vector<uint8_t>& id, int rank, int size);
 
   // --- step capture --------------------------------------------------------------------------
   // Runs `step`. Backends that can (CUDA graphs) run it eagerly the first time for `key` (so that

@@ -11,8 +11,9 @@ struct DeviceOptions;
 }
 
 // 2: Backend::create_decoder (token decoding). 3: matrix-product modes as arguments,
-// supports(Op, DType), DeviceOptions at creation; create_decoder takes DecodeWeights.
-#define TRAINLAB_CUDA_MODULE_ABI 4
+// supports(Op, DType), DeviceOptions at creation; create_decoder takes DecodeWeights. 5: device
+// collectives (supports_collectives, new_collectives_id, create_collectives: backend/collectives.h).
+#define TRAINLAB_CUDA_MODULE_ABI 5
 
 extern "C" {
 // TRAINLAB_CUDA_MODULE_ABI of the module.

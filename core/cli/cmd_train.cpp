@@ -1,16 +1,23 @@
 #include <signal.h>
 
+#include <unistd.h>
+
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <memory>
+#include <thread>
 #include <string>
 
 #include "cli/commands.h"
 #include "cli/option_ranges.h"
 #include "cli/progress.h"
 #include "config/config.h"
+#include "dist/communicator.h"
+#include "dist/launch.h"
+#include "dist/world.h"
 #include "train/run_checkpoint.h"
 #include "train/trainer.h"
 #include "util/error.h"
@@ -50,7 +57,7 @@ std::string value_text(double v) {
 struct TrainFlags {
   std::string config_file, model, optimizer, precision, device, out;
   std::string resume;  // --resume DIR
-  std::string epochs, steps, batch, accumulate, seed, lr;
+  std::string epochs, steps, batch, accumulate, seed, lr, ranks, gpus;
   std::vector<std::string> sets;
   bool quiet = false;
   bool print_config = false;
@@ -66,13 +73,97 @@ Config build_config(const TrainFlags& o) {
       {"device.name", &o.device},        {"run.out", &o.out}};
   for (const auto& [key, text] : flags)
     if (!text->empty()) c.set(key, *text);
+  if (!o.ranks.empty() && !o.gpus.empty())
+    throw Error("--ranks and --gpus both given: --gpus N is --ranks N with one GPU a rank");
+  if (!o.ranks.empty()) c.set("dist.ranks", o.ranks);
+  if (!o.gpus.empty()) {
+    c.set("dist.ranks", o.gpus);
+    c.set("device.name", "cuda");
+  }
   apply_sets(c, o.sets);
   return c;
 }
+// An error of a run over several ranks: printed (rank 0 alone for one every rank found alike),
+// then the whole job ends, so that no rank waits for this one until its timeout.
+int end_job_after(const std::exception& e, const dist::LaunchInfo& place) {
+  const bool collective = dynamic_cast<const dist::CollectiveError*>(&e) != nullptr;
+  if (place.rank == 0 || !collective)
+    std::fprintf(stderr, "\nerror: %s%s\n", place.rank == 0 ? "" : ("rank " + std::to_string(place.rank) + ": ").c_str(),
+                 e.what());
+  // Rank 0 reports an error every rank found; the others give it time to print before any abort.
+  if (collective && place.rank != 0) std::this_thread::sleep_for(std::chrono::seconds(2));
+  dist::abort_job(1);
+  return 1;
+}
+
+// What rank 0 prints once the run has ended; the exit code of the run.
+int report_summary(const RunSummary& s, double last_scale, bool root) {
+  if (root) {
+    std::fprintf(stderr, "%s: %ld steps, %.2f epochs, train loss %s, test accuracy %s, test loss %s, %.0f samples/s, %.2f s\n",
+                 s.status.c_str(), s.steps, s.epochs, value_text(s.final_train_loss).c_str(),
+                 value_text(s.test_accuracy).c_str(), value_text(s.test_loss).c_str(), s.samples_per_s, s.wall_s);
+    if (s.ranks > 1) std::fprintf(stderr, "%d ranks, dist.strategy %s\n", s.ranks, s.dist_strategy.c_str());
+    if (s.precision == "fp16")
+      std::fprintf(stderr, "fp16 loss scaling: scale %g at the end, %ld skipped steps\n", last_scale, s.skipped_steps);
+    std::fprintf(stderr, "run record: %s\n", s.run_dir.c_str());
+  }
+  if (s.status == "diverged") {
+    if (root) std::fprintf(stderr, "error: %s; the run record keeps every step so far\n", s.message.c_str());
+    return 3;
+  }
+  if (s.status == "failed") {
+    std::fprintf(stderr, "error: %s\n", s.message.c_str());
+    return 1;
+  }
+  if (s.status == "stopped") {
+    std::optional<RunCheckpointInfo> ck;
+    try {
+      if (root) ck = read_run_checkpoint(s.run_dir);
+    } catch (const Error&) {
+    }
+    if (ck)
+      std::fprintf(stderr, "checkpoint at step %ld: continue with trainlab-cli train --resume %s\n", ck->progress.step,
+                   s.run_dir.c_str());
+    return 130;
+  }
+  return 0;
+}
+
+// Trains with `c` (continuing the run in flags.resume when set) and prints the summary (rank 0
+// alone in a run over several ranks).
+int run_training(const Config& c, const TrainFlags& flags, const dist::LaunchInfo& place) {
+  const bool root = place.rank == 0;
+  Progress progress(flags.quiet || !root);
+  TrainerCallbacks cb;
+  double last_scale = 1.0;
+  cb.on_step = [&](const StepMetrics& m) {
+    progress.update(m);
+    last_scale = m.loss_scale;
+  };
+  cb.on_notice = [&](const std::string& s) {
+    if (root) progress.notice(s);
+  };
+  Trainer trainer(c, cb, flags.resume);
+  trainer.set_open_mode(flags.overwrite ? RunOpenMode::Overwrite : RunOpenMode::New);
+  g_active = &trainer;
+  install_stop_handlers();
+  RunSummary s;
+  try {
+    s = trainer.run();
+  } catch (...) {
+    g_active = nullptr;
+    progress.finish();
+    throw;
+  }
+  g_active = nullptr;
+  progress.finish();
+  return report_summary(s, last_scale, root);
+}
+
 // The flags that set how a run computes: refused with --resume (the run keeps its own settings).
 const char* const kSettingFlags[] = {"--config",    "--model",     "--epochs",     "--steps", "--batch",  "--lr",
                                      "--optimizer", "--precision", "--accumulate", "--seed",  "--device", "--out",
-                                     "--overwrite"};
+                                     "--overwrite", "--gpus"};
 
 std::string settable_on_resume() {
   std::string keys;
@@ -90,13 +181,14 @@ Config resume_train_config(const TrainFlags& o, const CLI::App& cmd) {
   const Config base = resume_config(o.resume);
   Config c = base;
   apply_sets(c, o.sets);
+  if (!o.ranks.empty()) c.set("dist.ranks", o.ranks);  // resharded on resume
   check_resume_overrides(base, c);
   return c;
 }
 
 }  // namespace
 
-Runner add_train_command(CLI::App& app) {
+Runner add_train_command(CLI::App& app, std::vector<std::string> args) {
   auto o = std::make_shared<TrainFlags>();
   CLI::App* cmd = app.add_subcommand("train", "Train a model and write a run record (config, metrics, summary, weights)");
   cmd->add_option("--config", o->config_file, "JSON config file (the same files the app saves as presets)");
@@ -112,11 +204,15 @@ Runner add_train_command(CLI::App& app) {
   cmd->add_option("--device", o->device, "cpu, cuda, cuda:N or auto (device.name)");
   cmd->add_option("--set", o->sets, "Any config key: --set key=value (repeatable), e.g. --set data.path=FILE");
   cmd->add_option("--out", o->out, "Run record folder (run.out)");
+  add_key_option(cmd, "--ranks", o->ranks, "dist.ranks",
+                 "Train on N ranks of this machine, started through mpirun (dist.strategy says how)");
+  add_key_option(cmd, "--gpus", o->gpus, "dist.ranks", "Train on N GPUs of this machine, one rank each (--ranks N with device cuda)");
   cmd->add_option("--resume", o->resume,
                   "Continue the run in DIR from its last checkpoint (it needs run.checkpoint_every > 0), after a "
                   "stop, a crash or kill -9: the run keeps its own config.json, so --config and the other setting "
                   "flags are refused, and --set only takes the keys that do not change the run's numbers: " +
-                      settable_on_resume())
+                      settable_on_resume() +
+                      "; --ranks N and --set dist.* continue it at another number of ranks or strategy (resharded)")
       ->type_name("DIR");
   cmd->add_flag("--overwrite", o->overwrite,
                 "Replace the run record in --out (a finished or interrupted run's; a folder with files a run did not "
@@ -129,62 +225,26 @@ Runner add_train_command(CLI::App& app) {
     if (k.key.rfind("device.", 0) == 0 && k.key != "device.name")
       device_keys += "\n  " + k.key + " (" + describe_expected(k) + "; default " + k.default_value.dump() + "): " + k.help;
   cmd->footer(device_keys);
-  return [o, cmd]() -> int {
+  return [o, cmd, args]() -> int {
     if (!cmd->parsed()) return -1;
+    const dist::LaunchInfo place = dist::launch_info();
     const bool resuming = cmd->get_option("--resume")->count() > 0;
     Config c = resuming ? resume_train_config(*o, *cmd) : build_config(*o);
     if (o->print_config) {
       std::printf("%s\n", c.to_json().dump(2).c_str());
       return 0;
     }
-    Progress progress(o->quiet);
-    TrainerCallbacks cb;
-    double last_scale = 1.0;
-    cb.on_step = [&](const StepMetrics& m) {
-      progress.update(m);
-      last_scale = m.loss_scale;
-    };
-    cb.on_notice = [&](const std::string& s) { progress.notice(s); };
-    Trainer trainer(c, cb, o->resume);
-    trainer.set_open_mode(o->overwrite ? RunOpenMode::Overwrite : RunOpenMode::New);
-    g_active = &trainer;
-    install_stop_handlers();
-    RunSummary s;
-    try {
-      s = trainer.run();
-    } catch (...) {
-      g_active = nullptr;
-      progress.finish();
-      throw;
-    }
-    g_active = nullptr;
-    progress.finish();
-    std::fprintf(stderr, "%s: %ld steps, %.2f epochs, train loss %s, test accuracy %s, test loss %s, %.0f samples/s, %.2f s\n",
-                 s.status.c_str(), s.steps, s.epochs, value_text(s.final_train_loss).c_str(),
-                 value_text(s.test_accuracy).c_str(), value_text(s.test_loss).c_str(), s.samples_per_s, s.wall_s);
-    if (s.precision == "fp16")
-      std::fprintf(stderr, "fp16 loss scaling: scale %g at the end, %ld skipped steps\n", last_scale, s.skipped_steps);
-    std::fprintf(stderr, "run record: %s\n", s.run_dir.c_str());
-    if (s.status == "diverged") {
-      std::fprintf(stderr, "error: %s; the run record keeps every step so far\n", s.message.c_str());
-      return 3;
-    }
-    if (s.status == "failed") {
-      std::fprintf(stderr, "error: %s\n", s.message.c_str());
-      return 1;
-    }
-    if (s.status == "stopped") {
-      std::optional<RunCheckpointInfo> ck;
+    const int ranks = static_cast<int>(c.get_int("dist.ranks"));
+    if (!place.launched() && ranks > 1)  // the same command once per rank, through mpirun
+      dist::exec_mpirun(dist::mpirun_argv(ranks, dist::self_executable(), args, geteuid() == 0));
+    if (place.size > 1) {
       try {
-        ck = read_run_checkpoint(s.run_dir);
-      } catch (const Error&) {
+        return run_training(c, *o, place);
+      } catch (const std::exception& e) {
+        return end_job_after(e, place);
       }
-      if (ck)
-        std::fprintf(stderr, "checkpoint at step %ld: continue with trainlab-cli train --resume %s\n",
-                     ck->progress.step, s.run_dir.c_str());
-      return 130;
     }
-    return 0;
+    return run_training(c, *o, place);
   };
 }
 

@@ -16,7 +16,8 @@ using Runner = std::function<int()>;
 // Applies --set key=value options in order (Config::set); throws Error naming an item without '='.
 void apply_sets(Config& config, const std::vector<std::string>& sets);
 
-Runner add_train_command(CLI::App& app);
+// `args`: the command line after the program name (--ranks N runs it again through mpirun).
+Runner add_train_command(CLI::App& app, std::vector<std::string> args);
 Runner add_eval_command(CLI::App& app);
 Runner add_bench_command(CLI::App& app);
 Runner add_generate_command(CLI::App& app);  // char-gpt text generation (issue 4): cmd_generate.cpp

@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
     return "error: " + std::string(e.what()) + "\n(--help after a verb lists its options and their ranges)\n";
   });
   std::vector<trainlab::cli::Runner> runners;
-  runners.push_back(trainlab::cli::add_train_command(app));
+  runners.push_back(trainlab::cli::add_train_command(app, std::vector<std::string>(argv + 1, argv + argc)));
   runners.push_back(trainlab::cli::add_eval_command(app));
   runners.push_back(trainlab::cli::add_bench_command(app));
   runners.push_back(trainlab::cli::add_generate_command(app));

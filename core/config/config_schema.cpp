@@ -93,6 +93,11 @@ void optim_keys(std::vector<ConfigKey>& s) {
                         "Decoupled weight decay: w -= lr * wd * w each step (AdamW), or added to the gradient (SGD)."));
   s.push_back(key_float_open("optim.momentum", 0.9, 0, 1, false, true, "SGD momentum: buf = mu buf + g; w -= lr buf."));
   s.push_back(key_bool("optim.nesterov", false, "SGD with Nesterov momentum: w -= lr (g + mu buf)."));
+  s.push_back(key_float("optim.clip_norm", 0.0, 0, 1e6,
+                        "Gradient clipping: when the L2 norm of the whole gradient (every parameter together, and "
+                        "every rank's share when several ranks train) exceeds this, the gradient is scaled down to "
+                        "it before the update: g *= clip / norm. 0: no clipping. A step whose gradient is not finite "
+                        "is not clipped (fp16 loss scaling skips it)."));
 }
 
 void schedule_keys(std::vector<ConfigKey>& s) {
@@ -243,6 +248,29 @@ void transformer_keys(std::vector<ConfigKey>& s) {
                       "Text data: validation windows (a fixed, seeded set) averaged for the validation loss."));
 }
 
+// Several ranks (issue 17): core/dist, config/dist_options.h. dist.* keys cannot change mid-run:
+// every rank must apply a change at the same step, which a per-process command queue cannot promise.
+void dist_keys(std::vector<ConfigKey>& s) {
+  s.push_back(key_enum("dist.strategy", "ddp", {"ddp", "zero1", "zero2", "zero3"},
+                       "How several ranks (processes, one device each) train one model. ddp: every rank keeps the "
+                       "whole model and optimizer and the ranks sum their gradients (all-reduce). zero1: each rank "
+                       "keeps the optimizer state of its 1/N of the parameters (reduce-scatter of the gradients, "
+                       "update of the shard, all-gather of the parameters); zero2: the gradients too; zero3: the "
+                       "parameters too, gathered layer by layer for the forward and backward. train.batch is the "
+                       "global batch: each rank computes batch/N of it. With one rank, ddp is plain training and a "
+                       "ZeRO stage is an error."));
+  s.push_back(key_float("dist.bucket_mb", 25.0, 0.001, 4096,
+                        "MiB of gradients per bucket: a bucket is reduced over the ranks as soon as the backward pass "
+                        "has written its last gradient, while the backward goes on (as PyTorch DDP's 25 MiB)."));
+  s.push_back(key_int("dist.ranks", 0, 0, 4096,
+                      "Ranks to start on this machine: trainlab-cli train --ranks N starts N processes through "
+                      "mpirun (--gpus N: one GPU each). 0: as many as the launcher (mpirun, srun) started, 1 without "
+                      "one. Under a launcher, a value other than 0 must equal its number of ranks."));
+  s.push_back(key_float("dist.timeout_s", 300.0, 1, 86400,
+                        "Seconds a rank waits for one collective before it ends the whole job with an error naming "
+                        "the collective (a rank that died or hangs never leaves the others waiting for ever)."));
+}
+
 std::vector<ConfigKey> build_schema() {
   std::vector<ConfigKey> s;
   model_keys(s);
@@ -255,6 +283,7 @@ std::vector<ConfigKey> build_schema() {
   run_keys(s);
   transformer_keys(s);
   compress_keys(s);
+  dist_keys(s);
   return s;
 }
 

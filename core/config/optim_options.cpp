@@ -19,6 +19,7 @@ OptimOptions optim_options(const Config& c) {
   o.loss_scale.init = c.get_float("precision.loss_scale.init");
   o.loss_scale.growth_interval = c.get_int("precision.loss_scale.growth_interval");
   o.loss_scale.enabled = c.get_bool("precision.loss_scale.enabled");
+  o.clip_norm = c.get_float("optim.clip_norm");
   return o;
 }
 

@@ -34,6 +34,9 @@ struct OptimOptions {
   OptimizerOptions optimizer;
   ScheduleOptions schedule;
   LossScaleOptions loss_scale;
+  // optim.clip_norm: the gradient's global L2 norm (all parameters together; over every rank's
+  // share in a run over several ranks) is scaled down to at most this before the update; 0: off.
+  double clip_norm = 0.0;
 };
 
 OptimOptions optim_options(const Config& c);

@@ -34,6 +34,8 @@ void Sequential::add(std::unique_ptr<Layer> layer, int index) {
   layer->name = m_prefix + "." + std::to_string(index);
   for (Parameter* p : layer->parameters()) p->name = layer->name + "." + p->name;
   layer->matmul_mode = m_matmul_mode;
+  if (m_first_param.empty()) m_first_param.push_back(0);
+  m_first_param.push_back(m_first_param.back() + layer->parameters().size());
   m_layers.push_back(std::move(layer));
 }
 
@@ -43,13 +45,22 @@ void Sequential::on_matmul_mode() {
 
 Tensor Sequential::forward(Backend& be, const Tensor& x, bool training) {
   Tensor h = x;
-  for (auto& l : m_layers) h = l->forward(be, h, training);
+  for (size_t i = 0; i < m_layers.size(); ++i) {
+    unit_begins(m_first_param[i], m_first_param[i + 1], false);
+    h = m_layers[i]->forward(be, h, training);
+    unit_ends(m_first_param[i], m_first_param[i + 1], false);
+  }
   return h;
 }
 
 void Sequential::backward(Backend& be, Tensor& dlogits, bool accumulate) {
   Tensor g = dlogits;
-  for (size_t i = m_layers.size(); i-- > 0;) g = m_layers[i]->backward(be, g, i > 0, accumulate);
+  for (size_t i = m_layers.size(); i-- > 0;) {
+    unit_begins(m_first_param[i], m_first_param[i + 1], true);
+    g = m_layers[i]->backward(be, g, i > 0, accumulate);
+    unit_ends(m_first_param[i], m_first_param[i + 1], true);
+    grads_ready(m_first_param[i]);
+  }
 }
 
 std::vector<Parameter*> Sequential::parameters() {

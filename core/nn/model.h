@@ -2,6 +2,8 @@
 // the loss gradient w.r.t. those logits and fills every parameter's gradient.
 // Parameters live in flat buffers laid out in parameters() order (flat_params()): each model
 // declares its parameters to a FlatParamsBuilder while its layers are built, then finishes it.
+// While it runs, a model tells the ModelHooks set on it (core/dist's data-parallel driver) which
+// parameters each unit reads and which gradients are final.
 #pragma once
 #include <functional>
 #include <memory>
@@ -14,6 +16,22 @@
 #include "nn/layer.h"
 
 namespace trainlab {
+
+// What a model tells a data-parallel driver (core/dist) while it runs, in positions of
+// parameters() (the flat layout's order). A unit is what reads a group of parameters together (a
+// layer, a transformer block, the embedding, the final norm and head): before_unit and after_unit
+// bracket each of its forward and backward computations (a recomputed forward under activation
+// checkpointing too), so ZeRO-3 can gather those parameters just in time and free them after.
+// grads_ready(first) says that every gradient of parameters [first, size) is final for this
+// backward pass (backward runs from the last parameter to the first), so a bucket of gradients can
+// be reduced while the rest of the backward goes on.
+class ModelHooks {
+ public:
+  virtual ~ModelHooks() = default;
+  virtual void before_unit(size_t first, size_t last, bool backward) {}
+  virtual void after_unit(size_t first, size_t last, bool backward) {}
+  virtual void grads_ready(size_t first) {}
+};
 
 class Model {
  public:
@@ -48,8 +66,23 @@ class Model {
   MatmulMode matmul_mode() const { return m_matmul_mode; }
   int64_t parameter_count();
   Parameter* find_parameter(const std::string& name);
+  // The driver told about units and finished gradients (null: none). Models that do not report
+  // (wrappers) leave hooks unset; a driver then reduces every gradient after the backward.
+  virtual bool reports_units() const { return false; }
+  void set_hooks(ModelHooks* hooks) { m_hooks = hooks; }
+  ModelHooks* hooks() const { return m_hooks; }
 
  protected:
+  void unit_begins(size_t first, size_t last, bool backward) {
+    if (m_hooks) m_hooks->before_unit(first, last, backward);
+  }
+  void unit_ends(size_t first, size_t last, bool backward) {
+    if (m_hooks) m_hooks->after_unit(first, last, backward);
+  }
+  void grads_ready(size_t first) {
+    if (m_hooks) m_hooks->grads_ready(first);
+  }
+  ModelHooks* m_hooks = nullptr;
   // Passes a new matmul mode on to what the model holds (its layers, wrapped models).
   virtual void on_matmul_mode() {}
   DType m_dtype = DType::F32;
@@ -68,11 +101,13 @@ class Sequential : public Model {
   std::vector<Parameter*> parameters() override;
   void release_buffers() override;
   const std::vector<std::unique_ptr<Layer>>& layers() const { return m_layers; }
+  bool reports_units() const override { return true; }  // a unit per layer
 
  protected:
   void on_matmul_mode() override;
   std::string m_prefix;
   std::vector<std::unique_ptr<Layer>> m_layers;
+  std::vector<size_t> m_first_param;  // position of layer i's first parameter (size: layers + 1)
 };
 
 // Multi-layer perceptron: sizes {in, hidden..., out}, the activation after every hidden layer.

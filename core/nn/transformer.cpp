@@ -208,9 +208,15 @@ uint64_t CharGpt::drop_seed(int64_t l, int site) const {
 }
 
 void CharGpt::block_forward(Backend& be, int64_t l, Acts& a, const Tensor& x_in, Tensor* x_out) {
+  unit_begins(block_first(l), block_first(l + 1), false);
+  block_forward_body(be, l, a, x_in, x_out);
+  unit_ends(block_first(l), block_first(l + 1), false);
+}
+
+void CharGpt::block_forward_body(Backend& be, int64_t l, Acts& a, const Tensor& x_in, Tensor* x_out) {
   const Block& p = m_blocks[static_cast<size_t>(l)];
   const int64_t N = m_B * m_T, D = m_cfg.dim, H = m_cfg.heads;
-  const DType dt = m_tok.value.dtype();
+  const DType dt = parameter_storage_dtype(m_dtype);
   const bool sel = m_policy == CheckpointPolicy::Selective;
   a.x_in = x_in;
   Tensor& h1 = buf(be, sel ? m_shared.h1 : a.h1, {N, D}, dt);
@@ -247,7 +253,7 @@ void CharGpt::block_forward(Backend& be, int64_t l, Acts& a, const Tensor& x_in,
 void CharGpt::recompute_selective(Backend& be, int64_t l, Acts& a) {
   const Block& p = m_blocks[static_cast<size_t>(l)];
   const int64_t N = m_B * m_T, D = m_cfg.dim;
-  const DType dt = m_tok.value.dtype();
+  const DType dt = parameter_storage_dtype(m_dtype);
   // Same operations on the same inputs as the forward: bit-identical h1, h2, f (and statistics).
   be.layernorm_forward(a.x_in, p.ln1_w.value, p.ln1_b.value, kLnEps, buf(be, m_shared.h1, {N, D}, dt), a.mean1, a.rstd1);
   be.layernorm_forward(a.x_mid, p.ln2_w.value, p.ln2_b.value, kLnEps, buf(be, m_shared.h2, {N, D}, dt), a.mean2, a.rstd2);
@@ -255,9 +261,16 @@ void CharGpt::recompute_selective(Backend& be, int64_t l, Acts& a) {
 }
 
 void CharGpt::block_backward(Backend& be, int64_t l, Acts& a, Tensor& dx, bool acc) {
+  unit_begins(block_first(l), block_first(l + 1), true);
+  block_backward_body(be, l, a, dx, acc);
+  unit_ends(block_first(l), block_first(l + 1), true);
+  grads_ready(block_first(l));  // block l-1's out bias gradient came with this block's (fused) sums
+}
+
+void CharGpt::block_backward_body(Backend& be, int64_t l, Acts& a, Tensor& dx, bool acc) {
   Block& p = m_blocks[static_cast<size_t>(l)];
   const int64_t N = m_B * m_T, D = m_cfg.dim, H = m_cfg.heads;
-  const DType dt = m_tok.value.dtype();
+  const DType dt = parameter_storage_dtype(m_dtype);
   const bool sel = m_policy == CheckpointPolicy::Selective;
   if (sel) recompute_selective(be, l, a);
   const Tensor& h1 = sel ? m_shared.h1 : a.h1;
@@ -330,11 +343,13 @@ Tensor CharGpt::forward(Backend& be, const Tensor& x, bool training) {
   m_B = x.dim(0);
   m_T = x.dim(1);
   const int64_t N = m_B * m_T, D = m_cfg.dim, L = m_cfg.layers;
-  const DType dt = m_tok.value.dtype();
+  const DType dt = parameter_storage_dtype(m_dtype);
   m_idx = x.reshape({N});
   m_drop = training && m_cfg.dropout > 0.0;
   if (m_drop) ++m_forwards;
+  unit_begins(0, block_first(0), false);
   be.embedding_forward(m_tok.value, m_pos.value, m_idx, m_T, buf(be, m_x0, {N, D}, dt));
+  unit_ends(0, block_first(0), false);
   if (m_drop) be.dropout(m_x0, static_cast<float>(m_cfg.dropout), drop_seed(-1, 0), m_x0);
   Tensor h = m_x0;
   if (m_policy == CheckpointPolicy::EveryK || m_policy == CheckpointPolicy::EveryBlock) {
@@ -360,24 +375,31 @@ Tensor CharGpt::forward(Backend& be, const Tensor& x, bool training) {
     }
   }
   m_x_final = h;
+  const size_t head_first = block_first(L), head_last = head_first + 3;  // ln.weight, ln.bias, head.weight
+  unit_begins(head_first, head_last, false);
   be.layernorm_forward(h, m_ln_w.value, m_ln_b.value, kLnEps, buf(be, m_hf, {N, D}, dt), f32(be, m_meanf, N),
                        f32(be, m_rstdf, N));
   be.linear_forward(m_hf, m_head.value, nullptr, Activation::None, buf(be, m_logits, {N, m_cfg.padded_vocab()}, dt),
                     nullptr, m_matmul_mode);
+  unit_ends(head_first, head_last, false);
   return m_logits;
 }
 
 void CharGpt::backward(Backend& be, Tensor& dlogits, bool acc) {
   if (!m_x_final.defined()) throw Error("char-gpt: backward without a forward");
   const int64_t N = m_B * m_T, D = m_cfg.dim, L = m_cfg.layers;
-  const DType dt = m_tok.value.dtype();
+  const DType dt = parameter_storage_dtype(m_dtype);
   Tensor& dh = buf(be, m_dh, {N, D}, dt);
+  const size_t head_first = block_first(L), head_last = head_first + 3;
+  unit_begins(head_first, head_last, true);
   be.linear_backward(m_hf, m_head.value, dlogits, Activation::None, nullptr, m_head.grad, nullptr, &dh, acc,
                      m_matmul_mode);
   Tensor& dx = buf(be, m_dx, {N, D}, dt);
   Tensor* last_out_b = fused_bias_sums() && L > 0 ? &m_blocks.back().out_b.grad : nullptr;
   be.layernorm_backward(m_x_final, m_ln_w.value, m_meanf, m_rstdf, dh, dx, m_ln_w.grad, m_ln_b.grad, false, acc,
                         last_out_b);
+  unit_ends(head_first, head_last, true);
+  grads_ready(head_first);
   if (m_policy == CheckpointPolicy::EveryK || m_policy == CheckpointPolicy::EveryBlock) {
     const int64_t segs = (L + m_k - 1) / m_k;
     for (int64_t s = segs - 1; s >= 0; --s) {
@@ -397,7 +419,8 @@ void CharGpt::backward(Backend& be, Tensor& dlogits, bool acc) {
     for (int64_t l = L - 1; l >= 0; --l) block_backward(be, l, m_acts[static_cast<size_t>(l)], dx, acc);
   }
   if (m_drop) be.dropout(dx, static_cast<float>(m_cfg.dropout), drop_seed(-1, 0), dx);
-  be.embedding_backward(dx, m_idx, m_T, m_tok.grad, m_pos.grad, acc);
+  be.embedding_backward(dx, m_idx, m_T, m_tok.grad, m_pos.grad, acc);  // reads no parameter
+  grads_ready(0);
 }
 
 void visit_char_gpt(const nlohmann::json& arch, const ParameterVisitor& visit) {

@@ -69,6 +69,8 @@ class CharGpt final : public Model {
   std::vector<Parameter*> parameters() override;
   void release_buffers() override;
   nlohmann::json architecture() const override;
+  // Units (ModelHooks): the embedding (tok, pos), each block, the final norm with the head.
+  bool reports_units() const override { return true; }
   // {"dropout_forwards": training forwards so far} (each draws new dropout masks).
   nlohmann::json random_state() const override;
   void set_random_state(const nlohmann::json& state) override;
@@ -92,6 +94,11 @@ class CharGpt final : public Model {
   // (a recomputed segment's last block, whose output backward never reads).
   void block_forward(Backend& be, int64_t l, Acts& a, const Tensor& x_in, Tensor* x_out);
   void block_backward(Backend& be, int64_t l, Acts& a, Tensor& dx, bool accumulate);
+  // The two above without the unit hooks (Model::unit_begins/unit_ends) around them.
+  void block_forward_body(Backend& be, int64_t l, Acts& a, const Tensor& x_in, Tensor* x_out);
+  void block_backward_body(Backend& be, int64_t l, Acts& a, Tensor& dx, bool accumulate);
+  // Position in parameters() of block l's first parameter (l = layers: the final norm's).
+  static size_t block_first(int64_t l) { return 2 + 12 * static_cast<size_t>(l); }
   void recompute_selective(Backend& be, int64_t l, Acts& a);
   Tensor& buf(Backend& be, Tensor& t, const Shape& s, DType dt);
   Tensor& f32(Backend& be, Tensor& t, int64_t n);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "dist/shard.h"
 #include "plan/transformer_memory.h"
 #include "util/error.h"
 
@@ -15,9 +16,8 @@ int64_t& at(MemoryByCategory& m, MemCategory c) { return m[static_cast<size_t>(c
 int64_t precision_element_bytes(DType compute) { return compute == DType::F32 ? 4 : 2; }
 
 std::pair<int64_t, int64_t> zero_shard_range(int64_t n, int64_t ranks, int64_t rank) {
-  const int64_t shard = (n + ranks - 1) / ranks;
-  const int64_t begin = std::min(n, rank * shard);
-  return {begin, std::min(n, begin + shard)};
+  const dist::ShardRange s = dist::shard_range(n, ranks, rank);  // the split ZeRO runs with
+  return {s.begin, s.end};
 }
 
 MemoryByCategory predict_rank_memory(const TrainingMemoryInputs& in, const ZeroSharding& z) {

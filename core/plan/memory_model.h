@@ -52,7 +52,8 @@ struct ZeroSharding {
 };
 
 // Rank `rank`'s shard [begin, end) of n elements split over `ranks`: ceil(n / ranks) elements
-// each, in rank order, the last ones shorter (or empty). Rank 0's shard is the largest.
+// each, in rank order, the last ones shorter (or empty). Rank 0's shard is the largest. This is
+// dist::shard_range (dist/shard.h), the split ZeRO itself runs with.
 std::pair<int64_t, int64_t> zero_shard_range(int64_t n, int64_t ranks, int64_t rank);
 
 // The per-rank prediction of a ZeRO run (issue 17 calls this for its ledger tests and its

@@ -90,6 +90,27 @@ std::vector<KernelTime> kernels_from_json(const Json& j) {
 
 }  // namespace
 
+Json RankStepMetrics::to_json() const {
+  return {{"rank", rank},       {"step_ms", step_ms},       {"compute_ms", compute_ms}, {"comm_ms", comm_ms},
+          {"wait_ms", wait_ms}, {"bytes_sent", bytes_sent}, {"mem", mem_current.to_json()},
+          {"mem_peak", mem_peak.to_json()}, {"mem_predicted", mem_predicted.to_json()}};
+}
+
+RankStepMetrics RankStepMetrics::from_json(const Json& j) {
+  if (!j.is_object()) throw Error("field 'ranks': expected an array of objects");
+  RankStepMetrics r;
+  r.rank = static_cast<int>(whole_field(j, "rank", 0));
+  r.step_ms = number_field(j, "step_ms", 0.0);
+  r.compute_ms = number_field(j, "compute_ms", 0.0);
+  r.comm_ms = number_field(j, "comm_ms", 0.0);
+  r.wait_ms = number_field(j, "wait_ms", 0.0);
+  r.bytes_sent = whole_field(j, "bytes_sent", 0);
+  r.mem_current = mem_from_json(j, "mem");
+  r.mem_peak = mem_from_json(j, "mem_peak");
+  r.mem_predicted = mem_from_json(j, "mem_predicted");
+  return r;
+}
+
 Json StepMetrics::to_json() const {
   Json j = {{"step", step},
             {"epoch", epoch},
@@ -116,11 +137,17 @@ Json StepMetrics::to_json() const {
   if (val_accuracy) j["val_accuracy"] = *val_accuracy;
   if (sparsity) j["sparsity"] = *sparsity;
   if (bits_per_weight) j["bits_per_weight"] = *bits_per_weight;
+  if (grad_norm) j["grad_norm"] = *grad_norm;
   if (!event.empty()) j["event"] = event;
   if (!kernel_times.empty()) {
     Json k = Json::array();
     for (const auto& t : kernel_times) k.push_back({{"name", t.name}, {"ms", t.ms}, {"calls", t.calls}});
     j["kernels"] = k;
+  }
+  if (!ranks.empty()) {
+    Json r = Json::array();
+    for (const auto& x : ranks) r.push_back(x.to_json());
+    j["ranks"] = r;
   }
   return j;
 }
@@ -155,8 +182,13 @@ StepMetrics StepMetrics::from_json(const Json& j) {
   m.val_accuracy = optional_field(j, "val_accuracy");
   m.sparsity = optional_field(j, "sparsity");
   m.bits_per_weight = optional_field(j, "bits_per_weight");
+  m.grad_norm = optional_field(j, "grad_norm");
   m.event = text_field(j, "event");
   m.kernel_times = kernels_from_json(j);
+  if (const auto it = j.find("ranks"); it != j.end() && !it->is_null()) {
+    if (!it->is_array()) throw Error("field 'ranks': expected an array of per-rank metrics");
+    for (const auto& r : *it) m.ranks.push_back(RankStepMetrics::from_json(r));
+  }
   return m;
 }
 
@@ -171,6 +203,10 @@ Json RunSummary::to_json() const {
             {"peak_bytes", peak_bytes.to_json()},
             {"device", device},   {"precision", precision}};
   if (!message.empty()) j["message"] = message;
+  if (ranks > 1) {
+    j["ranks"] = ranks;
+    j["dist_strategy"] = dist_strategy;
+  }
   return j;
 }
 

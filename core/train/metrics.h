@@ -18,6 +18,20 @@ struct MemoryBytes {
   Json to_json() const;
 };
 
+// One rank's figures of a step of a run over several ranks (core/dist): host-clock seconds split
+// into compute, exposed communication (waits for gradient and parameter collectives after the
+// work that overlaps them) and waiting (the per-step host collectives, where ranks wait for the
+// slowest), the bytes it sent (ring model, dist/communicator.h), and its own memory ledger.
+struct RankStepMetrics {
+  int rank = 0;
+  double step_ms = 0.0, compute_ms = 0.0, comm_ms = 0.0, wait_ms = 0.0;
+  int64_t bytes_sent = 0;
+  MemoryBytes mem_current, mem_peak;
+  MemoryBytes mem_predicted;  // plan/memory_model.h's predict_rank_memory for this rank
+  Json to_json() const;
+  static RankStepMetrics from_json(const Json& j);
+};
+
 struct StepMetrics {
   long step = 0;         // optimizer step, from 1
   long total_steps = 0;
@@ -43,8 +57,10 @@ struct StepMetrics {
   // bits_per_weight = the QAT bits of the quantized weights (their mean when layers differ),
   // else the bits of the compute format that stores the weights (32, 16).
   std::optional<double> sparsity, bits_per_weight;
+  std::optional<double> grad_norm;  // with optim.clip_norm: the gradient's global L2 norm before clipping
   std::string event;      // marker label when a setting changed at this step
   std::vector<KernelTime> kernel_times;
+  std::vector<RankStepMetrics> ranks;  // runs over several ranks: every rank's, in rank order
   Json to_json() const;
   // The inverse of to_json, for lines read back from metrics.jsonl. A missing field takes its
   // default and null a number's "no value" (NaN); a line without a whole-number "step", or with a
@@ -68,6 +84,8 @@ struct RunSummary {
   long skipped_steps = 0;
   MemoryBytes peak_bytes;
   std::string device, precision, run_dir;
+  int ranks = 1;             // ranks that trained (core/dist); the figures above are rank 0's
+  std::string dist_strategy; // dist.strategy when ranks > 1
   Json to_json() const;
 };
 

@@ -161,10 +161,13 @@ Json progress_json(const RunProgress& p) {
           {"wall_s", p.wall_s}};
 }
 
+// How a run spreads over ranks (resharded on resume).
+bool is_dist_key(const std::string& key) { return key.rfind("dist.", 0) == 0; }
+
 // Keys in which a checkpoint's config may differ from the run's config.json: the ones a run may
 // change while it trains, and the ones a resume may set.
 bool may_differ_from_start(const std::string& key) {
-  if (key.rfind("run.", 0) == 0) return true;
+  if (key.rfind("run.", 0) == 0 || is_dist_key(key)) return true;
   const ConfigKey* k = find_config_key(key);
   if (k && k->mid_run) return true;
   for (const auto& s : resume_settable_keys())
@@ -173,7 +176,7 @@ bool may_differ_from_start(const std::string& key) {
 }
 
 bool may_differ_on_resume(const std::string& key) {
-  if (key == "run.out") return true;
+  if (key == "run.out" || is_dist_key(key)) return true;
   for (const auto& s : resume_settable_keys())
     if (s == key) return true;
   return false;
@@ -256,6 +259,7 @@ RunCheckpointInfo parse_run_checkpoint(std::string_view bytes, const std::string
   c.tensors_file = file.get<std::string>();
   c.tensors_bytes = static_cast<uint64_t>(int_field(t, "bytes", 8, 1L << 50, t_where));
   c.tensors_crc32 = static_cast<uint32_t>(int_field(t, "crc32", 0, 0xFFFFFFFFL, t_where));
+  if (const auto sh = j.find("shards"); sh != j.end()) c.shards = parse_shard_layout(*sh, origin + ": shards");
   return c;
 }
 
@@ -275,8 +279,9 @@ void write_run_checkpoint(const std::string& dir, const RunProgress& progress, c
                           const RunParts& parts) {
   std::vector<Parameter*> params = parts.model.parameters();
   const FlatParams flat(params);
+  const bool root = !parts.sharded || parts.sharded->comm().rank() == 0;
   SafeTensorsFile f;
-  {
+  if (!parts.sharded) {
     SafeTensor master;
     master.name = "master";
     master.dtype = "F32";
@@ -286,14 +291,19 @@ void write_run_checkpoint(const std::string& dir, const RunProgress& progress, c
       parts.be.download(params[i]->master, master.bytes.data() + flat.offset(i) * sizeof(float), DType::F32);
     f.tensors.push_back(std::move(master));
   }
-  for (const auto& [name, values] : parts.opt.save_state(parts.be, params))
-    f.tensors.push_back(f32_tensor("optim/" + name, values));
+  if (!parts.sharded)
+    for (const auto& [name, values] : parts.opt.save_state(parts.be, params))
+      f.tensors.push_back(f32_tensor("optim/" + name, values));
   for (const auto& [name, values] : parts.compress.state_tensors()) f.tensors.push_back(f32_tensor(name, values));
   f.metadata["format"] = kFormat;
 
   // metrics.jsonl reaches the disk first, so that it never ends before the checkpoint's step.
   std::error_code exists_ec;
-  if (fs::exists(dir + "/metrics.jsonl", exists_ec)) sync_path(dir + "/metrics.jsonl", false);
+  if (root && fs::exists(dir + "/metrics.jsonl", exists_ec)) sync_path(dir + "/metrics.jsonl", false);
+  // Every rank's shard is on disk before checkpoint.json names it (run_shards.h).
+  std::optional<ShardLayout> shards;
+  if (parts.sharded) shards = write_state_shards(dir, progress.step, *parts.sharded, parts.opt);
+  if (!root) return;
   const std::string name = tensors_name(progress.step);
   const std::string tensors_path = dir + "/" + name;
   write_safetensors(tensors_path, f);
@@ -310,6 +320,7 @@ void write_run_checkpoint(const std::string& dir, const RunProgress& progress, c
   j["model_random"] = parts.model.random_state();
   j["config"] = config.to_json();
   j["tensors"] = {{"file", name}, {"bytes", bytes}, {"crc32", crc}};
+  if (shards) j["shards"] = shard_layout_json(*shards);
 
   const std::string path = dir + "/checkpoint.json", tmp = path + ".part";
   {
@@ -328,7 +339,10 @@ void write_run_checkpoint(const std::string& dir, const RunProgress& progress, c
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string n = it->path().filename().string();
     const bool part = n.rfind("checkpoint-", 0) == 0 && n.size() > 5 && n.compare(n.size() - 5, 5, ".part") == 0;
-    if (n != name && (is_tensors_name(n) || part)) old.push_back(it->path());
+    bool current = n == name;
+    if (shards)
+      for (const ShardFile& s : shards->files) current = current || n == s.file;
+    if (!current && (is_tensors_name(n) || is_shard_file_name(n) || part)) old.push_back(it->path());
   }
   for (const fs::path& p : old) fs::remove(p, ec);
 }
@@ -355,9 +369,9 @@ RunProgress restore_run_checkpoint(const std::string& dir, const Config& config,
   std::vector<float> master;
   std::map<std::string, std::vector<float>> optim, compress;
   for (const SafeTensor& t : f.tensors) {
-    if (t.name == "master") {
+    if (t.name == "master" && !info->shards) {
       master = f32_values(t, flat.numel(), path);
-    } else if (t.name.rfind("optim/", 0) == 0) {
+    } else if (t.name.rfind("optim/", 0) == 0 && !info->shards) {
       optim[t.name.substr(6)] = f32_values(t, flat.numel(), path);
     } else if (t.name.rfind("mask/", 0) == 0 || t.name.rfind("rewind/", 0) == 0) {
       const Parameter* p = parts.model.find_parameter(t.name.substr(t.name.find('/') + 1));
@@ -367,17 +381,38 @@ RunProgress restore_run_checkpoint(const std::string& dir, const Config& config,
       throw Error(path + ": tensor '" + t.name + "' is not part of a run checkpoint");
     }
   }
-  if (master.empty() && flat.numel() > 0) throw Error(path + ": tensor 'master' (the weights) is missing");
+  if (!info->shards && master.empty() && flat.numel() > 0)
+    throw Error(path + ": tensor 'master' (the weights) is missing");
+  // The range of the masters and optimizer state this rank keeps: its ZeRO shard, else all.
+  const dist::ShardRange range = parts.sharded ? parts.sharded->state_range() : dist::ShardRange{0, flat.numel()};
+  if (info->shards) {
+    if (info->shards->elements != flat.numel())
+      throw Error(origin + ": shards: field 'elements' is " + std::to_string(info->shards->elements) +
+                  "; the model has " + std::to_string(flat.numel()) + " parameters");
+    StateSlice slice = read_state_slice(dir, *info->shards, range);
+    master = std::move(slice.master);
+    optim = std::move(slice.optim);
+  } else if (parts.sharded) {  // a whole checkpoint: this rank's range of it
+    const auto cut = [&](std::vector<float>& v) {
+      v = std::vector<float>(v.begin() + range.begin, v.begin() + range.end);
+    };
+    cut(master);
+    for (auto& [name, values] : optim) cut(values);
+  }
 
   try {
     // Masks first (installing one zeroes pruned masters), then the masters as saved, then the
     // compute copies rounded from them, as every optimizer step leaves them.
     parts.compress.restore_state(compress);
-    for (size_t i = 0; i < params.size(); ++i)
-      parts.be.upload(params[i]->master, master.data() + flat.offset(i), DType::F32);
-    for (Parameter* p : params)
-      if (p->value.defined() && !p->value.same_storage(p->master)) parts.be.copy(p->master, p->value);
-    parts.opt.load_state(parts.be, params, optim);
+    if (parts.sharded) {
+      parts.sharded->restore_state(parts.opt, master, optim);
+    } else {
+      for (size_t i = 0; i < params.size(); ++i)
+        parts.be.upload(params[i]->master, master.data() + flat.offset(i), DType::F32);
+      for (Parameter* p : params)
+        if (p->value.defined() && !p->value.same_storage(p->master)) parts.be.copy(p->master, p->value);
+      parts.opt.load_state(parts.be, params, optim);
+    }
     parts.scaler.restore(info->loss_scaler);
     parts.task.restore_data_state(info->data);
     parts.model.set_random_state(info->model_random);

@@ -15,6 +15,11 @@
 // Compute copies are not saved: they are the masters rounded to the compute format (fake-quantized
 // with QAT), recomputed on restore. Gradients are not state: every step overwrites them.
 //
+// A run whose masters and optimizer state are sharded over its ranks (ZeRO) keeps them out of the
+// tensors file: each rank writes its shard, and checkpoint.json's "shards" describes the layout
+// (train/run_shards.h). Any checkpoint, sharded or whole, resumes at any number of ranks and with
+// any dist.strategy: each rank takes the part of the state its new layout keeps.
+//
 // Writing is atomic: the tensors file is written under its own name and fsync'd; checkpoint.json
 // is written to a temporary file, fsync'd and renamed over the old one (the folder is fsync'd
 // after each rename); only then is the previous tensors file removed. Whenever the process dies,
@@ -31,6 +36,7 @@
 #include "nn/model.h"
 #include "optim/loss_scaler.h"
 #include "optim/optimizer.h"
+#include "train/run_shards.h"
 #include "train/task.h"
 
 namespace trainlab {
@@ -55,6 +61,7 @@ struct RunCheckpointInfo {
   std::string tensors_file;  // "checkpoint-<step>.safetensors", a name inside the run folder
   uint64_t tensors_bytes = 0;
   uint32_t tensors_crc32 = 0;
+  std::optional<ShardLayout> shards;  // a sharded run's masters and optimizer state (run_shards.h)
 };
 
 // What a run holds that a checkpoint saves and restores (the trainer's objects).
@@ -65,6 +72,10 @@ struct RunParts {
   LossScaler& scaler;
   Task& task;
   Compression& compress;
+  // A run over several ranks whose masters and optimizer state are sharded (ZeRO): every rank
+  // calls write_run_checkpoint and restore_run_checkpoint, and saves and restores its own range
+  // through this; rank 0 writes the rest. Null otherwise (one rank, or DDP: rank 0 alone writes).
+  dist::DataParallel* sharded = nullptr;
 };
 
 // Writes a checkpoint of the run in `dir` after progress.step steps (see the top of this file).
@@ -91,7 +102,9 @@ RunProgress restore_run_checkpoint(const std::string& dir, const Config& config,
 // config differs from config.json in a key that cannot change during a run.
 Config resume_config(const std::string& dir);
 // The keys that may be changed (--set) when a run is resumed: they do not change its numbers
-// (run.checkpoint_every, run.name, run.save_weights, device.kernel_timing).
+// (run.checkpoint_every, run.name, run.save_weights, device.kernel_timing). The dist.* keys may
+// change too (a run resumed at another number of ranks or strategy reshards its state): its
+// losses then agree with the uninterrupted run's within 1e-6 (the sums over ranks in another order).
 const std::vector<std::string>& resume_settable_keys();
 // Throws Error naming the first key in which `changed` differs from `base` that is not one of
 // resume_settable_keys().

@@ -15,6 +15,7 @@
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
 #include "plan/memory_model.h"
+#include "train/distributed.h"
 #include "train/precision.h"
 #include "train/run_checkpoint.h"
 #include "train/run_record.h"
@@ -30,6 +31,7 @@ using Clock = std::chrono::steady_clock;
 // backend last, after every tensor of the task, model, optimizer and step.
 struct Trainer::State {
   std::unique_ptr<Backend> be;
+  std::unique_ptr<DistributedRun> dist;  // several ranks (core/dist); inert with one
   std::unique_ptr<Task> task;  // data, sample indices, epochs, evaluation (train/task.h)
   std::unique_ptr<Model> model;
   std::unique_ptr<Optimizer> opt;
@@ -39,6 +41,7 @@ struct Trainer::State {
   std::unique_ptr<LossScaler> scaler;
   std::unique_ptr<Compression> compress;  // QAT, pruning, distillation (compress/compression.h)
   const PrecisionPolicy* precision = nullptr;
+  double clip_norm = 0.0;  // optim.clip_norm (0: off)
   int64_t batch = 0;
   int accumulate = 1;
   long total_steps = 0, steps_per_epoch = 1, eval_every = 0;
@@ -122,6 +125,8 @@ void Trainer::apply_setting(const std::string& key, const Json& value, std::stri
   const ConfigKey* k = find_config_key(key);
   if (!k) throw Error("unknown key '" + key + "'");
   if (!k->mid_run) throw Error("'" + key + "' cannot change while a run trains");
+  // Every rank would have to apply it at the same step; commands reach one process.
+  if (m_state->dist->active()) throw Error("'" + key + "' cannot change while a run over several ranks trains");
   const Json old = m_config.at(key);
   m_config.set_json(key, value, "mid-run change");
   const Json now = m_config.at(key);
@@ -152,13 +157,15 @@ void Trainer::apply_setting(const std::string& key, const Json& value, std::stri
 void Trainer::setup() {
   State& s = *m_state;
   std::string notice;
-  s.be = create_backend(m_config.get_string("device.name"), device_options(m_config), &notice);
+  s.dist = std::make_unique<DistributedRun>(m_config);
+  s.be = create_backend(s.dist->device(m_config.get_string("device.name")), device_options(m_config), &notice);
   if (!notice.empty() && m_callbacks.on_notice) m_callbacks.on_notice(notice);
   s.be->set_capture_enabled(m_config.get_bool("device.cuda_graph"));
   s.kernel_timing = m_config.get_bool("device.kernel_timing");
   s.be->set_kernel_timing(s.kernel_timing);
   const TrainOptions t = train_options(m_config);
   const ModelOptions mo = model_options(m_config);
+  s.dist->connect(*s.be, m_config, t.batch);
   s.task = make_task(mo, data_options(m_config), t, checkpoint_options(m_config));
   s.batch = t.batch;
   s.accumulate = t.accumulate;
@@ -173,7 +180,9 @@ void Trainer::setup() {
   s.model->set_matmul_mode(s.precision->matmul);  // a distillation teacher computes in the run's mode too
   const OptimOptions oo = optim_options(m_config);
   s.opt = make_optimizer(oo.optimizer);
-  s.step = s.task->make_step(*s.be, *s.model, *s.opt, s.batch, s.accumulate);
+  s.step = s.task->make_step(*s.be, *s.model, *s.opt, s.dist->local_batch(s.batch), s.accumulate);
+  const CompressOptions co = compress_options(m_config);
+  s.dist->attach(*s.be, *s.model, *s.step, co.quant.qat() || co.prune.method != "none" || !co.distill.teacher.empty());
 
   const int64_t units_per_step = s.batch * s.task->units_per_sample() * s.accumulate;
   s.steps_per_epoch = std::max(1L, static_cast<long>(s.task->train_units() / units_per_step));
@@ -184,12 +193,14 @@ void Trainer::setup() {
 
   s.schedule = make_lr_schedule(oo.schedule, oo.optimizer.lr, s.total_steps);
   s.scaler = make_scaler(*s.precision, oo.loss_scale);
+  s.clip_norm = oo.clip_norm;
 
   s.checkpoint_every = static_cast<long>(m_config.get_int("run.checkpoint_every"));
   if (m_resume_dir.empty()) {  // a resumed run opens its record once the checkpoint is restored
     std::string dir = m_config.get_string("run.out");
     if (dir.empty()) dir = RunRecord::default_dir("runs", mo.name + "-" + s.precision->name);
-    s.record = std::make_unique<RunRecord>(dir, m_config, m_open_mode);
+    dir = s.dist->root_text(dir);  // one folder for every rank (a sharded checkpoint's files)
+    if (s.dist->is_root()) s.record = std::make_unique<RunRecord>(dir, m_config, m_open_mode);  // rank 0 writes it
     std::lock_guard<std::mutex> lock(m_mutex);
     m_run_dir = dir;
   }
@@ -237,21 +248,27 @@ StepMetrics Trainer::train_step(long step, std::string event) {
   sc.step = static_cast<float>(s.optimizer_steps + 1);
   s.be->set_step_scalars(sc);
   if (const std::string e = s.compress->before_step(step); !e.empty()) event += (event.empty() ? "" : "; ") + e;
-  s.step->set_indices(s.idx);
+  s.step->set_indices(s.dist->local_indices(s.idx, s.accumulate));
   bool applied = true;
-  if (s.scaler->enabled()) {
+  std::optional<double> grad_norm;  // with clipping: the gradient's global norm before it
+  if (s.dist->active()) {
+    applied = s.dist->step(*s.be, *s.step, *s.opt, *s.scaler, s.accumulate, s.clip_norm, sc, grad_norm);
+  } else if (s.scaler->enabled() || s.clip_norm > 0) {
     s.be->run_step("forward_backward", [&] { s.step->forward_backward(); });
     std::vector<const Tensor*> grads;
     for (Parameter* p : s.step->params()) grads.push_back(&p->grad);
-    applied = s.scaler->update(s.be->all_finite(grads));
+    if (s.scaler->enabled()) applied = s.scaler->update(s.be->all_finite(grads));
+    if (applied && s.clip_norm > 0) grad_norm = clip_gradient(*s.be, sc, s.be->sum_squares(grads), s.clip_norm);
     if (applied) s.opt->step(*s.be, s.step->params());
   } else {
     s.be->run_step("train_step", [&] { s.step->full_step(); });
   }
   if (applied) ++s.optimizer_steps;
   s.compress->after_step();
-  float st[2];
-  s.be->download(s.step->stats(), st, DType::F32);
+  float st32[2];
+  s.be->download(s.step->stats(), st32, DType::F32);
+  double st[2] = {st32[0], st32[1]};
+  s.dist->sum(st);  // the ranks' loss and accuracy sums
   const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
   s.samples_done += static_cast<double>(units);
   s.train_seconds += dt;
@@ -266,6 +283,7 @@ StepMetrics Trainer::train_step(long step, std::string event) {
   m.lr = lr;
   m.loss_scale = s.scaler->scale();
   m.skipped = !applied;
+  m.grad_norm = grad_norm;
   m.skipped_steps = s.scaler->skipped();
   m.step_ms = dt * 1e3;
   m.samples_per_s = static_cast<double>(units) / dt;  // text: tokens per second
@@ -274,6 +292,7 @@ StepMetrics Trainer::train_step(long step, std::string event) {
   const MemorySnapshot snap = s.be->ledger().snapshot();
   m.mem_current = to_bytes(snap.current);
   m.mem_peak = to_bytes(snap.peak);
+  m.ranks = s.dist->rank_metrics(dt, snap);
   TrainingMemoryInputs mi;
   mi.params = s.params;
   mi.element_bytes = s.precision->element_bytes();
@@ -286,12 +305,15 @@ StepMetrics Trainer::train_step(long step, std::string event) {
   const bool fp8_units = info.kind == DeviceKind::Cuda &&
                          std::find(info.formats.begin(), info.formats.end(), DType::F8E4M3) != info.formats.end();
   if (fp8 && fp8_units) mi.device_copies = fp8_copy_bytes(s.task->linear_shapes(s.batch));
-  m.mem_predicted = to_bytes(predict_training_memory(mi));
+  // Each rank's shard (ZeRO, plan/memory_model.h); with one rank or DDP the whole model.
+  const int stage = s.dist->active() ? zero_stage(s.dist->options().strategy) : 0;
+  m.mem_predicted = to_bytes(predict_rank_memory(mi, {stage, s.dist->ranks(), s.dist->rank()}));
+  for (RankStepMetrics& r : m.ranks) r.mem_predicted = to_bytes(predict_rank_memory(mi, {stage, s.dist->ranks(), r.rank}));
   m.device_used_bytes = info.used_bytes;
   m.device_total_bytes = info.total_bytes;
   m.runtime_context_bytes = info.runtime_context_bytes;
-  if (const double peak = info.peak_for(s.precision->compute, s.precision->matmul); peak > 0)
-    m.mfu = s.flops_per_sample * m.samples_per_s / (peak * 1e12);
+  if (const double peak = info.peak_for(s.precision->compute, s.precision->matmul); peak > 0)  // of all the ranks' devices
+    m.mfu = s.flops_per_sample * m.samples_per_s / (peak * 1e12 * s.dist->ranks());
   if (s.kernel_timing) {
     m.kernel_times = s.be->kernel_times();
     s.be->reset_kernel_times();
@@ -303,7 +325,7 @@ StepMetrics Trainer::train_step(long step, std::string event) {
   const bool last = step + 1 == s.total_steps;
   if (last || (s.eval_every > 0 ? (step + 1) % s.eval_every == 0 : s.task->end_of_epoch(need))) {
     double vl = 0, va = 0;
-    s.task->evaluate(*s.be, *s.step, s.batch, vl, va);
+    s.task->evaluate(*s.be, *s.step, s.step->batch(), vl, va);
     m.val_loss = vl;
     m.val_accuracy = va;
   }
@@ -319,18 +341,22 @@ void Trainer::fill_summary(RunSummary& sum, long steps, double last_loss) {
   sum.skipped_steps = s.scaler->skipped();
   sum.precision = s.precision->name;
   sum.peak_bytes = to_bytes(s.be->ledger().snapshot().peak);
+  sum.ranks = s.dist->ranks();
+  if (sum.ranks > 1) sum.dist_strategy = dist_strategy_name(s.dist->options().strategy);
   sum.wall_s = std::chrono::duration<double>(Clock::now() - s.t_start).count();
 }
 
 void Trainer::finish(RunSummary& sum, long steps, double last_loss) {
   State& s = *m_state;
   fill_summary(sum, steps, last_loss);
+  s.dist->finish_training();  // ZeRO: every rank holds the whole model again
   if (sum.status != "diverged") {  // a diverged run has no test metrics: null in summary.json, not 0
     double vl = 0, va = 0;
-    s.task->evaluate(*s.be, *s.step, s.batch, vl, va);
+    s.task->evaluate(*s.be, *s.step, s.step->batch(), vl, va);
     sum.test_loss = vl;
     sum.test_accuracy = va;
   }
+  if (!s.record) return;  // ranks other than 0 write nothing
   if (m_config.get_bool("run.save_weights") && sum.status != "diverged")
     save_model_weights(*s.be, *s.model, m_config, s.record->weights_path());
   sum.wall_s = std::chrono::duration<double>(Clock::now() - s.t_start).count();
@@ -340,7 +366,7 @@ void Trainer::finish(RunSummary& sum, long steps, double last_loss) {
 
 long Trainer::restore_checkpoint(double& last_loss) {
   State& s = *m_state;
-  const RunParts parts{*s.be, *s.model, *s.opt, *s.scaler, *s.task, *s.compress};
+  const RunParts parts{*s.be, *s.model, *s.opt, *s.scaler, *s.task, *s.compress, s.dist->sharded()};
   const RunProgress p = restore_run_checkpoint(m_resume_dir, m_config, parts);
   s.total_steps = p.total_steps;  // as the run began (train.accumulate may have changed since)
   s.schedule.total_steps = p.total_steps;
@@ -351,7 +377,7 @@ long Trainer::restore_checkpoint(double& last_loss) {
   s.t_start = Clock::now() - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(p.wall_s));
   s.checkpoint_step = p.step;
   last_loss = p.last_loss;
-  s.record = std::make_unique<RunRecord>(m_resume_dir, RunRecord::ResumeAt{p.step});
+  if (s.dist->is_root()) s.record = std::make_unique<RunRecord>(m_resume_dir, RunRecord::ResumeAt{p.step});
   {
     std::lock_guard<std::mutex> lock(m_mutex);
     m_run_dir = m_resume_dir;
@@ -360,7 +386,7 @@ long Trainer::restore_checkpoint(double& last_loss) {
   if (m_callbacks.on_notice) {
     std::string n =
         "resuming " + m_resume_dir + " at step " + std::to_string(p.step) + " of " + std::to_string(p.total_steps);
-    if (s.record->resumed_metrics_step() < p.step)
+    if (s.record && s.record->resumed_metrics_step() < p.step)
       n += " (metrics.jsonl had lost the lines after step " + std::to_string(s.record->resumed_metrics_step()) + ")";
     m_callbacks.on_notice(n);
   }
@@ -370,6 +396,7 @@ long Trainer::restore_checkpoint(double& last_loss) {
 void Trainer::write_checkpoint(long steps, double last_loss) {
   State& s = *m_state;
   if (s.checkpoint_every <= 0 || steps <= s.checkpoint_step) return;
+  if (!s.record && !s.dist->sharded()) return;  // rank 0 writes it, with each rank's shard when sharded
   RunProgress p;
   p.step = steps;
   p.optimizer_steps = s.optimizer_steps;
@@ -380,7 +407,8 @@ void Trainer::write_checkpoint(long steps, double last_loss) {
   p.train_seconds = s.train_seconds;
   p.wall_s = std::chrono::duration<double>(Clock::now() - s.t_start).count();
   try {
-    write_run_checkpoint(s.record->dir(), p, m_config, {*s.be, *s.model, *s.opt, *s.scaler, *s.task, *s.compress});
+    write_run_checkpoint(run_dir(), p, m_config,
+                         {*s.be, *s.model, *s.opt, *s.scaler, *s.task, *s.compress, s.dist->sharded()});
     s.checkpoint_step = steps;
   } catch (const Error& e) {
     if (m_callbacks.on_notice)
@@ -394,6 +422,7 @@ void Trainer::fail(RunSummary& sum, long steps, double last_loss, const std::str
   sum.status = "failed";
   sum.message = why + "; the run stopped after step " + std::to_string(steps) +
                 " and its record keeps what was written before";
+  if (!m_state->record) return;  // ranks other than 0 write nothing
   try {
     m_state->record->write_summary(sum);
   } catch (const Error& e) {
@@ -412,11 +441,11 @@ RunSummary Trainer::run() {
   RunSummary sum;
   sum.params = s.params;
   sum.device = s.be->info().id();
-  sum.run_dir = s.record->dir();
+  sum.run_dir = run_dir();
   try {
     for (; step < s.total_steps; ++step) {
       std::string event;
-      if (!drain_commands(event)) {
+      if (!s.dist->keep_going(drain_commands(event))) {  // the ranks stop at the same step
         sum.status = "stopped";
         sum.message = "stopped at step " + std::to_string(step);
         write_checkpoint(step, last_loss);  // the stop loses no step
@@ -425,7 +454,7 @@ RunSummary Trainer::run() {
       const StepMetrics m = train_step(step, std::move(event));
       const bool finite = std::isfinite(m.loss);
       const bool scaler_handles = s.scaler->enabled() && s.scaler->consecutive_skips() < 50;
-      s.record->append(m);
+      if (s.record) s.record->append(m);
       if (m_callbacks.on_step) m_callbacks.on_step(m);
       if (!finite && !scaler_handles) {
         sum.status = "diverged";
@@ -444,6 +473,7 @@ RunSummary Trainer::run() {
     // A write of the record failed (or the device did) after setup: the run ends "failed", keeping
     // every line written before. `step` counts the steps whose metrics line was written.
     fail(sum, step, last_loss, e.what());
+    if (s.dist->active()) throw;  // the launcher ends every rank (none waits for this one)
   }
   s.record.reset();  // releases the run folder's lock
   return sum;

@@ -85,7 +85,7 @@ void TrainingStep::micro_batch(const Tensor& x_src, const Tensor& y_src, const T
       m_dlogits = Tensor();
       m_dlogits = m_be.empty(logits.shape(), logits.dtype(), MemCategory::Activations);
     }
-    const float mult = 1.0f / static_cast<float>(m_batch * m_ctx * m_k);
+    const float mult = 1.0f / static_cast<float>(m_batch * m_ranks * m_ctx * m_k);
     m_be.softmax_xent(logits, m_y.reshape({m_batch * m_ctx}), &m_dlogits, mult, m_stats, !first);
     m_model.backward(m_be, m_dlogits, !first);
     return;
@@ -99,7 +99,7 @@ void TrainingStep::micro_batch(const Tensor& x_src, const Tensor& y_src, const T
       m_dlogits = Tensor();
       m_dlogits = m_be.empty(logits.shape(), logits.dtype(), MemCategory::Activations);
     }
-    const float mult = 1.0f / static_cast<float>(m_batch * m_k);
+    const float mult = 1.0f / static_cast<float>(m_batch * m_ranks * m_k);
     m_be.softmax_xent(logits, m_y, &m_dlogits, mult, m_stats, !first);
     m_model.backward(m_be, m_dlogits, !first);
   }

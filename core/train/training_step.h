@@ -37,6 +37,10 @@ class TrainingStep {
   int64_t tokens_per_sample() const { return m_ctx > 0 ? m_ctx : 1; }
 
   void set_accumulate(int k);
+  // Data parallelism over `ranks` ranks (core/dist): this step computes `batch` of each
+  // micro-batch's batch * ranks samples, and the loss gradient is divided by the global batch, so
+  // that the sum of the ranks' gradients is the global batch's.
+  void set_ranks(int ranks) { m_ranks = ranks; }
   // Call after the model's compute format changed: re-creates the batch buffers.
   void on_format_changed();
   std::vector<Parameter*>& params() { return m_params; }
@@ -62,6 +66,7 @@ class TrainingStep {
   Tensor m_dlogits;
   Tensor m_stats;     // fp32 [2]
   int64_t m_ctx = 0;  // token mode: window length (0: classification)
+  int m_ranks = 1;    // data-parallel ranks sharing each micro-batch
   Tensor m_tok_x;     // token mode: int32 [batch * ctx, 1] inputs
 };
 

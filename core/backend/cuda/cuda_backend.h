@@ -24,6 +24,7 @@ namespace trainlab::cuda {
 
 class Fp8Gemm;
 class LtGemm;
+class NcclCollectives;
 
 // Per-kernel timing with CUDA events: begin()/end() around each launch while timing is on.
 struct PendingTiming {
@@ -139,6 +140,11 @@ class CudaBackend final : public Backend {
   // Token decoding (cuda_decoder.cpp; kernels/decode.cu).
   std::unique_ptr<TokenDecoder> create_decoder(const DecodeWeights& weights, const DecodeSpec& spec) override;
 
+  // Device collectives (NCCL): nccl_collectives.cpp, or no_nccl.cpp in a build without NCCL.
+  bool supports_collectives() const override;
+  std::vector<uint8_t> new_collectives_id() override;
+  std::unique_ptr<DeviceCollectives> create_collectives(const std::vector<uint8_t>& id, int rank, int size) override;
+
   void run_step(const std::string& key, const std::function<void()>& step) override;
   void invalidate_captures() override;
 
@@ -152,6 +158,7 @@ class CudaBackend final : public Backend {
  private:
   friend class Fp8Gemm;
   friend class LtGemm;
+  friend class NcclCollectives;
   friend class TimedOp;
   void bind() const;  // makes the device current and launches deferred gathers
   void flush_gathers() const;

@@ -1,0 +1,43 @@
+#include "config/dist_options.h"
+
+#include "config/config.h"
+#include "util/error.h"
+
+namespace trainlab {
+
+const char* dist_strategy_name(DistStrategy s) {
+  switch (s) {
+    case DistStrategy::Ddp: return "ddp";
+    case DistStrategy::Zero1: return "zero1";
+    case DistStrategy::Zero2: return "zero2";
+    case DistStrategy::Zero3: return "zero3";
+  }
+  return "?";
+}
+
+DistStrategy dist_strategy_from_name(const std::string& s) {
+  for (DistStrategy d : {DistStrategy::Ddp, DistStrategy::Zero1, DistStrategy::Zero2, DistStrategy::Zero3})
+    if (s == dist_strategy_name(d)) return d;
+  throw Error("dist.strategy '" + s + "': expected ddp, zero1, zero2 or zero3");
+}
+
+int zero_stage(DistStrategy s) {
+  switch (s) {
+    case DistStrategy::Ddp: return 0;
+    case DistStrategy::Zero1: return 1;
+    case DistStrategy::Zero2: return 2;
+    case DistStrategy::Zero3: return 3;
+  }
+  return 0;
+}
+
+DistOptions dist_options(const Config& c) {
+  DistOptions o;
+  o.strategy = dist_strategy_from_name(c.get_string("dist.strategy"));
+  o.bucket_mb = c.get_float("dist.bucket_mb");
+  o.ranks = static_cast<int>(c.get_int("dist.ranks"));
+  o.timeout_s = c.get_float("dist.timeout_s");
+  return o;
+}
+
+}  // namespace trainlab

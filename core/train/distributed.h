@@ -1,0 +1,93 @@
+// DistributedRun: the trainer's side of a run over several ranks (core/dist), kept out of the
+// trainer's loop so that the loop calls it at a few fixed points:
+//
+//   DistributedRun(config)      where this process stands (the launcher's environment), the dist.*
+//                               options, and the device this rank takes (cuda: its local rank's GPU)
+//   connect(be, config, batch)  the world communicator and its process groups, then the checks
+//                               every rank makes alike: the same config on every rank (a hash), a
+//                               batch that splits over them
+//   attach(be, model, step, ..) the DataParallel driver (DDP or ZeRO), the step's share of the batch
+//   local_indices(idx, k)       this rank's part of the step's global batch
+//   step(...)                   forward and backward, the reduction, the update (replaces the one-rank step)
+//   sum(stats), keep_going(go)  the step's loss sums and the stop decision, agreed over the ranks
+//   rank_metrics(...)           every rank's times, bytes and memory, for rank 0's record
+//   finish_training()           every rank holds the whole model again
+//   sharded(), root_text(...)   checkpoints: ZeRO's shards, the run folder rank 0 chose
+//
+// With one rank (no launcher, or one rank launched) none of this does anything: the run is the
+// one-rank run, bit for bit. Only rank 0 writes the run record and prints.
+#pragma once
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "config/config.h"
+#include "config/dist_options.h"
+#include "dist/communicator.h"
+#include "dist/data_parallel.h"
+#include "dist/launch.h"
+#include "dist/process_groups.h"
+#include "optim/loss_scaler.h"
+#include "train/metrics.h"
+#include "train/training_step.h"
+
+namespace trainlab {
+
+// Gradient clipping (optim.clip_norm): `sum_squares` is the sum of the squares of the whole
+// gradient as stored (every rank's, in a run over several), so its norm as the optimizer sees it
+// is sqrt(sum_squares) * sc.grad_unscale. Above `clip`, grad_unscale is scaled by clip / (norm +
+// 1e-6) (PyTorch's clip_grad_norm_) and the scalars are set again. Returns the norm before.
+double clip_gradient(Backend& be, StepScalars& sc, double sum_squares, double clip);
+
+class DistributedRun {
+ public:
+  // Reads the launcher's environment and the dist.* keys; throws Error when dist.ranks disagrees
+  // with the launcher or a launcher variable is malformed.
+  explicit DistributedRun(const Config& config);
+  ~DistributedRun();
+
+  bool active() const { return m_place.size > 1; }
+  int rank() const { return m_place.rank; }
+  int ranks() const { return m_place.size; }
+  bool is_root() const { return m_place.rank == 0; }
+  const DistOptions& options() const { return m_options; }
+  // The device name this rank uses for the configured one (dist::rank_device).
+  std::string device(const std::string& configured) const;
+
+  // Collective. Throws CollectiveError when the ranks' configs differ or `batch` (the global
+  // micro-batch) does not divide by the ranks.
+  void connect(Backend& be, const Config& config, int64_t batch);
+  // This rank's samples of each micro-batch of `batch`.
+  int64_t local_batch(int64_t batch) const { return batch / m_place.size; }
+  // Collective. The data-parallel driver for `model`, which `step` trains; `compressing` (QAT,
+  // pruning, distillation) needs every weight on every rank, which only ddp keeps.
+  void attach(Backend& be, Model& model, TrainingStep& step, bool compressing);
+
+  std::vector<int32_t> local_indices(const std::vector<int32_t>& global, int micro_batches) const;
+  // One optimizer step of this rank (forward and backward of its micro-batches, the reduction,
+  // the loss scaler's global check, clipping to `clip_norm` by the global norm (> 0; `sc` are the
+  // step's scalars, `grad_norm` receives the norm), the update). Returns whether the update was
+  // applied.
+  bool step(Backend& be, TrainingStep& step, Optimizer& opt, LossScaler& scaler, int micro_batches, double clip_norm,
+            StepScalars& sc, std::optional<double>& grad_norm);
+  // Sums over the ranks (a step's loss and accuracy sums).
+  void sum(std::span<double> v);
+  // Whether every rank goes on (false as soon as one rank stops).
+  bool keep_going(bool go);
+  // Every rank's figures of a step of `step_s` seconds (empty with one rank).
+  std::vector<RankStepMetrics> rank_metrics(double step_s, const MemorySnapshot& mem);
+  void finish_training();
+  // The data-parallel driver when it shards the masters and optimizer state (ZeRO), else null:
+  // checkpoints then go by shard (train/run_shards.h).
+  dist::DataParallel* sharded() const;
+  // Collective: rank 0's `text` on every rank (`text` itself with one rank).
+  std::string root_text(const std::string& text);
+
+ private:
+  dist::LaunchInfo m_place;
+  DistOptions m_options;
+  std::unique_ptr<dist::ProcessGroups> m_groups;  // data parallelism only: the data group is the world
+  std::unique_ptr<dist::DataParallel> m_dp;
+};
+
+}  // namespace trainlab

@@ -1,0 +1,145 @@
+// test_cuda_dist: core/dist on one GPU, with an NCCL communicator of one rank (its unique id made
+// and "broadcast" without MPI): every collective of the communicator on device tensors (fp32 and
+// bf16 sums, reduce-scatter and all-gather with their counts, in place too, broadcast, a
+// sub-communicator), queued on the collectives' stream behind the compute stream's work; then the
+// DDP driver over that communicator trains the digits MLP for a few steps and must give exactly
+// the losses of the same steps without it (a sum over one rank is the identity). Exit 77 without a
+// GPU or without NCCL in the build. Several GPUs: tests/unit/test_dist_ranks runs the CPU ranks;
+// on a machine with 2 GPUs and mpirun, `trainlab-cli train --gpus 2 ...` (README).
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "config/dist_options.h"
+#include "dist/data_parallel.h"
+#include "dist/nccl_communicator.h"
+#include "nn/model.h"
+#include "optim/optimizer.h"
+#include "parity_support.h"
+#include "train/training_step.h"
+
+using namespace trainlab;
+using namespace trainlab::parity;
+
+namespace {
+
+void expect(const std::string& what, bool ok) {
+  (ok ? g_pass : g_fail)++;
+  std::printf("%s %s\n", ok ? "PASS" : "FAIL", what.c_str());
+}
+
+Tensor dev(Backend& be, const std::vector<float>& v, DType dt = DType::F32) {
+  Tensor t = be.empty({static_cast<int64_t>(v.size())}, dt, MemCategory::Communication);
+  be.upload(t, v.data(), DType::F32);
+  return t;
+}
+
+void collectives(Backend& gpu, dist::Communicator& c) {
+  expect("kind nccl, rank 0 of 1", c.kind() == "nccl" && c.rank() == 0 && c.size() == 1);
+  Tensor a = dev(gpu, {1.0f, -2.0f, 3.5f});
+  auto h = c.all_reduce(a);
+  h->wait();
+  expect("fp32 all-reduce over one rank is the identity", host(gpu, a) == std::vector<float>{1.0f, -2.0f, 3.5f});
+  Tensor b = dev(gpu, {1.0f, 0.5f}, DType::BF16);
+  c.all_reduce(b)->wait();
+  expect("bf16 all-reduce", host(gpu, b) == std::vector<float>{1.0f, 0.5f});
+  Tensor out = gpu.empty({3}, DType::F32, MemCategory::Communication);
+  const int64_t three[] = {3};
+  c.reduce_scatter(a, out, three)->wait();
+  expect("reduce-scatter", host(gpu, out) == host(gpu, a));
+  Tensor full = dev(gpu, {9.0f, 8.0f, 7.0f});
+  c.all_gather(full, full, three)->wait();  // in place
+  expect("all-gather in place", host(gpu, full) == std::vector<float>{9.0f, 8.0f, 7.0f});
+  c.all_gather(a, full, three)->wait();
+  expect("all-gather", host(gpu, full) == std::vector<float>{1.0f, -2.0f, 3.5f});
+  c.broadcast(full, 0)->wait();
+  expect("broadcast", host(gpu, full) == std::vector<float>{1.0f, -2.0f, 3.5f});
+  // Stream order: a fill queued on the compute stream before the collective is what it reduces.
+  Tensor big = gpu.empty({1 << 20}, DType::F32, MemCategory::Communication);
+  gpu.fill(big, 2.0f);
+  auto pending = c.all_reduce(big);
+  pending->wait();
+  const std::vector<float> got = host(gpu, big);
+  expect("a collective runs after the compute stream's earlier work", got.front() == 2.0f && got.back() == 2.0f);
+  auto sub = c.split(0, 0);
+  Tensor s = dev(gpu, {4.0f});
+  sub->all_reduce(s)->wait();
+  expect("sub-communicator", sub->size() == 1 && host(gpu, s) == std::vector<float>{4.0f});
+}
+
+// The digits MLP on random rows: `steps` AdamW steps, with the DDP driver over `comm` or without.
+std::vector<float> train(Backend& gpu, dist::Communicator* comm, int steps) {
+  auto model = build_model(gpu, {{"kind", "mlp"}, {"sizes", {64, 256, 256, 10}}, {"activation", "relu"}}, 7);
+  auto opt = make_optimizer(OptimizerOptions{});
+  const int64_t n = 512, batch = 64;
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(0.0f, 16.0f);
+  std::vector<float> x(static_cast<size_t>(n * 64));
+  for (auto& v : x) v = u(rng);
+  std::vector<int32_t> y(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) y[static_cast<size_t>(i)] = static_cast<int32_t>(i % 10);
+  Tensor tx = gpu.empty({n, 64}, DType::F32, MemCategory::Workspace), ty = gpu.empty({n}, DType::I32, MemCategory::Workspace);
+  gpu.upload(tx, x.data(), DType::F32);
+  gpu.upload(ty, y.data(), DType::I32);
+  TrainingStep step(gpu, *model, *opt, tx, ty, batch, 2);
+  std::unique_ptr<dist::DataParallel> dp;
+  DistOptions o;
+  o.bucket_mb = 0.05;  // several buckets
+  if (comm) dp = dist::DataParallel::create(o, *comm, gpu, *model);
+  std::vector<float> losses;
+  for (int s = 0; s < steps; ++s) {
+    StepScalars sc;
+    sc.lr = 1e-3f;
+    sc.step = static_cast<float>(s + 1);
+    gpu.set_step_scalars(sc);
+    std::vector<int32_t> idx(static_cast<size_t>(2 * batch));
+    for (size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int32_t>((s * 128 + static_cast<int>(i) * 7) % n);
+    step.set_indices(idx);
+    if (dp) {
+      dp->begin_step(2);
+      step.forward_backward();
+      dp->finish_backward();
+      if (dp->grads_finite()) dp->optimizer_step(*opt);
+    } else {
+      step.full_step();
+    }
+    losses.push_back(host(gpu, step.stats())[0]);
+  }
+  return losses;
+}
+
+}  // namespace
+
+int main() {
+  setenv("NCCL_NVLS_ENABLE", "0", 0);
+  std::unique_ptr<Backend> gpu = cuda_or_skip();
+  if (!gpu) return 77;
+  if (!gpu->supports_collectives()) {
+    std::printf("SKIP: this build has no NCCL (TRAINLAB_NCCL off)\n");
+    return 77;
+  }
+  try {
+    auto comm = dist::make_nccl_communicator(*gpu, dist::make_single_rank(*gpu));
+    collectives(*gpu, *comm);
+    const std::vector<float> plain = train(*gpu, nullptr, 5);
+    const std::vector<float> ddp = train(*gpu, comm.get(), 5);
+    expect("DDP over a one-rank NCCL communicator gives the plain losses bit for bit", plain == ddp);
+    for (size_t i = 0; i < plain.size(); ++i) std::printf("  step %zu loss sum %.9g / %.9g\n", i + 1, plain[i], ddp[i]);
+    const std::string e = [&] {
+      try {
+        DistOptions z;
+        z.strategy = DistStrategy::Zero1;
+        auto m = build_model(*gpu, {{"kind", "mlp"}, {"sizes", {4, 4}}, {"activation", "relu"}}, 1);
+        dist::DataParallel::create(z, *comm, *gpu, *m);
+      } catch (const Error& err) {
+        return std::string(err.what());
+      }
+      return std::string();
+    }();
+    expect("ZeRO over one rank is refused", e.find("needs at least 2") != std::string::npos);
+  } catch (const std::exception& e) {
+    std::printf("FAIL: exception: %s\n", e.what());
+    ++g_fail;
+  }
+  return finish();
+}

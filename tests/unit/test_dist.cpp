@@ -1,0 +1,319 @@
+// core/dist on one process: where a rank stands (the launchers' environment variables, malformed
+// ones named), the mpirun command line of --ranks, shards and buckets of the flat layout, each
+// rank's part of a batch, the single-rank communicator, the process-group grid, and the reducer's
+// timing: with a recording communicator, each bucket of gradients is reduced while the backward
+// pass goes on, and only in the last micro-batch's backward. (Several ranks: test_dist_ranks.)
+#include <QtTest>
+#include <map>
+#include <thread>
+
+#include "backend/cpu_backend.h"
+#include "config/dist_options.h"
+#include "dist/data_parallel.h"
+#include "dist/launch.h"
+#include "dist/process_groups.h"
+#include "dist/world.h"
+#include "nn/model.h"
+#include "test_support.h"
+
+using namespace trainlab;
+using namespace trainlab::test;
+using namespace trainlab::dist;
+
+namespace {
+
+EnvLookup env_of(std::map<std::string, std::string> vars) {
+  auto owned = std::make_shared<std::map<std::string, std::string>>(std::move(vars));
+  return [owned](const char* name) -> const char* {
+    auto it = owned->find(name);
+    return it == owned->end() ? nullptr : it->second.c_str();
+  };
+}
+
+// Rank 0 of two that records every collective and the model's progress, in one log.
+class RecordingComm final : public Communicator {
+ public:
+  explicit RecordingComm(std::vector<std::string>& log) : Communicator(0, 2, 5.0), m_log(log) {}
+  std::string kind() const override { return "recording"; }
+  DeviceKind device() const override { return DeviceKind::Cpu; }
+  CommHandle all_reduce(Tensor& t) override {
+    m_log.push_back("all-reduce " + std::to_string(t.numel()));
+    return completed_request();
+  }
+  CommHandle reduce_scatter(const Tensor&, Tensor&, std::span<const int64_t>) override { return completed_request(); }
+  CommHandle all_gather(const Tensor&, Tensor&, std::span<const int64_t>) override { return completed_request(); }
+  CommHandle broadcast(Tensor&, int) override { return completed_request(); }
+  void barrier() override {}
+  void all_reduce_host(std::span<double>, HostReduce) override {}
+  std::vector<uint64_t> all_gather_host(uint64_t v) override { return {v, v}; }
+  std::vector<double> all_gather_host(std::span<const double> v) override { return {v.begin(), v.end()}; }
+  void broadcast_host(std::vector<uint8_t>&, int) override {}
+  std::unique_ptr<Communicator> split(int, int) override { return nullptr; }
+
+ private:
+  std::vector<std::string>& m_log;
+};
+
+// Passes the model's hooks on to the data-parallel driver, writing each finished-gradients report
+// into the same log first.
+class Spy final : public ModelHooks {
+ public:
+  Spy(ModelHooks& inner, std::vector<std::string>& log) : m_inner(inner), m_log(log) {}
+  void grads_ready(size_t first) override {
+    m_log.push_back("ready " + std::to_string(first));
+    m_inner.grads_ready(first);
+  }
+
+ private:
+  ModelHooks& m_inner;
+  std::vector<std::string>& m_log;
+};
+
+}  // namespace
+
+class TestDist : public QObject {
+  Q_OBJECT
+ private slots:
+  void launchFromEnvironment() {
+    LaunchInfo i = launch_info(env_of({}));
+    QVERIFY(!i.launched());
+    QCOMPARE(i.size, 1);
+    i = launch_info(env_of({{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "4"},
+                            {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+                            {"PMIX_RANK", "3"}}));
+    QCOMPARE(i.launcher, std::string("mpirun"));
+    QCOMPARE(i.rank, 3);
+    QCOMPARE(i.size, 4);
+    QCOMPARE(i.local_rank, 1);
+    QCOMPARE(i.local_size, 2);
+    i = launch_info(env_of({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "1"},
+                            {"SLURM_NTASKS_PER_NODE", "4(x2)"}, {"SLURM_STEP_ID", "0"}}));
+    QCOMPARE(i.launcher, std::string("slurm"));
+    QCOMPARE(i.rank, 5);
+    QCOMPARE(i.size, 8);
+    QCOMPARE(i.local_rank, 1);
+    // An sbatch script itself (no job step) is not one of the ranks: it starts them with srun.
+    i = launch_info(env_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "0"}}));
+    QVERIFY(!i.launched());
+    i = launch_info(env_of({{"PMIX_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"}}));
+    QCOMPARE(i.launcher, std::string("pmix"));
+    QCOMPARE(i.rank, 1);
+    QCOMPARE(i.size, 2);
+    i = launch_info(env_of({{"PMI_RANK", "0"}, {"PMI_SIZE", "2"}, {"MPI_LOCALRANKID", "0"}}));
+    QCOMPARE(i.launcher, std::string("hydra"));
+    QCOMPARE(i.size, 2);
+  }
+
+  // A launcher variable that is set but wrong ends the run with an error naming it.
+  void badLaunchEnvironment_data() {
+    QTest::addColumn<QStringList>("vars");
+    QTest::addColumn<QString>("mentions");
+    QTest::newRow("rank not a number") << QStringList{"OMPI_COMM_WORLD_RANK", "one", "OMPI_COMM_WORLD_SIZE", "2"}
+                                       << "OMPI_COMM_WORLD_RANK='one': expected an integer from 0 to";
+    QTest::newRow("rank past size") << QStringList{"OMPI_COMM_WORLD_RANK", "2", "OMPI_COMM_WORLD_SIZE", "2"}
+                                    << "OMPI_COMM_WORLD_RANK=2: expected an integer from 0 to 1";
+    QTest::newRow("size zero") << QStringList{"SLURM_PROCID", "0", "SLURM_NTASKS", "0", "SLURM_STEP_ID", "1"}
+                               << "SLURM_NTASKS='0': expected an integer from 1 to";
+    QTest::newRow("size missing") << QStringList{"PMI_RANK", "0"} << "PMI_RANK is set but PMI_SIZE is not";
+    QTest::newRow("local rank") << QStringList{"OMPI_COMM_WORLD_RANK", "0", "OMPI_COMM_WORLD_SIZE", "2",
+                                               "OMPI_COMM_WORLD_LOCAL_RANK", "-1"}
+                                << "OMPI_COMM_WORLD_LOCAL_RANK='-1': expected an integer from 0 to 1";
+  }
+  void badLaunchEnvironment() {
+    QFETCH(QStringList, vars);
+    QFETCH(QString, mentions);
+    std::map<std::string, std::string> m;
+    for (int i = 0; i + 1 < vars.size(); i += 2) m[vars[i].toStdString()] = vars[i + 1].toStdString();
+    const std::string e = error_of([&] { launch_info(env_of(m)); });
+    QVERIFY2(e.find(mentions.toStdString()) != std::string::npos, e.c_str());
+  }
+
+  void mpirunCommandLine() {
+    qunsetenv("NCCL_NVLS_ENABLE");
+    qputenv("TRAINLAB_THREADS", "2");  // the caller's choice stands
+    const auto a = mpirun_argv(3, "/bin/trainlab-cli", {"train", "--ranks", "3"}, true);
+    const std::vector<std::string> want{"mpirun", "-np", "3", "--allow-run-as-root", "--oversubscribe", "--bind-to",
+                                        "none", "-x", "NCCL_NVLS_ENABLE=0", "/bin/trainlab-cli", "train", "--ranks", "3"};
+    QCOMPARE(a, want);
+    qunsetenv("TRAINLAB_THREADS");
+    const auto b = mpirun_argv(2, "x", {}, false);
+    QVERIFY(std::find(b.begin(), b.end(), "--allow-run-as-root") == b.end());
+    // Without it, each rank takes its share of the cores (at least one).
+    const std::string share = "TRAINLAB_THREADS=" + std::to_string(std::max(1u, std::thread::hardware_concurrency() / 2));
+    QVERIFY(std::find(b.begin(), b.end(), share) != b.end());
+  }
+
+  void rankDevice() {
+    LaunchInfo two;
+    two.launcher = "mpirun";
+    two.size = 2;
+    two.rank = two.local_rank = 1;
+    two.local_size = 2;
+    QCOMPARE(rank_device("cuda", two), std::string("cuda:1"));
+    QCOMPARE(rank_device("auto", two), std::string("cuda:1"));
+    QCOMPARE(rank_device("cpu", two), std::string("cpu"));
+    QCOMPARE(rank_device("cuda", LaunchInfo{}), std::string("cuda"));
+    const std::string e = error_of([&] { rank_device("cuda:0", two); });
+    QVERIFY2(e.find("device.name cuda:0 names one GPU for the 2 ranks") != std::string::npos, e.c_str());
+  }
+
+  void shardsCoverTheLayout() {
+    for (int64_t n : {1, 7, 8, 85002})
+      for (int w : {1, 2, 3, 8}) {
+        int64_t at = 0;
+        for (int r = 0; r < w; ++r) {
+          const ShardRange s = shard_range(n, w, r);
+          QCOMPARE(s.begin, at);
+          QVERIFY(s.size() >= 0 && s.size() <= (n + w - 1) / w);
+          at = s.end;
+        }
+        QCOMPARE(at, n);
+        const auto c = shard_counts(n, w, n / 3, n - n / 5);
+        int64_t total = 0;
+        for (int64_t x : c) total += x;
+        QCOMPARE(total, (n - n / 5) - n / 3);
+      }
+    QCOMPARE(shard_counts(10, 2, 3, 8), (std::vector<int64_t>{2, 3}));
+  }
+
+  // Buckets are whole parameters, from the last one back, about bucket_mb each; together they
+  // cover the flat buffer once.
+  void bucketsFromTheEnd() {
+    CpuBackend be;
+    // net.0.weight 16384, net.0.bias 256, net.2.weight 65536, net.2.bias 256, net.4.weight 2560, net.4.bias 10
+    Mlp mlp(be, {64, 256, 256, 10}, Activation::ReLU, 1);
+    const FlatParams flat = mlp.flat_params();
+    const auto b = make_buckets(flat, 4, 0.07);  // 73,400 bytes: 18,350 floats
+    QCOMPARE(b.size(), size_t(3));
+    QCOMPARE(b[0].first_param, size_t(3));  // the last three parameters (2,826 floats)
+    QCOMPARE(b[0].last_param, size_t(6));
+    QCOMPARE(b[1].first_param, size_t(2));  // net.2.weight alone, over the size
+    QCOMPARE(b[2].first_param, size_t(0));
+    int64_t end = flat.numel();
+    for (const GradBucket& x : b) {
+      QCOMPARE(x.end, end);
+      QCOMPARE(x.begin, flat.offset(x.first_param));
+      end = x.begin;
+    }
+    QCOMPARE(end, int64_t(0));
+    QCOMPARE(make_buckets(flat, 4, 25.0).size(), size_t(1));
+    QCOMPARE(make_buckets(flat, 4, 0.001).size(), flat.size());  // each parameter alone
+  }
+
+  void localBatchIndices() {
+    std::vector<int32_t> g(12);
+    for (int i = 0; i < 12; ++i) g[static_cast<size_t>(i)] = i;
+    QCOMPARE(local_batch_indices(g, 2, 2, 0), (std::vector<int32_t>{0, 1, 2, 6, 7, 8}));
+    QCOMPARE(local_batch_indices(g, 2, 2, 1), (std::vector<int32_t>{3, 4, 5, 9, 10, 11}));
+    QCOMPARE(local_batch_indices(g, 1, 3, 2), (std::vector<int32_t>{8, 9, 10, 11}));
+    QVERIFY(!error_of([&] { local_batch_indices(g, 1, 5, 0); }).empty());
+  }
+
+  void distOptions() {
+    QVERIFY(dist_options(Config()) == DistOptions{});
+    Config c;
+    c.set("dist.strategy", "zero2");
+    c.set("dist.bucket_mb", "0.5");
+    c.set("dist.ranks", "4");
+    c.set("dist.timeout_s", "30");
+    const DistOptions o = dist_options(c);
+    QCOMPARE(o.strategy, DistStrategy::Zero2);
+    QCOMPARE(zero_stage(o.strategy), 2);
+    QCOMPARE(o.bucket_mb, 0.5);
+    QCOMPARE(o.ranks, 4);
+    QCOMPARE(o.timeout_s, 30.0);
+    const std::string e = error_of([&] { c.set("dist.bucket_mb", "0"); });
+    QVERIFY2(e.find("dist.bucket_mb") != std::string::npos && e.find("0.001 to 4096") != std::string::npos, e.c_str());
+    QVERIFY(error_of([&] { c.set("dist.strategy", "zero4"); }).find("ddp, zero1, zero2, zero3") != std::string::npos);
+  }
+
+  void singleRankCollectives() {
+    CpuBackend be;
+    auto c = make_single_rank(be);
+    QCOMPARE(c->size(), 1);
+    Tensor t = upload_f32(be, {1, 2, 3, 4}, {4});
+    c->all_reduce(t)->wait();
+    QCOMPARE(download_f32(be, t), (std::vector<float>{1, 2, 3, 4}));
+    Tensor out = be.empty({4}, DType::F32, MemCategory::Communication);
+    const int64_t four[] = {4};
+    c->reduce_scatter(t, out, four)->wait();
+    QCOMPARE(download_f32(be, out), (std::vector<float>{1, 2, 3, 4}));
+    be.fill(out, 0.0f);
+    c->all_gather(t, out, four)->wait();
+    QCOMPARE(download_f32(be, out), (std::vector<float>{1, 2, 3, 4}));
+    QVERIFY(!error_of([&] { c->broadcast(t, 1); }).empty());
+    double v[2] = {1.5, 2.5};
+    c->all_reduce_host(v, HostReduce::Sum);
+    QCOMPARE(v[1], 2.5);
+    check_same_config(*c, "anything");  // one rank agrees with itself
+    QVERIFY(text_hash("a") != text_hash("b"));
+  }
+
+  void processGroupGrid() {
+    // 8 ranks, tensor 2 x pipeline 2: data parallel 2. rank = tp + 2 (dp + 2 pp).
+    const GridPlace p = grid_place(7, 8, {2, 2});
+    QCOMPARE(p.tp, 1);
+    QCOMPARE(p.dp, 1);
+    QCOMPARE(p.pp, 1);
+    const GridPlace q = grid_place(2, 8, {2, 2});
+    QCOMPARE(q.tp, 0);
+    QCOMPARE(q.dp, 1);
+    QCOMPARE(q.pp, 0);
+    QVERIFY(error_of([] { grid_place(0, 6, {4, 1}); }).find("do not divide the 6 ranks") != std::string::npos);
+    CpuBackend be;
+    ProcessGroups g(make_single_rank(be), {}, be);
+    QCOMPARE(&g.group("data"), &g.world());
+    QCOMPARE(g.group("tensor").size(), 1);
+    QVERIFY(error_of([&] { g.group("expert"); }).find("world, data, tensor and pipeline") != std::string::npos);
+  }
+
+  // The library refuses what only a launcher can provide (the command line starts the ranks).
+  void trainerNeedsItsRanks() {
+    QTemporaryDir tmp;
+    Config c = digits_config(tmp.path().toStdString() + "/run", 2);
+    c.set("dist.ranks", "2");
+    std::string e = error_of([&] { Trainer(c).run(); });
+    QVERIFY2(e.find("dist.ranks is 2, but this process was not started by a launcher: use trainlab-cli train --ranks 2") !=
+                 std::string::npos,
+             e.c_str());
+    c.set("dist.ranks", "0");
+    c.set("dist.strategy", "zero3");
+    e = error_of([&] { Trainer(c).run(); });
+    QVERIFY2(e.find("dist.strategy zero3 shards the model over the ranks and needs at least 2 of them; this run has 1") !=
+                 std::string::npos,
+             e.c_str());
+  }
+
+  // PyTorch DDP's reducer: a bucket is reduced as soon as the backward has finished its gradients,
+  // before the backward of the layers below it; with accumulation, only in the last micro-batch.
+  void bucketsReduceDuringBackward() {
+    CpuBackend be;
+    Mlp mlp(be, {64, 256, 256, 10}, Activation::ReLU, 1);
+    std::vector<std::string> log;
+    RecordingComm comm(log);
+    DistOptions o;
+    o.bucket_mb = 0.07;  // buckets: parameters [3, 6), [2, 3), [0, 2)
+    auto dp = DataParallel::create(o, comm, be, mlp);
+    Spy spy(*dp, log);
+    mlp.set_hooks(&spy);
+    Tensor x = upload_f32(be, random_vector(8 * 64, 3), {8, 64});
+    Tensor dlogits = upload_f32(be, random_vector(8 * 10, 4), {8, 10});
+    dp->begin_step(2);
+    for (int micro = 0; micro < 2; ++micro) {
+      log.push_back("backward " + std::to_string(micro));
+      mlp.forward(be, x, true);
+      mlp.backward(be, dlogits, micro > 0);
+    }
+    dp->finish_backward();
+    const std::vector<std::string> want{"backward 0", "ready 4",           "ready 2",           "ready 0",
+                                        "backward 1", "ready 4",           "ready 2",           "all-reduce 2826",
+                                        "all-reduce 65536", "ready 0",     "all-reduce 16640"};
+    std::string got;
+    for (const auto& l : log) got += l + "; ";
+    QVERIFY2(log == want, got.c_str());
+    mlp.set_hooks(nullptr);
+  }
+};
+
+QTEST_APPLESS_MAIN(TestDist)
+#include "test_dist.moc"
