@@ -578,6 +578,25 @@ void ConfigForm::highlight(const std::string& key) {
   QTimer::singleShot(6000, w, [w] { w->setStyleSheet(QString()); });
 }
 
+QStringList ConfigForm::restore_start_values(const Config& start) {
+  QStringList restored;
+  m_loading = true;
+  for (auto& key : m_order) {
+    Row& r = m_rows[key];
+    if (!r.key->mid_run) continue;
+    const Json now = read(r), then = start.at(key);
+    if (now == then) continue;
+    write(r, then);
+    restored << QString::fromStdString(key) + ": " + json_value_text(now) + " -> " + json_value_text(then);
+  }
+  m_loading = false;
+  if (!restored.isEmpty()) {
+    update_dependencies();
+    emit edited();
+  }
+  return restored;
+}
+
 void ConfigForm::set_running(bool running) {
   m_running = running;
   update_dependencies();

@@ -36,6 +36,10 @@ class ConfigForm : public QWidget {
   // Sets one control from a JSON value (as if the user had edited it).
   void set_value(const std::string& key, const Json& v);
   Json value(const std::string& key) const;
+  // After a run: sets the live keys changed while it trained back to its start values (what its
+  // record's config.json says), so the controls never show a switched value as the start one.
+  // Returns one "key: switched -> start" line per key set back.
+  QStringList restore_start_values(const Config& start);
   // Draws attention to a control (an error names its key): scrolls to it and outlines it.
   void highlight(const std::string& key);
 

@@ -460,6 +460,8 @@ void MainWindow::on_metrics() {
 void MainWindow::on_finished(const QString& status, const QString& message, const QString& dir) {
   on_metrics();  // the last steps
   m_form->set_running(false);
+  QStringList restored;  // live keys changed during the run, set back to its start values
+  if (m_live) restored = m_form->restore_start_values(Config::from_record(m_live->config));
   m_progress->setRange(0, 1);
   m_progress->setValue(status == "completed" ? 1 : 0);
   m_progress->setFormat(status);
@@ -504,6 +506,9 @@ void MainWindow::on_finished(const QString& status, const QString& message, cons
   }
   m_runs->reload();
   if (m_live && QFile::exists(m_live->dir + "/config.json")) m_runs->select_dir(m_live->dir);
+  if (!restored.isEmpty())
+    statusBar()->showMessage("The controls show the run's start settings again (changed during it: " +
+                                 restored.join("; ") + ")", 15000);
   update_buttons();
 }
 
