@@ -94,6 +94,14 @@ MainWindow::MainWindow(const QString& runs_root, QWidget* parent) : QMainWindow(
   connect(m_runs, &RunsPanel::reopen_requested, this, &MainWindow::reopen);
   connect(m_runs, &RunsPanel::resume_requested, this, &MainWindow::resume_run);
   connect(m_runs, &RunsPanel::export_requested, this, &MainWindow::export_dialog);
+  connect(m_runs, &RunsPanel::renamed, this, [this](const QString& dir, const QString& name) {
+    for (const auto& r : {m_cache.value(dir), m_live, m_primary})  // the series the plots draw
+      if (r && r->dir == dir && r->config.is_object()) {
+        r->config["run"]["name"] = name.toStdString();
+        r->name = RunSeries::display_name(r->config, dir);
+      }
+    update_plots();  // the legends take the new name
+  });
 
   QSettings s;
   QString root = runs_root;
@@ -506,6 +514,10 @@ void MainWindow::on_finished(const QString& status, const QString& message, cons
   }
   m_runs->reload();
   if (m_live && QFile::exists(m_live->dir + "/config.json")) m_runs->select_dir(m_live->dir);
+  if (m_live && m_live->size() == 0 && m_primary == m_live) {
+    m_primary.reset();  // a run that trained no step has nothing to plot: no legend entries left behind
+    update_plots();
+  }
   if (!restored.isEmpty())
     statusBar()->showMessage("The controls show the run's start settings again (changed during it: " +
                                  restored.join("; ") + ")", 15000);

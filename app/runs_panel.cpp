@@ -359,6 +359,7 @@ bool RunsPanel::rename_run(const QString& dir, const QString& name) {
   QFile::remove(dir + "/config.json");
   QFile::rename(QString::fromStdString(path + ".part"), dir + "/config.json");
   reload();
+  emit renamed(dir, name);
   return true;
 }
 
