@@ -91,8 +91,30 @@ void use_dark_palette() {
 }
 }  // namespace
 
+namespace {
+// Whether the command line asks only for --help or --version: those print without a window, so
+// they must not need a display (QApplication aborts without one).
+bool asks_for_help_or_version(int argc, char** argv) {
+  QCommandLineParser p;
+  p.setOptionsAfterPositionalArgumentsMode(QCommandLineParser::ParseAsOptions);
+  const QCommandLineOption help(QStringList{"h", "?", "help"}), help_all("help-all"), version(QStringList{"v", "version"});
+  p.addOptions({help, help_all, version});
+  QStringList args;
+  for (int i = 0; i < argc; ++i) args << QString::fromLocal8Bit(argv[i]);
+  // Unknown options are the window's: only these three matter here.
+  static_cast<void>(p.parse(args));
+  return p.isSet(help) || p.isSet(help_all) || p.isSet(version);
+}
+}  // namespace
+
 int run_window(int argc, char** argv) {
-  QApplication app(argc, argv);
+  // --help and --version print and exit inside p.process(): a QCoreApplication is enough for them.
+  std::unique_ptr<QCoreApplication> app_ptr;
+  if (asks_for_help_or_version(argc, argv))
+    app_ptr = std::make_unique<QCoreApplication>(argc, argv);
+  else
+    app_ptr = std::make_unique<QApplication>(argc, argv);
+  QCoreApplication& app = *app_ptr;
   set_application_names();
   QCommandLineParser p;
   p.setApplicationDescription(

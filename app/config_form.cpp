@@ -22,6 +22,7 @@
 
 #include "backend/backend.h"
 #include "data/dataset.h"
+#include "nn/transformer.h"
 #include "plot_style.h"
 #include "run_series.h"
 #include "util/error.h"
@@ -56,6 +57,30 @@ class SciSpinBox : public QDoubleSpinBox {
     setValue(std::clamp(v + steps * step, minimum(), maximum()));
   }
 };
+
+// A char-gpt dimension whose 0 means "from model.preset": 0 shows the preset's value, and the arrows
+// step from that value rather than from 0.
+class PresetSpinBox : public QSpinBox {
+ public:
+  using QSpinBox::QSpinBox;
+  void set_preset_value(int v) {
+    m_preset = v;
+    setSpecialValueText(QString("%1 (preset)").arg(v));
+  }
+  void stepBy(int steps) override {
+    if (value() == minimum() && m_preset > 0)
+      setValue(m_preset + steps);
+    else
+      QSpinBox::stepBy(steps);
+  }
+
+ private:
+  int m_preset = 0;
+};
+
+bool is_preset_dimension(const std::string& key) {
+  return key == "model.layers" || key == "model.heads" || key == "model.dim" || key == "model.context";
+}
 
 QString section_title(const QString& s) {
   static const QHash<QString, QString> names = {
@@ -219,7 +244,7 @@ QWidget* ConfigForm::make_editor(const ConfigKey& k) {
   }
   switch (k.type) {
     case KeyType::Int: {
-      auto* s = new QSpinBox(this);
+      auto* s = is_preset_dimension(key) ? new PresetSpinBox(this) : new QSpinBox(this);
       s->setRange(static_cast<int>(std::max<double>(k.min, INT_MIN)), static_cast<int>(std::min<double>(k.max, INT_MAX)));
       s->setKeyboardTracking(false);
       s->setAccelerated(true);
@@ -309,6 +334,9 @@ void ConfigForm::write(Row& r, const Json& v) {
 void ConfigForm::set_config(const Config& c) {
   m_loading = true;
   for (auto& key : m_order) write(m_rows[key], c.at(key));
+  // char-gpt reads the default data set (digits) as tinyshakespeare: show what it trains on.
+  if (m_rows.contains("data.name") && c.get_string("model.name") == "char-gpt" && c.get_string("data.name") == "digits")
+    write(m_rows["data.name"], std::string("tinyshakespeare"));
   m_loading = false;
   update_dependencies();
 }
@@ -470,8 +498,33 @@ void ConfigForm::update_dependencies() {
     const bool editable = !m_running || r.key->mid_run;
     r.field->setEnabled(editable && relevant);
     r.label->setEnabled(editable && relevant);
+    // The fields of another model are hidden, not only greyed out.
+    r.other_model = !relevant && std::any_of(deps.begin(), deps.end(), [&key](const Dep& d) {
+      return key == d.key && std::string(d.on) == "model.name";
+    });
   }
+  update_preset_values();
+  apply_filter(m_filter ? m_filter->text() : QString());
   update_sparsity_preview();
+}
+
+// model.layers/heads/dim/context at 0 take model.preset's value: their spin boxes show it.
+void ConfigForm::update_preset_values() {
+  if (!m_rows.contains("model.preset")) return;
+  const Json name = read(m_rows["model.preset"]);
+  if (!name.is_string()) return;
+  CharGptConfig preset;
+  try {
+    preset = CharGptConfig::preset(name.get<std::string>());
+  } catch (const Error&) {
+    return;  // a preset this build does not know: the spin boxes keep their last value
+  }
+  const std::pair<const char*, int64_t> dims[] = {{"model.layers", preset.layers},
+                                                  {"model.heads", preset.heads},
+                                                  {"model.dim", preset.dim},
+                                                  {"model.context", preset.context}};
+  for (const auto& [key, v] : dims)
+    if (auto* s = dynamic_cast<PresetSpinBox*>(editor(key))) s->set_preset_value(static_cast<int>(v));
 }
 
 // The pruning schedule as a curve over the run's steps (sparsity of the pruned weights).
@@ -525,6 +578,25 @@ void ConfigForm::highlight(const std::string& key) {
   QTimer::singleShot(6000, w, [w] { w->setStyleSheet(QString()); });
 }
 
+QStringList ConfigForm::restore_start_values(const Config& start) {
+  QStringList restored;
+  m_loading = true;
+  for (auto& key : m_order) {
+    Row& r = m_rows[key];
+    if (!r.key->mid_run) continue;
+    const Json now = read(r), then = start.at(key);
+    if (now == then) continue;
+    write(r, then);
+    restored << QString::fromStdString(key) + ": " + json_value_text(now) + " -> " + json_value_text(then);
+  }
+  m_loading = false;
+  if (!restored.isEmpty()) {
+    update_dependencies();
+    emit edited();
+  }
+  return restored;
+}
+
 void ConfigForm::set_running(bool running) {
   m_running = running;
   update_dependencies();
@@ -537,8 +609,8 @@ void ConfigForm::apply_filter(const QString& text) {
     const bool show = text.isEmpty() || QString::fromStdString(key).contains(text, Qt::CaseInsensitive) ||
                       QString::fromStdString(r.key->help).contains(text, Qt::CaseInsensitive) ||
                       r.label->text().contains(text, Qt::CaseInsensitive);
-    r.form->setRowVisible(r.field, show);
-    visible[r.group] += show ? 1 : 0;
+    r.form->setRowVisible(r.field, show && !r.other_model);
+    visible[r.group] += show && !r.other_model ? 1 : 0;
   }
   for (auto it = visible.begin(); it != visible.end(); ++it) it.key()->setVisible(it.value() > 0);
 }

@@ -2,7 +2,8 @@
 // (so keys added to the schema by new features appear without touching the app). Int -> spin box,
 // Float -> spin box with scientific text, Bool -> check box, Enum -> combo box, IntList and String
 // -> line edit; hand-made niceties for the device (a combo of available_devices()) and data.path
-// (a file chooser). Each tooltip is the key's help text. While a run trains only the keys with
+// (a file chooser). Each tooltip is the key's help text. Only the chosen model's fields show, and
+// the char-gpt dimensions at 0 ("from model.preset") show the preset's value. While a run trains only the keys with
 // mid_run=true stay editable, and editing one emits live_changed(key, value).
 #pragma once
 #include <QHash>
@@ -35,6 +36,10 @@ class ConfigForm : public QWidget {
   // Sets one control from a JSON value (as if the user had edited it).
   void set_value(const std::string& key, const Json& v);
   Json value(const std::string& key) const;
+  // After a run: sets the live keys changed while it trained back to its start values (what its
+  // record's config.json says), so the controls never show a switched value as the start one.
+  // Returns one "key: switched -> start" line per key set back.
+  QStringList restore_start_values(const Config& start);
   // Draws attention to a control (an error names its key): scrolls to it and outlines it.
   void highlight(const std::string& key);
 
@@ -50,11 +55,13 @@ class ConfigForm : public QWidget {
     QLabel* label = nullptr;
     QFormLayout* form = nullptr;
     QGroupBox* group = nullptr;
+    bool other_model = false;  // a field of a model other than the chosen one: hidden
   };
   QWidget* make_editor(const ConfigKey& k);
   void on_user_edit(const std::string& key);
   void update_dependencies();
   void update_sparsity_preview();
+  void update_preset_values();
   void mark_fashion_mnist(QComboBox* c);
   void apply_filter(const QString& text);
   Json read(const Row& r) const;

@@ -94,6 +94,14 @@ MainWindow::MainWindow(const QString& runs_root, QWidget* parent) : QMainWindow(
   connect(m_runs, &RunsPanel::reopen_requested, this, &MainWindow::reopen);
   connect(m_runs, &RunsPanel::resume_requested, this, &MainWindow::resume_run);
   connect(m_runs, &RunsPanel::export_requested, this, &MainWindow::export_dialog);
+  connect(m_runs, &RunsPanel::renamed, this, [this](const QString& dir, const QString& name) {
+    for (const auto& r : {m_cache.value(dir), m_live, m_primary})  // the series the plots draw
+      if (r && r->dir == dir && r->config.is_object()) {
+        r->config["run"]["name"] = name.toStdString();
+        r->name = RunSeries::display_name(r->config, dir);
+      }
+    update_plots();  // the legends take the new name
+  });
 
   QSettings s;
   QString root = runs_root;
@@ -460,6 +468,8 @@ void MainWindow::on_metrics() {
 void MainWindow::on_finished(const QString& status, const QString& message, const QString& dir) {
   on_metrics();  // the last steps
   m_form->set_running(false);
+  QStringList restored;  // live keys changed during the run, set back to its start values
+  if (m_live) restored = m_form->restore_start_values(Config::from_record(m_live->config));
   m_progress->setRange(0, 1);
   m_progress->setValue(status == "completed" ? 1 : 0);
   m_progress->setFormat(status);
@@ -504,6 +514,13 @@ void MainWindow::on_finished(const QString& status, const QString& message, cons
   }
   m_runs->reload();
   if (m_live && QFile::exists(m_live->dir + "/config.json")) m_runs->select_dir(m_live->dir);
+  if (m_live && m_live->size() == 0 && m_primary == m_live) {
+    m_primary.reset();  // a run that trained no step has nothing to plot: no legend entries left behind
+    update_plots();
+  }
+  if (!restored.isEmpty())
+    statusBar()->showMessage("The controls show the run's start settings again (changed during it: " +
+                                 restored.join("; ") + ")", 15000);
   update_buttons();
 }
 

@@ -101,8 +101,8 @@ void Report::write_runs_table(QTextStream& o) const {
       const double peak = summary_peak_bytes(s);
       o << "<td class='num' align='right'>" << number_text(sv("steps"), 'f', 0) << "</td><td class='num' align='right'>"
         << number_text(100 * sv("test_accuracy"), 'f', 2, " %") << "</td><td class='num' align='right'>"
-        << number_text(sv("test_loss"), 'f', 4) << "</td><td class='num' align='right'>"
-        << number_text(sv("final_train_loss"), 'f', 4) << "</td><td class='num' align='right'>"
+        << loss_text(sv("test_loss")) << "</td><td class='num' align='right'>"
+        << loss_text(sv("final_train_loss")) << "</td><td class='num' align='right'>"
         << number_text(sv("samples_per_s"), 'f', 0) << "</td><td class='num' align='right'>"
         << number_text(sv("wall_s"), 'f', 1, " s") << "</td><td class='num' align='right'>" << format_bytes(peak) << "</td>";
     } else {

@@ -176,6 +176,12 @@ QString number_text(double v, char format, int precision, const QString& suffix)
   return std::isnan(v) ? QStringLiteral("no value") : QString::number(v, format, precision) + suffix;
 }
 
+QString loss_text(double v) {
+  if (std::isnan(v)) return QStringLiteral("no value");
+  if (v == 0 || std::fabs(v) >= 0.1) return QString::number(v, 'f', 4);
+  return QString::number(v, 'g', 3);
+}
+
 QString format_bytes(double b) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   int u = 0;

@@ -84,6 +84,9 @@ double summary_number(const Json& summary, const char* key);
 double summary_peak_bytes(const Json& summary);
 // `v` formatted (QString::number(v, format, precision) + suffix), or "no value" when it is NaN.
 QString number_text(double v, char format, int precision, const QString& suffix = {});
+// A loss: 4 decimals from 0.1 up (2.3026, 0.1234), else 3 significant digits (0.0123, 4.56e-05),
+// so that a small loss never reads "0.0000"; "no value" for NaN.
+QString loss_text(double v);
 // Human-readable bytes: "1.2 MiB".
 QString format_bytes(double bytes);
 QString json_value_text(const Json& v);

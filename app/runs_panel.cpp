@@ -274,7 +274,7 @@ void RunsPanel::fill() {
     if (r.summary.is_object()) {
       set(CSteps, number_text(sum_num("steps"), 'f', 0));
       set(CTestAcc, number_text(100 * sum_num("test_accuracy"), 'f', 2, " %"));
-      set(CTestLoss, number_text(sum_num("test_loss"), 'f', 4));
+      set(CTestLoss, loss_text(sum_num("test_loss")));
       const double speed = sum_num("samples_per_s");
       set(CSpeed, std::isnan(speed) ? number_text(speed, 'f', 0) : QLocale::system().toString(speed, 'f', 0));
       const double peak = summary_peak_bytes(r.summary);
@@ -359,6 +359,7 @@ bool RunsPanel::rename_run(const QString& dir, const QString& name) {
   QFile::remove(dir + "/config.json");
   QFile::rename(QString::fromStdString(path + ".part"), dir + "/config.json");
   reload();
+  emit renamed(dir, name);
   return true;
 }
 

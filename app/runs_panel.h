@@ -61,6 +61,8 @@ class RunsPanel : public QWidget {
   void resume_requested(const QString& dir);
   void export_requested(const QStringList& dirs);
   void root_changed(const QString& dir);
+  // rename_run wrote a new run.name ("" = none) into dir's config.json.
+  void renamed(const QString& dir, const QString& name);
 
  private:
   void fill();
