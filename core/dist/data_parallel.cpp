@@ -183,11 +183,10 @@ class Ddp final : public DataParallel {
 std::unique_ptr<DataParallel> make_zero(int stage, Communicator& comm, Backend& be, Model& model, double bucket_mb);
 
 std::unique_ptr<DataParallel> DataParallel::create(const DistOptions& o, Communicator& comm, Backend& be, Model& model) {
+  // A communicator of one rank is valid for every stage (each shard is the whole model): the GPU
+  // test runs ZeRO over a one-GPU NCCL communicator. A user's run of one rank with ZeRO is refused
+  // earlier, by train/distributed.cpp, where it is a mistake rather than a test.
   const int stage = zero_stage(o.strategy);
-  if (stage > 0 && comm.size() < 2)
-    throw Error(std::string("dist.strategy ") + dist_strategy_name(o.strategy) +
-                " shards the model over the ranks and needs at least 2 of them; this run has 1 (start it with "
-                "--ranks N or mpirun -np N, or use dist.strategy ddp)");
   if (stage == 0) return std::make_unique<Ddp>(comm, be, model, o.bucket_mb);
   return make_zero(stage, comm, be, model, o.bucket_mb);
 }

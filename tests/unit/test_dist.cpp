@@ -14,13 +14,55 @@
 #include "dist/process_groups.h"
 #include "dist/world.h"
 #include "nn/model.h"
+#include "optim/optimizer.h"
 #include "test_support.h"
+#include "train/training_step.h"
 
 using namespace trainlab;
 using namespace trainlab::test;
 using namespace trainlab::dist;
 
 namespace {
+
+// The digits MLP on random rows: `steps` AdamW steps of 2 micro-batches, with the data-parallel
+// driver of `strategy` over a communicator of one rank, or without one (comm null).
+std::vector<float> train_losses(Backend& be, Communicator* comm, DistStrategy strategy, int steps) {
+  auto model = build_model(be, {{"kind", "mlp"}, {"sizes", {64, 256, 256, 10}}, {"activation", "relu"}}, 7);
+  auto opt = make_optimizer(OptimizerOptions{});
+  const int64_t n = 512, batch = 64;
+  std::vector<float> x = random_vector(static_cast<size_t>(n * 64), 3);
+  std::vector<int32_t> y(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) y[static_cast<size_t>(i)] = static_cast<int32_t>(i % 10);
+  Tensor tx = upload_f32(be, x, {n, 64});
+  Tensor ty = be.empty({n}, DType::I32, MemCategory::Workspace);
+  be.upload(ty, y.data(), DType::I32);
+  TrainingStep step(be, *model, *opt, tx, ty, batch, 2);
+  std::unique_ptr<DataParallel> dp;
+  DistOptions o;
+  o.bucket_mb = 0.05;  // several buckets
+  o.strategy = strategy;
+  if (comm) dp = DataParallel::create(o, *comm, be, *model);
+  std::vector<float> losses;
+  for (int s = 0; s < steps; ++s) {
+    StepScalars sc;
+    sc.lr = 1e-3f;
+    sc.step = static_cast<float>(s + 1);
+    be.set_step_scalars(sc);
+    std::vector<int32_t> idx(static_cast<size_t>(2 * batch));
+    for (size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int32_t>((s * 128 + static_cast<int>(i) * 7) % n);
+    step.set_indices(idx);
+    if (dp) {
+      dp->begin_step(2);
+      step.forward_backward();
+      dp->finish_backward();
+      if (dp->grads_finite()) dp->optimizer_step(*opt);
+    } else {
+      step.full_step();
+    }
+    losses.push_back(download_f32(be, step.stats())[0]);
+  }
+  return losses;
+}
 
 EnvLookup env_of(std::map<std::string, std::string> vars) {
   auto owned = std::make_shared<std::map<std::string, std::string>>(std::move(vars));
@@ -223,7 +265,7 @@ class TestDist : public QObject {
     QCOMPARE(o.ranks, 4);
     QCOMPARE(o.timeout_s, 30.0);
     const std::string e = error_of([&] { c.set("dist.bucket_mb", "0"); });
-    QVERIFY2(e.find("dist.bucket_mb") != std::string::npos && e.find("0.001 to 4096") != std::string::npos, e.c_str());
+    QVERIFY2(e.find("dist.bucket_mb") != std::string::npos && e.find("expected a number in [0.001, 4096]") != std::string::npos, e.c_str());
     QVERIFY(error_of([&] { c.set("dist.strategy", "zero4"); }).find("ddp, zero1, zero2, zero3") != std::string::npos);
   }
 
@@ -282,6 +324,19 @@ class TestDist : public QObject {
     QVERIFY2(e.find("dist.strategy zero3 shards the model over the ranks and needs at least 2 of them; this run has 1") !=
                  std::string::npos,
              e.c_str());
+  }
+
+  // Every strategy runs over a communicator of one rank (each shard the whole model) with the
+  // losses of no data parallelism at all; tests/gpu/test_cuda_dist.cpp does the same over NCCL.
+  void everyStrategyOverOneRank() {
+    CpuBackend be;
+    const std::vector<float> plain = train_losses(be, nullptr, DistStrategy::Ddp, 4);
+    for (DistStrategy z : {DistStrategy::Ddp, DistStrategy::Zero1, DistStrategy::Zero2, DistStrategy::Zero3}) {
+      auto comm = make_single_rank(be);
+      const std::vector<float> got = train_losses(be, comm.get(), z, 4);
+      QVERIFY2(got == plain, dist_strategy_name(z));
+    }
+    QVERIFY(plain.back() < plain.front());
   }
 
   // PyTorch DDP's reducer: a bucket is reduced as soon as the backward has finished its gradients,
