@@ -26,6 +26,8 @@ DistributedRun::DistributedRun(const Config& config)
 
 DistributedRun::~DistributedRun() = default;
 
+void DistributedRun::drop_model() { m_dp.reset(); }
+
 std::string DistributedRun::device(const std::string& configured) const {
   return dist::rank_device(configured, m_place);
 }

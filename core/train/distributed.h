@@ -45,6 +45,8 @@ class DistributedRun {
   // with the launcher or a launcher variable is malformed.
   explicit DistributedRun(const Config& config);
   ~DistributedRun();
+  // Ends the data-parallel driver, which hooks the model: called before the model goes.
+  void drop_model();
 
   bool active() const { return m_place.size > 1; }
   int rank() const { return m_place.rank; }

@@ -28,8 +28,12 @@ namespace trainlab {
 using Clock = std::chrono::steady_clock;
 
 // Everything a run holds between run()'s parts. Members are destroyed in reverse order: the
-// backend last, after every tensor of the task, model, optimizer and step.
+// backend last, after every tensor of the task, model, optimizer and step; the data-parallel
+// driver (which hooks the model) before the model.
 struct Trainer::State {
+  ~State() {
+    if (dist) dist->drop_model();
+  }
   std::unique_ptr<Backend> be;
   std::unique_ptr<DistributedRun> dist;  // several ranks (core/dist); inert with one
   std::unique_ptr<Task> task;  // data, sample indices, epochs, evaluation (train/task.h)
