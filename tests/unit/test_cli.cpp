@@ -29,7 +29,6 @@ QStringList error_lines(const Result& r) {
   return out;
 }
 
-QString describe(const Result& r) { return QString("exit %1\nstdout: %2\nstderr: %3").arg(r.code).arg(r.out, r.err); }
 
 }  // namespace
 

@@ -14,7 +14,6 @@ namespace {
 
 CliResult cli(const QStringList& args) { return run_cli(QStringList{"lesson"} + args, 120000); }
 
-QString describe(const CliResult& r) { return QString("exit %1\nstdout: %2\nstderr: %3").arg(r.code).arg(r.out, r.err); }
 
 nlohmann::json json_of(const CliResult& r) { return nlohmann::json::parse(r.out.toStdString()); }
 

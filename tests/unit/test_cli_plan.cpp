@@ -20,7 +20,6 @@ using Result = CliResult;
 
 Result cli(const QStringList& args, int timeout_ms = 120000) { return run_cli(QStringList{"plan"} + args, timeout_ms); }
 
-QString describe(const Result& r) { return QString("exit %1\nstdout: %2\nstderr: %3").arg(r.code).arg(r.out, r.err); }
 
 Json json_of(const Result& r) { return Json::parse(r.out.toStdString()); }
 

@@ -12,6 +12,7 @@
 #include <limits>
 
 #include "config/json_text.h"
+#include "cli_support.h"
 #include "test_support.h"
 #include "train/run_checkpoint.h"
 #include "train/run_record.h"
@@ -121,17 +122,9 @@ class TestConfigFiles : public QObject {
     QCOMPARE(::mkfifo(fifo.c_str(), 0600), 0);
     e = error_of([&] { Config::from_file(fifo); });  // (opening a FIFO for reading would block)
     QVERIFY2(has(e, fifo + ": the config file must be a regular file, not a device, pipe or socket"), e.c_str());
-    QProcess proc;
-#if defined(__SANITIZE_ADDRESS__)
-    const QString limit;  // AddressSanitizer reserves terabytes of address space: no ulimit -v
-#else
-    const QString limit = "ulimit -v 2000000; ";
-#endif
-    proc.start("/bin/sh", {"-c", limit + QString("exec '%1' train --print-config --config /dev/zero")
-                                             .arg(QStringLiteral(TRAINLAB_CLI_PATH))});
-    QVERIFY(proc.waitForFinished(60000));
-    const std::string err = proc.readAllStandardError().toStdString();
-    QCOMPARE(proc.exitCode(), 1);
+    const CliResult r = run_cli_limited({"train", "--print-config", "--config", "/dev/zero"});
+    const std::string err = r.err.toStdString();
+    QCOMPARE(r.code, 1);
     QVERIFY2(has(err, "error: /dev/zero: the config file must be a regular file"), err.c_str());
     e = error_of([&] { Config::from_file(path("missing.json")); });
     QVERIFY2(has(e, path("missing.json") + ": cannot open the config file (No such file"), e.c_str());

@@ -12,6 +12,7 @@
 #include "data/data_file.h"
 #include "data/data_sources.h"
 #include "data/dataset.h"
+#include "cli_support.h"
 #include "test_support.h"
 
 using namespace trainlab;
@@ -48,39 +49,8 @@ void write_idx_folder(const std::string& dir, const std::string& train_img, cons
   write_text(dir + "/t10k-labels-idx1-ubyte", test_lab);
 }
 
-struct Result {
-  int code = -1;
-  QString out, err;
-};
+using Result = CliResult;
 
-// trainlab-cli with `args`, its address space limited to 2 GB: a reader without bounds dies with
-// bad_alloc (or is killed) instead of taking the machine's memory.
-Result cli_limited(const QStringList& args, int timeout_ms = 60000) {
-  QProcess p;
-#if defined(__SANITIZE_ADDRESS__)
-  // AddressSanitizer reserves terabytes of shadow address space, so no address-space cap here: an
-  // allocation a file's bytes do not back would be ASan's own "allocation-size-too-big" failure.
-  const char* limit = "exec \"$0\" \"$@\"";
-#else
-  const char* limit = "ulimit -v 2000000; exec \"$0\" \"$@\"";
-#endif
-  p.start("sh", QStringList{"-c", limit, QStringLiteral(TRAINLAB_CLI_PATH)} + args);
-  Result r;
-  if (!p.waitForStarted(10000)) return r;
-  p.closeWriteChannel();
-  if (!p.waitForFinished(timeout_ms)) {
-    p.kill();
-    p.waitForFinished();
-    r.err = "timed out";
-    return r;
-  }
-  r.code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -2;
-  r.out = QString::fromUtf8(p.readAllStandardOutput());
-  r.err = QString::fromUtf8(p.readAllStandardError());
-  return r;
-}
-
-QString describe(const Result& r) { return QString("exit %1\nstdout: %2\nstderr: %3").arg(r.code).arg(r.out, r.err); }
 
 }  // namespace
 
@@ -107,7 +77,7 @@ class TestDataFiles : public QObject {
     QVERIFY2(has(e, dir + "/train-images-idx3-ubyte: header: images of 2147483648x2147483648"), e.c_str());
     QVERIFY2(has(e, "expected at most 65536 pixels an image"), e.c_str());
     // The CLI: an error, no "completed" run.
-    const Result r = cli_limited({"train", "--model", "digits-mlp", "--set", "data.name=idx", "--set",
+    const Result r = run_cli_limited({"train", "--model", "digits-mlp", "--set", "data.name=idx", "--set",
                                   QString::fromStdString("data.path=" + dir), "--steps", "2", "--batch", "2",
                                   "--device", "cpu", "--out", QString::fromStdString(path("overflow-run"))});
     QVERIFY2(r.code == 1, qPrintable(describe(r)));
@@ -246,7 +216,7 @@ class TestDataFiles : public QObject {
           args << "--set"
                << "data.name=text";
         args << "--set" << QString::fromStdString("data.path=" + p);
-        const Result r = cli_limited(args);
+        const Result r = run_cli_limited(args);
         QVERIFY2(r.code == 1, qPrintable(describe(r)));
         const QString want =
             QString::fromStdString(p) +

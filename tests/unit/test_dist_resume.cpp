@@ -26,7 +26,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-QString describe(const CliResult& r) { return QString("exit %1\nstdout: %2\nstderr: %3").arg(r.code).arg(r.out, r.err); }
 
 CliResult cli(const QStringList& args) {
   return run_cli(QStringList{"train", "--device", "cpu", "--quiet"} + args, 300000);

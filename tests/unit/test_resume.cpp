@@ -25,7 +25,6 @@ namespace {
 
 using Result = CliResult;
 
-QString describe(const Result& r) { return QString("exit %1\nstdout: %2\nstderr: %3").arg(r.code).arg(r.out, r.err); }
 
 Result cli(const QStringList& args, int timeout_ms = 300000) { return run_cli(args, timeout_ms); }
 
