@@ -33,7 +33,6 @@ using Result = CliResult;
 // trainlab-cli with `args`; code -2 when it crashed, -3 when it ran past `timeout_ms` (killed).
 Result cli(const QStringList& args, int timeout_ms = 30000) { return run_cli(args, timeout_ms); }
 
-QString describe(const Result& r) { return QString("exit %1\nstdout: %2\nstderr: %3").arg(r.code).arg(r.out, r.err); }
 
 // The one "error:" line of a failed run (empty when there is not exactly one).
 QString error_line(const Result& r) {
