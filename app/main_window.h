@@ -25,6 +25,9 @@ class QVBoxLayout;
 
 namespace trainlab::app {
 
+// The folders that hold config presets (presets/ under each resource root), without repeats.
+QStringList preset_dirs();
+
 class MainWindow : public QMainWindow {
   Q_OBJECT
  public:
