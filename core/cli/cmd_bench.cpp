@@ -57,7 +57,7 @@ Runner add_bench_command(CLI::App& app) {
       ->check(in_range(integers(0, 1e6)));
   cmd->add_option("--epochs", o->epochs, "Epochs for digits-train")->check(in_range(integers(1, 1e4)));
   cmd->add_option("--weights", o->weights, "decode: a char-gpt weights file (fp32 or quantized) instead of a random --preset");
-  cmd->add_option("--preset", o->preset, "decode: the random-initialised char-gpt without --weights (tiny, small, gpt2)");
+  cmd->add_option("--preset", o->preset, "decode: the random-initialised char-gpt without --weights (tiny, small, gpt2, or xl: 24 x 2048, 1.2 B parameters)");
   const CLI::Option* warmup_given = cmd->get_option("--warmup");
   return [o, cmd, warmup_given]() -> int {
     if (!cmd->parsed()) return -1;

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "backend/backend.h"
+#include "backend/bandwidth.h"
 #include "decode/decoder.h"
 #include "decode/decoder_model.h"
 #include "util/error.h"
@@ -15,7 +16,7 @@ namespace {
 using Json = nlohmann::json;
 
 // Decodes n tokens greedily from token 0 (after one untimed push that captures the graph).
-Json bench_format(Backend& be, const DecoderModel& m, const DecodeSpec& spec, int64_t n) {
+Json bench_format(Backend& be, const DecoderModel& m, const DecodeSpec& spec, int64_t n, double copy_bytes_per_s) {
   const DecoderShape& shape = m.weights.shape;
   n = std::min<int64_t>(n, shape.context - 1);
   auto dec = make_decoder(be, m.weights, spec);
@@ -36,7 +37,7 @@ Json bench_format(Backend& be, const DecoderModel& m, const DecodeSpec& spec, in
   Json kernels = Json::object();  // device microseconds a step by kernel kind (eager, no PDL)
   for (const auto& [kind, us] : dec->profile_step()) kernels[kind] = us;
   const int64_t wbytes = dec->weight_bytes_per_token(), kv_mean = n > 0 ? kv / n : 0;
-  const double ceiling = kDecodeDramBytesPerS / static_cast<double>(wbytes + kv_mean);
+  const double ceiling = copy_bytes_per_s / static_cast<double>(wbytes + kv_mean);
   return Json{{"case", "decode"},
               {"model", m.name},
               {"params", m.params},
@@ -54,7 +55,8 @@ Json bench_format(Backend& be, const DecoderModel& m, const DecodeSpec& spec, in
               {"weight_bytes_per_token", wbytes},
               {"kv_bytes_per_token", kv_mean},
               {"bytes_per_token", wbytes + kv_mean},
-              {"dram_bytes_per_s", kDecodeDramBytesPerS},
+              {"weight_bytes_per_s", tps * static_cast<double>(wbytes)},
+              {"copy_bytes_per_s", copy_bytes_per_s},
               {"ceiling_tokens_per_s", ceiling},
               {"fraction_of_ceiling", tps / ceiling},
               {"weights_fit_l2", wbytes + kv_mean <= kDecodeL2Bytes}};
@@ -106,9 +108,15 @@ std::vector<Json> bench_decode(const std::string& device, const std::string& wei
       weights.empty() ? random_decoder_model(preset.empty() ? "small" : preset, seed) : load_decoder_model(weights);
   auto be = create_backend(device);
   std::vector<Json> out;
+  const CopyBandwidth bw = measure_copy_bandwidth(*be);
+  out.push_back(Json{{"case", "bandwidth"},
+                     {"device", be->info().name},
+                     {"copy_bytes_per_s", bw.bytes_per_s},
+                     {"buffer_bytes", bw.buffer_bytes},
+                     {"reps", bw.reps}});
   for (const DecodeSpec& s : bench_specs(formats, m, be->info().kind == DeviceKind::Cpu)) {
     try {
-      out.push_back(bench_format(*be, m, s, tokens));
+      out.push_back(bench_format(*be, m, s, tokens, bw.bytes_per_s));
     } catch (const Error& e) {
       out.push_back(Json{{"case", "decode"}, {"model", m.name}, {"format", s.label()}, {"error", e.what()}});
     }

@@ -8,10 +8,11 @@
 
 namespace trainlab {
 
-// One JSON object per weight format: tokens/s of greedy decoding (after one untimed token that
-// captures the graph), weight and KV-cache bytes a token, and the ceiling that 4.8 TB/s of DRAM
-// bandwidth puts on tokens/s. The model: `weights` (a char-gpt file, fp32 or quantized) or, when
-// empty, a random-initialised `preset` (tiny, small, gpt2; "small" when empty too). `formats`:
+// First {"case": "bandwidth"} with the device's measured copy bandwidth (backend/bandwidth.h), then
+// one JSON object per weight format: tokens/s of greedy decoding (after one untimed token that
+// captures the graph), weight and KV-cache bytes a token, the weight bytes read a second, and the
+// ceiling that the measured copy bandwidth puts on tokens/s (fraction_of_ceiling: tokens/s over it). The model: `weights` (a char-gpt file, fp32 or quantized) or, when
+// empty, a random-initialised `preset` (tiny, small, gpt2, xl; "small" when empty too). `formats`:
 // comma-separated fp32, bf16, int8, int4, int4-g64, int4-g128 (the whole token in one
 // cooperative kernel), each optionally with -graph (a kernel per operation, replayed as a CUDA
 // graph) or -nograph (a kernel per operation, launched one by one); empty: the file's own format

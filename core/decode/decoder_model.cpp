@@ -56,7 +56,16 @@ DecoderModel load_decoder_model(const std::string& path) {
 }
 
 DecoderModel random_decoder_model(const std::string& preset, uint64_t seed) {
-  CharGptConfig cfg = CharGptConfig::preset(preset);
+  CharGptConfig cfg;
+  if (preset == "xl") {
+    cfg.layers = 24, cfg.heads = 16, cfg.dim = 2048, cfg.context = 1024;
+  } else {
+    try {
+      cfg = CharGptConfig::preset(preset);
+    } catch (const Error&) {
+      throw Error("--preset '" + preset + "': expected tiny, small, gpt2 or xl");
+    }
+  }
   auto cpu = create_backend("cpu");
   CharGpt model(*cpu, cfg, seed);
   DecoderModel out;

@@ -21,10 +21,13 @@ struct DecoderModel {
 // Throws Error naming the file when it is not a char-gpt written by the lab, or when its matrices
 // are quantized with different specs (a decoder keeps one format).
 DecoderModel load_decoder_model(const std::string& path);
+// preset: a training preset (tiny, small, gpt2) or `xl`, a decode-benchmark size only (24 layers x
+// 2048, 16 heads, context 1024, 1.21 B parameters, as shared/bench/peer_torch_decode.py's xl).
 DecoderModel random_decoder_model(const std::string& preset, uint64_t seed);
 
 // H200 datasheet numbers for the bandwidth ceiling of decoding: a token reads its weights and its
 // KV cache once, so DRAM bandwidth / bytes a token bounds tokens/s -- unless the bytes fit in L2.
+// The decode benchmark measures the device's copy bandwidth instead (backend/bandwidth.h).
 constexpr double kDecodeDramBytesPerS = 4.8e12;
 constexpr int64_t kDecodeL2Bytes = 50ll << 20;
 

@@ -98,16 +98,22 @@ class TestGenerate : public QObject {
     r.weights = dir.filePath("missing.safetensors").toStdString();
     QVERIFY_THROWS_EXCEPTION(Error, generate_text(r));
 
-    // The decode benchmark on the CPU: one fp32 record (or the format asked for) of n tokens.
+    // The decode benchmark on the CPU: the measured copy bandwidth, then one fp32 record (or the
+    // format asked for) of n tokens whose ceiling is that bandwidth over the bytes a token reads.
     const auto rows = bench_decode("cpu", path, "", "", 5, 1);
-    QCOMPARE(int(rows.size()), 1);
-    QVERIFY(!rows[0].contains("error"));
-    QCOMPARE(rows[0].at("format").get<std::string>(), std::string("fp32"));
-    QCOMPARE(rows[0].at("tokens").get<int64_t>(), int64_t(5));
-    QCOMPARE(rows[0].at("weight_bytes_per_token").get<int64_t>(), gen.weight_bytes_per_token());
+    QCOMPARE(int(rows.size()), 2);
+    QCOMPARE(rows[0].at("case").get<std::string>(), std::string("bandwidth"));
+    const double bw = rows[0].at("copy_bytes_per_s").get<double>();
+    QVERIFY2(bw > 1e8 && bw < 1e13, std::to_string(bw).c_str());
+    QVERIFY(!rows[1].contains("error"));
+    QCOMPARE(rows[1].at("format").get<std::string>(), std::string("fp32"));
+    QCOMPARE(rows[1].at("tokens").get<int64_t>(), int64_t(5));
+    QCOMPARE(rows[1].at("weight_bytes_per_token").get<int64_t>(), gen.weight_bytes_per_token());
+    QCOMPARE(rows[1].at("copy_bytes_per_s").get<double>(), bw);
+    QCOMPARE(rows[1].at("ceiling_tokens_per_s").get<double>(), bw / rows[1].at("bytes_per_token").get<double>());
     const auto i4 = bench_decode("cpu", path, "", "int4-g64", 50, 1);  // capped at context - 1
-    QCOMPARE(i4.at(0).at("tokens").get<int64_t>(), int64_t(11));
-    QVERIFY(i4.at(0).at("decoder").get<std::string>().find("int4-g64") != std::string::npos);
+    QCOMPARE(i4.at(1).at("tokens").get<int64_t>(), int64_t(11));
+    QVERIFY(i4.at(1).at("decoder").get<std::string>().find("int4-g64") != std::string::npos);
     QVERIFY_THROWS_EXCEPTION(Error, bench_decode("cpu", path, "", "int4-g48", 5, 1));
   }
 };
