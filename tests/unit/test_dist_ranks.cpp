@@ -9,8 +9,9 @@
 //   * ZeRO 1, 2 and 3 give DDP's losses and weights, and each rank's ledger holds half the one-rank
 //     optimizer state (and gradients from stage 2, weights at stage 3);
 //   * each ZeRO rank's ledger of weights, gradients and optimizer state is the planner's
-//     predict_rank_memory for that rank within 2% (the same shards, dist/shard.h), and the run
-//     records that prediction beside the rank's ledger;
+//     predict_rank_memory for that rank within 2% (the same shards, dist/shard.h) in fp32, bf16
+//     and fp16 (16-bit: the fp32 masters sharded with the optimizer state), and the run records
+//     that prediction beside the rank's ledger;
 //   * gradient clipping by the global norm clips alike on every rank, as one rank would;
 //   * bad input ends every rank with one clear error, never a hang: a batch the ranks cannot split,
 //     a ZeRO stage on one rank, ranks with different configs, dist.ranks against the launcher, a
@@ -261,16 +262,19 @@ class TestDistRanks : public QObject {
   }
 
   // ZeRO: DDP's losses and, after the run, DDP's weights file (ZeRO-3 gathers the parameters, a
-  // 16-bit ZeRO-1/2 run its fp32 masters); in fp32 each rank's ledger holds half of the one-rank
-  // figure of what the stage shards (85,002 parameters: the halves are exact).
+  // 16-bit run its fp32 masters); each rank's ledger holds half of the one-rank figure of what the
+  // stage shards (85,002 parameters: the halves are exact), in 16-bit runs the fp32 masters with
+  // the optimizer state from stage 1 on.
   void zeroMatchesDdp_data() {
     QTest::addColumn<QString>("strategy");
     QTest::addColumn<QString>("precision");
     QTest::newRow("zero1") << "zero1" << "fp32";
     QTest::newRow("zero2") << "zero2" << "fp32";
     QTest::newRow("zero3") << "zero3" << "fp32";
+    QTest::newRow("zero1 bf16") << "zero1" << "bf16";
     QTest::newRow("zero2 bf16") << "zero2" << "bf16";
     QTest::newRow("zero3 bf16") << "zero3" << "bf16";
+    QTest::newRow("zero1 fp16") << "zero1" << "fp16";
   }
   void zeroMatchesDdp() {
     QFETCH(QString, strategy);
@@ -296,7 +300,6 @@ class TestDistRanks : public QObject {
     QCOMPARE(a.tensors.size(), b.tensors.size());
     for (size_t i = 0; i < a.tensors.size(); ++i)
       QVERIFY2(a.tensors[i].bytes == b.tensors[i].bytes, a.tensors[i].name.c_str());
-    if (precision != "fp32") return;
     const Json single = last_metrics(one).at("mem");
     const int stage = strategy.back().digitValue();
     const Json last = last_metrics(zero);
@@ -316,22 +319,25 @@ class TestDistRanks : public QObject {
 
   // ZeRO's shards are the planner's: each rank's ledger of weights, gradients and optimizer state
   // within 2% of predict_rank_memory for its stage and rank (fp32 AdamW: 4 + 4 + 8 bytes a
-  // parameter, each divided by 2 where the stage shards it), and the prediction the run records
-  // for the rank is that one.
+  // parameter; 16-bit: 2 + 2 + (4 master + 8) bytes; each divided by 2 where the stage shards it),
+  // and the prediction the run records for the rank is that one.
   void ledgerMatchesPlanner_data() {
     QTest::addColumn<int>("stage");
-    QTest::newRow("zero1") << 1;
-    QTest::newRow("zero2") << 2;
-    QTest::newRow("zero3") << 3;
+    QTest::addColumn<QString>("precision");
+    for (const QString& precision : {QString("fp32"), QString("bf16"), QString("fp16")})
+      for (int stage = 1; stage <= 3; ++stage)
+        QTest::newRow(qPrintable(QString("zero%1 %2").arg(stage).arg(precision))) << stage << precision;
   }
   void ledgerMatchesPlanner() {
     QFETCH(int, stage);
-    const QString out = dir(QString("planner-zero%1").arg(stage));
-    const Result r = cli(2, digits(out, {"--set", QString("dist.strategy=zero%1").arg(stage)}));
+    QFETCH(QString, precision);
+    const QString out = dir(QString("planner-zero%1-%2").arg(stage).arg(precision));
+    const Result r =
+        cli(2, digits(out, {"--precision", precision, "--set", QString("dist.strategy=zero%1").arg(stage)}));
     QVERIFY2(r.code == 0, qPrintable(describe(r)));
     TrainingMemoryInputs in;
     in.params = read_json((out + "/summary.json").toStdString()).at("params").get<int64_t>();
-    in.element_bytes = 4;
+    in.element_bytes = precision == "fp32" ? 4 : 2;
     in.optimizer_state_bytes = 8;
     const Json last = last_metrics(out);
     QCOMPARE(last.at("ranks").size(), size_t(2));
