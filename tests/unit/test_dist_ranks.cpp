@@ -12,6 +12,8 @@
 //     predict_rank_memory for that rank within 2% (the same shards, dist/shard.h) in fp32, bf16
 //     and fp16 (16-bit: the fp32 masters sharded with the optimizer state), and the run records
 //     that prediction beside the rank's ledger;
+//   * summary.json's dist_times: each rank's mean time split and bytes over steps 2.., and the
+//     scaling-efficiency estimate as docs/DISTRIBUTED.md defines it; bench --case scaling;
 //   * gradient clipping by the global norm clips alike on every rank, as one rank would;
 //   * bad input ends every rank with one clear error, never a hang: a batch the ranks cannot split,
 //     a ZeRO stage on one rank, ranks with different configs, dist.ranks against the launcher, a
@@ -245,6 +247,41 @@ class TestDistRanks : public QObject {
     const Json m = last_metrics(two);
     QCOMPARE(m.at("ranks").size(), size_t(2));
     QVERIFY(m.at("ranks")[1].at("bytes_sent").get<int64_t>() > 0);
+    // summary.json's dist_times: every rank's means over steps 2.., and the efficiency estimate
+    // as docs/DISTRIBUTED.md defines it (every rank's compute over every rank's step time).
+    const Json times = sum.at("dist_times");
+    QCOMPARE(times.at("steps").get<long>(), 5L);
+    QCOMPARE(times.at("ranks").size(), size_t(2));
+    double compute = 0, step = 0, bytes1 = 0;
+    for (const Json& line : metrics_lines(two.toStdString()))
+      if (line.at("step").get<long>() > 1)
+        for (const Json& r : line.at("ranks")) {
+          compute += r.at("compute_ms").get<double>();
+          step += r.at("step_ms").get<double>();
+          if (r.at("rank").get<int>() == 1) bytes1 += r.at("bytes_sent").get<double>();
+        }
+    QVERIFY(std::fabs(times.at("efficiency_estimate").get<double>() - compute / step) <= 1e-9);
+    QVERIFY(std::fabs(times.at("ranks")[1].at("bytes_sent").get<double>() - bytes1 / 5) <= 1e-6 * bytes1);
+  }
+
+  // bench --case scaling: the same global batch at 1 rank and at 2, from the two run records.
+  void scalingBenchmark() {
+    const Result r = run(TRAINLAB_CLI_PATH, {"bench", "--case", "scaling", "--ranks", "2", "--device", "cpu", "--steps",
+                                             "4", "--modes", "ddp,zero2"});
+    QVERIFY2(r.code == 0, qPrintable(describe(r)));
+    const QStringList lines = r.out.trimmed().split('\n');
+    QCOMPARE(lines.size(), 2);
+    for (const QString& l : lines) {
+      const Json j = Json::parse(l.toStdString());
+      QCOMPARE(j.at("ranks").get<int>(), 2);
+      const double t1 = j.at("ms_per_step_1").get<double>(), tn = j.at("ms_per_step_n").get<double>();
+      QVERIFY2(t1 > 0 && tn > 0, qPrintable(l));
+      QVERIFY(std::fabs(j.at("scaling_efficiency").get<double>() - t1 / (2 * tn)) <= 1e-9 * t1 / tn);
+      const double e = j.at("efficiency_estimate").get<double>();
+      QVERIFY2(e > 0 && e <= 1, qPrintable(l));
+    }
+    const Result bad = run(TRAINLAB_CLI_PATH, {"bench", "--case", "scaling", "--ranks", "3", "--device", "cpu"});
+    QVERIFY2(bad.code != 0 && bad.out.contains("does not divide the global batch of 256"), qPrintable(describe(bad)));
   }
 
   void charGptMatchesOneRank() {
