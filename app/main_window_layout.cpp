@@ -199,6 +199,7 @@ void MainWindow::build_docks() {
     if (shown) m_kernels->refresh();
   });
   m_ranks = new RanksPanel(this);
+  m_ranks->setMinimumWidth(420);  // two ranks' bars and their labels side by side
   m_ranks_dock = new QDockWidget("Ranks", this);
   m_ranks_dock->setObjectName("ranks_dock");
   m_ranks_dock->setWidget(m_ranks);

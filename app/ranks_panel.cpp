@@ -25,7 +25,7 @@ QCustomPlot* make_plot(QWidget* parent, const QString& name, const QString& titl
   p->plotLayout()->addElement(0, 0, t);
   p->legend->setVisible(true);
   p->legend->setFont(QFont(parent->font().family(), std::max(7, parent->font().pointSize() - 1)));
-  p->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignRight);
+  p->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignLeft);
   style_plot(p, parent->palette());
   return p;
 }
@@ -74,8 +74,8 @@ RanksPanel::RanksPanel(QWidget* parent) : QWidget(parent) {
   pv->setContentsMargins(0, 0, 0, 0);
   m_memory = make_plot(plots, "ranks_memory", "Memory per rank");
   m_time = make_plot(plots, "ranks_time", "Time per rank");
-  m_memory->setToolTip("Each rank's memory ledger at the last step, by category (solid), and the memory core/plan "
-                       "predicts for that rank: ZeRO's shard of what its stage shards (lighter, dashed).");
+  m_memory->setToolTip("Each rank's memory ledger at the last step, by category (left, solid), and the memory "
+                       "core/plan predicts for that rank: ZeRO's shard of what its stage shards (right, lighter, dashed).");
   m_time->setToolTip("Each rank's step, mean over the steps after the first: compute, exposed communication (waits "
                      "for gradient and parameter collectives the computation did not hide) and waiting (the per-step "
                      "host collectives, where a rank waits for the slowest).");
@@ -128,8 +128,7 @@ void RanksPanel::draw_memory() {
     predicted_keys << k + 0.18;
     measured.push_back(r.mem_current);
     predicted.push_back(r.mem_predicted);
-    ticks->addTick(k - 0.18, QString("rank %1").arg(r.rank));
-    ticks->addTick(k + 0.18, "plan");
+    ticks->addTick(k, QString("rank %1\nledger | plan").arg(r.rank));
     top = std::max({top, static_cast<double>(r.mem_current.total()), static_cast<double>(r.mem_predicted.total())});
   }
   stack_bars(p, measured_keys, measured, 255, true);
@@ -137,9 +136,8 @@ void RanksPanel::draw_memory() {
   p->xAxis->setTicker(ticks);
   p->xAxis->setRange(0.4, static_cast<double>(ranks.size()) + 0.6);
   p->yAxis->setTicker(QSharedPointer<QCPAxisTicker>(new BytesTicker));
-  p->yAxis->setRange(0, std::max(1.0, top) * 1.35);  // room for the legend above the bars
-  title_of(p)->setText(QString("Memory per rank at step %1 (ledger; plan: core/plan's prediction)")
-                           .arg(m_run->step.isEmpty() ? 0 : m_run->step.back()));
+  p->yAxis->setRange(0, std::max(1.0, top) * 1.7);  // room for the legend above the bars
+  title_of(p)->setText(QString("Memory per rank, step %1").arg(m_run->step.isEmpty() ? 0 : m_run->step.back()));
   p->replot();
 }
 
@@ -179,10 +177,10 @@ void RanksPanel::draw_time() {
   p->xAxis->setTicker(ticks);
   p->xAxis->setRange(0.4, static_cast<double>(std::max<size_t>(1, t.ranks.size())) + 0.6);
   p->yAxis->setLabel("ms a step");
-  p->yAxis->setRange(0, std::max(1e-3, top) * 1.35);
+  p->yAxis->setRange(0, std::max(1e-3, top) * 1.6);
   const double e = t.efficiency_estimate();
-  title_of(p)->setText(t.steps() == 0 ? QString("Time per rank (from the second step on)")
-                                      : QString("Time per rank, mean of %1 steps · scaling efficiency estimate %2")
+  title_of(p)->setText(t.steps() == 0 ? QString("Time per rank (from step 2 on)")
+                                      : QString("Time per rank, %1 steps\nscaling efficiency estimate %2")
                                             .arg(t.steps())
                                             .arg(number_text(100.0 * e, 'f', 1, " %")));
   p->replot();
