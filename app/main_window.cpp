@@ -308,6 +308,13 @@ void MainWindow::on_metrics() {
   m_status->setText(s);
   m_plots->notify_data();
   if (m_kernel_dock->isVisible() && m_primary == m_live) m_kernels->refresh();
+  if (m_primary == m_live && m_live->has_ranks()) show_ranks();
+}
+
+// The ranks dock of a run over several ranks: shown, and redrawn from the run's latest figures.
+void MainWindow::show_ranks() {
+  if (!m_ranks_dock->isVisible()) m_ranks_dock->show();
+  m_ranks->refresh();
 }
 
 void MainWindow::on_finished(const QString& status, const QString& message, const QString& dir) {
@@ -398,6 +405,8 @@ void MainWindow::update_plots() {
   for (int i = 0; i < list.size(); ++i) list[i]->color = run_color(i);
   m_plots->set_runs(list);
   m_kernels->set_run(m_primary);
+  m_ranks->set_run(m_primary);
+  if (m_primary && m_primary->has_ranks()) show_ranks();
 }
 
 void MainWindow::reopen(const QString& dir) {

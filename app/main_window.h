@@ -10,6 +10,7 @@
 
 #include "config_form.h"
 #include "kernel_panel.h"
+#include "ranks_panel.h"
 #include "plot_panel.h"
 #include "runs_panel.h"
 #include "text_panel.h"
@@ -42,6 +43,8 @@ class MainWindow : public QMainWindow {
   TextPanel* text_panel() const { return m_text; }
   KernelPanel* kernel_panel() const { return m_kernels; }
   QDockWidget* kernel_dock() const { return m_kernel_dock; }
+  RanksPanel* ranks_panel() const { return m_ranks; }
+  QDockWidget* ranks_dock() const { return m_ranks_dock; }
   std::shared_ptr<RunSeries> live_run() const { return m_live; }
   std::shared_ptr<RunSeries> primary_run() const { return m_primary; }
   QPushButton* start_button() const { return m_start; }
@@ -88,6 +91,7 @@ class MainWindow : public QMainWindow {
   void end_session();
   void update_overlays(const QStringList& dirs);
   void update_plots();
+  void show_ranks();
   void update_buttons();
   void export_dialog(const QStringList& dirs);
   void fill_presets();
@@ -104,6 +108,8 @@ class MainWindow : public QMainWindow {
   QDockWidget* m_text_dock = nullptr;
   KernelPanel* m_kernels = nullptr;
   QDockWidget* m_kernel_dock = nullptr;
+  RanksPanel* m_ranks = nullptr;
+  QDockWidget* m_ranks_dock = nullptr;
   QPushButton *m_start = nullptr, *m_pause = nullptr, *m_stop = nullptr;
   QComboBox* m_presets = nullptr;
   QProgressBar* m_progress = nullptr;

@@ -180,7 +180,8 @@ QWidget* MainWindow::build_centre() {
   return centre;
 }
 
-// The docks on the right, hidden until asked for: text generation and kernel times.
+// The docks on the right, hidden until asked for: text generation, kernel times and the ranks
+// (which shows itself when the shown run trains over several ranks).
 void MainWindow::build_docks() {
   m_text = new TextPanel(this);
   m_text_dock = new QDockWidget("Text generation (char-gpt)", this);
@@ -196,6 +197,16 @@ void MainWindow::build_docks() {
   m_kernel_dock->hide();
   connect(m_kernel_dock, &QDockWidget::visibilityChanged, this, [this](bool shown) {
     if (shown) m_kernels->refresh();
+  });
+  m_ranks = new RanksPanel(this);
+  m_ranks->setMinimumWidth(420);  // two ranks' bars and their labels side by side
+  m_ranks_dock = new QDockWidget("Ranks", this);
+  m_ranks_dock->setObjectName("ranks_dock");
+  m_ranks_dock->setWidget(m_ranks);
+  addDockWidget(Qt::RightDockWidgetArea, m_ranks_dock);
+  m_ranks_dock->hide();
+  connect(m_ranks_dock, &QDockWidget::visibilityChanged, this, [this](bool shown) {
+    if (shown) m_ranks->refresh();
   });
 }
 

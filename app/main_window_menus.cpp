@@ -84,6 +84,10 @@ void MainWindow::build_menus() {
   kernels->setShortcut(QKeySequence("Ctrl+K"));
   kernels->setToolTip("Per-kernel times of the shown run (CUDA runs with device.kernel_timing)");
   view->addAction(kernels);
+  QAction* ranks = m_ranks_dock->toggleViewAction();
+  ranks->setShortcut(QKeySequence("Ctrl+Shift+R"));
+  ranks->setToolTip("Memory and time split of each rank of the shown run (runs over several ranks)");
+  view->addAction(ranks);
   view->addSeparator();
   // The tables of `trainlab-cli sweep` (issue 5), in a window of their own, made on first use.
   QAction* sweep = view->addAction("Compression &sweep...", QKeySequence("Ctrl+Shift+S"), this, [this] {

@@ -588,28 +588,7 @@ void PlotPanel::set_follow(bool on) {
   if (on) m_dirty = true;
 }
 
-void PlotPanel::render(PlotKind k, QCPPainter* painter, const QRectF& target) {
-  QCustomPlot* p = plot(k);
-  // Large targets (a PDF page) draw at a smaller logical size scaled up, so that text keeps its
-  // proportion to the plot.
-  const double s = std::max(1.0, target.width() / 860.0);
-  const int w = static_cast<int>(target.width() / s), h = static_cast<int>(target.height() / s);
-  // Marker labels are placed (and thinned) for the target's size, not the widget's.
-  const QRect old_viewport = p->viewport();
-  p->setViewport(QRect(0, 0, w, h));
-  p->replot(QCustomPlot::rpImmediateRefresh);
-  layout_marker_labels(p);
-  painter->save();
-  painter->translate(target.topLeft());
-  painter->setMode(QCPPainter::pmVectorized);
-  painter->setMode(QCPPainter::pmNoCaching);
-  painter->scale(s, s);
-  p->toPainter(painter, w, h);
-  painter->restore();
-  p->setViewport(old_viewport);
-  layout_marker_labels(p);
-  p->replot(QCustomPlot::rpQueuedReplot);
-}
+void PlotPanel::render(PlotKind k, QCPPainter* painter, const QRectF& target) { render_plot(plot(k), painter, target); }
 
 void PlotPanel::apply_palette() {
   for (auto* p : m_plots) {

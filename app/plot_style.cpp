@@ -83,4 +83,23 @@ void layout_marker_labels(QCustomPlot* p) {
   }
 }
 
+void render_plot(QCustomPlot* p, QCPPainter* painter, const QRectF& target) {
+  const double s = std::max(1.0, target.width() / 860.0);
+  const int w = static_cast<int>(target.width() / s), h = static_cast<int>(target.height() / s);
+  const QRect old_viewport = p->viewport();
+  p->setViewport(QRect(0, 0, w, h));
+  p->replot(QCustomPlot::rpImmediateRefresh);
+  layout_marker_labels(p);
+  painter->save();
+  painter->translate(target.topLeft());
+  painter->setMode(QCPPainter::pmVectorized);
+  painter->setMode(QCPPainter::pmNoCaching);
+  painter->scale(s, s);
+  p->toPainter(painter, w, h);
+  painter->restore();
+  p->setViewport(old_viewport);
+  layout_marker_labels(p);
+  p->replot(QCustomPlot::rpQueuedReplot);
+}
+
 }  // namespace trainlab::app

@@ -33,4 +33,9 @@ void style_plot(QCustomPlot* p, const QPalette& palette);
 // left of their line near the right edge; a label that would overlap the previous one is hidden.
 void layout_marker_labels(QCustomPlot* p);
 
+// Draws a plot onto any painter (a PDF page, an SVG) at the target's size, as vector graphics.
+// Large targets draw at a smaller logical size scaled up, so that text keeps its proportion to the
+// plot; marker labels are placed for the target's size, then again for the widget's.
+void render_plot(QCustomPlot* p, QCPPainter* painter, const QRectF& target);
+
 }  // namespace trainlab::app

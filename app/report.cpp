@@ -10,12 +10,15 @@
 #include <QTextDocument>
 #include <QAbstractTextDocumentLayout>
 #include <QTextStream>
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <qcustomplot.h>
 #include <set>
 
 #include "lessons_view.h"
 #include "plot_panel.h"
+#include "ranks_panel.h"
 #include "util/error.h"
 
 namespace trainlab::app {
@@ -250,6 +253,43 @@ void Report::write_memory(QTextStream& o) const {
   }
 }
 
+// Each rank of the runs over several ranks: its time split (mean per step over steps 2..), bytes
+// sent a step, and its memory at the last step against core/plan's prediction for it.
+void Report::write_ranks(QTextStream& o) const {
+  bool header = false;
+  for (const auto& r : m_runs) {
+    if (!r->has_ranks()) continue;
+    if (!header)
+      o << "<h2>Ranks</h2><p class='muted'>Runs over several ranks: each rank's step time, mean over the steps "
+           "after the first, split into compute, exposed communication (collectives the computation did not "
+           "hide) and waiting (for the slowest rank); the bytes it sent a step; its memory at the last step "
+           "against the plan's prediction for the rank. The scaling efficiency estimate is every rank's compute "
+           "over every rank's step time (trainlab-cli bench --case scaling measures it against one rank).</p>";
+    header = true;
+    const DistTimeTotals& t = r->dist_times;
+    o << "<h3>" << esc(r->name) << "</h3><p>scaling efficiency estimate "
+      << number_text(100.0 * t.efficiency_estimate(), 'f', 1, " %") << " over " << t.steps() << " steps</p>";
+    o << "<table cellspacing='0' cellpadding='3' border='1'><tr><th>Rank</th><th>step ms</th><th>compute ms</th>"
+         "<th>exposed comm. ms</th><th>waiting ms</th><th>sent a step</th><th>memory (ledger)</th>"
+         "<th>predicted</th></tr>";
+    for (const RankStepMetrics& m : r->last_ranks) {
+      const auto it = std::find_if(t.ranks.begin(), t.ranks.end(), [&](const RankTimeTotals& x) { return x.rank == m.rank; });
+      const RankTimeTotals tt = it == t.ranks.end() ? RankTimeTotals{} : *it;  // none: only step 1 so far
+      const double n = static_cast<double>(tt.steps);
+      auto per_step = [&](double v) { return n > 0 ? num(v / n, 4) : QString("no value"); };
+      const double meas = static_cast<double>(m.mem_current.total()), pred = static_cast<double>(m.mem_predicted.total());
+      o << "<tr><td>" << m.rank << "</td>";
+      for (const QString& v : {per_step(tt.step_ms), per_step(tt.compute_ms), per_step(tt.comm_ms), per_step(tt.wait_ms),
+                               n > 0 ? format_bytes(tt.bytes_sent / n) : QString("no value"), format_bytes(meas)})
+        o << "<td class='num' align='right'>" << v << "</td>";
+      o << "<td class='num' align='right'>" << format_bytes(pred);
+      if (pred > 0) o << " <span class='muted'>(" << num(100.0 * meas / pred, 3) << " %)</span>";
+      o << "</td></tr>";
+    }
+    o << "</table>";
+  }
+}
+
 QString Report::summary_html(bool for_pdf) const {
   QString h;
   QTextStream o(&h);
@@ -262,6 +302,7 @@ QString Report::summary_html(bool for_pdf) const {
   write_compression(o);
   write_kernel_times(o);
   write_memory(o);
+  write_ranks(o);
   if (for_pdf) o << "<p class='muted'>Plots follow on the next pages; the full configs are at the end.</p>";
   return h;
 }
@@ -363,11 +404,42 @@ void Report::write_pdf(const QString& path) const {
     if (i % 2 == 0) new_page();
     panel.render(kinds[i], &painter, QRectF(0, (i % 2) * (ph + gap), w, ph));
   }
+  for (const auto& r : m_runs) {  // each run over several ranks: the Ranks dock's two plots, a page
+    if (!r->has_ranks()) continue;
+    RanksPanel ranks;
+    ranks.resize(1200, 900);
+    ranks.set_run(r);
+    new_page();
+    ranks.render(RanksPanel::Plot::Memory, &painter, QRectF(0, 0, w, ph));
+    ranks.render(RanksPanel::Plot::Time, &painter, QRectF(0, ph + gap, w, ph));
+  }
   draw_doc(config_html());
   draw_doc(lessons_html());
   painter.end();
   if (!QFileInfo(path).exists() || QFileInfo(path).size() == 0) throw Error(path.toStdString() + ": PDF not written");
 }
+
+namespace {
+
+// An <img> of a plot drawn by `draw` as an embedded SVG (base64), titled `title`.
+QString svg_img(const QString& title, const std::function<void(QCPPainter*, const QRectF&)>& draw) {
+  QBuffer buf;
+  buf.open(QIODevice::WriteOnly);
+  QSvgGenerator gen;
+  gen.setOutputDevice(&buf);
+  const QSize size(1000, 380);
+  gen.setSize(size);
+  gen.setViewBox(QRect(QPoint(0, 0), size));
+  gen.setTitle(title);
+  {
+    QCPPainter p(&gen);
+    draw(&p, QRectF(QPointF(0, 0), size));
+  }
+  return "<img class='plot' alt='" + esc(title) + "' src='data:image/svg+xml;base64," +
+         QString::fromLatin1(buf.data().toBase64()) + "'>\n";
+}
+
+}  // namespace
 
 void Report::write_html(const QString& path) const {
   PlotPanel panel;
@@ -382,21 +454,15 @@ void Report::write_html(const QString& path) const {
     << "</style></head><body>";
   o << summary_html(false);
   o << "<h2>Plots</h2>";
-  for (PlotKind k : report_plots(m_runs)) {
-    QBuffer buf;
-    buf.open(QIODevice::WriteOnly);
-    QSvgGenerator gen;
-    gen.setOutputDevice(&buf);
-    const QSize size(1000, 380);
-    gen.setSize(size);
-    gen.setViewBox(QRect(QPoint(0, 0), size));
-    gen.setTitle(panel.plot_title(k));
-    {
-      QCPPainter p(&gen);
-      panel.render(k, &p, QRectF(QPointF(0, 0), size));
-    }
-    o << "<img class='plot' alt='" << esc(panel.plot_title(k)) << "' src='data:image/svg+xml;base64,"
-      << QString::fromLatin1(buf.data().toBase64()) << "'>\n";
+  for (PlotKind k : report_plots(m_runs))
+    o << svg_img(panel.plot_title(k), [&](QCPPainter* p, const QRectF& target) { panel.render(k, p, target); });
+  for (const auto& r : m_runs) {
+    if (!r->has_ranks()) continue;
+    RanksPanel ranks;
+    ranks.resize(1200, 900);
+    ranks.set_run(r);
+    for (RanksPanel::Plot k : {RanksPanel::Plot::Memory, RanksPanel::Plot::Time})
+      o << svg_img(ranks.plot_title(k), [&](QCPPainter* p, const QRectF& target) { ranks.render(k, p, target); });
   }
   o << config_html();
   o << lessons_html();

@@ -4,6 +4,8 @@
 // the mid-run events, the plots, memory by category against the prediction (per segment of steps
 // between mid-run changes: RunSeries::memory_segments), the full configs, and an appendix with
 // each lesson of core/lessons/ (its inputs and figures: the defaults, or the Lessons view's inputs).
+// Runs over several ranks add a table per rank (time split, bytes sent, memory against the plan's
+// per-rank prediction) and the Ranks dock's two plots (ranks_panel.h).
 // A metric a run has no value for (a diverged run's test accuracy) reads "no value", never 0; the
 // lines the reader skipped in a run's record are listed under the runs table.
 // Works headless (`trainlab report RUN_DIR... -o report.pdf`) under the offscreen platform.
@@ -50,6 +52,7 @@ class Report {
   void write_compression(QTextStream& o) const;
   void write_kernel_times(QTextStream& o) const;
   void write_memory(QTextStream& o) const;
+  void write_ranks(QTextStream& o) const;
 
   QVector<std::shared_ptr<RunSeries>> m_runs;
   std::map<std::string, LessonValues> m_lesson_values;

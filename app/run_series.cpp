@@ -63,6 +63,8 @@ void RunSeries::append(const StepMetrics& m) {
   if (m.device_total_bytes > 0) device_total_bytes = static_cast<double>(m.device_total_bytes);
   if (!m.event.empty()) events.push_back({s, QString::fromStdString(m.event)});
   precision = QString::fromStdString(m.precision);
+  if (!m.ranks.empty()) last_ranks = m.ranks;
+  dist_times.add(m);
 }
 
 bool RunSeries::has_mfu() const {

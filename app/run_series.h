@@ -54,6 +54,11 @@ struct RunSeries {
   double device_total_bytes = 0;
   QVector<RunEvent> events;
   QString precision;  // of the last step
+  // A run over several ranks: every rank's figures of the last step (memory, its prediction) and
+  // the time split summed over the steps (metrics.h's DistTimeTotals, as summary.json's dist_times).
+  std::vector<RankStepMetrics> last_ranks;
+  DistTimeTotals dist_times;
+  bool has_ranks() const { return !last_ranks.empty(); }
   // What the reader skipped (load_run): "…/metrics.jsonl line 17: not valid JSON; skipped".
   QStringList warnings;
 

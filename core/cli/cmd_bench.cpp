@@ -41,11 +41,13 @@ Runner add_bench_command(CLI::App& app) {
   struct Opts {
     std::string cases = "digits", device = "auto", modes, weights, preset = "small";
     long steps = 0, warmup = 0, epochs = 30;  // steps 0: the case's default; warmup: its default unless given
+    int ranks = 2;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* cmd = app.add_subcommand("bench", "Benchmark cases matching the PyTorch peer; prints one JSON object per case and mode");
   cmd->add_option("--case", o->cases, "Comma-separated: digits (training step, batch 128), digits-train (30 epochs, batch 64), "
-                                      "char-tiny|char-small|char-gpt2, decode (generation per weight format; --modes fp32,bf16,int8,int4-g32)");
+                                      "char-tiny|char-small|char-gpt2, decode (generation per weight format; --modes fp32,bf16,int8,int4-g32), "
+                                      "scaling (digits at 1 rank and at --ranks N, same global batch; --modes ddp,zero1,zero2,zero3)");
   cmd->add_option("--device", o->device, "cpu, cuda, cuda:N or auto");
   cmd->add_option("--modes", o->modes, "Comma-separated modes (digits: fp32,tf32,bf16,fp16,fp8, add -nograph to skip CUDA graphs; "
                                        "digits-train: precisions)");
@@ -55,6 +57,7 @@ Runner add_bench_command(CLI::App& app) {
       ->check(in_range(integers(1, 1e7)));
   cmd->add_option("--warmup", o->warmup, "Untimed warm-up steps (default 50 for digits; char: 5 on the CPU, 10 on a GPU)")
       ->check(in_range(integers(0, 1e6)));
+  cmd->add_option("--ranks", o->ranks, "scaling: the ranks to compare with one (default 2)")->check(in_range(integers(2, 1024)));
   cmd->add_option("--epochs", o->epochs, "Epochs for digits-train")->check(in_range(integers(1, 1e4)));
   cmd->add_option("--weights", o->weights, "decode: a char-gpt weights file (fp32 or quantized) instead of a random --preset");
   cmd->add_option("--preset", o->preset, "decode: the random-initialised char-gpt without --weights (tiny, small, gpt2, or xl: 24 x 2048, 1.2 B parameters)");
@@ -89,13 +92,17 @@ Runner add_bench_command(CLI::App& app) {
           const bool gpu = o->device != "cpu" && available_devices().size() > 1;
           return bench_char_step(o->device, cs, mode, o->steps ? o->steps : 30, *warmup_given ? o->warmup : (gpu ? 10 : 5));
         });
+      } else if (cs == "scaling") {
+        each_mode(cs, "ddp", [&](const std::string& mode) {
+          return bench_scaling(o->device, mode, o->ranks, o->steps ? o->steps : 20);
+        });
       } else if (cs == "decode") {  // token-by-token generation per weight format: cmd_generate.cpp
         for (const Json& r : bench_decode(o->device, o->weights, o->preset, o->modes, o->steps ? o->steps : 200, 1)) {
           failures += r.contains("error");
           print_line(r);
         }
       } else {
-        throw Error("unknown benchmark case '" + cs + "': expected digits, digits-train, char-tiny, char-small, char-gpt2 or decode");
+        throw Error("unknown benchmark case '" + cs + "': expected digits, digits-train, char-tiny, char-small, char-gpt2, decode or scaling");
       }
     }
     return failures ? 1 : 0;

@@ -163,7 +163,7 @@ int run_training(const Config& c, const TrainFlags& flags, const dist::LaunchInf
 // The flags that set how a run computes: refused with --resume (the run keeps its own settings).
 const char* const kSettingFlags[] = {"--config",    "--model",     "--epochs",     "--steps", "--batch",  "--lr",
                                      "--optimizer", "--precision", "--accumulate", "--seed",  "--device", "--out",
-                                     "--overwrite", "--gpus"};
+                                     "--overwrite"};
 
 std::string settable_on_resume() {
   std::string keys;
@@ -181,7 +181,16 @@ Config resume_train_config(const TrainFlags& o, const CLI::App& cmd) {
   const Config base = resume_config(o.resume);
   Config c = base;
   apply_sets(c, o.sets);
+  if (!o.ranks.empty() && !o.gpus.empty())
+    throw Error("--ranks and --gpus both given: --gpus N is --ranks N with one GPU a rank");
   if (!o.ranks.empty()) c.set("dist.ranks", o.ranks);  // resharded on resume
+  if (!o.gpus.empty()) {  // the run's device stays: --gpus only names the ranks of a GPU run
+    const std::string device = base.get_string("device.name");
+    if (device.rfind("cuda", 0) != 0)
+      throw Error("--gpus " + o.gpus + " with --resume: " + o.resume + " trained on device '" + device +
+                  "', and a resumed run keeps its device (use --ranks " + o.gpus + ")");
+    c.set("dist.ranks", o.gpus);
+  }
   check_resume_overrides(base, c);
   return c;
 }

@@ -24,8 +24,10 @@
 // (m, v), plus the reduced gradient shard as a communication buffer. ZeRO-2: the gradients are
 // the shard between steps (the whole-model gradient buffer exists only from begin_step to
 // finish_backward). ZeRO-3: the weights are the shard too; a unit's gathered parameters are a
-// communication buffer for the time the unit runs. In 16-bit runs the fp32 masters stay whole
-// (ZeRO-1/2; they are the optimizer's and only the shard is updated) or are the shard (ZeRO-3).
+// communication buffer for the time the unit runs. In 16-bit runs the fp32 masters are the
+// shard from stage 1 on (optimizer memory, DeepSpeed's partitioned fp32 weights): each rank
+// updates its shard of the masters and writes its shard of the 16-bit compute copy, which the
+// ranks then all-gather (ZeRO-1/2: the whole copy is kept; ZeRO-3: it is the shard too).
 //
 // Every rank must make the same calls in the same order (the collectives are matched by order).
 #pragma once

@@ -1,5 +1,7 @@
 #include "dist/launch.h"
 
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -112,6 +114,19 @@ void exec_mpirun(const std::vector<std::string>& argv) {
   const int e = errno;
   throw Error("cannot start " + argv.at(0) + " (" + std::strerror(e) +
               "): starting several ranks needs Open MPI's mpirun on the PATH (Debian: apt-get install openmpi-bin)");
+}
+
+int run_and_wait(const std::vector<std::string>& argv) {
+  std::vector<char*> c;
+  for (const auto& s : argv) c.push_back(const_cast<char*>(s.c_str()));
+  c.push_back(nullptr);
+  pid_t pid = 0;
+  if (const int e = posix_spawnp(&pid, c[0], nullptr, nullptr, c.data(), environ); e != 0)
+    throw Error("cannot start " + argv.at(0) + " (" + std::strerror(e) + ")");
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) throw Error("lost " + argv.at(0) + " (" + std::strerror(errno) + ")");
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 std::string self_executable() {

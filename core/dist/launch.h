@@ -41,6 +41,10 @@ std::vector<std::string> mpirun_argv(int ranks, const std::string& exe, const st
 // throwing Error (mpirun not found: Open MPI's openmpi-bin is needed).
 [[noreturn]] void exec_mpirun(const std::vector<std::string>& argv);
 
+// Runs `argv` (argv[0] searched on the PATH) as a child process and waits for it: its exit status
+// (128 + the signal's number when a signal ended it). Throws Error when it cannot be started.
+int run_and_wait(const std::vector<std::string>& argv);
+
 // The path of the running executable (/proc/self/exe).
 std::string self_executable();
 

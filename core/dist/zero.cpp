@@ -33,6 +33,7 @@ class Zero final : public DataParallel {
     // The reduced gradient of the shard: the gradient itself from stage 2 on, a receive buffer in stage 1.
     m_grad_shard = be.empty({m_shard.size()}, m_grad_dtype, stage >= 2 ? MemCategory::Gradients : MemCategory::Communication);
     if (stage == 3) keep_weight_shard();
+    else if (m_sixteen) keep_master_shard();
     if (stage >= 2) drop_grads();
     make_pieces();
   }
@@ -81,11 +82,7 @@ class Zero final : public DataParallel {
     refresh_pieces();
     if (!m_piece_ptrs.empty()) opt.step(m_be, m_piece_ptrs);
     if (m_stage == 3) return;  // the parameters are gathered unit by unit when they are used
-    // Every rank's updated shard of the compute copy (in fp32: the masters themselves) to everyone.
-    Tensor full = m_flat.buffer(ParamBuffer::Value);
-    Tensor mine = element_range(full, m_shard.begin, m_shard.end);
-    CommHandle h = m_comm.all_gather(mine, full, m_counts);
-    wait_comm(*h);
+    gather_values();
   }
 
   void finish_training() override {
@@ -106,9 +103,10 @@ class Zero final : public DataParallel {
       m_whole = true;
       return;
     }
-    if (m_sixteen) {  // only the shard of the fp32 masters was updated
-      Tensor full = m_flat.buffer(ParamBuffer::Master);
-      gather_into(element_range(full, m_shard.begin, m_shard.end), full);
+    if (m_sixteen && !m_whole) {  // each rank kept only its shard of the fp32 masters
+      m_flat.allocate(m_be, ParamBuffer::Master, DType::F32, MemCategory::Optimizer);
+      gather_into(m_master_shard, m_flat.buffer(ParamBuffer::Master));
+      m_whole = true;
     }
   }
 
@@ -134,11 +132,12 @@ class Zero final : public DataParallel {
     if (m_shard.size() > 0) m_be.upload(mine, master.data(), DType::F32);
     if (m_stage == 3) {
       if (m_sixteen && m_shard.size() > 0) m_be.copy(m_master_shard, m_value_shard);
-    } else {  // every rank holds the whole masters (and their compute copy) between steps
-      Tensor full = m_flat.buffer(ParamBuffer::Master);
-      gather_into(element_range(full, m_shard.begin, m_shard.end), full);
-      Tensor value = m_flat.buffer(ParamBuffer::Value);
-      if (!value.same_storage(full)) m_be.copy(full, value);
+    } else {  // every rank holds the whole compute copy between steps (fp32: the masters)
+      if (m_sixteen && m_shard.size() > 0) {
+        Tensor mine_value = m_flat.range(ParamBuffer::Value, m_shard.begin, m_shard.end);
+        m_be.copy(m_master_shard, mine_value);
+      }
+      gather_values();
     }
     refresh_pieces();
     opt.load_state(m_be, m_piece_ptrs, optim);
@@ -202,13 +201,28 @@ class Zero final : public DataParallel {
     }
   }
 
+  // ZeRO-1/2 in 16-bit: the fp32 masters become the shard (optimizer memory, DeepSpeed's
+  // partitioned fp32 weights); the whole compute copy stays and is all-gathered after each update.
+  void keep_master_shard() {
+    m_master_shard = m_be.empty({m_shard.size()}, DType::F32, MemCategory::Optimizer);
+    if (m_shard.size() > 0) m_be.copy(m_flat.range(ParamBuffer::Master, m_shard.begin, m_shard.end), m_master_shard);
+    for (Parameter* p : m_flat.parameters()) p->master = Tensor();  // the whole buffer goes with its views
+  }
+
+  // Every rank's shard of the compute copy (fp32: the masters themselves) to everyone.
+  void gather_values() {
+    Tensor full = m_flat.buffer(ParamBuffer::Value);
+    gather_into(element_range(full, m_shard.begin, m_shard.end), full);
+  }
+
   void drop_grads() {
     for (Parameter* p : m_flat.parameters()) p->grad = Tensor();
   }
 
-  // The fp32 masters of this rank's shard.
+  // The fp32 masters of this rank's shard (their own buffer unless they are fp32 ZeRO-1/2's weights).
+  bool masters_sharded() const { return m_stage == 3 || m_sixteen; }
   Tensor master_shard_view() {
-    return m_stage == 3 ? m_master_shard : m_flat.range(ParamBuffer::Master, m_shard.begin, m_shard.end);
+    return masters_sharded() ? m_master_shard : m_flat.range(ParamBuffer::Master, m_shard.begin, m_shard.end);
   }
 
   // The compute-format shard a unit is gathered from (fp32: the masters' shard).
@@ -281,13 +295,13 @@ class Zero final : public DataParallel {
       Parameter& piece = m_pieces[k];
       const int64_t lo = m_piece_at[k], n = piece.numel();
       piece.grad = element_range(m_grad_shard, lo - m_shard.begin, lo - m_shard.begin + n);
-      if (m_stage == 3) {
-        piece.master = element_range(m_master_shard, lo - m_shard.begin, lo - m_shard.begin + n);
-        piece.value = m_sixteen ? element_range(m_value_shard, lo - m_shard.begin, lo - m_shard.begin + n) : piece.master;
-      } else {
-        piece.master = m_flat.range(ParamBuffer::Master, lo, lo + n);
-        piece.value = m_sixteen ? m_flat.range(ParamBuffer::Value, lo, lo + n) : piece.master;
-      }
+      piece.master = masters_sharded() ? element_range(m_master_shard, lo - m_shard.begin, lo - m_shard.begin + n)
+                                       : m_flat.range(ParamBuffer::Master, lo, lo + n);
+      if (!m_sixteen)
+        piece.value = piece.master;
+      else
+        piece.value = m_stage == 3 ? element_range(m_value_shard, lo - m_shard.begin, lo - m_shard.begin + n)
+                                   : m_flat.range(ParamBuffer::Value, lo, lo + n);
     }
   }
 
@@ -301,7 +315,7 @@ class Zero final : public DataParallel {
   std::vector<Parameter> m_pieces;
   std::vector<int64_t> m_piece_at;
   std::vector<Parameter*> m_piece_ptrs;
-  // Stage 3.
+  // Stage 3 (m_whole, every stage: finish_training made the model whole again).
   std::map<size_t, Unit> m_units;
   std::vector<std::pair<size_t, size_t>> m_trace;
   size_t m_trace_pos = 0;

@@ -36,4 +36,14 @@ nlohmann::json bench_digits_train(const std::string& device, const std::string& 
 nlohmann::json bench_char_step(const std::string& device, const std::string& name, const std::string& mode, long steps,
                                long warmup);
 
+// case scaling: data parallelism's measured scaling efficiency. The digits MLP trains `steps`
+// steps of a global batch of kScalingBatch (seed 1) through `trainlab-cli train` twice: on one
+// rank, then on `ranks` ranks with dist.strategy `strategy` (ddp, zero1..3; mpirun starts them as
+// --ranks does, each rank with its share of the cores or its GPU). From each run record, the mean
+// step time of steps 2.. (step 1 warms up): speedup = t1 / tN, scaling_efficiency = speedup / N
+// (strong scaling: 1.0 when N ranks take 1/N of the time). efficiency_estimate is the N-rank run's
+// own figure (metrics.h, DistTimeTotals). Runs only inside trainlab-cli (it starts itself).
+inline constexpr int kScalingBatch = 256;
+nlohmann::json bench_scaling(const std::string& device, const std::string& strategy, int ranks, long steps);
+
 }  // namespace trainlab

@@ -192,6 +192,48 @@ StepMetrics StepMetrics::from_json(const Json& j) {
   return m;
 }
 
+void DistTimeTotals::add(const StepMetrics& m) {
+  if (m.ranks.empty() || m.step <= 1) return;
+  if (ranks.size() != m.ranks.size()) {  // the first step added (a record's ranks never change)
+    ranks.assign(m.ranks.size(), {});
+    for (size_t r = 0; r < ranks.size(); ++r) ranks[r].rank = m.ranks[r].rank;
+  }
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const RankStepMetrics& x = m.ranks[r];
+    RankTimeTotals& t = ranks[r];
+    ++t.steps;
+    t.step_ms += x.step_ms;
+    t.compute_ms += x.compute_ms;
+    t.comm_ms += x.comm_ms;
+    t.wait_ms += x.wait_ms;
+    t.bytes_sent += static_cast<double>(x.bytes_sent);
+  }
+}
+
+double DistTimeTotals::efficiency_estimate() const {
+  double compute = 0.0, step = 0.0;
+  for (const RankTimeTotals& t : ranks) {
+    compute += t.compute_ms;
+    step += t.step_ms;
+  }
+  return step > 0.0 ? compute / step : std::nan("");
+}
+
+Json DistTimeTotals::to_json() const {
+  if (steps() == 0) return nullptr;
+  Json r = Json::array();
+  for (const RankTimeTotals& t : ranks) {
+    const double n = static_cast<double>(t.steps);
+    r.push_back({{"rank", t.rank},
+                 {"step_ms", t.step_ms / n},
+                 {"compute_ms", t.compute_ms / n},
+                 {"comm_ms", t.comm_ms / n},
+                 {"wait_ms", t.wait_ms / n},
+                 {"bytes_sent", t.bytes_sent / n}});
+  }
+  return {{"steps", steps()}, {"efficiency_estimate", efficiency_estimate()}, {"ranks", r}};
+}
+
 Json RunSummary::to_json() const {
   Json j = {{"status", status},   {"steps", steps},
             {"epochs", epochs},   {"params", params},
@@ -206,6 +248,7 @@ Json RunSummary::to_json() const {
   if (ranks > 1) {
     j["ranks"] = ranks;
     j["dist_strategy"] = dist_strategy;
+    j["dist_times"] = dist_times.to_json();
   }
   return j;
 }

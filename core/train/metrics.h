@@ -68,6 +68,32 @@ struct StepMetrics {
   static StepMetrics from_json(const Json& j);
 };
 
+// A run's per-rank time split over its steps (every rank's RankStepMetrics, added up), kept by the
+// trainer for summary.json and rebuilt from metrics.jsonl by the app's readers. A run's first step
+// (its warm-up: allocations, the first collectives) is left out; a resumed run adds the steps it
+// trained after the resume. Means are per step.
+//   compute fraction of a rank = compute / step time (its exposed communication and waiting the rest)
+//   efficiency_estimate = sum of every rank's compute / sum of every rank's step time: the scaling
+//     efficiency the run would have against one rank if one rank computed the whole global batch N
+//     times as long as a rank computes its 1/N (no communication, no imbalance). An estimate from
+//     one run; `trainlab-cli bench --case scaling --ranks N` measures it (docs/DISTRIBUTED.md).
+struct RankTimeTotals {
+  int rank = 0;
+  long steps = 0;
+  double step_ms = 0.0, compute_ms = 0.0, comm_ms = 0.0, wait_ms = 0.0, bytes_sent = 0.0;  // sums
+};
+struct DistTimeTotals {
+  std::vector<RankTimeTotals> ranks;  // in rank order
+  // Adds a step's ranks (a step without ranks, or the run's step 1, adds nothing).
+  void add(const StepMetrics& m);
+  long steps() const { return ranks.empty() ? 0 : ranks.front().steps; }
+  // NaN before any step was added.
+  double efficiency_estimate() const;
+  // {"steps", "efficiency_estimate", "ranks": [{rank, step_ms, compute_ms, comm_ms, wait_ms,
+  // bytes_sent} as means per step]}; null before any step was added.
+  Json to_json() const;
+};
+
 struct RunSummary {
   std::string status = "completed";  // completed | stopped | diverged | failed
   std::string message;
@@ -86,6 +112,7 @@ struct RunSummary {
   std::string device, precision, run_dir;
   int ranks = 1;             // ranks that trained (core/dist); the figures above are rank 0's
   std::string dist_strategy; // dist.strategy when ranks > 1
+  DistTimeTotals dist_times; // ranks > 1: summary.json's "dist_times"
   Json to_json() const;
 };
 

@@ -459,6 +459,7 @@ RunSummary Trainer::run() {
       const bool finite = std::isfinite(m.loss);
       const bool scaler_handles = s.scaler->enabled() && s.scaler->consecutive_skips() < 50;
       if (s.record) s.record->append(m);
+      sum.dist_times.add(m);
       if (m_callbacks.on_step) m_callbacks.on_step(m);
       if (!finite && !scaler_handles) {
         sum.status = "diverged";

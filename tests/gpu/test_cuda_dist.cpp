@@ -4,7 +4,10 @@
 // sub-communicator), queued on the collectives' stream behind the compute stream's work; then the
 // DDP driver over that communicator trains the digits MLP for a few steps and must give exactly
 // the losses of the same steps without it (a sum over one rank is the identity), and so must ZeRO
-// 1, 2 and 3 over it (each shard the whole model; within 1e-6). Exit 77 without a
+// 1, 2 and 3 over it (each shard the whole model; within 1e-6), in fp32 and in bf16, where the
+// ZeRO drivers keep the fp32 masters as their shard (optimizer memory: the ledger's optimizer
+// state is that of the run without a driver, 12 bytes a parameter, masters and m, v; no second
+// copy of the masters). Exit 77 without a
 // GPU or without NCCL in the build. Several GPUs: tests/unit/test_dist_ranks runs the CPU ranks;
 // on a machine with 2 GPUs and mpirun, `trainlab-cli train --gpus 2 ...` (README).
 #include <algorithm>
@@ -70,10 +73,14 @@ void collectives(Backend& gpu, dist::Communicator& c) {
   expect("sub-communicator", sub->size() == 1 && host(gpu, s) == std::vector<float>{4.0f});
 }
 
-// The digits MLP on random rows: `steps` AdamW steps, with the data-parallel driver of `strategy`
-// over `comm` or without.
-std::vector<float> train(Backend& gpu, dist::Communicator* comm, int steps, DistStrategy strategy = DistStrategy::Ddp) {
+// The digits MLP on random rows: `steps` AdamW steps in `compute` format, with the data-parallel
+// driver of `strategy` over `comm` or without. `optimizer_bytes` receives the ledger's optimizer
+// memory after the last step, `params` the model's parameters.
+std::vector<float> train(Backend& gpu, dist::Communicator* comm, int steps, DistStrategy strategy = DistStrategy::Ddp,
+                         DType compute = DType::F32, int64_t* optimizer_bytes = nullptr, int64_t* params = nullptr) {
   auto model = build_model(gpu, {{"kind", "mlp"}, {"sizes", {64, 256, 256, 10}}, {"activation", "relu"}}, 7);
+  model->set_compute_dtype(gpu, compute);
+  if (params) *params = model->flat_params().numel();
   auto opt = make_optimizer(OptimizerOptions{});
   const int64_t n = 512, batch = 64;
   std::mt19937 rng(3);
@@ -110,6 +117,8 @@ std::vector<float> train(Backend& gpu, dist::Communicator* comm, int steps, Dist
     }
     losses.push_back(host(gpu, step.stats())[0]);
   }
+  if (optimizer_bytes) *optimizer_bytes = gpu.ledger().snapshot().current[static_cast<size_t>(MemCategory::Optimizer)];
+  if (dp) dp->finish_training();  // ZeRO: the whole masters again, from the shards
   return losses;
 }
 
@@ -139,6 +148,24 @@ int main() {
       expect(std::string(dist_strategy_name(z)) + " over a one-rank NCCL communicator gives the plain losses (1e-6)",
              zl.size() == plain.size() && worst <= 1e-6);
       for (size_t i = 0; i < zl.size(); ++i) std::printf("  %s step %zu loss sum %.9g\n", dist_strategy_name(z), i + 1, zl[i]);
+    }
+    // bf16: the masters are the ZeRO shard (here the whole model); the losses are the plain run's.
+    int64_t plain_opt = 0, params = 0;
+    const std::vector<float> plain16 = train(*gpu, nullptr, 5, DistStrategy::Ddp, DType::BF16, &plain_opt, &params);
+    std::printf("  bf16 without a driver: optimizer memory %lld bytes for %lld parameters (12 a parameter: masters, m, v)\n",
+                static_cast<long long>(plain_opt), static_cast<long long>(params));
+    expect("bf16 without a driver: masters and m, v are 12 bytes a parameter", plain_opt == 12 * params);
+    for (DistStrategy z : {DistStrategy::Ddp, DistStrategy::Zero1, DistStrategy::Zero2, DistStrategy::Zero3}) {
+      int64_t opt_bytes = 0;
+      const std::vector<float> zl = train(*gpu, comm.get(), 5, z, DType::BF16, &opt_bytes);
+      double worst = 0;
+      for (size_t i = 0; i < zl.size(); ++i) worst = std::max(worst, std::abs(double(zl[i]) - plain16[i]) / std::abs(double(plain16[i])));
+      std::printf("  bf16 %s: largest relative difference %.3g, optimizer memory %lld bytes for %lld parameters\n",
+                  dist_strategy_name(z), worst, static_cast<long long>(opt_bytes), static_cast<long long>(params));
+      expect(std::string("bf16 ") + dist_strategy_name(z) + " over a one-rank NCCL communicator gives the plain losses (1e-6)",
+             zl.size() == plain16.size() && worst <= 1e-6);
+      expect(std::string("bf16 ") + dist_strategy_name(z) + ": the optimizer memory of the run without a driver (one master copy)",
+             opt_bytes == plain_opt);
     }
   } catch (const std::exception& e) {
     std::printf("FAIL: exception: %s\n", e.what());

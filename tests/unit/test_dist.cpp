@@ -2,7 +2,8 @@
 // ones named), the mpirun command line of --ranks, shards and buckets of the flat layout, each
 // rank's part of a batch, the single-rank communicator, the process-group grid, and the reducer's
 // timing: with a recording communicator, each bucket of gradients is reduced while the backward
-// pass goes on, and only in the last micro-batch's backward. (Several ranks: test_dist_ranks.)
+// pass goes on, and only in the last micro-batch's backward; every strategy over one rank in fp32
+// and bf16 (ZeRO's master shard). (Several ranks: test_dist_ranks.)
 #include <QtTest>
 #include <map>
 #include <thread>
@@ -24,10 +25,24 @@ using namespace trainlab::dist;
 
 namespace {
 
-// The digits MLP on random rows: `steps` AdamW steps of 2 micro-batches, with the data-parallel
-// driver of `strategy` over a communicator of one rank, or without one (comm null).
+// What a short training leaves: its losses, the ledger's optimizer bytes after the last step and,
+// after DataParallel::finish_training, every parameter's fp32 master.
+struct Trained {
+  std::vector<float> losses, masters;
+  int64_t optimizer_bytes = 0, params = 0;
+};
+
+// The digits MLP on random rows in `compute` format: `steps` AdamW steps of 2 micro-batches, with
+// the data-parallel driver of `strategy` over a communicator of one rank, or without one (comm null).
+Trained train_run(Backend& be, Communicator* comm, DistStrategy strategy, int steps, DType compute = DType::F32);
+
 std::vector<float> train_losses(Backend& be, Communicator* comm, DistStrategy strategy, int steps) {
+  return train_run(be, comm, strategy, steps).losses;
+}
+
+Trained train_run(Backend& be, Communicator* comm, DistStrategy strategy, int steps, DType compute) {
   auto model = build_model(be, {{"kind", "mlp"}, {"sizes", {64, 256, 256, 10}}, {"activation", "relu"}}, 7);
+  model->set_compute_dtype(be, compute);
   auto opt = make_optimizer(OptimizerOptions{});
   const int64_t n = 512, batch = 64;
   std::vector<float> x = random_vector(static_cast<size_t>(n * 64), 3);
@@ -42,7 +57,8 @@ std::vector<float> train_losses(Backend& be, Communicator* comm, DistStrategy st
   o.bucket_mb = 0.05;  // several buckets
   o.strategy = strategy;
   if (comm) dp = DataParallel::create(o, *comm, be, *model);
-  std::vector<float> losses;
+  Trained out;
+  std::vector<float>& losses = out.losses;
   for (int s = 0; s < steps; ++s) {
     StepScalars sc;
     sc.lr = 1e-3f;
@@ -61,7 +77,14 @@ std::vector<float> train_losses(Backend& be, Communicator* comm, DistStrategy st
     }
     losses.push_back(download_f32(be, step.stats())[0]);
   }
-  return losses;
+  out.optimizer_bytes = be.ledger().snapshot().current[static_cast<size_t>(MemCategory::Optimizer)];
+  if (dp) dp->finish_training();
+  for (Parameter* p : model->parameters()) {
+    const std::vector<float> m = download_f32(be, p->master);
+    out.masters.insert(out.masters.end(), m.begin(), m.end());
+  }
+  out.params = static_cast<int64_t>(out.masters.size());
+  return out;
 }
 
 EnvLookup env_of(std::map<std::string, std::string> vars) {
@@ -337,6 +360,22 @@ class TestDist : public QObject {
       QVERIFY2(got == plain, dist_strategy_name(z));
     }
     QVERIFY(plain.back() < plain.front());
+  }
+
+  // bf16: ZeRO keeps its shard of the fp32 masters (here the whole model) in place of the whole
+  // buffer, so the optimizer memory is the plain run's (12 bytes a parameter: masters, m, v), and
+  // finish_training gives back the plain run's masters bit for bit. test_cuda_dist does it on a GPU.
+  void sixteenBitStrategiesOverOneRank() {
+    CpuBackend be;
+    const Trained plain = train_run(be, nullptr, DistStrategy::Ddp, 4, DType::BF16);
+    QCOMPARE(plain.optimizer_bytes, 12 * plain.params);
+    for (DistStrategy z : {DistStrategy::Ddp, DistStrategy::Zero1, DistStrategy::Zero2, DistStrategy::Zero3}) {
+      auto comm = make_single_rank(be);
+      const Trained got = train_run(be, comm.get(), z, 4, DType::BF16);
+      QVERIFY2(got.losses == plain.losses, dist_strategy_name(z));
+      QVERIFY2(got.optimizer_bytes == plain.optimizer_bytes, dist_strategy_name(z));
+      QVERIFY2(got.masters == plain.masters, dist_strategy_name(z));
+    }
   }
 
   // PyTorch DDP's reducer: a bucket is reduced as soon as the backward has finished its gradients,

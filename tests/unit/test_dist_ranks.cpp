@@ -9,8 +9,11 @@
 //   * ZeRO 1, 2 and 3 give DDP's losses and weights, and each rank's ledger holds half the one-rank
 //     optimizer state (and gradients from stage 2, weights at stage 3);
 //   * each ZeRO rank's ledger of weights, gradients and optimizer state is the planner's
-//     predict_rank_memory for that rank within 2% (the same shards, dist/shard.h), and the run
-//     records that prediction beside the rank's ledger;
+//     predict_rank_memory for that rank within 2% (the same shards, dist/shard.h) in fp32, bf16
+//     and fp16 (16-bit: the fp32 masters sharded with the optimizer state), and the run records
+//     that prediction beside the rank's ledger;
+//   * summary.json's dist_times: each rank's mean time split and bytes over steps 2.., and the
+//     scaling-efficiency estimate as docs/DISTRIBUTED.md defines it; bench --case scaling;
 //   * gradient clipping by the global norm clips alike on every rank, as one rank would;
 //   * bad input ends every rank with one clear error, never a hang: a batch the ranks cannot split,
 //     a ZeRO stage on one rank, ranks with different configs, dist.ranks against the launcher, a
@@ -244,6 +247,41 @@ class TestDistRanks : public QObject {
     const Json m = last_metrics(two);
     QCOMPARE(m.at("ranks").size(), size_t(2));
     QVERIFY(m.at("ranks")[1].at("bytes_sent").get<int64_t>() > 0);
+    // summary.json's dist_times: every rank's means over steps 2.., and the efficiency estimate
+    // as docs/DISTRIBUTED.md defines it (every rank's compute over every rank's step time).
+    const Json times = sum.at("dist_times");
+    QCOMPARE(times.at("steps").get<long>(), 5L);
+    QCOMPARE(times.at("ranks").size(), size_t(2));
+    double compute = 0, step = 0, bytes1 = 0;
+    for (const Json& line : metrics_lines(two.toStdString()))
+      if (line.at("step").get<long>() > 1)
+        for (const Json& r : line.at("ranks")) {
+          compute += r.at("compute_ms").get<double>();
+          step += r.at("step_ms").get<double>();
+          if (r.at("rank").get<int>() == 1) bytes1 += r.at("bytes_sent").get<double>();
+        }
+    QVERIFY(std::fabs(times.at("efficiency_estimate").get<double>() - compute / step) <= 1e-9);
+    QVERIFY(std::fabs(times.at("ranks")[1].at("bytes_sent").get<double>() - bytes1 / 5) <= 1e-6 * bytes1);
+  }
+
+  // bench --case scaling: the same global batch at 1 rank and at 2, from the two run records.
+  void scalingBenchmark() {
+    const Result r = run(TRAINLAB_CLI_PATH, {"bench", "--case", "scaling", "--ranks", "2", "--device", "cpu", "--steps",
+                                             "4", "--modes", "ddp,zero2"});
+    QVERIFY2(r.code == 0, qPrintable(describe(r)));
+    const QStringList lines = r.out.trimmed().split('\n');
+    QCOMPARE(lines.size(), 2);
+    for (const QString& l : lines) {
+      const Json j = Json::parse(l.toStdString());
+      QCOMPARE(j.at("ranks").get<int>(), 2);
+      const double t1 = j.at("ms_per_step_1").get<double>(), tn = j.at("ms_per_step_n").get<double>();
+      QVERIFY2(t1 > 0 && tn > 0, qPrintable(l));
+      QVERIFY(std::fabs(j.at("scaling_efficiency").get<double>() - t1 / (2 * tn)) <= 1e-9 * t1 / tn);
+      const double e = j.at("efficiency_estimate").get<double>();
+      QVERIFY2(e > 0 && e <= 1, qPrintable(l));
+    }
+    const Result bad = run(TRAINLAB_CLI_PATH, {"bench", "--case", "scaling", "--ranks", "3", "--device", "cpu"});
+    QVERIFY2(bad.code != 0 && bad.out.contains("does not divide the global batch of 256"), qPrintable(describe(bad)));
   }
 
   void charGptMatchesOneRank() {
@@ -261,16 +299,19 @@ class TestDistRanks : public QObject {
   }
 
   // ZeRO: DDP's losses and, after the run, DDP's weights file (ZeRO-3 gathers the parameters, a
-  // 16-bit ZeRO-1/2 run its fp32 masters); in fp32 each rank's ledger holds half of the one-rank
-  // figure of what the stage shards (85,002 parameters: the halves are exact).
+  // 16-bit run its fp32 masters); each rank's ledger holds half of the one-rank figure of what the
+  // stage shards (85,002 parameters: the halves are exact), in 16-bit runs the fp32 masters with
+  // the optimizer state from stage 1 on.
   void zeroMatchesDdp_data() {
     QTest::addColumn<QString>("strategy");
     QTest::addColumn<QString>("precision");
     QTest::newRow("zero1") << "zero1" << "fp32";
     QTest::newRow("zero2") << "zero2" << "fp32";
     QTest::newRow("zero3") << "zero3" << "fp32";
+    QTest::newRow("zero1 bf16") << "zero1" << "bf16";
     QTest::newRow("zero2 bf16") << "zero2" << "bf16";
     QTest::newRow("zero3 bf16") << "zero3" << "bf16";
+    QTest::newRow("zero1 fp16") << "zero1" << "fp16";
   }
   void zeroMatchesDdp() {
     QFETCH(QString, strategy);
@@ -296,7 +337,6 @@ class TestDistRanks : public QObject {
     QCOMPARE(a.tensors.size(), b.tensors.size());
     for (size_t i = 0; i < a.tensors.size(); ++i)
       QVERIFY2(a.tensors[i].bytes == b.tensors[i].bytes, a.tensors[i].name.c_str());
-    if (precision != "fp32") return;
     const Json single = last_metrics(one).at("mem");
     const int stage = strategy.back().digitValue();
     const Json last = last_metrics(zero);
@@ -316,22 +356,25 @@ class TestDistRanks : public QObject {
 
   // ZeRO's shards are the planner's: each rank's ledger of weights, gradients and optimizer state
   // within 2% of predict_rank_memory for its stage and rank (fp32 AdamW: 4 + 4 + 8 bytes a
-  // parameter, each divided by 2 where the stage shards it), and the prediction the run records
-  // for the rank is that one.
+  // parameter; 16-bit: 2 + 2 + (4 master + 8) bytes; each divided by 2 where the stage shards it),
+  // and the prediction the run records for the rank is that one.
   void ledgerMatchesPlanner_data() {
     QTest::addColumn<int>("stage");
-    QTest::newRow("zero1") << 1;
-    QTest::newRow("zero2") << 2;
-    QTest::newRow("zero3") << 3;
+    QTest::addColumn<QString>("precision");
+    for (const QString& precision : {QString("fp32"), QString("bf16"), QString("fp16")})
+      for (int stage = 1; stage <= 3; ++stage)
+        QTest::newRow(qPrintable(QString("zero%1 %2").arg(stage).arg(precision))) << stage << precision;
   }
   void ledgerMatchesPlanner() {
     QFETCH(int, stage);
-    const QString out = dir(QString("planner-zero%1").arg(stage));
-    const Result r = cli(2, digits(out, {"--set", QString("dist.strategy=zero%1").arg(stage)}));
+    QFETCH(QString, precision);
+    const QString out = dir(QString("planner-zero%1-%2").arg(stage).arg(precision));
+    const Result r =
+        cli(2, digits(out, {"--precision", precision, "--set", QString("dist.strategy=zero%1").arg(stage)}));
     QVERIFY2(r.code == 0, qPrintable(describe(r)));
     TrainingMemoryInputs in;
     in.params = read_json((out + "/summary.json").toStdString()).at("params").get<int64_t>();
-    in.element_bytes = 4;
+    in.element_bytes = precision == "fp32" ? 4 : 2;
     in.optimizer_state_bytes = 8;
     const Json last = last_metrics(out);
     QCOMPARE(last.at("ranks").size(), size_t(2));

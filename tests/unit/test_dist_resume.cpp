@@ -6,7 +6,8 @@
 //     (dist.strategy ddp) and on 2 ranks as ZeRO-3, it gives the losses of the uninterrupted run
 //     within 1e-6 relative, each step once in metrics.jsonl;
 //   * a DDP run on 2 ranks resumed on 1 rank, and a one-rank run resumed on 2 ZeRO-1 ranks, alike;
-//   * a damaged shard file is an error naming it.
+//   * a damaged shard file is an error naming it;
+//   * --gpus N with --resume of a CPU run says that the run keeps its device (--ranks N).
 // A "kill" here is the folder of a finished run with its summary removed: exactly what a kill -9
 // after the last step leaves, so the resume restarts from the checkpoint at step 3 of 6, with
 // no race against a signal.
@@ -133,6 +134,10 @@ class TestDistResume : public QObject {
     r = cli(digits(one, {}));
     QVERIFY2(r.code == 0, qPrintable(describe(r)));
     check_resumed(one, killed_copy(one, dir("one-on-2-zero1")), {"--ranks", "2", "--set", "dist.strategy=zero1"});
+    // --gpus N resumes a GPU run on N GPUs; a CPU run keeps its device, and is told to use --ranks.
+    r = resume(killed_copy(one, dir("one-gpus")), {"--gpus", "2"});
+    QVERIFY2(r.code != 0 && r.err.contains("trained on device 'cpu', and a resumed run keeps its device (use --ranks 2)"),
+             qPrintable(describe(r)));
   }
 
   void damagedShardIsNamed() {
