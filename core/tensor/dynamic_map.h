@@ -9,6 +9,7 @@
 // the same rule.
 #pragma once
 #include <array>
+#include <cstddef>
 #include <cstdint>
 
 namespace trainlab {
@@ -18,17 +19,14 @@ const DynamicMap& dynamic_map_signed();
 const DynamicMap& dynamic_map_unsigned();
 
 // Index of the entry of `map` nearest to x (ties: the lower index); x outside the map's range
-// gives the first or last index.
+// gives the first or last index. A branch-free binary search: lo ends as the last index with
+// map[lo] <= x (0 when x < map[0]), then lo or lo + 1, whichever is nearer.
 inline uint8_t dynamic_quantize(const DynamicMap& map, float x) {
-  int lo = 0, hi = 255;  // invariant: map[lo] <= x <= map[hi] once x is inside the range
-  if (x <= map[0]) return 0;
-  if (x >= map[255]) return 255;
-  while (hi - lo > 1) {
-    const int mid = (lo + hi) / 2;
-    if (map[mid] <= x) lo = mid;
-    else hi = mid;
-  }
-  return static_cast<uint8_t>(x - map[lo] <= map[hi] - x ? lo : hi);
+  int lo = 0;
+  for (int step = 128; step > 0; step >>= 1) lo += map[static_cast<size_t>(lo + step)] <= x ? step : 0;
+  if (lo == 255) return 255;
+  const float below = map[static_cast<size_t>(lo)], above = map[static_cast<size_t>(lo + 1)];
+  return static_cast<uint8_t>(x - below <= above - x ? lo : lo + 1);
 }
 
 }  // namespace trainlab
