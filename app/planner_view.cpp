@@ -146,7 +146,9 @@ QWidget* PlannerView::build_fields() {
   for (const PrecisionPolicy& p : precision_policies())
     qobject_cast<QComboBox*>(m_fields["--precision"])->addItem(QString::fromStdString(p.name));
   qobject_cast<QComboBox*>(m_fields["--precision"])->setCurrentText("bf16");
-  add_field("--optimizer", combo({"adamw", "sgd"}), "Optimizer", "adamw: 8 bytes of state a parameter; sgd: 4");
+  add_field("--optimizer", combo({"adamw", "sgd", "adamw8bit", "adafactor", "lion"}), "Optimizer",
+            "state a parameter: adamw 8, sgd 4, adamw8bit ~2 (8-bit codes + block scales), adafactor ~4(r+c)/(r c) "
+            "on matrices, lion 4");
   add_field("--recompute", combo({"none", "selective", "full"}), "Recompute", "activation recomputation");
   add_field("--recompute-every", spin(1, 1 << 20, 1), "Recompute every", "full: layers per checkpointed group");
   add_field("--activations", combo({"lab", "megatron"}), "Activations count",

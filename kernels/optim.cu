@@ -1,6 +1,7 @@
 // kernels/optim.cu: see optim.cuh for the math, layout and precision.
 #include "device_common.cuh"
 #include "optim.cuh"
+#include "optim_table.cuh"
 
 namespace trainlab::kern {
 
@@ -10,18 +11,6 @@ constexpr int kPerBlock = kThreads * 2;  // elements a block covers (small: many
 // AdamW: a thread updates 4 consecutive elements (16-byte loads of master, m, v and mask, the
 // gradient and the value copy in one load / store each); a block covers kThreads * 4 elements.
 constexpr int kAdamPerBlock = kThreads * 4;
-
-struct OptTable {
-  OptTensor t[kMaxTensors];
-  int first_block[kMaxTensors + 1];
-  int count;
-};
-
-__device__ __forceinline__ int find_tensor(const OptTable& tab, int block) {
-  int i = 0;
-  while (i + 1 < tab.count && block >= tab.first_block[i + 1]) ++i;
-  return i;
-}
 
 // 4 consecutive values of a tensor in format dt from element i (i a multiple of 4, the tensor
 // 16-byte aligned when fp32 and 8-byte aligned when 16-bit: see vec4_ok).
@@ -155,25 +144,6 @@ __global__ void __launch_bounds__(kThreads) finite_kernel(OptTable tab, int* fla
 }
 
 __global__ void set_scalars_kernel(DevScalars* dst, DevScalars v) { *dst = v; }
-
-// Splits the tensors into tables of kMaxTensors and launches each over per_block elements a block.
-template <class Launch>
-void for_tables(const OptTensor* t, int count, int per_block, Launch&& launch) {
-  for (int off = 0; off < count;) {
-    OptTable tab{};
-    tab.count = 0;
-    int blocks = 0;
-    for (; off < count && tab.count < kMaxTensors; ++off) {
-      if (t[off].n <= 0) continue;
-      tab.t[tab.count] = t[off];
-      tab.first_block[tab.count] = blocks;
-      blocks += static_cast<int>((t[off].n + per_block - 1) / per_block);
-      ++tab.count;
-    }
-    tab.first_block[tab.count] = blocks;
-    if (blocks > 0) launch(tab, blocks);
-  }
-}
 
 bool aligned(const void* p, unsigned bytes) { return (reinterpret_cast<uintptr_t>(p) & (bytes - 1)) == 0; }
 bool vec4_format(int dt) { return dt == kF32 || dt == kBF16 || dt == kF16; }

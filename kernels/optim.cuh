@@ -32,6 +32,12 @@ struct OptTensor {
   const float* mask = nullptr;
   int64_t n = 0;
   float decay = 1.0f;  // 1 when weight decay applies, else 0
+  int m_dt = 0;        // Lion: the momentum's format (fp32 or bf16; m then points to that format)
+  // 8-bit AdamW (optim_lean.cuh): codes (n bytes) and absmax (one per block) of m and v.
+  uint8_t* m_code = nullptr;
+  uint8_t* v_code = nullptr;
+  float* m_absmax = nullptr;
+  float* v_absmax = nullptr;
 };
 
 struct OptHyper {

@@ -49,6 +49,9 @@ const char* op_name(Op op) {
     case Op::Decode: return "token decoding";
     case Op::AdamW: return "adamw_step";
     case Op::Sgd: return "sgd_step";
+    case Op::Lion: return "lion_step";
+    case Op::AdamW8bit: return "adamw8bit_step";
+    case Op::Adafactor: return "adafactor_step";
   }
   return "?";
 }
@@ -106,6 +109,16 @@ double Backend::sum_squares(std::span<const Tensor* const> tensors) {
     for (float v : host) sum += static_cast<double>(v) * static_cast<double>(v);
   }
   return sum;
+}
+
+void Backend::lion_step(std::span<ParamSlot>, const LionHyper&) {
+  throw Error(std::string(op_name(Op::Lion)) + " is not supported on " + info().name);
+}
+void Backend::adamw8bit_step(std::span<ParamSlot>, std::span<const Quant8State>, const AdamWHyper&, int) {
+  throw Error(std::string(op_name(Op::AdamW8bit)) + " is not supported on " + info().name);
+}
+void Backend::adafactor_step(std::span<ParamSlot>, std::span<const FactoredState>, const AdafactorHyper&) {
+  throw Error(std::string(op_name(Op::Adafactor)) + " is not supported on " + info().name);
 }
 
 // Backends without device collectives (the CPU: its ranks use MPI on host memory, in core/dist).

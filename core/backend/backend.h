@@ -45,12 +45,13 @@ const char* matmul_mode_name(MatmulMode m);
 // floating-point tensors (its inputs and results; gather_rows: the rows copied, any format), except:
 // QuantizeI8 and Int8Linear take the format of their float side (x, y); GemmI8 is asked with I8;
 // Decode with the decoder's weight format (F32, BF16, I8 or I4: DecodeSpec::format); AdamW and Sgd
-// with the compute copy's format (master weights and moments are always fp32).
+// with the compute copy's format (master weights and moments are always fp32); Lion, AdamW8bit
+// and Adafactor (optional) likewise.
 enum class Op : uint8_t {
   Gemm, LinearForward, LinearForwardResidual, LinearBackward, Activation, SoftmaxXent, GatherRows,
   EmbeddingForward, EmbeddingBackward, LayerNormForward, LayerNormBackward, AttentionForward,
   AttentionBackward, Dropout, Add, FakeQuantize, QuantizeI8, GemmI8, Int8Linear, DistillBackward,
-  Decode, AdamW, Sgd
+  Decode, AdamW, Sgd, Lion, AdamW8bit, Adafactor
 };
 const char* op_name(Op op);
 
@@ -98,6 +99,18 @@ struct SgdHyper {
   float momentum = 0.9f, weight_decay = 0.0f;
   bool nesterov = false;
 };
+struct LionHyper {
+  float beta1 = 0.9f, beta2 = 0.99f, weight_decay = 0.0f;
+};
+// Adafactor (Shazeer and Stern 2018) with the constants of their paper and of Hugging Face's
+// implementation: eps1 regularises g^2, eps2 floors RMS(w) in the relative step size, updates are
+// clipped to RMS <= clip, the second moment decays with beta2_t = 1 - t^-decay_rate.
+struct AdafactorHyper {
+  float beta1 = 0.0f;  // 0: no first moment
+  float weight_decay = 0.0f;
+  float eps1 = 1e-30f, eps2 = 1e-3f, clip = 1.0f, decay_rate = 0.8f;
+  bool relative_step = false;  // lr_t = min(1e-2, 1/sqrt(t)) * max(eps2, RMS(w)) instead of lr
+};
 
 // One parameter as the optimizer sees it. `master` is fp32 and receives the update; `value` is the
 // compute copy (the same tensor as master in fp32 runs), rewritten from master in the same pass.
@@ -110,6 +123,27 @@ struct ParamSlot {
   Tensor* v = nullptr;  // AdamW second moment (fp32)
   const Tensor* mask = nullptr;
   bool decay = true;
+};
+
+// 8-bit AdamW's state of one parameter (bitsandbytes' block-wise dynamic quantization): the
+// parameter's elements in blocks of `block` from its first element; per block one fp32 absmax each
+// for m and v and one 8-bit code a value (an index into tensor/dynamic_map.h's signed map for m,
+// the unsigned map for v). Codes are I8 tensors of numel() bytes (read as unsigned), absmax fp32
+// of ceil(numel / block) values; an absmax of 0 means the whole block is zero.
+struct Quant8State {
+  Tensor* m_code = nullptr;
+  Tensor* v_code = nullptr;
+  Tensor* m_absmax = nullptr;
+  Tensor* v_absmax = nullptr;
+};
+// Adafactor's state of one parameter: factored (rows > 0) a fp32 row average of r values and a
+// column average of c values for a [r, c] matrix; else `v` (fp32, numel); `m` when beta1 > 0.
+struct FactoredState {
+  int64_t rows = 0, cols = 0;  // rows = 0: not factored
+  Tensor* row = nullptr;
+  Tensor* col = nullptr;
+  Tensor* v = nullptr;
+  Tensor* m = nullptr;
 };
 
 // Per-kernel device time, for the "where does a step's time go" view.
@@ -299,6 +333,25 @@ class Backend {
   virtual void adamw_step(std::span<ParamSlot> params, const AdamWHyper& h) = 0;
   // g = grad * grad_unscale + wd * master; buf = momentum * buf + g; master -= lr * (nesterov ? g + momentum*buf : buf).
   virtual void sgd_step(std::span<ParamSlot> params, const SgdHyper& h) = 0;
+  // Lion (Chen et al. 2023), one moment m in slot.m (fp32 or bf16, stored RNE):
+  //   g = grad * grad_unscale; c = b1 m + (1-b1) g; master = master (1 - lr wd) - lr sign(c);
+  //   m = b2 m + (1-b2) g; master *= mask; value = round(master). sign(0) = 0.
+  // Optional (supports(Op::Lion, format)); the base throws naming the device.
+  virtual void lion_step(std::span<ParamSlot> params, const LionHyper& h);
+  // 8-bit AdamW (bitsandbytes' blockwise Adam): per block, m and v are dequantized (code * absmax),
+  // updated in fp32 as adamw_step does (the weight from the fp32 m and v), then each block's new
+  // absmax = max |m| (max v) and every value is stored as the code nearest to value / absmax (ties
+  // to the lower code). state[i] belongs to params[i]; slot.m and slot.v are not used.
+  virtual void adamw8bit_step(std::span<ParamSlot> params, std::span<const Quant8State> state, const AdamWHyper& h,
+                              int block);
+  // Adafactor, per parameter with g = grad * grad_unscale, u = g^2 + eps1, b = 1 - t^-decay_rate:
+  //   factored [r, c]: row = b row + (1-b) mean_j u; col = b col + (1-b) mean_i u;
+  //                    U = g / sqrt(row_i / mean(row) * col_j);  else v = b v + (1-b) u; U = g / sqrt(v)
+  //   U /= max(1, RMS(U) / clip); with beta1: m = b1 m + (1-b1) U, U = m
+  //   a = relative_step ? min(1e-2, 1/sqrt(t)) * max(eps2, RMS(master)) : lr
+  //   master = master (1 - a wd) - a U; master *= mask; value = round(master).
+  virtual void adafactor_step(std::span<ParamSlot> params, std::span<const FactoredState> state,
+                              const AdafactorHyper& h);
   // True when every element of every tensor is finite.
   virtual bool all_finite(std::span<const Tensor* const> tensors) = 0;
   // The sum of the squares of every element of every tensor, accumulated in double (gradient

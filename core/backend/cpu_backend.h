@@ -73,6 +73,12 @@ class CpuBackend final : public Backend {
 
   void adamw_step(std::span<ParamSlot> params, const AdamWHyper& h) override;
   void sgd_step(std::span<ParamSlot> params, const SgdHyper& h) override;
+  // cpu_optim.cpp, cpu_adafactor.cpp
+  void lion_step(std::span<ParamSlot> params, const LionHyper& h) override;
+  void adamw8bit_step(std::span<ParamSlot> params, std::span<const Quant8State> state, const AdamWHyper& h,
+                      int block) override;
+  void adafactor_step(std::span<ParamSlot> params, std::span<const FactoredState> state,
+                      const AdafactorHyper& h) override;
   bool all_finite(std::span<const Tensor* const> tensors) override;
 
  private:

@@ -47,7 +47,9 @@ Runner add_bench_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("bench", "Benchmark cases matching the PyTorch peer; prints one JSON object per case and mode");
   cmd->add_option("--case", o->cases, "Comma-separated: digits (training step, batch 128), digits-train (30 epochs, batch 64), "
                                       "char-tiny|char-small|char-gpt2, decode (generation per weight format; --modes fp32,bf16,int8,int4-g32), "
-                                      "scaling (digits at 1 rank and at --ranks N, same global batch; --modes ddp,zero1,zero2,zero3)");
+                                      "scaling (digits at 1 rank and at --ranks N, same global batch; --modes ddp,zero1,zero2,zero3), "
+                                      "optim (the optimizer step alone on --preset's parameters, default gpt2, bf16 mixed "
+                                      "precision; --modes adamw,adamw8bit,lion,lion-bf16,adafactor,sgd; 20 steps)");
   cmd->add_option("--device", o->device, "cpu, cuda, cuda:N or auto");
   cmd->add_option("--modes", o->modes, "Comma-separated modes (digits: fp32,tf32,bf16,fp16,fp8, add -nograph to skip CUDA graphs; "
                                        "digits-train: precisions)");
@@ -60,9 +62,12 @@ Runner add_bench_command(CLI::App& app) {
   cmd->add_option("--ranks", o->ranks, "scaling: the ranks to compare with one (default 2)")->check(in_range(integers(2, 1024)));
   cmd->add_option("--epochs", o->epochs, "Epochs for digits-train")->check(in_range(integers(1, 1e4)));
   cmd->add_option("--weights", o->weights, "decode: a char-gpt weights file (fp32 or quantized) instead of a random --preset");
-  cmd->add_option("--preset", o->preset, "decode: the random-initialised char-gpt without --weights (tiny, small, gpt2, or xl: 24 x 2048, 1.2 B parameters)");
+  cmd->add_option("--preset", o->preset,
+                  "decode: the random-initialised char-gpt without --weights (tiny, small, gpt2, or xl: 24 x 2048, 1.2 B "
+                  "parameters); optim: the model whose parameters are updated (default gpt2)");
   const CLI::Option* warmup_given = cmd->get_option("--warmup");
-  return [o, cmd, warmup_given]() -> int {
+  const CLI::Option* preset_given = cmd->get_option("--preset");
+  return [o, cmd, warmup_given, preset_given]() -> int {
     if (!cmd->parsed()) return -1;
     int failures = 0;
     // One line per mode: the case's JSON, or {"case", "mode", "error"} when it throws.
@@ -96,13 +101,19 @@ Runner add_bench_command(CLI::App& app) {
         each_mode(cs, "ddp", [&](const std::string& mode) {
           return bench_scaling(o->device, mode, o->ranks, o->steps ? o->steps : 20);
         });
+      } else if (cs == "optim") {  // the optimizer step alone over --preset's parameters (default gpt2 here)
+        each_mode(cs, "adamw,adamw8bit,lion,lion-bf16,adafactor", [&](const std::string& mode) {
+          const std::string preset = *preset_given ? o->preset : "gpt2";
+          return bench_optim_step(o->device, preset, mode, o->steps ? o->steps : 20, *warmup_given ? o->warmup : 3);
+        });
       } else if (cs == "decode") {  // token-by-token generation per weight format: cmd_generate.cpp
         for (const Json& r : bench_decode(o->device, o->weights, o->preset, o->modes, o->steps ? o->steps : 200, 1)) {
           failures += r.contains("error");
           print_line(r);
         }
       } else {
-        throw Error("unknown benchmark case '" + cs + "': expected digits, digits-train, char-tiny, char-small, char-gpt2, decode or scaling");
+        throw Error("unknown benchmark case '" + cs +
+                    "': expected digits, digits-train, char-tiny, char-small, char-gpt2, decode, scaling or optim");
       }
     }
     return failures ? 1 : 0;

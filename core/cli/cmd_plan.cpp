@@ -70,7 +70,10 @@ void add_plan_options(CLI::App* cmd, PlanFlags& f) {
           integers(1, kCount));
   add("--precision", f.precision,
       "fp32, tf32, bf16, fp16 or fp8 (16-bit and fp8 keep an fp32 master copy; default bf16)");
-  add("--optimizer", f.optimizer, "adamw (8 bytes of state a parameter) or sgd (momentum, 4); default adamw");
+  add("--optimizer", f.optimizer,
+      "adamw (8 bytes of state a parameter), sgd (momentum, 4), adamw8bit (8-bit moments with a scale per block "
+      "of 2048: 2.004), adafactor (factored second moment: 4 (rows + cols) a matrix, 4 a vector element) or "
+      "lion (4); default adamw");
   add("--recompute", f.recompute, "none, selective or full (activation recomputation; default none)");
   add_num("--recompute-every", f.recompute_every, "full: layers per checkpointed group (default 1)",
           integers(1, kCount));

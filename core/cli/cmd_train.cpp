@@ -206,7 +206,7 @@ Runner add_train_command(CLI::App& app, std::vector<std::string> args) {
   add_key_option(cmd, "--steps", o->steps, "train.steps", "Optimizer steps; overrides epochs");
   add_key_option(cmd, "--batch", o->batch, "train.batch", "Samples per micro-batch");
   add_key_option(cmd, "--lr", o->lr, "optim.lr", "Learning rate");
-  cmd->add_option("--optimizer", o->optimizer, "adamw or sgd (optim.name)");
+  cmd->add_option("--optimizer", o->optimizer, "adamw, sgd, adamw8bit, adafactor or lion (optim.name)");
   cmd->add_option("--precision", o->precision, "fp32, tf32, bf16, fp16 or fp8 (precision.dtype)");
   add_key_option(cmd, "--accumulate", o->accumulate, "train.accumulate", "Gradient accumulation: micro-batches per step");
   add_key_option(cmd, "--seed", o->seed, "train.seed", "Seed");

@@ -53,10 +53,9 @@ std::string model_line(const PlanModel& m) {
 
 void print_header(const PlanSetup& s, const Layout& l) {
   std::printf("model        %s\n", model_line(s.model).c_str());
-  std::printf("setup        micro-batch %lld, %s (%lld-byte elements%s), %s (%lld bytes of state a parameter)\n",
+  std::printf("setup        micro-batch %lld, %s (%lld-byte elements%s), %s (%.4g bytes of state a parameter)\n",
               static_cast<long long>(s.micro_batch), s.precision.c_str(), static_cast<long long>(s.element_bytes),
-              s.element_bytes < 4 ? ", fp32 master copy" : "", s.optimizer.c_str(),
-              static_cast<long long>(s.optimizer_state_bytes));
+              s.element_bytes < 4 ? ", fp32 master copy" : "", s.optimizer.c_str(), s.optimizer_state_bytes);
   std::printf("machines     %lld x %s (%.3g GB), %lld node%s; peak %.1f TFLOP/s (%s), MFU %.2f; NVLink %.0f GB/s, "
               "network %.0f GB/s\n",
               static_cast<long long>(s.gpus), s.gpu.c_str(), gb(s.gpu_memory_bytes), static_cast<long long>(s.nodes),

@@ -80,12 +80,23 @@ void train_keys(std::vector<ConfigKey>& s) {
 }
 
 void optim_keys(std::vector<ConfigKey>& s) {
-  s.push_back(key_enum("optim.name", "adamw", {"adamw", "sgd"},
-                       "Optimizer. AdamW keeps two moments (8 bytes a parameter) with bias correction and decoupled "
-                       "weight decay; SGD with momentum keeps one buffer (4 bytes)."));
+  s.push_back(key_enum("optim.name", "adamw", {"adamw", "sgd", "adamw8bit", "adafactor", "lion"},
+                       "Optimizer (fixed for a run: its state cannot be carried into another's). AdamW keeps two "
+                       "moments (8 bytes a parameter) with bias correction and decoupled weight decay; SGD with "
+                       "momentum keeps one buffer (4 bytes); adamw8bit is AdamW with both moments stored as 8-bit "
+                       "codes and one fp32 scale per block (optim.block_size; about 2 bytes); adafactor factors the "
+                       "second moment of each matrix into row and column averages (4 (rows + cols) bytes a matrix, "
+                       "4 a vector element; no first moment unless optim.adafactor_beta1 > 0); lion keeps one "
+                       "momentum and steps by its sign (4 bytes, or 2 with optim.lion_state bf16; use a learning "
+                       "rate 3-10 times smaller than AdamW's). Not with dist.strategy zero1-3 for adamw8bit, "
+                       "adafactor and lion."));
   s.push_back(key_float_open("optim.lr", 1e-3, 0, 10, true, false, "Peak learning rate (eta).", true));
-  s.push_back(key_float_open("optim.beta1", 0.9, 0, 1, false, true, "AdamW first-moment decay: m = b1 m + (1-b1) g."));
-  s.push_back(key_float_open("optim.beta2", 0.999, 0, 1, false, true, "AdamW second-moment decay: v = b2 v + (1-b2) g^2."));
+  s.push_back(key_float_open("optim.beta1", 0.9, 0, 1, false, true,
+                             "First-moment decay of AdamW and adamw8bit (m = b1 m + (1-b1) g) and Lion's "
+                             "interpolation (c = b1 m + (1-b1) g)."));
+  s.push_back(key_float_open("optim.beta2", 0.999, 0, 1, false, true,
+                             "Second-moment decay of AdamW and adamw8bit (v = b2 v + (1-b2) g^2); Lion's momentum "
+                             "decay (m = b2 m + (1-b2) g; its paper uses 0.99)."));
   // eps > 0: with 0, a weight whose gradient is always 0 (a pruned one, an unused vocabulary row)
   // gets 0 / 0 = NaN.
   s.push_back(key_float_open("optim.eps", 1e-8, 0, 1, true, false, "AdamW denominator term: m_hat / (sqrt(v_hat) + eps)."));
@@ -93,6 +104,19 @@ void optim_keys(std::vector<ConfigKey>& s) {
                         "Decoupled weight decay: w -= lr * wd * w each step (AdamW), or added to the gradient (SGD)."));
   s.push_back(key_float_open("optim.momentum", 0.9, 0, 1, false, true, "SGD momentum: buf = mu buf + g; w -= lr buf."));
   s.push_back(key_bool("optim.nesterov", false, "SGD with Nesterov momentum: w -= lr (g + mu buf)."));
+  s.push_back(key_int("optim.block_size", 2048, 256, 2048,
+                      "adamw8bit: elements per quantization block, each with one fp32 scale (absmax) for m and for "
+                      "v: 2048 or 256 (256 is finer, 0.03 bytes a parameter more)."));
+  s.push_back(key_bool("optim.stable_embedding", false,
+                       "adamw8bit: keep the embeddings' moments in 32 bit (8 bytes a parameter), as bitsandbytes' "
+                       "StableEmbedding does; the other parameters stay 8-bit."));
+  s.push_back(key_enum("optim.lion_state", "fp32", {"fp32", "bf16"},
+                       "lion: the momentum's format, fp32 (4 bytes a parameter) or bf16 (2, rounded to nearest even)."));
+  s.push_back(key_float_open("optim.adafactor_beta1", 0.0, 0, 1, false, true,
+                             "adafactor: first-moment decay of the clipped update; 0 keeps no first moment."));
+  s.push_back(key_bool("optim.relative_step", false,
+                       "adafactor: step size min(1e-2, 1/sqrt(t)) * max(1e-3, RMS(w)) per tensor instead of the "
+                       "learning rate (the schedule is then not used)."));
   s.push_back(key_float("optim.clip_norm", 0.0, 0, 1e6,
                         "Gradient clipping: when the L2 norm of the whole gradient (every parameter together, and "
                         "every rank's share when several ranks train) exceeds this, the gradient is scaled down to "

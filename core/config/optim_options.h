@@ -10,12 +10,17 @@
 namespace trainlab {
 
 struct OptimizerOptions {
-  std::string name = "adamw";  // "adamw" | "sgd"
+  std::string name = "adamw";  // "adamw" | "sgd" | "adamw8bit" | "adafactor" | "lion"
   double lr = 1e-3;            // peak learning rate (the schedule's base)
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // AdamW
   double weight_decay = 0.01;                     // AdamW (decoupled) and SGD (L2 on the gradient)
   double momentum = 0.9;                          // SGD; 0: no momentum buffer
   bool nesterov = false;                          // SGD
+  long block_size = 2048;                         // adamw8bit: 2048 or 256
+  bool stable_embedding = false;                  // adamw8bit: embeddings' moments in fp32
+  std::string lion_state = "fp32";                // lion: "fp32" | "bf16"
+  double adafactor_beta1 = 0.0;                   // adafactor: 0 = no first moment
+  bool relative_step = false;                     // adafactor
 };
 
 struct ScheduleOptions {

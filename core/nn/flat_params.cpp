@@ -82,13 +82,13 @@ void FlatParams::allocate(Backend& be, ParamBuffer b, DType dtype, MemCategory c
   }
 }
 
-void FlatParams::ensure_zeros(Backend& be, ParamBuffer b, MemCategory category) {
+void FlatParams::ensure_zeros(Backend& be, ParamBuffer b, MemCategory category, DType dtype) {
   std::vector<Parameter*> missing;
   for (Parameter* p : m_params)
     if (!param_tensor(*p, b).defined()) missing.push_back(p);
   if (missing.empty()) return;
   FlatParams part(std::move(missing));
-  part.allocate(be, b, DType::F32, category);
+  part.allocate(be, b, dtype, category);
   Tensor all = part.buffer(b);
   be.fill(all, 0.0f);
 }

@@ -49,9 +49,9 @@ class FlatParams {
   // views are dropped first, so an old buffer referenced only by them is freed before the new
   // one is allocated.
   void allocate(Backend& be, ParamBuffer b, DType dtype, MemCategory category);
-  // For optimizer state: parameters whose tensor for b is undefined get fp32 zeros, all of them
-  // in one new buffer (the whole list on a first step).
-  void ensure_zeros(Backend& be, ParamBuffer b, MemCategory category);
+  // For optimizer state: parameters whose tensor for b is undefined get zeros in `dtype` (fp32,
+  // or bf16 for Lion's momentum), all of them in one new buffer (the whole list on a first step).
+  void ensure_zeros(Backend& be, ParamBuffer b, MemCategory category, DType dtype = DType::F32);
 
   // Switches the compute format (fp8 is kept as bf16, see Parameter::set_compute_dtype):
   // fp32: every value becomes its master's view and Master is counted as weights; 16-bit: Value

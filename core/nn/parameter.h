@@ -28,6 +28,7 @@ struct Parameter {
   Tensor m, v;       // optimizer state (fp32), created by the optimizer
   Tensor mask;       // fp32 0/1, optional
   bool decay = true;
+  bool embedding = false;  // a lookup table (8-bit AdamW's optim.stable_embedding keeps its state in fp32)
 
   int64_t numel() const { return shape_numel(shape); }
   // Sets the compute format of this one parameter: value/grad are kept when already in the

@@ -118,6 +118,7 @@ CharGpt::CharGpt(Backend& be, CharGptConfig cfg, uint64_t seed) : m_cfg(std::mov
   const int64_t V = m_cfg.padded_vocab(), D = m_cfg.dim, L = m_cfg.layers, C = m_cfg.context;
   declare(params, m_tok, "tok.weight", {V, D}, [&rng, V, D] { return normal_init(rng, V * D); });
   declare(params, m_pos, "pos.weight", {C, D}, [&rng, C, D] { return normal_init(rng, C * D); });
+  m_tok.embedding = m_pos.embedding = true;
   auto ones = [D] { return std::vector<float>(static_cast<size_t>(D), 1.0f); };
   auto zeros = [D] { return std::vector<float>(static_cast<size_t>(D), 0.0f); };
   auto linear = [&](const std::string& name, int64_t in, int64_t out, Parameter& w, Parameter* b) {

@@ -1,11 +1,12 @@
 #include "optim/optimizer.h"
 
+#include "optim/lean_optimizers.h"
 #include "util/error.h"
 
 namespace trainlab {
 
-void Optimizer::ensure_state(Backend& be, const std::vector<Parameter*>& params, ParamBuffer which) {
-  FlatParams(params).ensure_zeros(be, which, MemCategory::Optimizer);
+void Optimizer::ensure_state(Backend& be, const std::vector<Parameter*>& params, ParamBuffer which, DType dtype) {
+  FlatParams(params).ensure_zeros(be, which, MemCategory::Optimizer, dtype);
 }
 
 std::vector<ParamSlot> Optimizer::param_slots(std::vector<Parameter*>& params) {
@@ -15,19 +16,41 @@ std::vector<ParamSlot> Optimizer::param_slots(std::vector<Parameter*>& params) {
   return out;
 }
 
+std::vector<std::string> Optimizer::state_names() const {
+  std::vector<std::string> out;
+  for (ParamBuffer b : state_buffers()) out.emplace_back(param_buffer_name(b));
+  return out;
+}
+
+void Optimizer::create_state(Backend& be, const std::vector<Parameter*>& params) {
+  for (ParamBuffer b : state_buffers()) ensure_state(be, params, b, state_dtype());
+}
+
+std::vector<Optimizer::StateView> Optimizer::state_views(const std::vector<Parameter*>& params) const {
+  std::vector<StateView> out;
+  for (ParamBuffer b : state_buffers())
+    for (size_t i = 0; i < params.size(); ++i) {
+      const Tensor& t = param_tensor(*params[i], b);
+      if (t.defined()) out.push_back({param_buffer_name(b), i, t, 0});
+    }
+  return out;
+}
+
 std::map<std::string, std::vector<float>> Optimizer::save_state(Backend& be,
                                                                 const std::vector<Parameter*>& params) const {
   std::map<std::string, std::vector<float>> out;
   const FlatParams flat(params);
-  for (ParamBuffer b : state_buffers()) {
-    bool any = false;
-    for (Parameter* p : params) any = any || param_tensor(*p, b).defined();
-    if (!any) continue;  // not created yet (no update applied so far)
-    std::vector<float>& host = out[param_buffer_name(b)];
-    host.assign(static_cast<size_t>(flat.numel()), 0.0f);
-    for (size_t i = 0; i < params.size(); ++i) {
-      const Tensor& t = param_tensor(*params[i], b);
-      if (t.defined()) be.download(t, host.data() + flat.offset(i), DType::F32);
+  std::vector<uint8_t> codes;
+  for (const StateView& s : state_views(params)) {
+    std::vector<float>& host = out[s.name];
+    if (host.empty()) host.assign(static_cast<size_t>(flat.numel()), 0.0f);
+    float* at = host.data() + flat.offset(s.param) + s.at;
+    if (s.tensor.dtype() == DType::I8) {  // 8-bit codes: their values 0..255
+      codes.resize(static_cast<size_t>(s.tensor.numel()));
+      be.download(s.tensor, codes.data(), DType::I8);
+      for (size_t k = 0; k < codes.size(); ++k) at[k] = static_cast<float>(codes[k]);
+    } else {
+      be.download(s.tensor, at, DType::F32);
     }
   }
   return out;
@@ -35,25 +58,37 @@ std::map<std::string, std::vector<float>> Optimizer::save_state(Backend& be,
 
 void Optimizer::load_state(Backend& be, const std::vector<Parameter*>& params,
                            const std::map<std::string, std::vector<float>>& state) {
-  const std::vector<ParamBuffer> mine = state_buffers();
+  const std::vector<std::string> mine = state_names();
   for (const auto& [name, values] : state) {
     bool known = false;
-    for (ParamBuffer b : mine) known = known || name == param_buffer_name(b);
+    for (const std::string& m : mine) known = known || name == m;
     if (!known) throw Error("optimizer state '" + name + "' is not " + this->name() + "'s");
   }
   if (state.empty()) return;  // saved before the first update: nothing to restore
   const FlatParams flat(params);
-  for (ParamBuffer b : mine) {
-    const auto it = state.find(param_buffer_name(b));
-    if (it == state.end())
-      throw Error(std::string("optimizer state '") + param_buffer_name(b) + "' of " + name() + " is missing");
+  create_state(be, params);
+  std::vector<StateView> views = state_views(params);
+  for (const StateView& s : views) {  // every array the state has (stable_embedding without embeddings has no m, v)
+    const auto it = state.find(s.name);
+    if (it == state.end()) throw Error("optimizer state '" + s.name + "' of " + name() + " is missing");
     if (static_cast<int64_t>(it->second.size()) != flat.numel())
-      throw Error(std::string("optimizer state '") + param_buffer_name(b) + "' holds " +
-                  std::to_string(it->second.size()) + " values; the model has " + std::to_string(flat.numel()) +
-                  " parameters");
-    ensure_state(be, params, b);
-    for (size_t i = 0; i < params.size(); ++i)
-      be.upload(param_tensor(*params[i], b), it->second.data() + flat.offset(i), DType::F32);
+      throw Error("optimizer state '" + s.name + "' holds " + std::to_string(it->second.size()) +
+                  " values; the model has " + std::to_string(flat.numel()) + " parameters");
+  }
+  std::vector<uint8_t> codes;
+  for (StateView& s : views) {
+    const float* at = state.at(s.name).data() + flat.offset(s.param) + s.at;
+    if (s.tensor.dtype() == DType::I8) {
+      codes.resize(static_cast<size_t>(s.tensor.numel()));
+      for (size_t k = 0; k < codes.size(); ++k) {
+        if (!(at[k] >= 0.0f && at[k] <= 255.0f) || at[k] != static_cast<float>(static_cast<int>(at[k])))
+          throw Error("optimizer state '" + s.name + "': expected 8-bit codes (integers 0..255)");
+        codes[k] = static_cast<uint8_t>(at[k]);
+      }
+      be.upload(s.tensor, codes.data(), DType::I8);
+    } else {
+      be.upload(s.tensor, at, DType::F32);
+    }
   }
 }
 
@@ -88,7 +123,8 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& o) {
     h.nesterov = o.nesterov;
     return std::make_unique<Sgd>(h);
   }
-  throw Error("optim.name '" + o.name + "': expected adamw or sgd");
+  if (auto lean = make_lean_optimizer(o)) return lean;
+  throw Error("optim.name '" + o.name + "': expected adamw, sgd, adamw8bit, adafactor or lion");
 }
 
 }  // namespace trainlab

@@ -24,33 +24,53 @@ class Optimizer {
   // One update of every parameter; lr, step count and gradient unscale come from the backend's
   // StepScalars.
   virtual void step(Backend& be, std::vector<Parameter*>& params) = 0;
-  // Bytes of state per parameter (for the memory prediction).
-  virtual int state_bytes_per_param() const = 0;
-  // The parameter buffers that hold this optimizer's state (AdamW: M and V; SGD: M with momentum).
+  // The parameter buffers that hold this optimizer's state (AdamW: M and V; SGD: M with momentum;
+  // Lion: M); empty for optimizers whose state is not per element (adamw8bit, adafactor), which
+  // therefore cannot be sharded by ZeRO (train/distributed.cpp refuses the combination).
   virtual std::vector<ParamBuffer> state_buffers() const = 0;
+  // The backend operation its step needs (the trainer asks Backend::supports before a run).
+  virtual Op backend_op() const = 0;
+  // The format of the state_buffers() (fp32 but for Lion's bf16 momentum).
+  virtual DType state_dtype() const { return DType::F32; }
 
-  // Host copies of the state, one fp32 vector per state buffer named by param_buffer_name ("m",
-  // "v"), laid out at the FlatParams offsets of `params`; empty before the first step created it.
+  // Host copies of the state, one fp32 vector per state array, each laid out at the FlatParams
+  // offsets of `params` (numel() values; a parameter's state may be shorter than the parameter,
+  // e.g. 8-bit AdamW's block scales or Adafactor's row and column averages, and then fills the
+  // start of its range); 8-bit codes are saved as their values 0..255. Empty before the first step.
   std::map<std::string, std::vector<float>> save_state(Backend& be, const std::vector<Parameter*>& params) const;
-  // Puts saved state back (creating the buffers as the first step would). Throws Error naming the
-  // buffer when a name is not one of state_buffers(), one is missing, or a size is not the
-  // parameters' element count.
+  // Puts saved state back (creating the state as the first step would). Throws Error naming the
+  // array when a name is not one of state_names(), one is missing, a size is not the parameters'
+  // element count, or an 8-bit code is not an integer in 0..255.
   void load_state(Backend& be, const std::vector<Parameter*>& params,
                   const std::map<std::string, std::vector<float>>& state);
 
  protected:
+  // One parameter's part of one saved state array.
+  struct StateView {
+    std::string name;
+    size_t param = 0;  // index into params
+    Tensor tensor;     // fp32, bf16 or I8 codes
+    int64_t at = 0;    // its first element's place in the parameter's range
+  };
+  // The names of the saved state arrays (default: param_buffer_name of each state buffer).
+  virtual std::vector<std::string> state_names() const;
+  // Creates the state as the first step does (default: zeros in each state buffer).
+  virtual void create_state(Backend& be, const std::vector<Parameter*>& params);
+  // The state's tensors, empty when not created yet (default: each parameter's state buffers).
+  virtual std::vector<StateView> state_views(const std::vector<Parameter*>& params) const;
   // (Not named "slots": that is a Qt keyword macro, and the app and the tests include this header.)
   std::vector<ParamSlot> param_slots(std::vector<Parameter*>& params);
-  // Parameters without state for `which` (M or V) get fp32 zeros, all in one new buffer.
-  static void ensure_state(Backend& be, const std::vector<Parameter*>& params, ParamBuffer which);
+  // Parameters without state for `which` (M or V) get zeros in `dtype`, all in one new buffer.
+  static void ensure_state(Backend& be, const std::vector<Parameter*>& params, ParamBuffer which,
+                           DType dtype = DType::F32);
 };
 
 class AdamW final : public Optimizer {
  public:
   explicit AdamW(AdamWHyper h) : m_h(h) {}
   std::string name() const override { return "adamw"; }
+  Op backend_op() const override { return Op::AdamW; }
   void step(Backend& be, std::vector<Parameter*>& params) override;
-  int state_bytes_per_param() const override { return 8; }
   std::vector<ParamBuffer> state_buffers() const override { return {ParamBuffer::M, ParamBuffer::V}; }
   const AdamWHyper& hyper() const { return m_h; }
 
@@ -62,8 +82,8 @@ class Sgd final : public Optimizer {
  public:
   explicit Sgd(SgdHyper h) : m_h(h) {}
   std::string name() const override { return "sgd"; }
+  Op backend_op() const override { return Op::Sgd; }
   void step(Backend& be, std::vector<Parameter*>& params) override;
-  int state_bytes_per_param() const override { return m_h.momentum != 0.0f ? 4 : 0; }
   std::vector<ParamBuffer> state_buffers() const override {
     return m_h.momentum != 0.0f ? std::vector<ParamBuffer>{ParamBuffer::M} : std::vector<ParamBuffer>{};
   }
@@ -74,7 +94,9 @@ class Sgd final : public Optimizer {
 };
 
 // The optimizer named by o.name with o's hyper-parameters (rounded to fp32, as the backend's
-// steps take them); throws Error naming the known optimizers for an unknown name.
+// steps take them; adamw8bit, adafactor and lion are in optim/lean_optimizers.h); throws Error
+// naming the known optimizers for an unknown name. The state's bytes are predicted by
+// plan/memory_model.h's optimizer_state_bytes.
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& o);
 
 }  // namespace trainlab

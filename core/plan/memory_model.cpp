@@ -1,9 +1,11 @@
 #include "plan/memory_model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "dist/shard.h"
+#include "optim/lean_optimizers.h"
 #include "plan/transformer_memory.h"
 #include "util/error.h"
 
@@ -30,13 +32,52 @@ MemoryByCategory predict_rank_memory(const TrainingMemoryInputs& in, const ZeroS
   MemoryByCategory m{};
   at(m, MemCategory::Weights) = (z.stage >= 3 ? shard : in.params) * in.element_bytes;
   at(m, MemCategory::Gradients) = (z.stage >= 2 ? shard : in.params) * in.element_bytes;
-  at(m, MemCategory::Optimizer) =
-      (z.stage >= 1 ? shard : in.params) * (in.optimizer_state_bytes + (in.element_bytes == 4 ? 0 : 4));
+  const int64_t held = z.stage >= 1 ? shard : in.params;
+  const int64_t masters = held * (in.element_bytes == 4 ? 0 : 4);
+  if (in.optimizer_state_total < 0)
+    at(m, MemCategory::Optimizer) = held * in.optimizer_state_bytes + masters;
+  else
+    at(m, MemCategory::Optimizer) =
+        masters + (held == in.params || in.params == 0 ? in.optimizer_state_total
+                   : in.optimizer_state_total % in.params == 0  // a whole number of bytes a parameter: exact
+                       ? in.optimizer_state_total / in.params * held
+                       : std::llround(static_cast<double>(in.optimizer_state_total) * static_cast<double>(held) /
+                                      static_cast<double>(in.params)));
   at(m, MemCategory::Activations) = in.activation_bytes;
   at(m, MemCategory::Workspace) = in.data_bytes;
   at(m, MemCategory::Communication) = in.communication_bytes;
   for (size_t c = 0; c < kMemCategoryCount; ++c) m[c] += in.device_copies[c];
   return m;
+}
+
+std::vector<ParamShapeInfo> param_shape_infos(const std::vector<Parameter*>& params) {
+  std::vector<ParamShapeInfo> out;
+  out.reserve(params.size());
+  for (const Parameter* p : params) out.push_back({p->shape, p->embedding});
+  return out;
+}
+
+int64_t optimizer_state_bytes(const OptimizerOptions& o, const std::vector<ParamShapeInfo>& params) {
+  int64_t total = 0;
+  for (const ParamShapeInfo& p : params) {
+    const int64_t n = shape_numel(p.shape);
+    if (o.name == "adamw") {
+      total += 8 * n;
+    } else if (o.name == "sgd") {
+      total += o.momentum != 0.0 ? 4 * n : 0;
+    } else if (o.name == "lion") {
+      total += (o.lion_state == "bf16" ? 2 : 4) * n;
+    } else if (o.name == "adamw8bit") {
+      total += o.stable_embedding && p.embedding ? 8 * n : 2 * n + 8 * ((n + o.block_size - 1) / o.block_size);
+    } else if (o.name == "adafactor") {
+      int64_t r = 0, c = 0;
+      total += adafactor_factors(p.shape, r, c) ? 4 * (r + c) : 4 * n;
+      if (o.adafactor_beta1 > 0.0) total += 4 * n;
+    } else {
+      throw Error("optim.name '" + o.name + "': expected adamw, sgd, adamw8bit, adafactor or lion");
+    }
+  }
+  return total;
 }
 
 MemoryByCategory fp8_copy_bytes(const std::vector<LinearShape>& products) {

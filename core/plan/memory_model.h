@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "config/optim_options.h"
 #include "nn/transformer.h"
 #include "tensor/dtype.h"
 #include "tensor/memory_ledger.h"
@@ -29,12 +30,32 @@ int64_t precision_element_bytes(DType compute);
 struct TrainingMemoryInputs {
   int64_t params = 0;                 // trainable parameters (of this rank's model slice)
   int64_t element_bytes = 4;          // eb
-  int64_t optimizer_state_bytes = 8;  // per parameter (Optimizer::state_bytes_per_param)
+  int64_t optimizer_state_bytes = 8;  // per parameter, when optimizer_state_total < 0
+  int64_t optimizer_state_total = -1; // >= 0: the state's bytes for all params (optimizer_state_bytes())
   int64_t data_bytes = 0;             // the resident data set (uploaded once, workspace)
   int64_t activation_bytes = 0;       // one of the activation formulas below
   int64_t communication_bytes = 0;    // the rank's communication buffers, as its strategy allocates them
   MemoryByCategory device_copies{};   // what the device keeps beside the model (fp8_copy_bytes), unsharded
 };
+
+// One parameter as the optimizer-state formula sees it: its shape, and whether it is an embedding.
+struct ParamShapeInfo {
+  Shape shape;
+  bool embedding = false;
+};
+std::vector<ParamShapeInfo> param_shape_infos(const std::vector<Parameter*>& params);
+
+// The bytes of optimizer state (without the fp32 master of 16-bit runs) for parameters of these
+// shapes, exactly what optim/ allocates (the trainer, the planner, `trainlab-cli plan --optimizer`
+// and the ledger tests use this one formula), per parameter of n elements:
+//   adamw      8 n                     sgd   4 n with momentum, else 0
+//   lion       4 n (fp32 momentum) or 2 n (bf16)
+//   adamw8bit  2 n + 8 ceil(n / block) (two 8-bit codes an element, an fp32 absmax for m and v per
+//              block); 8 n for embeddings with stable_embedding
+//   adafactor  4 (r + c) for a factored [r, c] parameter (optim/lean_optimizers.h: r, c >= 2), 4 n
+//              otherwise; plus 4 n with adafactor_beta1 > 0
+// Throws Error naming optim.name for an unknown optimizer.
+int64_t optimizer_state_bytes(const OptimizerOptions& o, const std::vector<ParamShapeInfo>& params);
 
 // Weights and gradients params * eb; optimizer params * (state + 4 for the fp32 master when
 // eb < 4); workspace the resident data set; activations and communication as given; plus the
@@ -60,7 +81,8 @@ std::pair<int64_t, int64_t> zero_shard_range(int64_t n, int64_t ranks, int64_t r
 // trainer's mem_predicted): with S = the rank's shard length of in.params (zero_shard_range),
 //   weights     (stage >= 3 ? S : params) * eb
 //   gradients   (stage >= 2 ? S : params) * eb
-//   optimizer   (stage >= 1 ? S : params) * (optimizer_state_bytes + (eb < 4 ? 4 : 0))
+//   optimizer   (stage >= 1 ? S : params) * (optimizer_state_bytes + (eb < 4 ? 4 : 0)), or with
+//               optimizer_state_total >= 0 that total (times S / params at stage >= 1) + the masters
 //   activations, communication, workspace (data) as given: the same on every rank.
 // Mixed-precision Adam on N ranks: 2P/(N if stage>=3) + 2P/(N if stage>=2) + 12P/(N if stage>=1)
 // (DOMAIN.md section 4). Throws Error on a stage outside 0..3 or a rank outside 0..ranks-1.

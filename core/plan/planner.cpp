@@ -133,6 +133,41 @@ int64_t PlanModel::total_params() const {
   return 0;
 }
 
+std::vector<ParamShapeInfo> PlanModel::param_shapes() const {
+  std::vector<ParamShapeInfo> out;
+  switch (kind) {
+    case PlanModelKind::Params: {
+      const int64_t side = std::max<int64_t>(2, std::llround(std::sqrt(static_cast<double>(params))));
+      out.push_back({{side, side}, false});
+      break;
+    }
+    case PlanModelKind::Mlp:
+      for (size_t i = 1; i < mlp_sizes.size(); ++i) {
+        out.push_back({{mlp_sizes[i], mlp_sizes[i - 1]}, false});
+        out.push_back({{mlp_sizes[i]}, false});
+      }
+      break;
+    case PlanModelKind::Transformer: {  // nn/transformer.cpp's declarations
+      const CharGptConfig& c = transformer;
+      const int64_t V = c.padded_vocab(), D = c.dim;
+      out.push_back({{V, D}, true});
+      out.push_back({{c.context, D}, true});
+      for (int64_t l = 0; l < c.layers; ++l) {
+        for (int k = 0; k < 4; ++k) out.push_back({{D}, false});
+        for (const auto& [o, in] : {std::pair{3 * D, D}, std::pair{D, D}, std::pair{4 * D, D}, std::pair{D, 4 * D}}) {
+          out.push_back({{o, in}, false});
+          out.push_back({{o}, false});
+        }
+      }
+      out.push_back({{D}, false});
+      out.push_back({{D}, false});
+      out.push_back({{V, D}, false});
+      break;
+    }
+  }
+  return out;
+}
+
 int64_t PlanModel::tokens_per_sample() const {
   switch (kind) {
     case PlanModelKind::Params: return sample_tokens;
@@ -189,7 +224,8 @@ void validate_plan(const PlanSetup& s, const Layout& l) {
                 " (the same number of GPUs in every node)");
   if (s.element_bytes != 2 && s.element_bytes != 4)
     throw Error("--precision " + s.precision + ": element bytes " + std::to_string(s.element_bytes) + ", expected 2 or 4");
-  need_int("optimizer state bytes", s.optimizer_state_bytes, 0, 64);
+  if (!(s.optimizer_state_bytes >= 0.0 && s.optimizer_state_bytes <= 64.0))
+    throw Error("optimizer state bytes " + num(s.optimizer_state_bytes) + ": expected a number in [0, 64]");
   need_positive("--gpu-memory", s.gpu_memory_bytes / 1e9, 1e6);
   need_positive("--mfu", s.mfu, 1.0);
   need_positive("--nvlink-gbs", s.nvlink_bytes_per_s / 1e9, 1e6);
@@ -235,7 +271,6 @@ StagePlan plan_stage(const PlanSetup& s, const Layout& l, int64_t i) {
   st.in_flight = std::min(l.pp - i, l.micro_batches);  // 1F1B
   TrainingMemoryInputs mi;
   mi.element_bytes = s.element_bytes;
-  mi.optimizer_state_bytes = s.optimizer_state_bytes;
   switch (m.kind) {
     case PlanModelKind::Params: st.params = m.params; break;
     case PlanModelKind::Mlp:
@@ -269,6 +304,7 @@ StagePlan plan_stage(const PlanSetup& s, const Layout& l, int64_t i) {
     }
   }
   mi.params = st.params;
+  mi.optimizer_state_total = std::llround(s.optimizer_state_bytes * static_cast<double>(st.params));
   st.bytes = predict_rank_memory(mi, {l.zero, l.dp, 0});
   return st;
 }

@@ -50,6 +50,9 @@ struct PlanModel {
   bool mlp_gelu = false;
   CharGptConfig transformer;         // Transformer: the shape; context is the sequence s
   int64_t total_params() const;
+  // The parameters' shapes, in the model's order (Params: one square matrix of about `params`
+  // elements, for the optimizers whose state depends on shape).
+  std::vector<ParamShapeInfo> param_shapes() const;
   int64_t tokens_per_sample() const;  // s, 1 for an MLP's row, sample_tokens
   double train_flops_per_token() const;
 };
@@ -71,7 +74,9 @@ struct PlanSetup {
   bool fp8_matmul = false;
   bool fp8_copies = false;  // the fp8 units' per-layer casts (memory_model.h's fp8_copy_bytes): fp8 on a GPU
   std::string optimizer = "adamw";
-  int64_t optimizer_state_bytes = 8;
+  // Bytes of optimizer state a parameter: memory_model.h's optimizer_state_bytes over the model's
+  // parameter shapes (PlanModel::param_shapes) divided by their count (2.0039 for adamw8bit).
+  double optimizer_state_bytes = 8;
   ActivationCount count = ActivationCount::Lab;
   std::string gpu = "h200";
   double gpu_memory_bytes = 141e9;

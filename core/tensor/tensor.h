@@ -61,6 +61,7 @@ class Tensor {
   MemCategory category() const { return m_storage->category(); }
   void set_category(MemCategory c) { m_storage->set_category(c); }
   const std::shared_ptr<Storage>& storage() const { return m_storage; }
+  size_t byte_offset() const { return m_offset; }
   bool same_storage(const Tensor& o) const { return m_storage == o.m_storage; }
 
   void* raw() const { return static_cast<char*>(m_storage->data()) + m_offset; }

@@ -46,4 +46,13 @@ nlohmann::json bench_char_step(const std::string& device, const std::string& nam
 inline constexpr int kScalingBatch = 256;
 nlohmann::json bench_scaling(const std::string& device, const std::string& strategy, int ranks, long steps);
 
+// case optim: the optimizer step alone over the parameters of the char-gpt preset (char-gpt2: 85M
+// parameters) in bf16 mixed precision (bf16 weights and gradients, fp32 masters), the gradients a
+// constant: mean wall time of `steps` steps after `warmup` (synchronised at both ends), the state's
+// bytes measured by the ledger (optimizer memory without the fp32 masters) beside
+// plan/memory_model.h's optimizer_state_bytes. mode: adamw, sgd, adamw8bit, adafactor, lion,
+// lion-bf16. The PyTorch side: tools/optim_peer.py (torch.optim.AdamW fused on the same shapes).
+nlohmann::json bench_optim_step(const std::string& device, const std::string& preset, const std::string& mode,
+                                long steps, long warmup);
+
 }  // namespace trainlab

@@ -18,6 +18,13 @@ DistributedRun::DistributedRun(const Config& config)
                 ", but this process was not started by a launcher: use trainlab-cli train --ranks " +
                 std::to_string(m_options.ranks) + " (which starts them through mpirun), or mpirun -np " +
                 std::to_string(m_options.ranks) + " trainlab-cli train ...");
+  // ZeRO shards the optimizer state as ranges of the flat parameter order; 8-bit AdamW's blocks
+  // and Adafactor's row and column averages are not ranges of it, and Lion is left out until its
+  // shards have their test (issue 19). Refused rather than run with other numbers than one rank.
+  const std::string optimizer = config.get_string("optim.name");
+  if (zero_stage(m_options.strategy) > 0 && optimizer != "adamw" && optimizer != "sgd")
+    throw Error(std::string("dist.strategy ") + dist_strategy_name(m_options.strategy) + " shards the optimizer state, "
+                "which optim.name " + optimizer + " does not support: use dist.strategy ddp, or optim.name adamw or sgd");
   if (!active() && zero_stage(m_options.strategy) > 0)
     throw Error(std::string("dist.strategy ") + dist_strategy_name(m_options.strategy) +
                 " shards the model over the ranks and needs at least 2 of them; this run has 1 (start it with "

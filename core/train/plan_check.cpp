@@ -3,6 +3,7 @@
 #include "config/optim_options.h"
 #include "data/data_sources.h"
 #include "optim/optimizer.h"
+#include "plan/memory_model.h"
 #include "train/precision.h"
 #include "train/trainer.h"
 #include "util/error.h"
@@ -33,7 +34,10 @@ void resolve_plan_setup(PlanSetup& s, const std::string& precision, const std::s
   OptimizerOptions o;
   o.name = optimizer;
   try {
-    s.optimizer_state_bytes = make_optimizer(o)->state_bytes_per_param();
+    const std::vector<ParamShapeInfo> shapes = s.model.param_shapes();
+    int64_t n = 0;
+    for (const ParamShapeInfo& p : shapes) n += shape_numel(p.shape);
+    s.optimizer_state_bytes = static_cast<double>(optimizer_state_bytes(o, shapes)) / static_cast<double>(std::max<int64_t>(n, 1));
   } catch (const Error& e) {
     rethrow_for("--optimizer", optimizer, e);
   }

@@ -13,7 +13,8 @@
 namespace trainlab {
 
 // Fills s's precision (element bytes, fp8 products: train/precision.h's policy of that name), its
-// optimizer's state bytes (optim/optimizer.h), and the GPU's memory, links and peak for the
+// optimizer's state bytes a parameter (plan/memory_model.h's optimizer_state_bytes over the model's
+// parameter shapes, PlanModel::param_shapes), and the GPU's memory, links and peak for the
 // precision (plan's gpu_spec). Throws Error naming --precision, --optimizer or --gpu and the names.
 void resolve_plan_setup(PlanSetup& s, const std::string& precision, const std::string& optimizer,
                         const std::string& gpu);

@@ -57,6 +57,7 @@ struct Trainer::State {
   double samples_done = 0.0, train_seconds = 0.0;  // units (rows or tokens) and their seconds
   double flops_per_sample = 0.0;
   int64_t params = 0;
+  int64_t opt_state_bytes = 0;  // plan/memory_model.h's optimizer_state_bytes over the optimized parameters
   std::vector<int32_t> idx;
   // Compression metrics (StepMetrics::sparsity, bits_per_weight), recomputed when the masks or
   // the formats can have changed (compression_metrics).
@@ -184,7 +185,11 @@ void Trainer::setup() {
   s.model->set_matmul_mode(s.precision->matmul);  // a distillation teacher computes in the run's mode too
   const OptimOptions oo = optim_options(m_config);
   s.opt = make_optimizer(oo.optimizer);
+  if (const DType pd = parameter_storage_dtype(s.precision->compute); !s.be->supports(s.opt->backend_op(), pd))
+    throw Error("optim.name " + s.opt->name() + ": " + op_name(s.opt->backend_op()) + " in " + dtype_name(pd) +
+                " is not supported on " + s.be->info().name + " (use device.name cpu, or another optimizer)");
   s.step = s.task->make_step(*s.be, *s.model, *s.opt, s.dist->local_batch(s.batch), s.accumulate);
+  s.opt_state_bytes = optimizer_state_bytes(oo.optimizer, param_shape_infos(s.step->params()));
   const CompressOptions co = compress_options(m_config);
   s.dist->attach(*s.be, *s.model, *s.step, co.quant.qat() || co.prune.method != "none" || !co.distill.teacher.empty());
 
@@ -300,7 +305,7 @@ StepMetrics Trainer::train_step(long step, std::string event) {
   TrainingMemoryInputs mi;
   mi.params = s.params;
   mi.element_bytes = s.precision->element_bytes();
-  mi.optimizer_state_bytes = s.opt->state_bytes_per_param();
+  mi.optimizer_state_total = s.opt_state_bytes;
   mi.data_bytes = s.task->data_bytes();
   const bool fp8 = s.model->matmul_mode() == MatmulMode::Fp8;
   mi.activation_bytes = s.task->activation_bytes(s.batch, mi.element_bytes, fp8);

@@ -19,7 +19,7 @@ using namespace trainlab;
 
 namespace {
 
-constexpr Op kLastOp = Op::Sgd;
+constexpr Op kLastOp = Op::Adafactor;
 std::vector<Op> all_ops() {
   std::vector<Op> ops;
   for (int i = 0; i <= static_cast<int>(kLastOp); ++i) ops.push_back(static_cast<Op>(i));

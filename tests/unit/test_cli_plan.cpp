@@ -61,6 +61,28 @@ class TestCliPlan : public QObject {
     QCOMPARE(j.at("time").at("tokens").get<double>(), 65536.0);
   }
 
+  // The lean optimizers on gpt2's preset, one GPU in bf16: the optimizer bytes are the fp32 masters
+  // (4 P) plus plan/memory_model.h's optimizer_state_bytes over the preset's parameter shapes.
+  void leanOptimizers_data() {
+    QTest::addColumn<QString>("name");
+    for (const char* n : {"adamw8bit", "adafactor", "lion"}) QTest::newRow(n) << n;
+  }
+  void leanOptimizers() {
+    QFETCH(QString, name);
+    const Result r = cli({"--model", "char-gpt-gpt2", "--batch", "8", "--precision", "bf16", "--optimizer", name, "--json"});
+    QVERIFY2(r.code == 0, qPrintable(describe(r)));
+    const Json g = json_of(r).at("per_gpu");
+    const PlanModel m = plan_model_preset("char-gpt-gpt2", "model");
+    OptimizerOptions o;
+    o.name = name.toStdString();
+    const int64_t state = optimizer_state_bytes(o, m.param_shapes());
+    QCOMPARE(g.at("optimizer_bytes").get<int64_t>(), 4 * m.total_params() + state);
+    const double per_param = static_cast<double>(state) / static_cast<double>(m.total_params());
+    if (name == "adamw8bit") QVERIFY(per_param > 2.0 && per_param < 2.01);
+    if (name == "lion") QCOMPARE(per_param, 4.0);
+    if (name == "adafactor") QVERIFY(per_param < 0.5);
+  }
+
   // Korthikanti et al.'s count on GPT-3 175B's shape at b = 1 (docs/PLANNER.md's first example):
   // 96 layers of sbh (34 + 5 a s / h) = 2,868,903,936 bytes, the embedding's dropout mask sbh =
   // 25,165,824, the output layer 4 sbh + 4 s b V = 520,093,696: 275,960,037,376 bytes. A shape
@@ -154,7 +176,8 @@ class TestCliPlan : public QObject {
     QTest::newRow("dropout nan") << gpt2 + QStringList{"--dropout", "nan"} << "--dropout: expected a number in [0, 1), got nan";
     QTest::newRow("precision") << gpt2 + QStringList{"--precision", "fp64"} << "--precision 'fp64': expected one of fp32, tf32, bf16, fp16, fp8";
     QTest::newRow("fp8 on a100") << gpt2 + QStringList{"--precision", "fp8", "--gpu", "a100"} << "--precision fp8: the a100 has no peak";
-    QTest::newRow("optimizer") << gpt2 + QStringList{"--optimizer", "lion"} << "--optimizer 'lion': expected adamw or sgd";
+    QTest::newRow("optimizer") << gpt2 + QStringList{"--optimizer", "adam"}
+                               << "--optimizer 'adam': expected adamw, sgd, adamw8bit, adafactor or lion";
     QTest::newRow("recompute") << gpt2 + QStringList{"--recompute", "some"} << "--recompute 'some': expected none, selective or full";
     QTest::newRow("recompute every") << gpt2 + QStringList{"--recompute", "full", "--recompute-every", "13"}
                                      << "--recompute-every 13: expected an integer in [1, 12]";

@@ -6,6 +6,7 @@
 #include "config/optim_options.h"
 #include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
+#include "optim/lean_optimizers.h"
 #include "optim/optimizer.h"
 #include "test_support.h"
 
@@ -26,6 +27,11 @@ class TestOptimOptions : public QObject {
     QCOMPARE(o.optimizer.weight_decay, d.optimizer.weight_decay);
     QCOMPARE(o.optimizer.momentum, d.optimizer.momentum);
     QCOMPARE(o.optimizer.nesterov, d.optimizer.nesterov);
+    QCOMPARE(o.optimizer.block_size, d.optimizer.block_size);
+    QCOMPARE(o.optimizer.stable_embedding, d.optimizer.stable_embedding);
+    QCOMPARE(o.optimizer.lion_state, d.optimizer.lion_state);
+    QCOMPARE(o.optimizer.adafactor_beta1, d.optimizer.adafactor_beta1);
+    QCOMPARE(o.optimizer.relative_step, d.optimizer.relative_step);
     QCOMPARE(o.schedule.name, d.schedule.name);
     QCOMPARE(o.schedule.warmup_steps, d.schedule.warmup_steps);
     QCOMPARE(o.schedule.min_lr, d.schedule.min_lr);
@@ -85,13 +91,32 @@ class TestOptimOptions : public QObject {
     o.nesterov = true;
     auto sgd = make_optimizer(o);
     QCOMPARE(sgd->name(), std::string("sgd"));
-    QCOMPARE(sgd->state_bytes_per_param(), 0);  // no momentum: no buffer
+    QVERIFY(sgd->state_buffers().empty());  // no momentum: no buffer
     const SgdHyper& s = dynamic_cast<Sgd&>(*sgd).hyper();
     QCOMPARE(s.weight_decay, 0.1f);
     QVERIFY(s.nesterov);
     o.name = "lion";
-    const std::string e = error_of([&] { make_optimizer(o); });
-    QVERIFY2(e.find("'lion'") != std::string::npos && e.find("adamw or sgd") != std::string::npos, e.c_str());
+    o.lion_state = "bf16";
+    auto lion = make_optimizer(o);
+    QCOMPARE(lion->name(), std::string("lion"));
+    QCOMPARE(lion->state_dtype(), DType::BF16);
+    QCOMPARE(dynamic_cast<Lion&>(*lion).hyper().beta2, 0.95f);
+    o.name = "adamw8bit";
+    o.block_size = 256;
+    auto a8 = make_optimizer(o);
+    QCOMPARE(dynamic_cast<AdamW8bit&>(*a8).block(), 256);
+    o.block_size = 512;
+    std::string e = error_of([&] { make_optimizer(o); });
+    QVERIFY2(e.find("optim.block_size 512") != std::string::npos && e.find("256 or 2048") != std::string::npos, e.c_str());
+    o.name = "adafactor";
+    o.adafactor_beta1 = 0.5;
+    o.relative_step = true;
+    auto af = make_optimizer(o);
+    QCOMPARE(dynamic_cast<Adafactor&>(*af).hyper().beta1, 0.5f);
+    QVERIFY(dynamic_cast<Adafactor&>(*af).hyper().relative_step);
+    o.name = "adam";
+    e = error_of([&] { make_optimizer(o); });
+    QVERIFY2(e.find("'adam'") != std::string::npos && e.find("adafactor or lion") != std::string::npos, e.c_str());
   }
 
   void scheduleAndScalerFactories() {

@@ -12,6 +12,7 @@
 #include "io/safetensors.h"
 #include "nn/linear.h"
 #include "nn/model.h"
+#include "optim/lean_optimizers.h"
 #include "optim/optimizer.h"
 #include "train/trainer.h"
 
@@ -32,7 +33,7 @@ class TestPrune : public QObject {
   Q_OBJECT
  private slots:
   void masksSurviveUpdates() {
-    for (int opt_kind = 0; opt_kind < 3; ++opt_kind) {
+    for (int opt_kind = 0; opt_kind < 6; ++opt_kind) {
       CpuBackend be(1);
       Mlp mlp(be, {12, 20, 6}, Activation::ReLU, 1);
       auto ps = prunable_parameters(mlp);
@@ -42,7 +43,10 @@ class TestPrune : public QObject {
       std::unique_ptr<Optimizer> opt;
       if (opt_kind == 0) opt = std::make_unique<AdamW>(AdamWHyper{0.9f, 0.999f, 1e-8f, 0.5f});
       else if (opt_kind == 1) opt = std::make_unique<Sgd>(SgdHyper{0.9f, 0.1f, false});
-      else opt = std::make_unique<Sgd>(SgdHyper{0.9f, 0.1f, true});
+      else if (opt_kind == 2) opt = std::make_unique<Sgd>(SgdHyper{0.9f, 0.1f, true});
+      else if (opt_kind == 3) opt = std::make_unique<Lion>(LionHyper{0.9f, 0.99f, 0.1f}, DType::F32);
+      else if (opt_kind == 4) opt = std::make_unique<AdamW8bit>(AdamWHyper{0.9f, 0.999f, 1e-8f, 0.5f}, 256, false);
+      else opt = std::make_unique<Adafactor>(AdafactorHyper{0.9f, 0.1f});
       auto all = mlp.parameters();
       std::mt19937_64 rng(2);
       for (int step = 1; step <= 25; ++step) {

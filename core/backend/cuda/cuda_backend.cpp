@@ -372,48 +372,7 @@ void CudaBackend::gather_rows(const Tensor& src, const Tensor& idx, Tensor& dst)
                      m_ctx.stream);
 }
 
-// --- optimizers ------------------------------------------------------------------------------
-namespace {
-std::vector<OptTensor> opt_table(std::span<ParamSlot> params, bool with_v) {
-  std::vector<OptTensor> t;
-  t.reserve(params.size());
-  for (auto& p : params) {
-    OptTensor o;
-    o.master = p.master->data<float>();
-    o.value = (p.value && p.value->defined() && !p.value->same_storage(*p.master)) ? p.value->raw() : nullptr;
-    o.value_dt = o.value ? dcode(p.value->dtype()) : 0;
-    o.grad = p.grad->raw();
-    o.grad_dt = dcode(p.grad->dtype());
-    o.m = p.m && p.m->defined() ? p.m->data<float>() : nullptr;
-    o.v = with_v && p.v && p.v->defined() ? p.v->data<float>() : nullptr;
-    o.mask = p.mask && p.mask->defined() ? p.mask->data<float>() : nullptr;
-    o.n = p.master->numel();
-    o.decay = p.decay ? 1.0f : 0.0f;
-    t.push_back(o);
-  }
-  return t;
-}
-}  // namespace
-
-void CudaBackend::adamw_step(std::span<ParamSlot> params, const AdamWHyper& h) {
-  bind();
-  TL_TIMED("adamw");
-  note_scalar_read();
-  auto t = opt_table(params, true);
-  for (auto& o : t)
-    if (!o.m || !o.v) throw Error("adamw_step: optimizer state (m, v) missing");
-  launch_adamw(t.data(), static_cast<int>(t.size()), OptHyper{h.beta1, h.beta2, h.eps, h.weight_decay, false},
-               m_ctx.scalars, m_ctx.stream);
-}
-
-void CudaBackend::sgd_step(std::span<ParamSlot> params, const SgdHyper& h) {
-  bind();
-  TL_TIMED("sgd");
-  note_scalar_read();
-  auto t = opt_table(params, false);
-  launch_sgd(t.data(), static_cast<int>(t.size()), OptHyper{h.momentum, 0.0f, 0.0f, h.weight_decay, h.nesterov},
-             m_ctx.scalars, m_ctx.stream);
-}
+// --- optimizers: cuda_optim.cpp ------------------------------------------------------------
 
 bool CudaBackend::all_finite(std::span<const Tensor* const> tensors) {
   bind();

@@ -107,6 +107,11 @@ class CudaBackend final : public Backend {
 
   void adamw_step(std::span<ParamSlot> params, const AdamWHyper& h) override;
   void sgd_step(std::span<ParamSlot> params, const SgdHyper& h) override;
+  void lion_step(std::span<ParamSlot> params, const LionHyper& h) override;
+  void adamw8bit_step(std::span<ParamSlot> params, std::span<const Quant8State> state, const AdamWHyper& h,
+                      int block) override;
+  void adafactor_step(std::span<ParamSlot> params, std::span<const FactoredState> state,
+                      const AdafactorHyper& h) override;
   bool all_finite(std::span<const Tensor* const> tensors) override;
 
   // Transformer operations (cuda_transformer_ops.cpp; kernels/transformer_ops.cu).
@@ -182,6 +187,8 @@ class CudaBackend final : public Backend {
   // fp32 scratch of the transformer operations' deterministic column reductions (grown, never
   // shrunk, so a captured step keeps its address).
   Tensor m_reduce_scratch;
+  Tensor m_dynamic_maps;  // 8-bit AdamW's code maps (tensor/dynamic_map.h), signed then unsigned
+  Tensor m_adafactor_scratch;  // Adafactor's per-tensor sums (kernels/optim_adafactor.cuh)
   float* reduce_scratch(int64_t floats);
   bool linear_backward_lt(const Tensor& g, const Tensor& px, const Tensor& pw, int64_t m, int64_t n, int64_t k, bool tf32,
                           Tensor& dw, Tensor* dbias, Tensor* dx, bool accumulate);
