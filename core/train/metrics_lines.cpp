@@ -65,14 +65,33 @@ Json MetricsLineReader::expand(Json line) {
   return line;
 }
 
+// Typed, without copying the carried JSON into every line (a long record reads millions of lines):
+// the line's own fields first (a bad line throws before anything is carried), then the carried
+// slow fields it omits, read from the carried object.
 StepMetrics MetricsLineReader::read(const Json& line) {
-  Json before = m_carried;
-  try {
-    return StepMetrics::from_json(expand(line));
-  } catch (...) {
-    m_carried = std::move(before);
-    throw;
+  StepMetrics m = StepMetrics::from_json(line);
+  bool missing = false;
+  for (const char* k : kSlowMetricsFields) {
+    if (const auto it = line.find(k); it != line.end())
+      m_carried[k] = *it;
+    else
+      missing = missing || m_carried.contains(k);
   }
+  if (!missing) return m;
+  m_carried["step"] = 0;  // makes the carried fields a metrics object of their own
+  const StepMetrics c = StepMetrics::from_json(m_carried);
+  auto omitted = [&](const char* k) { return !line.contains(k); };
+  if (omitted("precision")) m.precision = c.precision;
+  if (omitted("mem")) m.mem_current = c.mem_current;
+  if (omitted("mem_peak")) m.mem_peak = c.mem_peak;
+  if (omitted("mem_predicted")) m.mem_predicted = c.mem_predicted;
+  if (omitted("device_used_bytes")) m.device_used_bytes = c.device_used_bytes;
+  if (omitted("device_total_bytes")) m.device_total_bytes = c.device_total_bytes;
+  if (omitted("runtime_context_bytes")) m.runtime_context_bytes = c.runtime_context_bytes;
+  if (omitted("loss_scale")) m.loss_scale = c.loss_scale;
+  if (omitted("skipped_steps")) m.skipped_steps = c.skipped_steps;
+  if (omitted("lr")) m.lr = c.lr;
+  return m;
 }
 
 }  // namespace trainlab
