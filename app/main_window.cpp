@@ -407,8 +407,8 @@ void MainWindow::on_finished(const QString& status, const QString& message, cons
 std::shared_ptr<RunSeries> MainWindow::load_cached(const QString& dir) {
   auto it = m_cache.find(dir);
   if (it != m_cache.end() && (*it)->summary.is_object()) return *it;
-  // Plots of a long record read it thinned (min/max per bucket of steps): a 1-hour run opens in
-  // about a second (bench_record_load); reports and CSV read every row.
+  // Plots of a long record read it thinned (min/max per bucket of steps; bench_record_load times
+  // it); reports and CSV read every row.
   constexpr size_t kPlotRows = 100000;
   auto r = std::make_shared<RunSeries>(RunSeries::load(dir, kPlotRows));
   m_cache[dir] = r;
