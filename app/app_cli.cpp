@@ -12,6 +12,7 @@
 
 #include "lessons_view.h"
 #include "main_window.h"
+#include "palette.h"
 #include "report.h"
 #include "stop_signals.h"
 #include "util/error.h"
@@ -57,39 +58,6 @@ int run_report_command(int argc, char** argv) {
   return 0;
 }
 
-namespace {
-// A dark palette for the Fusion style (--palette dark): the window follows the system palette
-// otherwise. Disabled text keeps enough contrast to stay readable.
-void use_dark_palette() {
-  QApplication::setStyle("Fusion");
-  QPalette p;
-  const QColor window(45, 45, 48), base(30, 30, 32), text(225, 225, 228), disabled(135, 135, 140);
-  p.setColor(QPalette::Window, window);
-  p.setColor(QPalette::WindowText, text);
-  p.setColor(QPalette::Base, base);
-  p.setColor(QPalette::AlternateBase, QColor(40, 40, 43));
-  p.setColor(QPalette::ToolTipBase, QColor(60, 60, 64));
-  p.setColor(QPalette::ToolTipText, text);
-  p.setColor(QPalette::PlaceholderText, disabled);
-  p.setColor(QPalette::Text, text);
-  p.setColor(QPalette::Button, QColor(58, 58, 62));
-  p.setColor(QPalette::ButtonText, text);
-  p.setColor(QPalette::BrightText, QColor(255, 90, 90));
-  p.setColor(QPalette::Link, QColor(110, 170, 255));
-  p.setColor(QPalette::Highlight, QColor(52, 110, 190));
-  p.setColor(QPalette::HighlightedText, Qt::white);
-  p.setColor(QPalette::Light, QColor(75, 75, 80));
-  p.setColor(QPalette::Midlight, QColor(62, 62, 66));
-  p.setColor(QPalette::Mid, QColor(40, 40, 43));
-  p.setColor(QPalette::Dark, QColor(25, 25, 27));
-  p.setColor(QPalette::Shadow, Qt::black);
-  for (auto role : {QPalette::WindowText, QPalette::Text, QPalette::ButtonText})
-    p.setColor(QPalette::Disabled, role, disabled);
-  p.setColor(QPalette::Disabled, QPalette::Base, window);
-  p.setColor(QPalette::Disabled, QPalette::Button, window);
-  QApplication::setPalette(p);
-}
-}  // namespace
 
 namespace {
 // Whether the command line asks only for --help or --version: those print without a window, so
@@ -104,6 +72,15 @@ bool asks_for_help_or_version(int argc, char** argv) {
   // Unknown options are the window's: only these three matter here.
   static_cast<void>(p.parse(args));
   return p.isSet(help) || p.isSet(help_all) || p.isSet(version);
+}
+}  // namespace
+
+namespace {
+// --palette names system or dark (or is not given: the remembered View > Dark palette).
+bool palette_choice_valid(const QCommandLineParser& p, const QCommandLineOption& palette) {
+  if (!p.isSet(palette) || p.value(palette) == "dark" || p.value(palette) == "system") return true;
+  std::fprintf(stderr, "error: --palette %s: expected system or dark\n", qPrintable(p.value(palette)));
+  return false;
 }
 }  // namespace
 
@@ -136,16 +113,17 @@ int run_window(int argc, char** argv) {
   QCommandLineOption shot_ms("screenshot-after-ms", "when to take the screenshot (default 2000)", "MS", "2000");
   QCommandLineOption size("size", "window size", "WxH");
   QCommandLineOption quit_done("quit-when-done", "quit when the started run ends");
-  QCommandLineOption palette("palette", "colours: system (default) or dark", "NAME", "system");
+  QCommandLineOption palette("palette", "colours: system or dark (default: as View > Dark palette was left)", "NAME");
   QCommandLineOption lesson("lesson", "open Help > Lessons on this lesson (--screenshot then saves that window)",
                             "NAME");
   for (const auto& o : {runs_dir, config, set, start, change, overlay, reopen, shot, shot_ms, size, quit_done, palette,
                         lesson})
     p.addOption(o);
   p.process(app);
-  if (p.value(palette) == "dark") use_dark_palette();
+  if (!palette_choice_valid(p, palette)) return 2;
 
   MainWindow w(p.value(runs_dir));
+  if (p.isSet(palette)) use_dark_palette(p.value(palette) == "dark");  // this start only, not remembered
   // SIGINT, SIGTERM and SIGHUP end a run like the Stop button and quit (exit code 128 + signo).
   std::unique_ptr<StopSignals> stop_signals;
   try {
@@ -159,6 +137,7 @@ int run_window(int argc, char** argv) {
     if (wh.size() == 2) w.resize(wh[0].toInt(), wh[1].toInt());
   }
   if (p.isSet(config)) w.load_preset(p.value(config));
+  if (!p.isSet(config) && w.first_launch()) w.prepare_first_launch();  // the digits run of a first start
   for (const QString& kv : p.values(set)) {
     const int eq = kv.indexOf('=');
     if (eq < 0) continue;

@@ -33,6 +33,7 @@
 #include "backend/backend.h"
 #include "data/dataset.h"
 #include "lessons_view.h"
+#include "palette.h"
 #include "report.h"
 #include "sweep_view.h"
 #include "train/run_checkpoint.h"
@@ -110,6 +111,7 @@ MainWindow::MainWindow(const QString& runs_root, QWidget* parent) : QMainWindow(
   if (root.isEmpty()) root = QDir::current().absoluteFilePath("runs");
   m_runs->set_root(root);
   connect(m_runs, &RunsPanel::root_changed, this, [](const QString& d) { QSettings().setValue("runs/root", d); });
+  connect(m_runs, &RunsPanel::baseline_changed, this, [](const QString& d) { QSettings().setValue("runs/baseline", d); });
   restore_settings();
   update_buttons();
 }
@@ -129,6 +131,20 @@ void MainWindow::fill_presets() {
   for (const auto& d : dirs)
     for (const QFileInfo& fi : QDir(d).entryInfoList({"*.json"}, QDir::Files, QDir::Name))
       m_presets->addItem(fi.completeBaseName(), fi.absoluteFilePath());
+}
+
+void MainWindow::prepare_first_launch() {
+  for (const QString& d : preset_dirs())
+    if (QFile::exists(d + "/digits-first-run.json")) {
+      load_preset(d + "/digits-first-run.json");
+      break;
+    }
+  m_first_run_hint = true;
+}
+
+QString MainWindow::first_run_hint() {
+  return "While it trains, try one change: set Precision to bf16 (or Pruning to gradual). It applies at the "
+         "next step and leaves a marker on every plot, so you see what it does to loss, speed and memory.";
 }
 
 bool MainWindow::load_preset(const QString& path) {
@@ -218,12 +234,17 @@ bool MainWindow::start_run() {
   }
   if (!m_session->start(c)) return false;
   m_message->hide();
+  if (m_first_run_hint) {  // once, on the first run of the first start
+    m_first_run_hint = false;
+    show_message("info", first_run_hint());
+  }
   m_live = std::make_shared<RunSeries>();
   m_live->dir = QDir(QString::fromStdString(c.get_string("run.out"))).absolutePath();
   m_live->config = c.to_json();
   m_live->name = RunSeries::display_name(m_live->config, m_live->dir);
   m_live->color = run_color(0);
   m_primary = m_live;
+  m_system->clear();
   m_runs->set_live_dir(m_live->dir);
   update_plots();
   m_form->set_running(true);
@@ -253,8 +274,12 @@ bool MainWindow::resume_run(const QString& dir) {
   m_live->config = c.to_json();
   m_live->name = RunSeries::display_name(m_live->config, m_live->dir);
   m_live->color = run_color(0);
+  m_system->clear();
   for (const StepMetrics& m : before.steps)  // the steps the checkpoint keeps; the run continues after them
-    if (m.step <= from) m_live->append(m);
+    if (m.step <= from) {
+      m_live->append(m);
+      m_system->append(m);
+    }
   m_primary = m_live;
   Config shown = c;
   shown.set_json("run.out", std::string());  // a run started later from the controls gets a new folder
@@ -291,7 +316,11 @@ void MainWindow::toggle_pause() {
 void MainWindow::on_metrics() {
   const auto batch = m_session->take_pending();
   if (batch.empty() || !m_live) return;
-  for (const auto& m : batch) m_live->append(m);
+  for (const auto& m : batch) {
+    m_live->append(m);
+    m_system->append(m);
+  }
+  if (!m_system_dock->isHidden() && m_primary == m_live) m_system->refresh();
   const StepMetrics& m = batch.back();
   if (m_progress->maximum() != m.total_steps) {
     m_progress->setRange(0, static_cast<int>(std::min<long>(m.total_steps, INT_MAX)));
@@ -335,6 +364,12 @@ void MainWindow::on_finished(const QString& status, const QString& message, cons
       }
     }
     m_cache.remove(m_live->dir);
+    // A character model that wrote its weights is what text generation offers next (issue 21).
+    if (flatten_config(m_live->config).value("model.name", std::string()) == "char-gpt" &&
+        QFile::exists(dir + "/model.safetensors")) {
+      m_text->set_weights(dir);
+      m_text_dock->show();
+    }
   }
   m_plots->refresh();
   const QString where = dir.isEmpty() ? QString() : "\nThe run record is kept in " + QDir::toNativeSeparators(dir) + ".";
@@ -379,7 +414,10 @@ void MainWindow::on_finished(const QString& status, const QString& message, cons
 std::shared_ptr<RunSeries> MainWindow::load_cached(const QString& dir) {
   auto it = m_cache.find(dir);
   if (it != m_cache.end() && (*it)->summary.is_object()) return *it;
-  auto r = std::make_shared<RunSeries>(RunSeries::load(dir));
+  // Plots of a long record read it thinned (min/max per bucket of steps; bench_record_load times
+  // it); reports and CSV read every row.
+  constexpr size_t kPlotRows = 100000;
+  auto r = std::make_shared<RunSeries>(RunSeries::load(dir, kPlotRows));
   m_cache[dir] = r;
   if (!r->warnings.isEmpty()) show_message("warning", r->name + ": " + r->warnings.join("\n"));  // lines skipped
   return r;
@@ -423,6 +461,12 @@ void MainWindow::reopen(const QString& dir) {
       m_form->set_config(c);
     }
     update_plots();
+    if (!m_system_dock->isHidden()) {
+      if (r == m_live)
+        m_system->refresh();
+      else
+        m_system->show_run(dir);
+    }
     if (flatten_config(r->config).value("model.name", std::string()) == "char-gpt") {
       m_text->set_weights(dir);
       m_text_dock->show();
@@ -470,7 +514,9 @@ bool MainWindow::export_report(const QStringList& dirs, const QString& path) {
 
 void MainWindow::show_message(const QString& kind, const QString& text) {
   m_message_kind = kind;
-  QString bg = "#e8f1fb", border = "#7aa7d8", icon = "&#9432;";
+  // Icons every desktop font has (DejaVu Sans, Noto): U+2139 information source, U+26A0 warning sign.
+  // (U+24D8, a circled i, is in none of Debian's default fonts: a box was shown instead.)
+  QString bg = "#e8f1fb", border = "#7aa7d8", icon = "&#8505;";
   if (kind == "error") bg = "#fde8e8", border = "#d0302f", icon = "&#9888;";
   if (kind == "warning") bg = "#fff4dc", border = "#e0a030", icon = "&#9888;";
   m_message->setStyleSheet(QString("QFrame#message_bar{background:%1;border:1px solid %2;border-radius:4px}"
@@ -495,18 +541,24 @@ void MainWindow::update_buttons() {
 
 void MainWindow::restore_settings() {
   QSettings s;
+  use_dark_palette(s.value("view/dark_palette", false).toBool());
+  m_dark_action->setChecked(dark_palette_in_use());
   if (s.contains("window/geometry")) restoreGeometry(s.value("window/geometry").toByteArray());
   if (s.contains("window/state")) restoreState(s.value("window/state").toByteArray());
   if (s.contains("window/hsplit")) m_hsplit->restoreState(s.value("window/hsplit").toByteArray());
   if (s.contains("window/vsplit")) m_vsplit->restoreState(s.value("window/vsplit").toByteArray());
   m_plots->set_smoothing(s.value("plots/smoothing", 0.6).toDouble());
   const QString cfg = s.value("config/last").toString();
+  m_first_launch = cfg.isEmpty();
   if (!cfg.isEmpty()) {
     try {
       m_form->set_config(Config::from_record(Json::parse(cfg.toStdString())));
     } catch (const std::exception&) {
     }
   }
+  // The overlay choices as the window was left: the baseline run and the ticked runs.
+  const QString baseline = s.value("runs/baseline").toString();
+  if (!baseline.isEmpty() && QFile::exists(baseline + "/config.json")) m_runs->set_baseline(baseline);
   QStringList overlays;
   for (const auto& d : s.value("runs/overlays").toStringList())
     if (QFile::exists(d + "/config.json")) overlays << d;

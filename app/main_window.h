@@ -13,9 +13,12 @@
 #include "ranks_panel.h"
 #include "plot_panel.h"
 #include "runs_panel.h"
+#include "system_view.h"
 #include "text_panel.h"
 #include "trainer_worker.h"
 
+class QAction;
+class QMenu;
 class QComboBox;
 class QProgressBar;
 class QPushButton;
@@ -45,6 +48,8 @@ class MainWindow : public QMainWindow {
   QDockWidget* kernel_dock() const { return m_kernel_dock; }
   RanksPanel* ranks_panel() const { return m_ranks; }
   QDockWidget* ranks_dock() const { return m_ranks_dock; }
+  SystemView* system_view() const { return m_system; }
+  QDockWidget* system_dock() const { return m_system_dock; }
   std::shared_ptr<RunSeries> live_run() const { return m_live; }
   std::shared_ptr<RunSeries> primary_run() const { return m_primary; }
   QPushButton* start_button() const { return m_start; }
@@ -67,6 +72,14 @@ class MainWindow : public QMainWindow {
   // code 128 + signo.
   void quit_for_signal(int signo);
   void toggle_pause();
+  // No config remembered from an earlier session: the app's first start (app_cli calls
+  // prepare_first_launch then, unless told a config).
+  bool first_launch() const { return m_first_launch; }
+  // Loads presets/digits-first-run.json (a digits run that lasts tens of seconds on a CPU, so the
+  // curves visibly move) and arms a hint, shown in the message bar when that run starts, of one
+  // setting to change while it trains.
+  void prepare_first_launch();
+  static QString first_run_hint();
   bool load_preset(const QString& path);
   bool save_preset(const QString& path);
   void reopen(const QString& dir);
@@ -86,6 +99,7 @@ class MainWindow : public QMainWindow {
   QWidget* build_centre();
   void build_docks();
   void build_menus();
+  void add_view_windows(QMenu* view);
   void on_metrics();
   void on_finished(const QString& status, const QString& message, const QString& dir);
   void end_session();
@@ -110,6 +124,8 @@ class MainWindow : public QMainWindow {
   QDockWidget* m_kernel_dock = nullptr;
   RanksPanel* m_ranks = nullptr;
   QDockWidget* m_ranks_dock = nullptr;
+  SystemView* m_system = nullptr;  // View > System metrics: the shown run's CPU / GPU utilisation
+  QDockWidget* m_system_dock = nullptr;
   QPushButton *m_start = nullptr, *m_pause = nullptr, *m_stop = nullptr;
   QComboBox* m_presets = nullptr;
   QProgressBar* m_progress = nullptr;
@@ -122,6 +138,8 @@ class MainWindow : public QMainWindow {
   QStringList m_overlay_dirs;
   QMap<QString, std::shared_ptr<RunSeries>> m_cache;
   QString m_last_export_dir;
+  QAction* m_dark_action = nullptr;  // View > Dark palette
+  bool m_first_launch = false, m_first_run_hint = false;
 };
 
 }  // namespace trainlab::app

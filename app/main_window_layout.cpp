@@ -180,8 +180,8 @@ QWidget* MainWindow::build_centre() {
   return centre;
 }
 
-// The docks on the right, hidden until asked for: text generation, kernel times and the ranks
-// (which shows itself when the shown run trains over several ranks).
+// The docks on the right, hidden until asked for: text generation, kernel times, system metrics
+// and the ranks (which shows itself when the shown run trains over several ranks).
 void MainWindow::build_docks() {
   m_text = new TextPanel(this);
   m_text_dock = new QDockWidget("Text generation (char-gpt)", this);
@@ -207,6 +207,19 @@ void MainWindow::build_docks() {
   m_ranks_dock->hide();
   connect(m_ranks_dock, &QDockWidget::visibilityChanged, this, [this](bool shown) {
     if (shown) m_ranks->refresh();
+  });
+  m_system = new SystemView(this);
+  m_system_dock = new QDockWidget("System metrics", this);
+  m_system_dock->setObjectName("system_dock");
+  m_system_dock->setWidget(m_system);
+  addDockWidget(Qt::RightDockWidgetArea, m_system_dock);
+  m_system_dock->hide();
+  connect(m_system_dock, &QDockWidget::visibilityChanged, this, [this](bool shown) {
+    if (!shown) return;
+    if (m_primary && m_primary != m_live && !m_primary->dir.isEmpty())
+      m_system->show_run(m_primary->dir);  // read when asked for: the plots' series do not keep it
+    else
+      m_system->refresh();
   });
 }
 

@@ -30,6 +30,8 @@
 #include "backend/backend.h"
 #include "data/dataset.h"
 #include "lessons_view.h"
+#include "parallel_coords_view.h"
+#include "palette.h"
 #include "planner_view.h"
 #include "report.h"
 #include "sweep_view.h"
@@ -88,7 +90,43 @@ void MainWindow::build_menus() {
   ranks->setShortcut(QKeySequence("Ctrl+Shift+R"));
   ranks->setToolTip("Memory and time split of each rank of the shown run (runs over several ranks)");
   view->addAction(ranks);
+  QAction* system = m_system_dock->toggleViewAction();
+  system->setShortcut(QKeySequence("Ctrl+Shift+M"));
+  system->setToolTip("CPU utilisation, and a GPU's utilisation, power and temperature (NVML), of the shown run");
+  view->addAction(system);
+  // The dark palette, remembered for the next start (--palette overrides it for one start).
+  m_dark_action = view->addAction("&Dark palette", this, [this](bool on) {
+    use_dark_palette(on);
+    QSettings().setValue("view/dark_palette", on);
+  });
+  m_dark_action->setObjectName("action_dark_palette");
+  m_dark_action->setCheckable(true);
+  m_dark_action->setChecked(dark_palette_in_use());
+  connect(view, &QMenu::aboutToShow, this, [this] { m_dark_action->setChecked(dark_palette_in_use()); });
   view->addSeparator();
+  add_view_windows(view);
+
+  QMenu* help = menuBar()->addMenu("&Help");
+  // The worked examples of core/lessons/ (issue 22), in a window of their own made on first use.
+  QAction* lessons = help->addAction("&Lessons...", this, [this] {
+    auto* v = findChild<LessonsView*>();
+    if (!v) {
+      v = new LessonsView(this);
+      v->setWindowFlag(Qt::Window);
+      v->resize(1400, 860);
+    }
+    v->show();
+    v->raise();
+  });
+  lessons->setObjectName("action_lessons");
+  lessons->setToolTip("Textbook worked examples computed by the lab's core (trainlab-cli lesson)");
+  help->addAction("&About TrainLab", this, &MainWindow::about);
+  help->addAction("About &Qt", qApp, &QApplication::aboutQt);
+}
+
+
+// View's entries that open a window of their own, each made on first use.
+void MainWindow::add_view_windows(QMenu* view) {
   // The tables of `trainlab-cli sweep` (issue 5), in a window of their own, made on first use.
   QAction* sweep = view->addAction("Compression &sweep...", QKeySequence("Ctrl+Shift+S"), this, [this] {
     auto* v = findChild<SweepView*>();
@@ -122,26 +160,27 @@ void MainWindow::build_menus() {
     v->raise();
   });
   planner->setObjectName("action_planner");
-  planner->setToolTip("Memory per GPU and time per step of a model on a layout of GPUs (trainlab-cli plan)");
-
-  QMenu* help = menuBar()->addMenu("&Help");
-  // The worked examples of core/lessons/ (issue 22), in a window of their own made on first use.
-  QAction* lessons = help->addAction("&Lessons...", this, [this] {
-    auto* v = findChild<LessonsView*>();
+  // Many runs side by side (issue 21): the runs table's selection, else the ticked runs.
+  QAction* parallel = view->addAction("Parallel &coordinates...", QKeySequence("Ctrl+Shift+C"), this, [this] {
+    auto* v = findChild<ParallelCoordsView*>();
     if (!v) {
-      v = new LessonsView(this);
+      v = new ParallelCoordsView(this);
       v->setWindowFlag(Qt::Window);
-      v->resize(1400, 860);
+      v->resize(1200, 560);
     }
+    QStringList dirs = m_runs->selected_dirs();
+    if (dirs.size() < 2) dirs = m_runs->checked_dirs();
+    QVector<RunRow> rows;
+    for (const RunRow& r : m_runs->rows())
+      if (dirs.contains(r.dir)) rows << r;
+    v->set_runs(rows);
     v->show();
     v->raise();
   });
-  lessons->setObjectName("action_lessons");
-  lessons->setToolTip("Textbook worked examples computed by the lab's core (trainlab-cli lesson)");
-  help->addAction("&About TrainLab", this, &MainWindow::about);
-  help->addAction("About &Qt", qApp, &QApplication::aboutQt);
+  parallel->setObjectName("action_parallel_coords");
+  parallel->setToolTip("Config keys against final metrics for the selected (or ticked) runs");
+  planner->setToolTip("Memory per GPU and time per step of a model on a layout of GPUs (trainlab-cli plan)");
 }
-
 
 QString MainWindow::about_text() const {
   QStringList devices;

@@ -9,6 +9,7 @@
 #include <QTemporaryFile>
 #include <QThread>
 
+#include "train/run_record.h"
 #include "util/error.h"
 
 namespace trainlab::app {
@@ -63,10 +64,11 @@ LaunchedRun run_through_launcher(const Config& config, const std::function<void(
   const QString metrics = out.run_dir + "/metrics.jsonl";
   qint64 offset = 0;
   bool stopping = false;
+  MetricsLineReader lines;  // slow fields are written only where they change
   auto drain = [&] {
     for (const QString& line : new_lines(metrics, offset)) {
       try {
-        on_step(StepMetrics::from_json(Json::parse(line.toStdString())));
+        on_step(lines.read(Json::parse(line.toStdString())));
       } catch (const std::exception&) {  // a line being written; the record keeps it
       }
     }

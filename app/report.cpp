@@ -19,6 +19,7 @@
 #include "lessons_view.h"
 #include "plot_panel.h"
 #include "ranks_panel.h"
+#include "train/run_notes.h"
 #include "util/error.h"
 
 namespace trainlab::app {
@@ -114,6 +115,7 @@ void Report::write_runs_table(QTextStream& o) const {
     o << "</tr>";
   }
   o << "</table>";
+  write_notes(o);
   for (const auto& r : m_runs)
     if (r->summary.is_object() && r->summary.contains("message"))
       o << "<p><b>" << esc(r->name) << ":</b> " << esc(QString::fromStdString(r->summary.value("message", std::string())))
@@ -121,6 +123,22 @@ void Report::write_runs_table(QTextStream& o) const {
   // What the reader skipped in a run's record (bad metrics lines, an unreadable summary).
   for (const auto& r : m_runs)
     for (const QString& w : r->warnings) o << "<p class='bad'><b>" << esc(r->name) << ":</b> " << esc(w) << "</p>";
+}
+
+// Each run's tags and notes (notes.json, train/run_notes.h), under the runs table.
+void Report::write_notes(QTextStream& o) const {
+  for (const auto& r : m_runs) {
+    if (r->dir.isEmpty()) continue;
+    std::vector<std::string> ignored;  // a bad notes.json is named by the runs table's warnings
+    const RunNotes n = read_run_notes(r->dir.toStdString(), ignored);
+    if (n.empty()) continue;
+    QStringList tags;
+    for (const auto& t : n.tags) tags << esc(QString::fromStdString(t));
+    o << "<p class='notes'><b>" << esc(r->name) << "</b>";
+    if (!tags.isEmpty()) o << " &middot; tags: " << tags.join(", ");
+    if (!n.notes.empty()) o << "<br>" << esc(QString::fromStdString(n.notes)).replace("\n", "<br>");
+    o << "</p>";
+  }
 }
 
 QStringList Report::warnings() const {

@@ -1,6 +1,6 @@
 // Reports for one or several runs: PDF (QPdfWriter; text laid out by QTextDocument, plots drawn as
 // vector graphics through QCPPainter), self-contained HTML (plots as embedded SVG, base64), and the
-// metrics as CSV. Contents: the runs with their final metrics, the config differences between them,
+// metrics as CSV. Contents: the runs with their final metrics, tags and notes, the config differences between them,
 // the mid-run events, the plots, memory by category against the prediction (per segment of steps
 // between mid-run changes: RunSeries::memory_segments), the full configs, and an appendix with
 // each lesson of core/lessons/ (its inputs and figures: the defaults, or the Lessons view's inputs).
@@ -47,6 +47,7 @@ class Report {
  private:
   // The sections of summary_html, in order.
   void write_runs_table(QTextStream& o) const;
+  void write_notes(QTextStream& o) const;
   void write_differences(QTextStream& o) const;
   void write_events(QTextStream& o) const;
   void write_compression(QTextStream& o) const;

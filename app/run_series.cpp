@@ -111,8 +111,8 @@ QString RunSeries::display_name(const Json& config, const QString& dir) {
   return QFileInfo(dir).fileName();
 }
 
-RunSeries RunSeries::load(const QString& dir) {
-  const LoadedRun r = load_run(dir.toStdString());
+RunSeries RunSeries::load(const QString& dir, size_t max_rows) {
+  const LoadedRun r = load_run(dir.toStdString(), max_rows);
   RunSeries s;
   s.dir = QDir(dir).absolutePath();
   s.config = r.config;

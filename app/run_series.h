@@ -72,8 +72,9 @@ struct RunSeries {
   QVector<KernelTotal> kernels_by_time() const;
   QString status() const;       // summary.status, or "running"/"unfinished"
 
-  // Reads a run folder (load_run); throws trainlab::Error.
-  static RunSeries load(const QString& dir);
+  // Reads a run folder (load_run; max_rows > 0: thinned for plots, min/max per bucket of steps);
+  // throws trainlab::Error.
+  static RunSeries load(const QString& dir, size_t max_rows = 0);
   // Display name of a folder's run: run.name from config, else the folder name.
   static QString display_name(const Json& config, const QString& dir);
 };

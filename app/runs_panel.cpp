@@ -9,8 +9,13 @@
 #include <QFileInfo>
 #include <QHBoxLayout>
 #include <QHeaderView>
+#include <QDialog>
+#include <QDialogButtonBox>
+#include <QFormLayout>
 #include <QInputDialog>
 #include <QLabel>
+#include <QLineEdit>
+#include <QPlainTextEdit>
 #include <QMenu>
 #include <QMessageBox>
 #include <QPushButton>
@@ -18,11 +23,13 @@
 #include <QToolButton>
 #include <QUrl>
 #include <QVBoxLayout>
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 
 #include "run_series.h"
 #include "train/run_checkpoint.h"
+#include "train/run_notes.h"
 #include "train/run_record.h"
 #include "util/error.h"
 
@@ -30,9 +37,10 @@ namespace trainlab::app {
 
 namespace {
 
-enum Col { CName, CStatus, CModel, CPrecision, CDevice, CSteps, CTestAcc, CTestLoss, CSpeed, CPeak, CDiff, CCount };
-const char* kHeaders[CCount] = {"Run", "Status", "Model", "Precision", "Device", "Steps",
-                                "Test acc", "Test loss", "Samples/s", "Peak memory", "Differences from baseline"};
+enum Col { CName, CStatus, CModel, CPrecision, CDevice, CSteps, CTestAcc, CTestLoss, CSpeed, CPeak, CDiff, CTags, CCount };
+const char* kHeaders[CCount] = {"Run",       "Status",      "Model",     "Precision",
+                                "Device",    "Steps",       "Test acc",  "Test loss",
+                                "Samples/s", "Peak memory", "Differences from baseline", "Tags"};
 
 Json read_json(const QString& path) {
   std::ifstream in(path.toStdString());
@@ -113,6 +121,10 @@ RunsPanel::RunsPanel(QWidget* parent) : QWidget(parent) {
     const QString n = QInputDialog::getText(this, "Rename run", "Label:", QLineEdit::Normal, cur, &ok);
     if (ok) rename_run(s.first(), n);
   });
+  button("Tags...", "Tags and notes of the selected run (notes.json in its folder; shown in reports)", [this] {
+    const auto s = selected_dirs();
+    if (!s.isEmpty()) edit_notes(s.first());
+  })->setObjectName("tags_button");
   button("Delete...", "Delete the selected run folders (asks first)", [this] { delete_runs(selected_dirs(), true); });
   button("Export...", "Export a report (PDF or HTML) of the ticked runs, or of the selected ones", [this] {
     QStringList d = checked_dirs();
@@ -121,6 +133,12 @@ RunsPanel::RunsPanel(QWidget* parent) : QWidget(parent) {
   });
   button("Folder...", "Choose the folder that holds the run records", [this] { choose_root(); });
   v->addLayout(bar);
+  m_filter = new QLineEdit(this);
+  m_filter->setObjectName("runs_filter");
+  m_filter->setClearButtonEnabled(true);
+  m_filter->setPlaceholderText("Filter runs: name, tag, notes or config value; key=value (e.g. dtype=bf16)");
+  connect(m_filter, &QLineEdit::textChanged, this, [this] { apply_filter(); });
+  v->addWidget(m_filter);
 
   m_table = new QTableWidget(0, CCount, this);
   m_table->setObjectName("runs_table");
@@ -186,6 +204,11 @@ void RunsPanel::reload() {
     if (!r.config.is_object()) continue;
     r.summary = read_summary(dir + "/summary.json", r.warnings);
     r.name = RunSeries::display_name(r.config, dir);
+    std::vector<std::string> note_warnings;
+    const RunNotes notes = read_run_notes(dir.toStdString(), note_warnings);
+    for (const auto& t : notes.tags) r.tags << QString::fromStdString(t);
+    r.notes = QString::fromStdString(notes.notes);
+    for (const auto& w : note_warnings) r.warnings << QString::fromStdString(w);
     r.status = r.summary.is_object() ? QString::fromStdString(r.summary.value("status", std::string("completed")))
                                      : (dir == m_live ? "running" : "unfinished");
     try {
@@ -287,10 +310,14 @@ void RunsPanel::fill() {
     auto* d = set(CDiff, r.dir == m_baseline ? "(baseline)" : dtext.isEmpty() ? "same config" : dtext.join(", "));
     if (!diffs.isEmpty()) d->setBackground(hl);
     d->setToolTip(dtext.join("\n"));
+    auto* tags = set(CTags, r.tags.join(", "));
+    tags->setToolTip(r.notes);
+    if (!r.notes.isEmpty()) n->setToolTip(n->toolTip() + "\n\n" + r.notes);
   }
   m_table->resizeColumnsToContents();
   for (int c = 0; c < CCount - 1; ++c) m_table->setColumnWidth(c, std::min(m_table->columnWidth(c) + 8, 260));
   for (const QString& s : sel) select_dir(s);
+  apply_filter();
   m_filling = false;
   update_resume_button();
 }
@@ -336,6 +363,7 @@ void RunsPanel::select_dir(const QString& dir) {
 void RunsPanel::set_baseline(const QString& dir) {
   m_baseline = QDir(dir).absolutePath();
   fill();
+  emit baseline_changed(m_baseline);
 }
 
 void RunsPanel::set_live_dir(const QString& dir) {
@@ -361,6 +389,83 @@ bool RunsPanel::rename_run(const QString& dir, const QString& name) {
   reload();
   emit renamed(dir, name);
   return true;
+}
+
+bool run_matches_filter(const RunRow& r, const QString& filter) {
+  const QStringList words = filter.split(' ', Qt::SkipEmptyParts);
+  if (words.isEmpty()) return true;
+  const Json flat = flatten_config(r.config);
+  auto word_matches = [&](const QString& w) {
+    const int eq = w.indexOf('=');
+    if (eq > 0) {  // key=value: a config key ending in "key" whose value reads "value"
+      const QString key = w.left(eq), value = w.mid(eq + 1);
+      for (auto it = flat.begin(); it != flat.end(); ++it) {
+        const QString k = QString::fromStdString(it.key());
+        if ((k == key || k.endsWith("." + key)) && json_value_text(it.value()).compare(value, Qt::CaseInsensitive) == 0)
+          return true;
+      }
+      return false;
+    }
+    if (r.name.contains(w, Qt::CaseInsensitive) || r.notes.contains(w, Qt::CaseInsensitive) ||
+        r.status.compare(w, Qt::CaseInsensitive) == 0)
+      return true;
+    for (const QString& t : r.tags)
+      if (t.contains(w, Qt::CaseInsensitive)) return true;
+    for (auto it = flat.begin(); it != flat.end(); ++it)
+      if (json_value_text(it.value()).compare(w, Qt::CaseInsensitive) == 0) return true;
+    return false;
+  };
+  return std::all_of(words.begin(), words.end(), word_matches);
+}
+
+void RunsPanel::set_filter(const QString& text) {
+  m_filter->setText(text);  // textChanged applies it
+  apply_filter();
+}
+
+void RunsPanel::apply_filter() {
+  const QString f = m_filter->text();
+  for (int i = 0; i < m_rows.size() && i < m_table->rowCount(); ++i)
+    m_table->setRowHidden(i, !run_matches_filter(m_rows[i], f));
+}
+
+QString RunsPanel::set_run_notes(const QString& dir, const QString& tags, const QString& notes) {
+  try {
+    RunNotes n;
+    n.tags = parse_tags(tags.toStdString());
+    n.notes = notes.trimmed().toStdString();
+    write_run_notes(dir.toStdString(), n);
+  } catch (const Error& e) {
+    return QString::fromStdString(e.what());
+  }
+  reload();
+  emit notes_changed(dir);
+  return {};
+}
+
+void RunsPanel::edit_notes(const QString& dir) {
+  const RunRow* row = nullptr;
+  for (const auto& r : m_rows)
+    if (r.dir == dir) row = &r;
+  if (!row) return;
+  QDialog d(this);
+  d.setWindowTitle("Tags and notes: " + row->name);
+  auto* form = new QFormLayout(&d);
+  auto* tags = new QLineEdit(row->tags.join(", "), &d);
+  tags->setPlaceholderText("comma-separated, e.g. baseline, lr-sweep");
+  auto* notes = new QPlainTextEdit(row->notes, &d);
+  form->addRow("Tags:", tags);
+  form->addRow("Notes:", notes);
+  auto* buttons = new QDialogButtonBox(QDialogButtonBox::Save | QDialogButtonBox::Cancel, &d);
+  connect(buttons, &QDialogButtonBox::accepted, &d, &QDialog::accept);
+  connect(buttons, &QDialogButtonBox::rejected, &d, &QDialog::reject);
+  form->addRow(buttons);
+  d.resize(520, 300);
+  while (d.exec() == QDialog::Accepted) {
+    const QString error = set_run_notes(dir, tags->text(), notes->toPlainText());
+    if (error.isEmpty()) return;
+    QMessageBox::warning(this, "Tags and notes", error);  // the dialog again, with what was typed
+  }
 }
 
 int RunsPanel::delete_runs(const QStringList& dirs, bool confirm) {
@@ -400,6 +505,7 @@ void RunsPanel::context_menu(const QPoint& pos) {
     emit overlay_changed(checked_dirs());
   });
   m.addAction("Set as baseline", this, [this, sel] { set_baseline(sel.first()); });
+  m.addAction("Tags and notes...", this, [this, sel] { edit_notes(sel.first()); });
   m.addAction("Export report...", this, [this, sel] { emit export_requested(sel); });
   m.addAction("Open folder", this, [sel] { QDesktopServices::openUrl(QUrl::fromLocalFile(sel.first())); });
   m.addSeparator();

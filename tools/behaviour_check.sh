@@ -17,8 +17,11 @@ import json, sys
 d = sys.argv[1]
 keys = ["step", "loss", "train_accuracy", "lr", "loss_scale", "skipped_steps", "val_loss", "val_accuracy",
         "mem", "mem_predicted", "sparsity", "bits_per_weight", "event"]
+carried = {}  # slow fields are written only where they change (core/train/run_record.h)
 for line in open(d + "/metrics.jsonl"):
     m = json.loads(line)
+    carried.update({k: m[k] for k in ["lr", "loss_scale", "skipped_steps", "mem", "mem_predicted"] if k in m})
+    m = {**carried, **m}
     print(json.dumps({k: m[k] for k in keys if k in m}, sort_keys=True))
 s = json.load(open(d + "/summary.json"))
 print(json.dumps({k: s.get(k) for k in ["status", "steps", "test_loss", "test_accuracy", "final_train_loss", "skipped_steps"]}, sort_keys=True))

@@ -55,7 +55,8 @@ if [[ $STAGES == *train* ]]; then
     echo "$p exit=$? $(python3 -c "import json;s=json.load(open('/tmp/runs/$p/summary.json'));print('test_accuracy',s.get('test_accuracy'),'status',s.get('status'),'steps',s.get('steps'),'samples_per_s',round(s.get('samples_per_s',0)))" 2>&1)" | tee -a "$OUT/train.log"
     grep -v "cublasLt\]\[" /tmp/train_$p.log | tail -4 >> "$OUT/train.log"
   done
-  tail -1 /tmp/runs/bf16/metrics.jsonl > "$OUT/last_metrics_bf16.json" 2>/dev/null
+  # The last line with the slow fields (memory, precision...) carried forward from where they were written.
+  python3 -c "import json;L=[json.loads(l) for l in open('/tmp/runs/bf16/metrics.jsonl') if l.strip()];c={};[c.update({k:v for k,v in l.items() if k in ('precision','mem','mem_peak','mem_predicted','device_used_bytes','device_total_bytes','runtime_context_bytes','loss_scale','skipped_steps','lr')}) for l in L];print(json.dumps({**c,**L[-1]}))" > "$OUT/last_metrics_bf16.json" 2>/dev/null
 fi
 if [[ $STAGES == *bench* ]]; then
   $CLI bench --case digits --device cuda --modes ${MODES:-fp32,bf16,fp32-nograph} 2>&1 | tee "$OUT/bench_lab.jsonl"

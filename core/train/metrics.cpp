@@ -138,6 +138,7 @@ Json StepMetrics::to_json() const {
   if (sparsity) j["sparsity"] = *sparsity;
   if (bits_per_weight) j["bits_per_weight"] = *bits_per_weight;
   if (grad_norm) j["grad_norm"] = *grad_norm;
+  if (system) j["system"] = system->to_json();
   if (!event.empty()) j["event"] = event;
   if (!kernel_times.empty()) {
     Json k = Json::array();
@@ -183,6 +184,7 @@ StepMetrics StepMetrics::from_json(const Json& j) {
   m.sparsity = optional_field(j, "sparsity");
   m.bits_per_weight = optional_field(j, "bits_per_weight");
   m.grad_norm = optional_field(j, "grad_norm");
+  if (const auto it = j.find("system"); it != j.end() && !it->is_null()) m.system = SystemSample::from_json(*it);
   m.event = text_field(j, "event");
   m.kernel_times = kernels_from_json(j);
   if (const auto it = j.find("ranks"); it != j.end() && !it->is_null()) {

@@ -9,6 +9,7 @@
 
 #include "backend/backend.h"
 #include "config/config.h"
+#include "train/system_monitor.h"
 
 namespace trainlab {
 
@@ -58,6 +59,7 @@ struct StepMetrics {
   // else the bits of the compute format that stores the weights (32, 16).
   std::optional<double> sparsity, bits_per_weight;
   std::optional<double> grad_norm;  // with optim.clip_norm: the gradient's global L2 norm before clipping
+  std::optional<SystemSample> system;  // CPU / GPU utilisation and more, on about one step a second
   std::string event;      // marker label when a setting changed at this step
   std::vector<KernelTime> kernel_times;
   std::vector<RankStepMetrics> ranks;  // runs over several ranks: every rank's, in rank order

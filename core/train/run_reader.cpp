@@ -3,6 +3,9 @@
 // rows after it; no message echoes bytes of the file.
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <cmath>
+#include <charconv>
 #include <fstream>
 #include <iterator>
 
@@ -40,7 +43,12 @@ bool read_file(const std::string& path, int64_t limit, std::string& out, std::st
     why = "cannot be opened";
     return false;
   }
-  out.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  // One read of the size stat gave (a stream iterator goes a character at a time: seconds for a
+  // long run's record), then whatever the file grew by since.
+  out.resize(static_cast<size_t>(st.st_size));
+  in.read(out.data(), static_cast<std::streamsize>(out.size()));
+  out.resize(static_cast<size_t>(in.gcount()));
+  if (in.good()) out.append(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   if (in.bad()) {
     why = "cannot be read";
     return false;
@@ -51,21 +59,93 @@ bool read_file(const std::string& path, int64_t limit, std::string& out, std::st
 }  // namespace
 
 MetricsRead parse_metrics_jsonl(std::string_view bytes, const std::string& origin) {
+  return parse_metrics_jsonl(bytes, origin, 0);
+}
+
+namespace {
+
+struct Line {
+  std::string_view text;
+  long number = 0;  // 1-based line number in the file
+  bool torn = false;
+};
+
+// The number after `key` ("\"loss\":") in a line's text; NaN when absent or not a number
+// (std::from_chars: no locale, no copy).
+double quick_number(std::string_view text, std::string_view key) {
+  const size_t at = text.find(key);
+  if (at == std::string_view::npos) return std::nan("");
+  double v = 0;
+  const char* first = text.data() + at + key.size();
+  const auto [end, ec] = std::from_chars(first, text.data() + text.size(), v);
+  return ec == std::errc() && end != first ? v : std::nan("");
+}
+
+// What a thinned read does with a line it may pass over.
+enum class LineUse { Plain, Carry, Whole };
+
+// One scan of the line: a plain step (the per-step scalars: "step", "epoch", "loss",
+// "train_accuracy", "samples_per_s", "step_ms", "wall_s" and maybe "lr": at most 16 quotes, no
+// nested object) may be passed over; one that also changes a numeric slow field (lr, loss_scale,
+// skipped_steps) may be passed over with those carried; anything else (an event, validation,
+// system or kernel values, memory, precision, no finite loss) is read whole.
+LineUse line_use(std::string_view text) {
+  int quotes = 0, nested = 0;
+  for (const char c : text) {
+    quotes += c == '"';
+    nested += c == '[' || c == '{';
+  }
+  if (nested > 1 || !std::isfinite(quick_number(text, "\"loss\":"))) return LineUse::Whole;
+  if (quotes <= 14) return LineUse::Plain;
+  if (quotes == 16 && text.find("\"lr\":") != std::string_view::npos) return LineUse::Carry;  // a schedule's lr
+  for (const char* k : {"\"event\":", "\"val_", "\"precision\":", "\"device_", "\"runtime_", "\"sparsity\":",
+                        "\"bits_per_weight\":", "\"grad_norm\":", "\"mfu\":", "\"skipped\":"})
+    if (text.find(k) != std::string_view::npos) return LineUse::Whole;
+  return LineUse::Carry;
+}
+
+}  // namespace
+
+MetricsRead parse_metrics_jsonl(std::string_view bytes, const std::string& origin, size_t max_rows) {
+  std::vector<Line> lines;
+  for (size_t pos = 0; pos < bytes.size();) {
+    const size_t nl = bytes.find('\n', pos);
+    const bool torn = nl == std::string_view::npos;
+    const std::string_view text = bytes.substr(pos, torn ? std::string_view::npos : nl - pos);
+    pos = torn ? bytes.size() : nl + 1;
+    lines.push_back({text, static_cast<long>(lines.size()) + 1, torn});
+  }
+  std::vector<LineUse> use(lines.size(), LineUse::Whole);
+  if (max_rows >= 2 && lines.size() > max_rows) {
+    const size_t bucket = (lines.size() + max_rows / 2 - 1) / (max_rows / 2);
+    for (size_t b = 0; b < lines.size(); b += bucket) {
+      size_t lo = b, hi = b;
+      double lo_v = INFINITY, hi_v = -INFINITY;
+      for (size_t i = b; i < std::min(b + bucket, lines.size()); ++i) {
+        use[i] = line_use(lines[i].text);
+        const double v = quick_number(lines[i].text, "\"loss\":");
+        if (v < lo_v) lo_v = v, lo = i;
+        if (v > hi_v) hi_v = v, hi = i;
+      }
+      use[lo] = use[hi] = LineUse::Whole;
+    }
+  }
   MetricsRead r;
+  MetricsLineReader reader;
   size_t bad = 0;
   auto warn = [&](long line, const std::string& what) {
     if (++bad <= kMaxWarnings)
       r.warnings.push_back(origin + " line " + std::to_string(line) + ": " + what + "; skipped");
   };
-  size_t pos = 0;
-  long line = 0;
-  while (pos < bytes.size()) {
-    const size_t nl = bytes.find('\n', pos);
-    const bool torn = nl == std::string_view::npos;  // no newline after it: a write cut short
-    const std::string_view text = bytes.substr(pos, torn ? std::string_view::npos : nl - pos);
-    pos = torn ? bytes.size() : nl + 1;
-    ++line;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const auto& [text, line, torn] = lines[i];
     if (blank(text)) continue;
+    if (use[i] == LineUse::Plain) continue;
+    if (use[i] == LineUse::Carry) {  // passed over, its changed numbers carried to the rows after it
+      for (const char* k : {"lr", "loss_scale", "skipped_steps"})
+        if (const double v = quick_number(text, "\"" + std::string(k) + "\":"); std::isfinite(v)) reader.carry(k, v);
+      continue;
+    }
     Json j;
     try {
       j = Json::parse(text.begin(), text.end());
@@ -74,7 +154,7 @@ MetricsRead parse_metrics_jsonl(std::string_view bytes, const std::string& origi
       continue;
     }
     try {
-      r.steps.push_back(StepMetrics::from_json(j));
+      r.steps.push_back(reader.read(j));
     } catch (const Error& e) {
       if (!torn) warn(line, std::string("not a metrics line (") + e.what() + ")");
     }
@@ -115,7 +195,7 @@ Json parse_summary_json(std::string_view bytes, const std::string& origin, std::
   return j;
 }
 
-LoadedRun load_run(const std::string& dir) {
+LoadedRun load_run(const std::string& dir, size_t max_rows) {
   LoadedRun r;
   r.dir = dir;
   std::string bytes, why;
@@ -128,7 +208,7 @@ LoadedRun load_run(const std::string& dir) {
 
   const std::string metrics = dir + "/metrics.jsonl";
   if (read_file(metrics, kMaxMetricsBytes, bytes, why)) {
-    MetricsRead m = parse_metrics_jsonl(bytes, metrics);
+    MetricsRead m = parse_metrics_jsonl(bytes, metrics, max_rows);
     r.steps = std::move(m.steps);
     r.warnings = std::move(m.warnings);
   } else if (why != "missing") {

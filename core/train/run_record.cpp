@@ -26,8 +26,9 @@ namespace trainlab {
 namespace {
 
 constexpr const char* kLockName = "run.lock";
-constexpr std::array<const char*, 6> kRunFiles = {"config.json",       "metrics.jsonl",           "summary.json",
-                                                  "model.safetensors", "model.quant.safetensors", "compression.json"};
+constexpr std::array<const char*, 7> kRunFiles = {"config.json",       "metrics.jsonl",           "summary.json",
+                                                  "model.safetensors", "model.quant.safetensors", "compression.json",
+                                                  "notes.json"};  // train/run_notes.h
 const std::string kChooseAnother = "choose another folder with --out or run.out";
 
 Error in_use(const std::string& dir) {
@@ -209,7 +210,7 @@ RunRecord::~RunRecord() {
 }
 
 void RunRecord::append(const StepMetrics& m) {
-  m_metrics->append(m.to_json().dump(-1, ' ', false, Json::error_handler_t::replace) + "\n");
+  m_metrics->append(m_lines.line(m) + "\n");
 }
 
 void RunRecord::write_summary(const RunSummary& s) {

@@ -30,6 +30,7 @@
 // A run resumed from its checkpoint (train/run_checkpoint.h) reopens its folder with
 // RunRecord(dir, ResumeAt{step}): Resume's rules, and metrics.jsonl cut back to the checkpoint's step.
 #pragma once
+#include <array>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -42,6 +43,37 @@
 namespace trainlab {
 
 class AppendFile;
+
+// The lines of metrics.jsonl. Per-step scalars (loss, accuracy, lr, timings) are on every line;
+// slow-changing fields (kSlowMetricsFields: memory by category, precision, device bytes, loss
+// scale, skipped steps, lr under a constant schedule) only on the first line and where they
+// change, which keeps a record near 100 bytes a step instead of 640 (issue 21). Timings are rounded
+// to what a host clock resolves (step_ms to 1 us, wall_s to 0.1 ms, samples_per_s to 5 digits),
+// the loss to 9 significant digits (an fp32 sum's shortest round trip), the epoch to 7.
+// A reader carries the last value of each slow field forward to the lines that omit it; records
+// written before this (every field on every line) read the same as before.
+extern const std::array<const char*, 10> kSlowMetricsFields;
+class MetricsLineWriter {
+ public:
+  // One line of metrics.jsonl for `m` (no newline): the slow fields only where they changed.
+  std::string line(const StepMetrics& m);
+
+ private:
+  Json m_last = Json::object();  // the slow fields as last written
+};
+class MetricsLineReader {
+ public:
+  // `line` with the slow fields it omits filled in from the lines before; the fields it has become
+  // the carried values. Call it for the lines of one file in order.
+  Json expand(Json line);
+  // Sets a carried field without a line (a thinned read passing over a line that changes only it).
+  void carry(const char* key, Json value) { m_carried[key] = std::move(value); }
+  // expand + StepMetrics::from_json; throws Error like from_json (nothing is carried from a bad line).
+  StepMetrics read(const Json& line);
+
+ private:
+  Json m_carried = Json::object();
+};
 
 enum class RunOpenMode { New, Overwrite, Resume };
 
@@ -62,7 +94,8 @@ RunFolderInfo inspect_run_folder(const std::string& dir);
 void clear_run_folder(const std::string& dir);
 
 // A name of a run's own file (in a folder marked by run.lock): config.json, metrics.jsonl,
-// summary.json, model.safetensors, model.quant.safetensors, compression.json, run.lock, and the
+// summary.json, model.safetensors, model.quant.safetensors, compression.json, notes.json (tags and
+// notes: train/run_notes.h), run.lock, and the
 // temporary "<name>.part" of each. Resume's checkpoint files belong in this list too.
 bool is_run_file(const std::string& name);
 
@@ -102,6 +135,7 @@ class RunRecord {
   std::string m_dir;
   int m_lock_fd = -1;
   std::unique_ptr<AppendFile> m_metrics;
+  MetricsLineWriter m_lines;
   long m_resumed_metrics_step = 0;
   void open(const Config* config, RunOpenMode mode, long resume_step);
 };
@@ -115,7 +149,8 @@ struct LoadedRun {
   Json summary;                       // null while a run is unfinished (or when unreadable: warned)
   std::vector<std::string> warnings;  // e.g. "runs/x/metrics.jsonl line 17: not valid JSON; skipped"
 };
-LoadedRun load_run(const std::string& dir);
+// max_rows > 0: a thinned read for plots (parse_metrics_jsonl's max_rows); 0: every row.
+LoadedRun load_run(const std::string& dir, size_t max_rows = 0);
 
 // The bytes of a metrics.jsonl: a row for every line that is a metrics object. A torn last line
 // (no newline after it: a run killed mid-write) is skipped silently; any other bad line is skipped
@@ -126,6 +161,14 @@ struct MetricsRead {
   std::vector<std::string> warnings;
 };
 MetricsRead parse_metrics_jsonl(std::string_view bytes, const std::string& origin);
+// A thinned read, for plots of long runs: at most about `max_rows` rows. A file of more lines is cut
+// into max_rows / 2 buckets of consecutive lines, and each bucket gives its lowest- and
+// highest-loss steps (min/max per bucket, so a plot of them shows every spike); every line with an
+// event, validation, system or kernel values, a slow field other than lr, or no finite loss is read
+// too. Only those lines are parsed in full (a first pass reads each line's loss with from_chars);
+// bench_record_load times it on an hour's steps. A bad line passed over is not warned about
+// (the whole read names it). A file of max_rows lines or fewer reads whole.
+MetricsRead parse_metrics_jsonl(std::string_view bytes, const std::string& origin, size_t max_rows);
 
 // The bytes of a summary.json as a JSON object whose known fields have their types: "status",
 // "message", "device", "precision" strings; the numbers numbers or null (null: no value, e.g. the

@@ -41,6 +41,7 @@ struct Trainer::State {
   std::unique_ptr<Optimizer> opt;
   std::unique_ptr<TrainingStep> step;
   std::unique_ptr<RunRecord> record;
+  std::unique_ptr<SystemMonitor> monitor;  // CPU and GPU utilisation beside the run
   LrSchedule schedule;
   std::unique_ptr<LossScaler> scaler;
   std::unique_ptr<Compression> compress;  // QAT, pruning, distillation (compress/compression.h)
@@ -327,6 +328,8 @@ StepMetrics Trainer::train_step(long step, std::string event) {
     m.kernel_times = s.be->kernel_times();
     s.be->reset_kernel_times();
   }
+  if (!s.monitor) s.monitor = std::make_unique<SystemMonitor>(info.kind == DeviceKind::Cuda ? info.index : -1);
+  if (auto sys = s.monitor->sample_if_due(m.wall_s)) m.system = *sys;
   m.event = event;
   if (step == 0 || !event.empty()) compression_metrics();
   m.sparsity = s.sparsity;

@@ -70,6 +70,28 @@ class TestAppSignals : public QObject {
     QVERIFY2(steps > 0 && steps < 1000000, qPrintable(QString::number(steps)));
     QVERIFY(QFileInfo(out + "/model.safetensors").size() > 0);
   }
+
+  // `trainlab --start ... --screenshot F` takes its picture mid-run and quits: exit code 0, the
+  // PNG written, and the run's record ends "stopped" with its steps (issue 21's acceptance).
+  void screenshotMidRunExitsZeroAndStopsTheRun() {
+    const QString out = m_tmp.filePath("runs/screenshot"), png = m_tmp.filePath("shot.png");
+    QProcess p;
+    p.setProcessEnvironment(environment());
+    p.setProcessChannelMode(QProcess::ForwardedErrorChannel);
+    p.start(QStringLiteral(TRAINLAB_APP_PATH),
+            {"--runs-dir", m_tmp.filePath("runs"), "--set", "device.name=cpu", "--set", "train.steps=1000000",
+             "--set", "run.out=" + out, "--start", "--screenshot", png, "--screenshot-after-ms", "4000"});
+    QVERIFY(p.waitForStarted(10000));
+    QVERIFY2(p.waitForFinished(120000), "the app did not quit after its screenshot");
+    QCOMPARE(p.exitStatus(), QProcess::NormalExit);
+    QCOMPARE(p.exitCode(), 0);
+    QVERIFY(QFileInfo(png).size() > 1000);
+    const trainlab::Json summary = read_json(out + "/summary.json");
+    QVERIFY2(summary.is_object(), "no summary.json");
+    QCOMPARE(QString::fromStdString(summary.value("status", std::string())), QString("stopped"));
+    const long steps = summary.value("steps", 0L);
+    QVERIFY2(steps > 0 && steps < 1000000, qPrintable(QString::number(steps)));
+  }
 };
 
 QTEST_MAIN(TestAppSignals)

@@ -3,6 +3,7 @@
 // characters in the prompt and the output); a digits run gives a message, not a crash.
 #include <QFile>
 #include <QLineEdit>
+#include <QFileInfo>
 #include <QtTest>
 #include <fstream>
 
@@ -41,6 +42,24 @@ class TestTextPanel : public QObject {
     QVERIFY(w.text_panel()->output().startsWith("ROMEO:"));
     QVERIFY(w.text_panel()->output().size() > 100);
     QVERIFY(w.text_panel()->tokens_per_s() > 0);
+  }
+
+  // A char-gpt run started in the window is offered for generation as soon as it ends, without
+  // reopening it (issue 21: the panel kept the run chosen before).
+  void offersTheRunThatJustFinished() {
+    MainWindow w(m_tmp.filePath("runs-live"));
+    trainlab::Config c = w.form()->config();
+    c.set("model.name", "char-gpt");
+    c.set("train.steps", "3");
+    c.set("train.batch", "8");
+    c.set("device.name", "cpu");
+    w.form()->set_config(c);
+    QVERIFY(w.start_run());
+    const QString dir = w.live_run()->dir;
+    QTRY_VERIFY_WITH_TIMEOUT(!w.running(), 60000);
+    QVERIFY(QFile::exists(dir + "/model.safetensors"));
+    QCOMPARE(QFileInfo(w.text_panel()->weights()).absolutePath(), QFileInfo(dir + "/model.safetensors").absolutePath());
+    QVERIFY(w.text_panel()->isVisibleTo(&w));
   }
 
   // A run on text with "é", "—", "日本" and an emoji (it used to fail at the save): the panel takes

@@ -17,6 +17,7 @@
 #include "backend/backend.h"
 #include "config/config.h"
 #include "train/metrics.h"
+#include "train/run_record.h"
 #include "train/trainer.h"
 #include "util/error.h"
 
@@ -89,13 +90,15 @@ inline Config digits_config(const std::string& out, long steps = 0, long epochs 
   return c;
 }
 
-// Every line of a run's metrics.jsonl, parsed.
+// Every line of a run's metrics.jsonl, parsed, with the slow fields a line omits carried forward
+// from the lines before it (MetricsLineReader): every line has every field as a reader sees it.
 inline std::vector<Json> metrics_lines(const std::string& dir) {
   std::vector<Json> out;
   std::ifstream in(dir + "/metrics.jsonl");
   std::string line;
+  MetricsLineReader reader;
   while (std::getline(in, line))
-    if (!line.empty()) out.push_back(Json::parse(line));
+    if (!line.empty()) out.push_back(reader.expand(Json::parse(line)));
   return out;
 }
 

@@ -1,0 +1,78 @@
+// The first start and the window's messages (issue 21): with nothing remembered the window loads a
+// digits run that lasts tens of seconds on a CPU (presets/digits-first-run.json) and, once it
+// starts, suggests one setting to change while it trains (the message bar: non-modal); the message
+// bar's icons are glyphs the desktop's fonts have (the GPU notice showed a box); View > System
+// metrics plots the run's CPU utilisation (and says there are no GPU metrics without a GPU).
+#include <QAction>
+#include <QDockWidget>
+#include <QFontMetrics>
+#include <QProgressBar>
+#include <QTextDocument>
+#include <QtTest>
+
+#include "gui_support.h"
+#include "main_window.h"
+
+using namespace trainlab::app;
+
+class TestWindowHints : public QObject {
+  Q_OBJECT
+ private:
+  QTemporaryDir m_tmp;
+
+ private slots:
+  void initTestCase() { gui_test::isolate_settings("test_window_hints"); }
+
+  void messageIconsAreInTheFont() {
+    MainWindow w(m_tmp.filePath("runs"));
+    for (const char* kind : {"info", "warning", "error"}) {
+      w.show_message(kind, "no GPU found: the run trains on the CPU");
+      QTextDocument doc;
+      doc.setHtml(w.message_text());
+      const QFontMetrics fm(w.font());
+      for (const uint c : doc.toPlainText().toUcs4())
+        if (c > 127) QVERIFY2(fm.inFontUcs4(c), qPrintable(QString("%1: U+%2 is not in the font").arg(kind).arg(c, 4, 16)));
+    }
+  }
+
+  void firstStartRunsLongEnoughAndSuggestsAToggle() {
+    MainWindow w(m_tmp.filePath("runs"));
+    QVERIFY(w.first_launch());
+    w.prepare_first_launch();
+    trainlab::Config c = w.form()->config();
+    QCOMPARE(QString::fromStdString(c.get_string("run.name")), QString("first run"));
+    c.set("device.name", "cpu");
+    w.form()->set_config(c);
+    w.system_dock()->show();
+    QVERIFY(w.start_run());
+    QVERIFY2(w.message_text().contains("While it trains, try one change"), qPrintable(w.message_text()));
+    QTRY_VERIFY_WITH_TIMEOUT(w.live_run()->size() > 0 && w.live_run()->wall_s.back() > 2.5, 60000);
+    QVERIFY(w.running());
+    auto* progress = w.findChild<QProgressBar*>();
+    QVERIFY(progress);
+    const double total = progress->maximum(), done = w.live_run()->step.back();
+    const double seconds = w.live_run()->wall_s.back() * total / done;
+    qInfo("first run: %.0f steps, %.1f s projected on this machine", total, seconds);
+    QVERIFY2(seconds > 10 && seconds < 300, qPrintable(QString::number(seconds)));
+    // The system metrics of the live run: the host's CPU, no GPU here.
+    QTRY_VERIFY_WITH_TIMEOUT(w.system_view()->samples() >= 1, 10000);
+    QVERIFY2(w.system_view()->summary().contains("CPU"), qPrintable(w.system_view()->summary()));
+    auto* action = w.system_dock()->toggleViewAction();
+    QVERIFY(!action->shortcut().isEmpty());
+    w.stop_run();
+    QTRY_VERIFY_WITH_TIMEOUT(!w.running(), 30000);
+    const QString first = w.live_run()->dir;
+    // A second start in the same session gets no hint.
+    QVERIFY(w.start_run());
+    QVERIFY(!w.message_text().contains("While it trains"));
+    w.stop_run();
+    QTRY_VERIFY_WITH_TIMEOUT(!w.running(), 30000);
+    // Reopening the first run's record shows its samples, read back from metrics.jsonl.
+    w.system_view()->clear();
+    w.reopen(first);
+    QVERIFY2(w.system_view()->samples() >= 1, qPrintable(w.system_view()->summary()));
+  }
+};
+
+QTEST_MAIN(TestWindowHints)
+#include "test_window_hints.moc"
