@@ -62,24 +62,33 @@ void style_plot(QCustomPlot* p, const QPalette& pal) {
   p->legend->setTextColor(fg);
 }
 
-// Marker labels near the right edge go to the left of their line, so that they are not clipped;
-// a label that would overlap the one before it is left out (its dashed line stays, and zooming in
-// shows it), so that dense markers (a gradual pruning schedule) stay readable.
+// Marker labels near the right edge go to the left of their line, so that they are not clipped.
+// Labels that would overlap go one row lower (up to kMarkerRows rows); one that finds no free row
+// is left out (its dashed line stays, and zooming in shows it), so that dense markers (a gradual
+// pruning schedule) stay readable. Runs after every layout of the plot (QCustomPlot::afterLayout),
+// so a resize or zoom places them again.
 void layout_marker_labels(QCustomPlot* p) {
+  constexpr int kMarkerRows = 3;
   QVector<QPair<double, QCPItemText*>> labels;
   for (int i = 0; i < p->itemCount(); ++i)
     if (auto* t = qobject_cast<QCPItemText*>(p->item(i)); t && t->objectName() == "marker")
       labels.push_back({p->xAxis->coordToPixel(t->position->key()), t});
   std::stable_sort(labels.begin(), labels.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  double last_right = -1e9;
+  double row_right[kMarkerRows];
+  std::fill(std::begin(row_right), std::end(row_right), -1e9);
+  const double height = std::max(1, p->axisRect()->height());
   for (const auto& [px, t] : labels) {
-    const double room = QFontMetrics(t->font()).horizontalAdvance(t->text()) + 8;
+    const QFontMetrics fm(t->font());
+    const double room = fm.horizontalAdvance(t->text()) + t->padding().left() + t->padding().right() + 6;
     const bool left_of_line = px + room > p->axisRect()->right();
     t->setPositionAlignment(Qt::AlignTop | (left_of_line ? Qt::AlignRight : Qt::AlignLeft));
     const double start = left_of_line ? px - room : px;
-    const bool show = start > last_right;
-    t->setVisible(show);
-    if (show) last_right = start + room;
+    int row = 0;
+    while (row < kMarkerRows && start <= row_right[row]) ++row;
+    t->setVisible(row < kMarkerRows);
+    if (row == kMarkerRows) continue;
+    row_right[row] = start + room;
+    t->position->setCoords(t->position->key(), 0.03 + row * (fm.height() + 2) / height);
   }
 }
 

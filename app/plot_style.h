@@ -30,7 +30,8 @@ class CompactTicker : public QCPAxisTicker {
 void style_plot(QCustomPlot* p, const QPalette& palette);
 
 // Places the labels of a plot's markers (QCPItemText items named "marker") for its current layout:
-// left of their line near the right edge; a label that would overlap the previous one is hidden.
+// left of their line near the right edge; overlapping labels in up to three rows, any further one
+// hidden.
 void layout_marker_labels(QCustomPlot* p);
 
 }  // namespace trainlab::app
