@@ -75,7 +75,8 @@ QString PlotPanel::readout_text(QCustomPlot* p, double x) const {
       const bool smoothed = t.smooth && m_smoothing > 0 && i < t.smoothed.size();
       const double v = smoothed ? t.smoothed[i] : t.y(r, i);
       const bool bytes = p == plot(PlotKind::Memory) && t.graph->valueAxis() == p->yAxis;
-      lines << t.graph->name() + ": " + (bytes ? format_bytes(v) : QString::number(v, 'g', 4));
+      const QString number = std::fabs(v) >= 1e4 ? QLocale::system().toString(v, 'f', 0) : QString::number(v, 'g', 4);
+      lines << t.graph->name() + ": " + (bytes ? format_bytes(v) : number);
       if (head.isEmpty() && t.count(r) == r.size())
         head = QString("step %1 · %2").arg(r.step[i]).arg(QString::fromStdString(duration_text(r.elapsed_s[i])));
     }

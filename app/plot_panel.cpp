@@ -66,6 +66,7 @@ PlotPanel::PlotPanel(QWidget* parent) : QWidget(parent) {
     mp->plotLayout()->addElement(2, 0, mp->legend);
     mp->plotLayout()->setRowStretchFactor(2, 0.001);
     mp->legend->setMargins(QMargins(6, 2, 6, 4));
+    connect(mp, &QCustomPlot::afterLayout, mp, [mp] { fit_legend_columns(mp); });
   }
   outer->addLayout(m_grid, 1);
   QSettings s;
@@ -148,6 +149,7 @@ QWidget* PlotPanel::make_bar() {
   m_time_label->setToolTip("Training time of the run shown first, and the time left at its pace so far.");
   auto* hint = new QLabel("wheel: zoom · drag: pan · double-click: fit · right-click: options", box);
   hint->setEnabled(false);
+  hint->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);  // the first thing to give way
   bar->addWidget(new QLabel("Smoothing", box));
   bar->addWidget(m_smooth_slider);
   bar->addWidget(m_smooth_label);

@@ -92,4 +92,17 @@ void layout_marker_labels(QCustomPlot* p) {
   }
 }
 
+void fit_legend_columns(QCustomPlot* p) {
+  QCPLegend* l = p->legend;
+  int widest = 1;
+  for (int i = 0; i < l->itemCount(); ++i)  // cells of a wrapped grid may be empty (no item)
+    if (QCPAbstractLegendItem* item = l->item(i)) widest = std::max(widest, item->minimumOuterSizeHint().width());
+  const int room = p->viewport().width() - l->margins().left() - l->margins().right();
+  const int columns = std::clamp(room / (widest + l->columnSpacing()), 1, 4);
+  if (columns == l->wrap()) return;
+  l->setWrap(columns);
+  l->setFillOrder(QCPLayoutGrid::foColumnsFirst, true);  // rearranges the items for the new wrap
+  p->replot(QCustomPlot::rpQueuedReplot);
+}
+
 }  // namespace trainlab::app

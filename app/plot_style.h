@@ -34,4 +34,8 @@ void style_plot(QCustomPlot* p, const QPalette& palette);
 // hidden.
 void layout_marker_labels(QCustomPlot* p);
 
+// A legend laid out below its plot in rows: as many columns as its widest entry fits in the plot's
+// width (1-4), so that no entry is cut off at the edge; replots when that number changes.
+void fit_legend_columns(QCustomPlot* p);
+
 }  // namespace trainlab::app

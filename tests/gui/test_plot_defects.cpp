@@ -129,6 +129,17 @@ class TestPlotDefects : public QObject {
     QVERIFY2(mem >= thr * 0.9, qPrintable(QString("memory %1 px, throughput %2 px").arg(mem).arg(thr)));
     QVERIFY2(panel.plot(PlotKind::Memory)->axisRect()->height() >= 100,
              qPrintable(QString::number(panel.plot(PlotKind::Memory)->axisRect()->height())));
+    // Its legend (below it) wraps into as many columns as fit: no entry cut off at the edge.
+    QCustomPlot* mp = panel.plot(PlotKind::Memory);
+    int entries = 0;
+    for (int i = 0; i < mp->legend->itemCount(); ++i) {
+      QCPAbstractLegendItem* item = mp->legend->item(i);
+      if (!item) continue;  // an empty cell of the last row
+      ++entries;
+      QVERIFY2(item->outerRect().right() <= mp->width(),
+               qPrintable(QString("%1 ends at %2 of %3").arg(i).arg(item->outerRect().right()).arg(mp->width())));
+    }
+    QVERIFY(entries >= 6);
   }
 
   void compressionXAxisLinesUp() {
