@@ -327,12 +327,12 @@ void MainWindow::on_metrics() {
     m_progress->setFormat(m_session->paused() ? "paused at step %v / %m" : "step %v / %m");
   }
   m_progress->setValue(static_cast<int>(std::min<long>(m.step, INT_MAX)));
-  QString s = QString("epoch %1 · loss %2 · train acc %3 % · %4 · %5 samples/s")
+  QString s = QString("epoch %1 · loss %2 · train acc %3 % · %4 · %5 %6")
                   .arg(m.epoch, 0, 'f', 2)
                   .arg(m.loss, 0, 'g', 4)
                   .arg(100 * m.train_accuracy, 0, 'f', 1)
                   .arg(QString::fromStdString(m.precision))
-                  .arg(QLocale::system().toString(m.samples_per_s, 'f', 0));
+                  .arg(QLocale::system().toString(m.samples_per_s, 'f', 0), m_live->throughput_unit());
   if (!m_live->val_acc.isEmpty()) s += QString(" · val acc %1 %").arg(100 * m_live->val_acc.back(), 0, 'f', 1);
   m_status->setText(s);
   m_plots->notify_data();

@@ -1,14 +1,10 @@
 #include "plot_panel.h"
 
-#include <QApplication>
-#include <QContextMenuEvent>
-#include <QFileDialog>
+#include <QComboBox>
 #include <QGridLayout>
 #include <QHBoxLayout>
 #include <QLabel>
-#include <QMenu>
-#include <QPushButton>
-#include <QToolTip>
+#include <QSettings>
 #include <QVBoxLayout>
 #include <cmath>
 #include <qcustomplot.h>
@@ -19,9 +15,6 @@
 namespace trainlab::app {
 
 namespace {
-
-const char* kTitles[kPlotCount] = {"Loss",          "Accuracy",        "Throughput",       "Memory",
-                                   "Learning rate", "fp16 loss scale", "Sparsity and bits"};
 
 QCPTextElement* title_element(QCustomPlot* p) {
   if (p->plotLayout()->rowCount() > 1) return qobject_cast<QCPTextElement*>(p->plotLayout()->element(0, 0));
@@ -34,79 +27,20 @@ PlotPanel::PlotPanel(QWidget* parent) : QWidget(parent) {
   auto* outer = new QVBoxLayout(this);
   outer->setContentsMargins(0, 0, 0, 0);
   outer->setSpacing(2);
+  outer->addWidget(make_bar());
 
-  auto* bar = new QHBoxLayout;
-  bar->setContentsMargins(6, 2, 6, 2);
-  m_smooth_label = new QLabel(this);
-  m_smooth_slider = new QSlider(Qt::Horizontal, this);
-  m_smooth_slider->setObjectName("smoothing");
-  m_smooth_slider->setRange(0, 99);
-  m_smooth_slider->setValue(static_cast<int>(m_smoothing * 100));
-  m_smooth_slider->setMaximumWidth(160);
-  m_smooth_slider->setToolTip("Exponential moving average of the training curves (weight of the past, 0 = raw). "
-                              "Validation points and stored data are never smoothed.");
-  connect(m_smooth_slider, &QSlider::valueChanged, this, [this](int v) { set_smoothing(v / 100.0); });
-  m_log_loss = new QCheckBox("Log loss", this);
-  m_log_loss->setToolTip("Logarithmic y axis for the loss (right-click any plot for its own log toggle).");
-  connect(m_log_loss, &QCheckBox::toggled, this, &PlotPanel::set_log_loss);
-  m_follow_box = new QCheckBox("Follow", this);
-  m_follow_box->setChecked(true);
-  m_follow_box->setToolTip("Rescale the plots to the data as it arrives. Zooming (wheel) or panning (drag) turns "
-                           "this off; double-click a plot to turn it back on.");
-  connect(m_follow_box, &QCheckBox::toggled, this, &PlotPanel::set_follow);
-  auto* hint = new QLabel("wheel: zoom · drag: pan · double-click: fit · right-click: options", this);
-  hint->setEnabled(false);
-  bar->addWidget(new QLabel("Smoothing", this));
-  bar->addWidget(m_smooth_slider);
-  bar->addWidget(m_smooth_label);
-  bar->addSpacing(12);
-  bar->addWidget(m_log_loss);
-  bar->addWidget(m_follow_box);
-  bar->addStretch(1);
-  bar->addWidget(hint);
-  outer->addLayout(bar);
-
-  auto* grid = new QGridLayout;
-  grid->setContentsMargins(2, 0, 2, 2);
-  grid->setSpacing(4);
+  m_grid = new QGridLayout;
+  m_grid->setContentsMargins(2, 0, 2, 2);
+  m_grid->setSpacing(4);
   for (int i = 0; i < kPlotCount; ++i) {
-    auto* p = new QCustomPlot(this);
-    p->setObjectName(QString("plot_%1").arg(i));
-    p->setMinimumSize(260, 170);
-    p->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
-    p->setNoAntialiasingOnDrag(true);
-    p->plotLayout()->insertRow(0);
-    auto* title = new QCPTextElement(p, kTitles[i], QFont(font().family(), font().pointSize(), QFont::DemiBold));
-    title->setMargins(QMargins(0, 4, 0, 0));
-    p->plotLayout()->addElement(0, 0, title);
-    p->legend->setVisible(true);
-    QFont lf = font();
-    lf.setPointSizeF(std::max(7.0, font().pointSizeF() - 1.5));
-    p->legend->setFont(lf);
-    p->legend->setRowSpacing(-2);
-    p->legend->setIconSize(16, 8);
-    // Rising curves (accuracy, sparsity) leave the bottom right free; falling ones the top right.
-    const bool bottom = i == static_cast<int>(PlotKind::Accuracy) || i == static_cast<int>(PlotKind::Compression);
-    p->axisRect()->insetLayout()->setInsetAlignment(0, bottom ? (Qt::AlignBottom | Qt::AlignRight)
-                                                              : (Qt::AlignTop | Qt::AlignRight));
-    p->xAxis->setLabel("step");
-    p->xAxis->setTicker(QSharedPointer<QCPAxisTicker>(new CompactTicker));
-    p->installEventFilter(this);
-    connect(p, &QCustomPlot::mouseMove, this, [this, p](QMouseEvent* e) { show_hover(p, e->pos()); });
-    connect(p, &QCustomPlot::mouseWheel, this, [this] { m_follow_box->setChecked(false); });
-    connect(p->xAxis, qOverload<const QCPRange&>(&QCPAxis::rangeChanged), this, [this] {
-      if (m_in_refresh || m_follow) return;
-      m_range_dirty = true;  // a zoom or pan: rebuild the envelopes for the new view
-      m_dirty = true;
-    });
-    connect(p, &QCustomPlot::mousePress, this, [this](QMouseEvent* e) {
-      if (e->button() == Qt::LeftButton) m_follow_box->setChecked(false);
-    });
-    connect(p, &QCustomPlot::mouseDoubleClick, this, [this] {
-      m_follow_box->setChecked(true);
-      refresh();
-    });
-    m_plots[i] = p;
+    m_plots[i] = new QCustomPlot(this);
+    setup_plot(m_plots[i], i);
+  }
+  // One margin group per column: the axis rects of a column line up (their x axes start and end
+  // at the same pixel) whatever their tick labels and right axes.
+  for (auto*& g : m_columns_margins) {
+    g = new QCPMarginGroup(m_plots[0]);
+    g->setParent(this);  // outlives every plot's axis rect (created after them)
   }
   plot(PlotKind::Loss)->yAxis->setLabel("cross-entropy");
   plot(PlotKind::Accuracy)->yAxis->setLabel("%");
@@ -122,23 +56,28 @@ PlotPanel::PlotPanel(QWidget* parent) : QWidget(parent) {
   plot(PlotKind::Compression)->yAxis->setLabel("sparsity %");
   plot(PlotKind::Compression)->yAxis2->setLabel("bits per weight");
   {
-    // The memory stack's legend sits right of the plot, where it hides no data.
+    // The memory stack's legend sits below the plot, in as many columns as fit: beside the plot it
+    // took the width of the longest name (an overlay's "run · total") from the plot itself.
     QCustomPlot* mp = plot(PlotKind::Memory);
     mp->axisRect()->insetLayout()->take(mp->legend);
     mp->axisRect()->insetLayout()->simplify();
-    auto* side = new QCPLayoutGrid;
-    mp->plotLayout()->addElement(1, 1, side);
-    side->addElement(0, 0, mp->legend);
-    side->addElement(1, 0, new QCPLayoutElement(mp));  // filler below the legend
-    side->setRowStretchFactor(0, 0.01);
-    side->setMargins(QMargins(0, 10, 6, 0));
-    mp->plotLayout()->setColumnStretchFactor(1, 0.01);
+    mp->legend->setFillOrder(QCPLayoutGrid::foColumnsFirst);
+    mp->legend->setWrap(3);
+    mp->plotLayout()->addElement(2, 0, mp->legend);
+    mp->plotLayout()->setRowStretchFactor(2, 0.001);
+    mp->legend->setMargins(QMargins(6, 2, 6, 4));
+    connect(mp, &QCustomPlot::afterLayout, mp, [mp] { fit_legend_columns(mp); });
   }
-  for (int i = 0; i < kPlotCount; ++i) m_cells[i] = m_plots[i];
-  m_grid = grid;
-  outer->addLayout(grid, 1);
+  outer->addLayout(m_grid, 1);
+  QSettings s;
+  for (const QString& k : s.value("plots/hidden").toStringList())
+    for (int i = 0; i < kPlotCount; ++i)
+      if (k == kPlotKeys[i]) m_hidden.insert(i);
+  m_columns = std::clamp(s.value("plots/columns", 2).toInt(), 1, 3);
+  m_x_axis = s.value("plots/x_axis").toString() == "time" ? XAxis::Time : XAxis::Step;
   apply_palette();
   set_smoothing(m_smoothing);
+  set_x_axis(m_x_axis);
   update_visibility();
 
   m_timer.setInterval(40);
@@ -146,6 +85,85 @@ PlotPanel::PlotPanel(QWidget* parent) : QWidget(parent) {
     if (m_dirty) refresh();
   });
   m_timer.start();
+}
+
+void PlotPanel::setup_plot(QCustomPlot* p, int i) {
+  p->setObjectName(QString("plot_%1").arg(i));
+  p->setMinimumSize(260, 170);
+  p->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
+  p->setNoAntialiasingOnDrag(true);
+  p->plotLayout()->insertRow(0);
+  auto* title = new QCPTextElement(p, kPlotTitles[i], QFont(font().family(), font().pointSize(), QFont::DemiBold));
+  title->setMargins(QMargins(0, 4, 0, 0));
+  p->plotLayout()->addElement(0, 0, title);
+  p->legend->setVisible(true);
+  QFont lf = font();
+  lf.setPointSizeF(std::max(7.0, font().pointSizeF() - 1.5));
+  p->legend->setFont(lf);
+  p->legend->setRowSpacing(-2);
+  p->legend->setIconSize(16, 8);
+  // Rising curves (accuracy, sparsity) leave the bottom right free; falling ones the top right.
+  const bool bottom = i == static_cast<int>(PlotKind::Accuracy) || i == static_cast<int>(PlotKind::Compression);
+  p->axisRect()->insetLayout()->setInsetAlignment(0, bottom ? (Qt::AlignBottom | Qt::AlignRight)
+                                                            : (Qt::AlignTop | Qt::AlignRight));
+  // Raw curves and validation lines are drawn behind the smoothed training curves; the crosshair
+  // has a buffered layer of its own, so that moving it replots only that layer.
+  p->addLayer("behind", p->layer("main"), QCustomPlot::limBelow);
+  p->addLayer("crosshair", p->layer("legend"), QCustomPlot::limAbove);
+  p->layer("crosshair")->setMode(QCPLayer::lmBuffered);
+  p->installEventFilter(this);
+  connect_interaction(p);
+  // Marker labels are placed for the plot's current size on every replot (a resize included).
+  connect(p, &QCustomPlot::afterLayout, p, [p] { layout_marker_labels(p); });
+}
+
+QWidget* PlotPanel::make_bar() {
+  auto* box = new QWidget(this);
+  auto* bar = new QHBoxLayout(box);
+  bar->setContentsMargins(6, 2, 6, 2);
+  m_smooth_label = new QLabel(box);
+  m_smooth_slider = new QSlider(Qt::Horizontal, box);
+  m_smooth_slider->setObjectName("smoothing");
+  m_smooth_slider->setRange(0, 99);
+  m_smooth_slider->setValue(static_cast<int>(m_smoothing * 100));
+  m_smooth_slider->setMaximumWidth(160);
+  m_smooth_slider->setToolTip("Exponential moving average of the training curves (weight of the past, 0 = raw); the raw "
+                              "curve stays faintly behind. Validation points and stored data are never smoothed.");
+  connect(m_smooth_slider, &QSlider::valueChanged, this, [this](int v) { set_smoothing(v / 100.0); });
+  m_log_loss = new QCheckBox("Log loss", box);
+  m_log_loss->setToolTip("Logarithmic y axis for the loss (right-click any plot for its own log toggle).");
+  connect(m_log_loss, &QCheckBox::toggled, this, &PlotPanel::set_log_loss);
+  m_follow_box = new QCheckBox("Follow", box);
+  m_follow_box->setChecked(true);
+  m_follow_box->setToolTip("Rescale the plots to the data as it arrives. Zooming (wheel) or panning (drag) turns "
+                           "this off; double-click a plot to turn it back on.");
+  connect(m_follow_box, &QCheckBox::toggled, this, &PlotPanel::set_follow);
+  m_x_box = new QComboBox(box);
+  m_x_box->setObjectName("x_axis");
+  m_x_box->addItems({"step", "elapsed time"});
+  m_x_box->setToolTip("The x axis of every plot: optimizer steps, or the training time (wall clock) they took.");
+  connect(m_x_box, &QComboBox::currentIndexChanged, this,
+          [this](int i) { set_x_axis(i == 1 ? XAxis::Time : XAxis::Step); });
+  m_time_label = new QLabel(box);
+  m_time_label->setObjectName("run_time");
+  m_time_label->setToolTip("Training time of the run shown first, and the time left at its pace so far.");
+  auto* hint = new QLabel("wheel: zoom · drag: pan · double-click: fit · right-click: options", box);
+  hint->setEnabled(false);
+  hint->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);  // the first thing to give way
+  bar->addWidget(new QLabel("Smoothing", box));
+  bar->addWidget(m_smooth_slider);
+  bar->addWidget(m_smooth_label);
+  bar->addSpacing(12);
+  bar->addWidget(m_log_loss);
+  bar->addWidget(m_follow_box);
+  bar->addWidget(new QLabel("x:", box));
+  bar->addWidget(m_x_box);
+  bar->addWidget(make_plot_chooser(box));
+  bar->addSpacing(12);
+  bar->addWidget(m_time_label);
+  bar->addStretch(1);
+  bar->addWidget(hint);
+  return box;
 }
 
 QList<QCustomPlot*> PlotPanel::plots() const {
@@ -156,7 +174,7 @@ QList<QCustomPlot*> PlotPanel::plots() const {
 
 QString PlotPanel::plot_title(PlotKind k) const {
   auto* t = title_element(plot(k));
-  return t ? t->text() : QString(kTitles[static_cast<int>(k)]);
+  return t ? t->text() : QString(kPlotTitles[static_cast<int>(k)]);
 }
 
 QVector<std::shared_ptr<RunSeries>> PlotPanel::runs() const {
@@ -185,189 +203,10 @@ void PlotPanel::rebuild() {
   for (int i = 0; i < m_drawn.size(); ++i) {
     m_drawn[i].tracks.clear();
     m_drawn[i].events_drawn = 0;
-    build_graphs(m_drawn[i], i);
+    build_graphs(m_drawn[i]);
   }
   update_visibility();
   refresh();
-}
-
-void PlotPanel::build_graphs(Drawn& d, int index) {
-  const bool overlay = m_drawn.size() > 1;
-  const QString prefix = overlay ? d.run->name + " · " : QString();
-  const QColor c = d.run->color;
-  const bool primary = d.primary;
-  auto add = [&](PlotKind k, const QString& name, QPen pen, std::function<int(const RunSeries&)> count,
-                 std::function<double(const RunSeries&, int)> x, std::function<double(const RunSeries&, int)> y,
-                 bool smooth, bool right_axis = false) -> QCPGraph* {
-    QCustomPlot* p = plot(k);
-    QCPGraph* g = p->addGraph(p->xAxis, right_axis ? p->yAxis2 : p->yAxis);
-    g->setName(prefix + name);
-    g->setPen(pen);
-    g->setAdaptiveSampling(true);
-    Track t;
-    t.graph = g;
-    t.count = std::move(count);
-    t.x = std::move(x);
-    t.y = std::move(y);
-    t.smooth = smooth;
-    d.tracks.push_back(std::move(t));
-    return g;
-  };
-  auto steps = [](const RunSeries& r) { return r.size(); };
-  auto vals = [](const RunSeries& r) { return static_cast<int>(r.val_step.size()); };
-  auto sx = [](const RunSeries& r, int i) { return r.step[i]; };
-  auto vx = [](const RunSeries& r, int i) { return r.val_step[i]; };
-  QPen solid(c, 1.6);
-  QPen val_pen(c.darker(primary && !overlay ? 100 : 130), 1.4, Qt::DashLine);
-  QColor val_color = overlay ? c : QColor(255, 127, 14);
-  if (!overlay) val_pen = QPen(val_color, 1.6);
-  QCPScatterStyle dots(QCPScatterStyle::ssDisc, val_color, 5);
-
-  add(PlotKind::Loss, "train", solid, steps, sx, [](const RunSeries& r, int i) { return r.loss[i]; }, true);
-  add(PlotKind::Loss, "validation", val_pen, vals, vx, [](const RunSeries& r, int i) { return r.val_loss[i]; }, false)
-      ->setScatterStyle(dots);
-  add(PlotKind::Accuracy, "train", solid, steps, sx, [](const RunSeries& r, int i) { return 100 * r.train_acc[i]; }, true);
-  add(PlotKind::Accuracy, "validation", val_pen, vals, vx, [](const RunSeries& r, int i) { return 100 * r.val_acc[i]; }, false)
-      ->setScatterStyle(dots);
-  add(PlotKind::Throughput, "samples/s", solid, steps, sx, [](const RunSeries& r, int i) { return r.samples_per_s[i]; }, true);
-  if (d.run->has_mfu())
-    add(PlotKind::Throughput, "MFU %", QPen(c.lighter(140), 1.2, Qt::DotLine), steps, sx,
-        [](const RunSeries& r, int i) { return 100 * r.mfu[i]; }, true, true);
-
-  QCustomPlot* mp = plot(PlotKind::Memory);
-  if (primary) {
-    QCPGraph* below = nullptr;
-    for (size_t cat = 0; cat < kMemCategoryCount; ++cat) {
-      bool any = false;
-      for (double v : d.run->mem[cat]) {
-        if (v > 0) {
-          any = true;
-          break;
-        }
-      }
-      // Categories that stay at zero (communication on one device) are left out of the stack.
-      if (!any && d.run->size() > 0) continue;
-      QColor cc = category_color(cat);
-      QCPGraph* g = add(PlotKind::Memory, mem_category_name(static_cast<MemCategory>(cat)), QPen(cc.darker(115), 1), steps,
-                        sx, [cat](const RunSeries& r, int i) {
-                          double s = 0;
-                          for (size_t k = 0; k <= cat; ++k) s += r.mem[k][i];
-                          return s;
-                        }, false);
-      d.tracks.back().category = static_cast<int>(cat);
-      cc.setAlpha(150);
-      g->setBrush(cc);
-      if (below) g->setChannelFillGraph(below);
-      below = g;
-    }
-    // Activations against their prediction (plan/memory_model.h):
-    // drawn where the activations band's top edge is when the prediction holds, i.e. on top of
-    // the measured categories below it.
-    {
-      constexpr size_t act = static_cast<size_t>(MemCategory::Activations);
-      QColor ac = category_color(act).darker(140);
-      add(PlotKind::Memory, "activations predicted", QPen(ac, 1.4, Qt::DotLine), steps, sx,
-          [](const RunSeries& r, int i) {
-            double s = r.act_predicted[i];
-            for (size_t k = 0; k < act; ++k) s += r.mem[k][i];
-            return s;
-          },
-          false);
-    }
-    // Stacked graphs: the legend reads top-down like the stack.
-    add(PlotKind::Memory, "predicted", QPen(QApplication::palette().color(QPalette::Text), 1.6, Qt::DashLine), steps, sx,
-        [](const RunSeries& r, int i) { return r.mem_predicted[i]; }, false);
-    if (d.run->device_total_bytes > 0) {
-      auto* line = new QCPItemStraightLine(mp);
-      line->setObjectName("capacity");
-      line->point1->setCoords(0, d.run->device_total_bytes);
-      line->point2->setCoords(1, d.run->device_total_bytes);
-      line->setPen(QPen(QColor(200, 0, 0), 1.5, Qt::DashDotLine));
-    }
-  } else {
-    add(PlotKind::Memory, "total", solid, steps, sx, [](const RunSeries& r, int i) { return r.mem_total[i]; }, false);
-  }
-  add(PlotKind::LearningRate, "lr", solid, steps, sx, [](const RunSeries& r, int i) { return r.lr[i]; }, false);
-  if (d.run->has_sparsity())
-    add(PlotKind::Compression, "sparsity %", solid, steps, sx, [](const RunSeries& r, int i) { return r.sparsity[i]; }, false)
-        ->setLineStyle(QCPGraph::lsStepLeft);
-  if (d.run->has_bits())
-    add(PlotKind::Compression, "bits/weight", QPen(c.lighter(140), 1.4, Qt::DashLine), steps, sx,
-        [](const RunSeries& r, int i) { return r.bits[i]; }, false, true)
-        ->setLineStyle(QCPGraph::lsStepLeft);
-  if (d.run->has_loss_scale()) {
-    add(PlotKind::LossScale, "loss scale", solid, steps, sx, [](const RunSeries& r, int i) { return r.loss_scale[i]; }, false);
-    add(PlotKind::LossScale, "skipped", QPen(c.lighter(150), 1.2, Qt::DashLine), steps, sx,
-        [](const RunSeries& r, int i) { return r.skipped_steps[i]; }, false, true);
-  }
-  (void)index;
-}
-
-void PlotPanel::add_marker(double step, const QString& label, const QColor& color_in) {
-  // On a dark background the marker colour is lightened so that line and label stay readable.
-  const bool dark = palette().color(QPalette::Base).lightness() < 128;
-  const QColor color = dark && color_in.lightness() < 150 ? color_in.lighter(170) : color_in;
-  for (auto* p : m_plots) {
-    auto* line = new QCPItemStraightLine(p);
-    line->setObjectName("marker");
-    line->point1->setTypeX(QCPItemPosition::ptPlotCoords);
-    line->point1->setCoords(step, 0);
-    line->point2->setCoords(step, 1);
-    line->setPen(QPen(color, 1.2, Qt::DashLine));
-    auto* text = new QCPItemText(p);
-    text->setObjectName("marker");
-    text->position->setTypeX(QCPItemPosition::ptPlotCoords);
-    text->position->setTypeY(QCPItemPosition::ptAxisRectRatio);
-    text->position->setAxes(p->xAxis, p->yAxis);
-    text->position->setAxisRect(p->axisRect());
-    text->position->setCoords(step, 0.03);
-    text->setPositionAlignment(Qt::AlignTop | Qt::AlignLeft);
-    text->setText(" " + label);
-    QFont f = font();
-    f.setPointSizeF(std::max(7.0, f.pointSizeF() - 1.5));
-    text->setFont(f);
-    text->setColor(color);
-    text->setClipToAxisRect(true);
-  }
-}
-
-int PlotPanel::marker_count(PlotKind k) const {
-  int n = 0;
-  QCustomPlot* p = plot(k);
-  for (int i = 0; i < p->itemCount(); ++i)
-    if (qobject_cast<QCPItemStraightLine*>(p->item(i)) && p->item(i)->objectName() == "marker") ++n;
-  return n;
-}
-
-QCPGraph* PlotPanel::graph(PlotKind k, const QString& name) const {
-  QCustomPlot* p = plot(k);
-  for (int i = 0; i < p->graphCount(); ++i)
-    if (p->graph(i)->name() == name) return p->graph(i);
-  return nullptr;
-}
-
-// Whether a drawn run needs graphs it does not have yet: a run that turned fp16 (or started
-// reporting MFU, sparsity or bits) mid-way, or the primary run's device capacity line.
-bool PlotPanel::needs_rebuild() const {
-  for (const auto& d : m_drawn) {
-    bool has_ls = false, has_mfu = false, has_sp = false, has_bits = false;
-    for (const auto& t : d.tracks) {
-      if (t.graph->parentPlot() == plot(PlotKind::LossScale)) has_ls = true;
-      if (t.graph->name().endsWith("MFU %")) has_mfu = true;
-      if (t.graph->name().endsWith("sparsity %")) has_sp = true;
-      if (t.graph->name().endsWith("bits/weight")) has_bits = true;
-    }
-    if ((!has_ls && d.run->has_loss_scale()) || (!has_mfu && d.run->has_mfu()) ||
-        (!has_sp && d.run->has_sparsity()) || (!has_bits && d.run->has_bits()))
-      return true;
-    if (d.primary && d.run->device_total_bytes > 0) {
-      bool have = false;
-      for (int i = 0; i < plot(PlotKind::Memory)->itemCount(); ++i)
-        have = have || plot(PlotKind::Memory)->item(i)->objectName() == "capacity";
-      if (!have) return true;
-    }
-  }
-  return false;
 }
 
 // Brings one graph up to its run's data: smoothing (a debiased exponential moving average with
@@ -376,7 +215,7 @@ bool PlotPanel::needs_rebuild() const {
 void PlotPanel::update_track(Track& t, const RunSeries& r) {
   const double a = m_smoothing;
   const int n = t.count(r);
-  if (n == 0) return;
+  if (n == 0 || (t.raw && a <= 0)) return;  // a raw copy is hidden (and left as it is) without smoothing
   if (t.smooth && a > 0) {
     for (int i = t.smoothed.size(); i < n; ++i) {
       double y = t.y(r, i);
@@ -427,7 +266,8 @@ void PlotPanel::update_track(Track& t, const RunSeries& r) {
   t.drawn = n;
 }
 
-// Titles carry what does not fit in the legend: the device capacity, the recent throughput.
+// Titles carry what does not fit in the legend: the device capacity, the recent throughput, and a
+// learning rate that never changes (its plot, a flat line, is left out then).
 void PlotPanel::update_titles() {
   if (auto* t = title_element(plot(PlotKind::Memory))) {
     QString s = "Memory by category";
@@ -442,10 +282,30 @@ void PlotPanel::update_titles() {
       double sum = 0;
       int n = 0;
       for (int i = std::max(0, r.size() - 50); i < r.size(); ++i, ++n) sum += r.samples_per_s[i];
-      if (n) s += QString("  (%1 samples/s, last 50 steps)").arg(QLocale::system().toString(sum / n, 'f', 0));
+      if (n)
+        s += QString("  (%1 %2, last 50 steps)").arg(QLocale::system().toString(sum / n, 'f', 0), r.throughput_unit());
     }
     t->setText(s);
   }
+  QStringList units;
+  for (const auto& d : m_drawn)
+    if (!units.contains(d.run->throughput_unit())) units << d.run->throughput_unit();
+  plot(PlotKind::Throughput)->yAxis->setLabel(units.isEmpty() ? QStringLiteral("samples/s") : units.join(" · "));
+  if (auto* t = title_element(plot(PlotKind::Loss))) t->setText("Loss" + constant_lr_text());
+}
+
+// "  ·  learning rate 0.001 (constant)" when every run drawn kept one learning rate, else "".
+QString PlotPanel::constant_lr_text() const {
+  QStringList parts;
+  for (const auto& d : m_drawn) {
+    double v = 0;
+    if (!d.run->constant_lr(&v)) return {};
+    const QString text = QString::number(v, 'g', 4);
+    parts << (m_drawn.size() > 1 ? d.run->name + " " + text : text);
+  }
+  if (parts.isEmpty()) return {};
+  parts.removeDuplicates();
+  return "  ·  learning rate " + parts.join(", ") + " (constant)";
 }
 
 // Following the run: every axis fits its data, with some headroom so that lines do not sit on the
@@ -479,6 +339,19 @@ void PlotPanel::fit_axes() {
       }
     }
   }
+  // One x range for all (the axes are linked): the union of the plots' data.
+  bool any = false;
+  QCPRange xr;
+  for (auto* p : m_plots) {
+    bool found = false;
+    for (int g = 0; g < p->graphCount(); ++g) found = found || p->graph(g)->dataCount() > 0;
+    if (!found) continue;
+    const QCPRange r = p->xAxis->range();
+    xr = any ? QCPRange(std::min(xr.lower, r.lower), std::max(xr.upper, r.upper)) : r;
+    any = true;
+  }
+  if (any)
+    for (auto* p : m_plots) p->xAxis->setRange(xr);
   QCustomPlot* acc = plot(PlotKind::Accuracy);
   if (acc->yAxis->range().upper > 100) acc->yAxis->setRangeUpper(101);
   QCustomPlot* mp = plot(PlotKind::Memory);
@@ -508,51 +381,18 @@ void PlotPanel::refresh() {
       }
     while (d.events_drawn < r.events.size()) {
       const RunEvent& e = r.events[d.events_drawn++];
-      add_marker(e.step, (m_drawn.size() > 1 ? r.name + ": " : QString()) + e.label, d.primary ? QColor(120, 60, 200) : d.run->color);
+      add_marker(x_of_step(r, e.step), (m_drawn.size() > 1 ? r.name + ": " : QString()) + e.label, d.primary ? QColor(120, 60, 200) : d.run->color);
     }
   }
   update_titles();
   if (m_follow) fit_axes();
-  for (auto* p : m_plots) layout_marker_labels(p);
   m_range_dirty = false;
   m_in_refresh = false;
   update_visibility();
+  for (auto* p : {plot(PlotKind::Loss), plot(PlotKind::Accuracy)}) style_validation(p);
+  m_time_label->setText(time_text());
   for (auto* p : m_plots)
     if (p->isVisible() || !isVisible()) p->replot(QCustomPlot::rpQueuedReplot);
-}
-
-void PlotPanel::update_visibility() {
-  bool ls = false, mfu = false, sp = false, bits = false;
-  for (const auto& d : m_drawn) {
-    ls = ls || d.run->has_loss_scale();
-    mfu = mfu || d.run->has_mfu();
-    sp = sp || d.run->has_sparsity();
-    bits = bits || d.run->has_bits();
-  }
-  plot(PlotKind::Throughput)->yAxis2->setVisible(mfu);
-  plot(PlotKind::LossScale)->yAxis2->setVisible(ls);
-  plot(PlotKind::Compression)->yAxis->setVisible(sp || !bits);
-  plot(PlotKind::Compression)->yAxis2->setVisible(bits);
-  // The plots that apply, two a row; an odd last one spans the row. Loss scale (fp16) and
-  // compression appear only when a run has them.
-  QVector<PlotKind> shown = {PlotKind::Loss, PlotKind::Accuracy, PlotKind::Throughput, PlotKind::Memory,
-                             PlotKind::LearningRate};
-  if (ls) shown << PlotKind::LossScale;
-  if (sp || bits) shown << PlotKind::Compression;
-  QVector<PlotKind> layout_now;
-  for (int i = 0; i < m_grid->count(); ++i)
-    for (int k = 0; k < kPlotCount; ++k)
-      if (m_grid->itemAt(i)->widget() == m_plots[k]) layout_now << static_cast<PlotKind>(k);
-  if (layout_now != shown) {
-    for (auto* p : m_plots) m_grid->removeWidget(p);
-    for (int i = 0; i < shown.size(); ++i) {
-      const bool span = i == shown.size() - 1 && i % 2 == 0;
-      m_grid->addWidget(plot(shown[i]), i / 2, i % 2, 1, span ? 2 : 1);
-    }
-    for (int r = 0; r < 4; ++r) m_grid->setRowStretch(r, r < 2 ? 3 : (r * 2 < shown.size() ? 2 : 0));
-  }
-  for (int k = 0; k < kPlotCount; ++k) m_plots[k]->setVisible(shown.contains(static_cast<PlotKind>(k)));
-  for (auto* p : m_plots) p->legend->setVisible(p->graphCount() > 0);
 }
 
 void PlotPanel::set_smoothing(double alpha) {
@@ -569,6 +409,8 @@ void PlotPanel::set_smoothing(double alpha) {
         t.have = false;
         t.smoothed.clear();
         t.decimated = false;
+      } else if (t.raw) {
+        t.graph->setVisible(m_smoothing > 0);
       }
   m_dirty = true;
   if (!m_drawn.isEmpty()) refresh();
@@ -601,79 +443,6 @@ void PlotPanel::apply_palette() {
 void PlotPanel::changeEvent(QEvent* e) {
   if (e->type() == QEvent::PaletteChange) apply_palette();
   QWidget::changeEvent(e);
-}
-
-bool PlotPanel::eventFilter(QObject* o, QEvent* e) {
-  if (e->type() == QEvent::ContextMenu) {
-    auto* p = qobject_cast<QCustomPlot*>(o);
-    if (!p) return false;
-    QMenu menu(this);
-    QAction* log = menu.addAction("Logarithmic y axis");
-    log->setCheckable(true);
-    log->setChecked(p->yAxis->scaleType() == QCPAxis::stLogarithmic);
-    QAction* fit = menu.addAction("Fit to data");
-    QAction* save = menu.addAction("Save image...");
-    QAction* chosen = menu.exec(static_cast<QContextMenuEvent*>(e)->globalPos());
-    if (chosen == log) {
-      if (p == plot(PlotKind::Loss)) {
-        set_log_loss(log->isChecked());
-      } else {
-        p->yAxis->setScaleType(log->isChecked() ? QCPAxis::stLogarithmic : QCPAxis::stLinear);
-        if (p != plot(PlotKind::Memory))
-          p->yAxis->setTicker(log->isChecked() ? QSharedPointer<QCPAxisTicker>(new QCPAxisTickerLog)
-                                               : QSharedPointer<QCPAxisTicker>(new QCPAxisTicker));
-        refresh();
-      }
-    } else if (chosen == fit) {
-      set_follow(true);
-      refresh();
-    } else if (chosen == save) {
-      const QString f = QFileDialog::getSaveFileName(this, "Save plot", p->objectName() + ".png",
-                                                     "PNG (*.png);;PDF (*.pdf);;SVG (*.svg)");
-      if (f.endsWith(".pdf", Qt::CaseInsensitive))
-        p->savePdf(f);
-      else if (!f.isEmpty())
-        p->savePng(f, 0, 0, 2.0);
-    }
-    return true;
-  }
-  return QWidget::eventFilter(o, e);
-}
-
-void PlotPanel::show_hover(QCustomPlot* p, const QPoint& pos) {
-  if (p->graphCount() == 0) return;
-  QCPGraph* best = nullptr;
-  double best_dist = 1e9;
-  int best_index = -1;
-  for (int i = 0; i < p->graphCount(); ++i) {
-    QCPGraph* g = p->graph(i);
-    if (!g->visible() || g->dataCount() == 0) continue;
-    // nearest point by key, then by pixel distance
-    const double key = g->keyAxis()->pixelToCoord(pos.x());
-    auto it = g->data()->findBegin(key, true);
-    for (auto j = it; j != g->data()->constEnd() && j - it < 2; ++j) {
-      const QPointF px = g->coordsToPixels(j->key, j->value);
-      const double dist = std::hypot(px.x() - pos.x(), px.y() - pos.y());
-      if (dist < best_dist) {
-        best_dist = dist;
-        best = g;
-        best_index = static_cast<int>(j - g->data()->constBegin());
-      }
-    }
-  }
-  if (!best || best_dist > 40) {
-    QToolTip::hideText();
-    return;
-  }
-  const auto d = best->data()->at(best_index);
-  QString value;
-  if (p == plot(PlotKind::Memory) && best->valueAxis() == p->yAxis)
-    value = format_bytes(d->value);
-  else
-    value = QString::number(d->value, 'g', 5);
-  QString text = QString("<b>%1</b><br>step %2: %3").arg(best->name().toHtmlEscaped()).arg(d->key).arg(value);
-  // The memory stack: show the category's own size too.
-  QToolTip::showText(p->mapToGlobal(pos), text, p);
 }
 
 }  // namespace trainlab::app

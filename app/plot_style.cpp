@@ -62,24 +62,33 @@ void style_plot(QCustomPlot* p, const QPalette& pal) {
   p->legend->setTextColor(fg);
 }
 
-// Marker labels near the right edge go to the left of their line, so that they are not clipped;
-// a label that would overlap the one before it is left out (its dashed line stays, and zooming in
-// shows it), so that dense markers (a gradual pruning schedule) stay readable.
+// Marker labels near the right edge go to the left of their line, so that they are not clipped.
+// Labels that would overlap go one row lower (up to kMarkerRows rows); one that finds no free row
+// is left out (its dashed line stays, and zooming in shows it), so that dense markers (a gradual
+// pruning schedule) stay readable. Runs after every layout of the plot (QCustomPlot::afterLayout),
+// so a resize or zoom places them again.
 void layout_marker_labels(QCustomPlot* p) {
+  constexpr int kMarkerRows = 3;
   QVector<QPair<double, QCPItemText*>> labels;
   for (int i = 0; i < p->itemCount(); ++i)
     if (auto* t = qobject_cast<QCPItemText*>(p->item(i)); t && t->objectName() == "marker")
       labels.push_back({p->xAxis->coordToPixel(t->position->key()), t});
   std::stable_sort(labels.begin(), labels.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  double last_right = -1e9;
+  double row_right[kMarkerRows];
+  std::fill(std::begin(row_right), std::end(row_right), -1e9);
+  const double height = std::max(1, p->axisRect()->height());
   for (const auto& [px, t] : labels) {
-    const double room = QFontMetrics(t->font()).horizontalAdvance(t->text()) + 8;
+    const QFontMetrics fm(t->font());
+    const double room = fm.horizontalAdvance(t->text()) + t->padding().left() + t->padding().right() + 6;
     const bool left_of_line = px + room > p->axisRect()->right();
     t->setPositionAlignment(Qt::AlignTop | (left_of_line ? Qt::AlignRight : Qt::AlignLeft));
     const double start = left_of_line ? px - room : px;
-    const bool show = start > last_right;
-    t->setVisible(show);
-    if (show) last_right = start + room;
+    int row = 0;
+    while (row < kMarkerRows && start <= row_right[row]) ++row;
+    t->setVisible(row < kMarkerRows);
+    if (row == kMarkerRows) continue;
+    row_right[row] = start + room;
+    t->position->setCoords(t->position->key(), 0.03 + row * (fm.height() + 2) / height);
   }
 }
 
@@ -99,6 +108,19 @@ void render_plot(QCustomPlot* p, QCPPainter* painter, const QRectF& target) {
   painter->restore();
   p->setViewport(old_viewport);
   layout_marker_labels(p);
+  p->replot(QCustomPlot::rpQueuedReplot);
+}
+
+void fit_legend_columns(QCustomPlot* p) {
+  QCPLegend* l = p->legend;
+  int widest = 1;
+  for (int i = 0; i < l->itemCount(); ++i)  // cells of a wrapped grid may be empty (no item)
+    if (QCPAbstractLegendItem* item = l->item(i)) widest = std::max(widest, item->minimumOuterSizeHint().width());
+  const int room = p->viewport().width() - l->margins().left() - l->margins().right();
+  const int columns = std::clamp(room / (widest + l->columnSpacing()), 1, 4);
+  if (columns == l->wrap()) return;
+  l->setWrap(columns);
+  l->setFillOrder(QCPLayoutGrid::foColumnsFirst, true);  // rearranges the items for the new wrap
   p->replot(QCustomPlot::rpQueuedReplot);
 }
 

@@ -30,12 +30,17 @@ class CompactTicker : public QCPAxisTicker {
 void style_plot(QCustomPlot* p, const QPalette& palette);
 
 // Places the labels of a plot's markers (QCPItemText items named "marker") for its current layout:
-// left of their line near the right edge; a label that would overlap the previous one is hidden.
+// left of their line near the right edge; overlapping labels in up to three rows, any further one
+// hidden.
 void layout_marker_labels(QCustomPlot* p);
 
 // Draws a plot onto any painter (a PDF page, an SVG) at the target's size, as vector graphics.
 // Large targets draw at a smaller logical size scaled up, so that text keeps its proportion to the
 // plot; marker labels are placed for the target's size, then again for the widget's.
 void render_plot(QCustomPlot* p, QCPPainter* painter, const QRectF& target);
+
+// A legend laid out below its plot in rows: as many columns as its widest entry fits in the plot's
+// width (1-4), so that no entry is cut off at the edge; replots when that number changes.
+void fit_legend_columns(QCustomPlot* p);
 
 }  // namespace trainlab::app

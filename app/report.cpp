@@ -35,8 +35,11 @@ const char* kCss =
     "th{background:#eef1f5;text-align:left}td.num{text-align:right}tr.diff td{background:#fff3c4}"
     ".muted{color:#666}.bad{color:#b00020;font-weight:bold}img.plot{width:100%;max-width:1000px;border:1px solid #ddd;margin:6px 0}";
 
+// The window's plots for these runs: a learning rate that never changes is named in the loss
+// plot's title instead of a plot of its own.
 QVector<PlotKind> report_plots(const QVector<std::shared_ptr<RunSeries>>& runs) {
-  QVector<PlotKind> k = {PlotKind::Loss, PlotKind::Accuracy, PlotKind::Throughput, PlotKind::Memory, PlotKind::LearningRate};
+  QVector<PlotKind> k = {PlotKind::Loss, PlotKind::Accuracy, PlotKind::Throughput, PlotKind::Memory};
+  if (std::any_of(runs.begin(), runs.end(), [](const auto& r) { return !r->constant_lr(); })) k << PlotKind::LearningRate;
   for (const auto& r : runs)
     if (r->has_loss_scale()) {
       k << PlotKind::LossScale;

@@ -21,6 +21,13 @@ void RunSeries::append(const StepMetrics& m) {
   loss_scale.push_back(m.loss_scale);
   skipped_steps.push_back(static_cast<double>(m.skipped_steps));
   wall_s.push_back(m.wall_s);
+  {
+    // A resumed run's clock starts again: its first step adds its own wall_s.
+    const double prev_wall = wall_s.size() > 1 ? wall_s[wall_s.size() - 2] : 0.0;
+    const double prev = elapsed_s.isEmpty() ? 0.0 : elapsed_s.back();
+    elapsed_s.push_back(prev + (m.wall_s >= prev_wall ? m.wall_s - prev_wall : std::max(0.0, m.wall_s)));
+  }
+  total_steps = m.total_steps;
   if (m.val_loss) {
     val_step.push_back(s);
     val_loss.push_back(*m.val_loss);
@@ -99,6 +106,18 @@ QVector<RunSeries::KernelTotal> RunSeries::kernels_by_time() const {
 QString RunSeries::status() const {
   if (summary.is_object()) return QString::fromStdString(summary.value("status", std::string("completed")));
   return dir.isEmpty() ? QStringLiteral("running") : QStringLiteral("unfinished");
+}
+
+QString RunSeries::throughput_unit() const {
+  const std::string model = config.is_object() ? config.value("/model/name"_json_pointer, std::string()) : "";
+  return model == "char-gpt" ? QStringLiteral("tokens/s") : QStringLiteral("samples/s");
+}
+
+bool RunSeries::constant_lr(double* value) const {
+  if (lr.isEmpty()) return false;
+  const auto [lo, hi] = std::minmax_element(lr.begin(), lr.end());
+  if (value) *value = *lo;
+  return *hi - *lo <= std::fabs(*hi) * 1e-9;
 }
 
 QString RunSeries::display_name(const Json& config, const QString& dir) {

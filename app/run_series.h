@@ -35,6 +35,10 @@ struct RunSeries {
   QColor color;
 
   QVector<double> step, epoch, loss, train_acc, lr, samples_per_s, mfu, loss_scale, skipped_steps, wall_s;
+  // Seconds of training up to each step, never decreasing: wall_s restarts at 0 when a run is
+  // resumed, elapsed_s goes on from where it was (the plots' time axis).
+  QVector<double> elapsed_s;
+  long total_steps = 0;  // of the last step
   QVector<double> val_step, val_loss, val_acc;
   // Compression (NaN on steps without the field): sparsity in %, bits per weight.
   QVector<double> sparsity, bits;
@@ -71,6 +75,11 @@ struct RunSeries {
   // kernels sorted by total time, longest first
   QVector<KernelTotal> kernels_by_time() const;
   QString status() const;       // summary.status, or "running"/"unfinished"
+  // What samples_per_s counts: "tokens/s" for the character transformer (its samples are tokens),
+  // else "samples/s".
+  QString throughput_unit() const;
+  // Whether the learning rate never changed (a run with no schedule); its value in `value`.
+  bool constant_lr(double* value = nullptr) const;
 
   // Reads a run folder (load_run; max_rows > 0: thinned for plots, min/max per bucket of steps);
   // throws trainlab::Error.

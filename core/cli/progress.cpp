@@ -5,20 +5,11 @@
 #include <cmath>
 #include <cstdio>
 
+#include "train/eta.h"
+
 namespace trainlab::cli {
 
 namespace {
-std::string fmt_eta(double seconds) {
-  if (!std::isfinite(seconds) || seconds < 0) return "--:--";
-  const long s = static_cast<long>(seconds + 0.5);
-  char buf[32];
-  if (s >= 3600)
-    std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", s / 3600, (s / 60) % 60, s % 60);
-  else
-    std::snprintf(buf, sizeof buf, "%02ld:%02ld", s / 60, s % 60);
-  return buf;
-}
-
 // A loss or accuracy as the progress shows it: "no value" where it is NaN or infinite (the step
 // at which a run diverges), never printf's "nan".
 std::string metric_text(double v) {
@@ -37,7 +28,7 @@ void Progress::update(const StepMetrics& m) {
   const auto now = std::chrono::steady_clock::now();
   const double since = std::chrono::duration<double>(now - m_last).count();
   const double frac = m.total_steps ? static_cast<double>(m.step) / static_cast<double>(m.total_steps) : 0.0;
-  const double eta = frac > 0 ? m.wall_s * (1.0 - frac) / frac : NAN;
+  const double eta = eta_seconds(m.step, m.total_steps, m.wall_s);
   char val[48] = "";
   if (m_last_val_acc >= 0) std::snprintf(val, sizeof val, "  test acc %.4f", m_last_val_acc);
   // A step whose loss is not finite is always shown: the run diverges there (or, with fp16 loss
@@ -51,7 +42,7 @@ void Progress::update(const StepMetrics& m) {
     bar.resize(width, '-');
     std::fprintf(stderr, "\r[%s] %3.0f%%  step %ld/%ld  epoch %.2f  loss %s%s  %.0f samples/s  ETA %s   ", bar.c_str(),
                  frac * 100, m.step, m.total_steps, m.epoch, metric_text(m.loss).c_str(), val, m.samples_per_s,
-                 fmt_eta(eta).c_str());
+                 duration_text(eta).c_str());
     m_drawn = true;
   } else {
     // Plain lines: at most one every 2 s, plus every eval, event and the last step.
@@ -59,7 +50,7 @@ void Progress::update(const StepMetrics& m) {
       return;
     std::fprintf(stderr, "step %ld/%ld  epoch %.2f  loss %s  train acc %s%s  lr %.3g  %.0f samples/s  ETA %s%s%s\n",
                  m.step, m.total_steps, m.epoch, metric_text(m.loss).c_str(), metric_text(m.train_accuracy).c_str(), val,
-                 m.lr, m.samples_per_s, fmt_eta(eta).c_str(), m.event.empty() ? "" : "  event: ", m.event.c_str());
+                 m.lr, m.samples_per_s, duration_text(eta).c_str(), m.event.empty() ? "" : "  event: ", m.event.c_str());
   }
   if (!m.event.empty() && m_tty) std::fprintf(stderr, "\n  %s\n", m.event.c_str());
   m_last = now;

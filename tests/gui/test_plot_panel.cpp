@@ -7,30 +7,12 @@
 
 #include "gui_support.h"
 #include "plot_panel.h"
+#include "plot_test_data.h"
 
 using namespace trainlab;
 using namespace trainlab::app;
 
-namespace {
-StepMetrics fake_step(long i) {
-  StepMetrics m;
-  m.step = i;
-  m.total_steps = 1000000;
-  m.loss = 2.3 * std::exp(-i / 2e5) + 0.05 * std::sin(i * 0.01);
-  m.train_accuracy = 1 - std::exp(-i / 1e5);
-  m.lr = 1e-3;
-  m.samples_per_s = 5e4 + (i % 100);
-  m.precision = "fp32";
-  m.mem_current.by_category[0] = 340000;
-  m.mem_current.by_category[3] = 120000;
-  m.mem_predicted.by_category[0] = 340000;
-  if (i % 1000 == 0) {
-    m.val_loss = m.loss;
-    m.val_accuracy = m.train_accuracy;
-  }
-  return m;
-}
-}  // namespace
+using plot_test::fake_step;
 
 class TestPlotPanel : public QObject {
   Q_OBJECT
