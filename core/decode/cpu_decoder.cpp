@@ -26,8 +26,10 @@ void layer_norm(const float* x, const std::vector<float>& w, const std::vector<f
 // for all rows (a verification pass of speculative decoding reads the weights once), and every
 // dot product is summed in the same order whatever `rows` is: 8 partial sums over columns c = j
 // (mod 8), added pairwise at the end, then the tail. So a row of a batch is bit-identical to the
-// same row alone, which speculative decoding's "the target's own greedy text" relies on.
-void matmul_rows(const std::vector<float>& w, const std::vector<float>& b, const float* x, float* y, int64_t rows,
+// same row alone, which speculative decoding's "the target's own greedy text" relies on. An AVX2
+// clone (chosen at load time where the CPU has it) keeps the 8 partial sums in one register; it
+// does the same multiplications and additions (no FMA contraction), so every clone gives the same bits.
+__attribute__((target_clones("avx2", "default"))) void matmul_rows(const std::vector<float>& w, const std::vector<float>& b, const float* x, float* y, int64_t rows,
                  int64_t out, int64_t in) {
   const int64_t in8 = in - in % 8;
   for (int64_t o = 0; o < out; ++o) {
