@@ -49,7 +49,8 @@ HeldOutData held_out_data(Backend& be, const Config& c, const std::string& split
                     " samples; choosing on it selects on the test set)";
     h.eval = h.test;
   } else {
-    h.description = "validation: the last 20% of the training split (" + std::to_string(hold) + " samples)";
+    h.description = "validation: the last 20% of the training split (" + std::to_string(hold) +
+                    " samples, seen in training: optimistic, but it ranks the options without the test split)";
     h.eval = on(validation, data);
   }
   return h;

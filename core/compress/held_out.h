@@ -2,8 +2,10 @@
 // run config stored in a weights file, as `trainlab-cli sensitivity` / `allocate` and the app's
 // Sensitivity view pick it.
 //
-//   classification, "validation" (the default): the last 20% of the run's training split -- data
-//     the model was trained on but that the choice of bits does not share with the test figures;
+//   classification, "validation" (the default): the last 20% of the run's training split. The
+//     model has seen it in training, so its figures are optimistic, but choosing on it keeps the
+//     test split (what the allocation is judged by) out of the choice; the data sets have no
+//     third split to hold out instead;
 //   classification, "test": the test split (what `trainlab-cli eval` reports; choosing on it is
 //     selecting on the test set, shown so in the description);
 //   char-gpt: its validation windows (the text has no third split), `windows` of them.
