@@ -13,6 +13,7 @@
 #include "lessons_view.h"
 #include "main_window.h"
 #include "report.h"
+#include "sensitivity_view.h"
 #include "stop_signals.h"
 #include "util/error.h"
 
@@ -139,8 +140,12 @@ int run_window(int argc, char** argv) {
   QCommandLineOption palette("palette", "colours: system (default) or dark", "NAME", "system");
   QCommandLineOption lesson("lesson", "open Help > Lessons on this lesson (--screenshot then saves that window)",
                             "NAME");
+  QCommandLineOption sensitivity("sensitivity",
+                                 "open View > Layer sensitivity on these weights (a run folder) and measure them "
+                                 "(--screenshot then saves that window)",
+                                 "WEIGHTS");
   for (const auto& o : {runs_dir, config, set, start, change, overlay, reopen, shot, shot_ms, size, quit_done, palette,
-                        lesson})
+                        lesson, sensitivity})
     p.addOption(o);
   p.process(app);
   if (p.value(palette) == "dark") use_dark_palette();
@@ -183,6 +188,13 @@ int run_window(int argc, char** argv) {
     auto* v = w.findChild<LessonsView*>();
     if (!v->select_lesson(p.value(lesson))) std::fprintf(stderr, "warning: no lesson '%s'\n", qPrintable(p.value(lesson)));
     if (p.isSet(size)) v->resize(w.size());
+    shot_target = v;
+  }
+  if (p.isSet(sensitivity)) {
+    SensitivityView* v = w.show_sensitivity_view();
+    if (p.isSet(size)) v->resize(w.size());
+    v->set_weights(p.value(sensitivity));
+    v->measure();
     shot_target = v;
   }
   if (p.isSet(start)) {
