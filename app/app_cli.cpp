@@ -106,6 +106,26 @@ bool asks_for_help_or_version(int argc, char** argv) {
   static_cast<void>(p.parse(args));
   return p.isSet(help) || p.isSet(help_all) || p.isSet(version);
 }
+
+// The window --lesson or --sensitivity opens (and --screenshot saves), else the main window.
+QWidget* window_to_show(MainWindow& w, const QCommandLineParser& p, const QCommandLineOption& lesson,
+                        const QCommandLineOption& sensitivity, const QCommandLineOption& size) {
+  if (p.isSet(lesson)) {
+    w.findChild<QAction*>("action_lessons")->trigger();
+    auto* v = w.findChild<LessonsView*>();
+    if (!v->select_lesson(p.value(lesson))) std::fprintf(stderr, "warning: no lesson '%s'\n", qPrintable(p.value(lesson)));
+    if (p.isSet(size)) v->resize(w.size());
+    return v;
+  }
+  if (p.isSet(sensitivity)) {
+    SensitivityView* v = w.show_sensitivity_view();
+    if (p.isSet(size)) v->resize(w.size());
+    v->set_weights(p.value(sensitivity));
+    v->measure();
+    return v;
+  }
+  return &w;
+}
 }  // namespace
 
 int run_window(int argc, char** argv) {
@@ -182,21 +202,7 @@ int run_window(int argc, char** argv) {
     w.runs()->set_checked(dirs);
   }
   w.show();
-  QWidget* shot_target = &w;
-  if (p.isSet(lesson)) {
-    w.findChild<QAction*>("action_lessons")->trigger();
-    auto* v = w.findChild<LessonsView*>();
-    if (!v->select_lesson(p.value(lesson))) std::fprintf(stderr, "warning: no lesson '%s'\n", qPrintable(p.value(lesson)));
-    if (p.isSet(size)) v->resize(w.size());
-    shot_target = v;
-  }
-  if (p.isSet(sensitivity)) {
-    SensitivityView* v = w.show_sensitivity_view();
-    if (p.isSet(size)) v->resize(w.size());
-    v->set_weights(p.value(sensitivity));
-    v->measure();
-    shot_target = v;
-  }
+  QWidget* shot_target = window_to_show(w, p, lesson, sensitivity, size);
   if (p.isSet(start)) {
     QTimer::singleShot(0, &w, [&w] { w.start_run(); });
     for (const QString& spec : p.values(change)) {
