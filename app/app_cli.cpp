@@ -14,6 +14,7 @@
 #include "main_window.h"
 #include "palette.h"
 #include "report.h"
+#include "sensitivity_view.h"
 #include "stop_signals.h"
 #include "util/error.h"
 
@@ -73,6 +74,26 @@ bool asks_for_help_or_version(int argc, char** argv) {
   static_cast<void>(p.parse(args));
   return p.isSet(help) || p.isSet(help_all) || p.isSet(version);
 }
+
+// The window --lesson or --sensitivity opens (and --screenshot saves), else the main window.
+QWidget* window_to_show(MainWindow& w, const QCommandLineParser& p, const QCommandLineOption& lesson,
+                        const QCommandLineOption& sensitivity, const QCommandLineOption& size) {
+  if (p.isSet(lesson)) {
+    w.findChild<QAction*>("action_lessons")->trigger();
+    auto* v = w.findChild<LessonsView*>();
+    if (!v->select_lesson(p.value(lesson))) std::fprintf(stderr, "warning: no lesson '%s'\n", qPrintable(p.value(lesson)));
+    if (p.isSet(size)) v->resize(w.size());
+    return v;
+  }
+  if (p.isSet(sensitivity)) {
+    SensitivityView* v = w.show_sensitivity_view();
+    if (p.isSet(size)) v->resize(w.size());
+    v->set_weights(p.value(sensitivity));
+    v->measure();
+    return v;
+  }
+  return &w;
+}
 }  // namespace
 
 namespace {
@@ -116,8 +137,12 @@ int run_window(int argc, char** argv) {
   QCommandLineOption palette("palette", "colours: system or dark (default: as View > Dark palette was left)", "NAME");
   QCommandLineOption lesson("lesson", "open Help > Lessons on this lesson (--screenshot then saves that window)",
                             "NAME");
+  QCommandLineOption sensitivity("sensitivity",
+                                 "open View > Layer sensitivity on these weights (a run folder) and measure them "
+                                 "(--screenshot then saves that window)",
+                                 "WEIGHTS");
   for (const auto& o : {runs_dir, config, set, start, change, overlay, reopen, shot, shot_ms, size, quit_done, palette,
-                        lesson})
+                        lesson, sensitivity})
     p.addOption(o);
   p.process(app);
   if (!palette_choice_valid(p, palette)) return 2;
@@ -156,14 +181,7 @@ int run_window(int argc, char** argv) {
     w.runs()->set_checked(dirs);
   }
   w.show();
-  QWidget* shot_target = &w;
-  if (p.isSet(lesson)) {
-    w.findChild<QAction*>("action_lessons")->trigger();
-    auto* v = w.findChild<LessonsView*>();
-    if (!v->select_lesson(p.value(lesson))) std::fprintf(stderr, "warning: no lesson '%s'\n", qPrintable(p.value(lesson)));
-    if (p.isSet(size)) v->resize(w.size());
-    shot_target = v;
-  }
+  QWidget* shot_target = window_to_show(w, p, lesson, sensitivity, size);
   if (p.isSet(start)) {
     QTimer::singleShot(0, &w, [&w] { w.start_run(); });
     for (const QString& spec : p.values(change)) {

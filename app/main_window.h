@@ -28,6 +28,7 @@ class QDockWidget;
 class QVBoxLayout;
 
 namespace trainlab::app {
+class SensitivityView;
 
 // The folders that hold config presets (presets/ under each resource root), without repeats.
 QStringList preset_dirs();
@@ -86,7 +87,9 @@ class MainWindow : public QMainWindow {
   // Writes a report of run folders (PDF, HTML or CSV by extension); shows errors in the window.
   bool export_report(const QStringList& dirs, const QString& path);
   void about();
-  QString about_text() const;  // versions of TrainLab, Qt, CUDA, the compiler, and the devices
+  QString about_text() const;
+  // The Layer sensitivity window (View menu), made on first use with the shown run's weights.
+  SensitivityView* show_sensitivity_view();  // versions of TrainLab, Qt, CUDA, the compiler, and the devices
 
  protected:
   void closeEvent(QCloseEvent* e) override;

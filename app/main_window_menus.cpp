@@ -34,6 +34,7 @@
 #include "palette.h"
 #include "planner_view.h"
 #include "report.h"
+#include "sensitivity_view.h"
 #include "sweep_view.h"
 #include "train/run_record.h"
 #include "util/error.h"
@@ -143,6 +144,12 @@ void MainWindow::add_view_windows(QMenu* view) {
   });
   sweep->setObjectName("action_compression_sweep");
   sweep->setToolTip("Plot a sweep.csv written by trainlab-cli sweep");
+  // Per-layer sensitivity and the allocation of bits or sparsity (issue 20), in a window of its own
+  // made on first use, starting from the shown run's weights.
+  QAction* sens = view->addAction("Layer &sensitivity...", this, [this] { show_sensitivity_view(); });
+  sens->setObjectName("action_sensitivity");
+  sens->setToolTip("Held-out accuracy per layer and bits or sparsity, and bits or sparsity per layer under a budget "
+                   "(trainlab-cli sensitivity / allocate)");
   // The memory and scale planner (issue 18), in a window of its own made on first use, starting
   // from the form's model, precision and batch.
   QAction* planner = view->addAction("Memory &planner...", QKeySequence("Ctrl+Shift+P"), this, [this] {
@@ -215,5 +222,19 @@ QString MainWindow::about_text() const {
 }
 
 void MainWindow::about() { QMessageBox::about(this, "About TrainLab", about_text()); }
+
+SensitivityView* MainWindow::show_sensitivity_view() {
+  auto* v = findChild<SensitivityView*>();
+  if (!v) {
+    v = new SensitivityView(this);
+    v->setWindowFlag(Qt::Window);
+    v->setWindowTitle("Layer sensitivity");
+    v->resize(1100, 850);
+    if (m_primary && !m_primary->dir.isEmpty()) v->set_weights(m_primary->dir);
+  }
+  v->show();
+  v->raise();
+  return v;
+}
 
 }  // namespace trainlab::app

@@ -17,6 +17,7 @@
 #include <set>
 
 #include "lessons_view.h"
+#include "sensitivity_view.h"
 #include "plot_panel.h"
 #include "ranks_panel.h"
 #include "train/run_notes.h"
@@ -212,6 +213,8 @@ void Report::write_compression(QTextStream& o) const {
     }
     o << "</table>";
   }
+  // A run folder with the Sensitivity view's sensitivity.json: its heat maps as tables.
+  for (const auto& r : m_runs) o << sensitivity_report_html(r->dir, r->name);
 }
 
 // Per-kernel times (CUDA runs with device.kernel_timing).

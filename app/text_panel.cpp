@@ -17,6 +17,7 @@
 #include <QVBoxLayout>
 
 #include "backend/backend.h"
+#include "decode/speculative.h"
 #include "decode/text_generation.h"
 #include "util/error.h"
 
@@ -54,11 +55,36 @@ TextPanel::TextPanel(QWidget* parent) : QWidget(parent) {
   m_tokens->setValue(300);
   m_tokens->setToolTip("Characters to generate (one token is one character)");
   form->addRow("Characters", m_tokens);
+  auto* drow = new QHBoxLayout;
+  m_draft = new QLineEdit(this);
+  m_draft->setObjectName("draft");
+  m_draft->setPlaceholderText("none: decode with the model alone");
+  m_draft->setToolTip("Speculative decoding: a draft char-gpt weights file (a smaller model trained on the same text, "
+                      "or the int4 copy `trainlab-cli quantize --bits 4` writes) proposes K characters, the model checks "
+                      "them in one pass and keeps its own distribution exactly");
+  auto* dbrowse = new QToolButton(this);
+  dbrowse->setText("...");
+  connect(dbrowse, &QToolButton::clicked, this, [this] {
+    const QString f = QFileDialog::getOpenFileName(this, "draft weights", m_draft->text(), "Weights (*.safetensors)");
+    if (!f.isEmpty()) m_draft->setText(f);
+  });
+  m_speculate = new QSpinBox(this);
+  m_speculate->setObjectName("speculate");
+  m_speculate->setRange(1, kMaxSpeculate);
+  m_speculate->setValue(4);
+  m_speculate->setPrefix("K = ");
+  m_speculate->setToolTip("Characters the draft proposes a round");
+  drow->addWidget(m_draft, 1);
+  drow->addWidget(dbrowse);
+  drow->addWidget(m_speculate);
+  form->addRow("Draft", drow);
   v->addLayout(form);
   auto* row = new QHBoxLayout;
   m_go = new QPushButton("Generate", this);
   m_go->setObjectName("generate_button");
   m_speed = new QLabel(this);
+  m_speed->setObjectName("speed");
+  m_speed->setWordWrap(true);
   row->addWidget(m_go);
   row->addWidget(m_speed, 1);
   v->addLayout(row);
@@ -87,6 +113,30 @@ void TextPanel::set_weights(const QString& path) {
 }
 
 QString TextPanel::weights() const { return m_weights->text(); }
+
+void TextPanel::set_draft(const QString& path, int speculate) {
+  QString p = path;
+  if (!p.isEmpty() && QFileInfo(p).isDir()) p += "/model.safetensors";
+  m_draft->setText(p);
+  m_speculate->setValue(speculate);
+}
+
+namespace {
+// The line under the Generate button: tokens/s, and with a draft the speculative figures.
+QString speed_line(const GenerateResult& g) {
+  QString s = QString("%1 tokens/s (KV cache, CPU)").arg(g.tokens_per_s, 0, 'f', 0);
+  if (!g.speculative) return s;
+  const SpeculativeSummary& p = *g.speculative;
+  return s + QString(" — speculative, K = %1, %2 draft: %3% accepted, %4 tokens a target pass, %5x the model alone "
+                     "(%6 tokens/s)")
+                 .arg(p.speculate)
+                 .arg(QString::fromStdString(p.draft_format))
+                 .arg(100.0 * p.acceptance_rate, 0, 'f', 1)
+                 .arg(p.tokens_per_pass, 0, 'f', 2)
+                 .arg(p.speedup, 0, 'f', 2)
+                 .arg(p.baseline_tokens_per_s, 0, 'f', 0);
+}
+}  // namespace
 QString TextPanel::output() const { return m_out->toPlainText(); }
 
 bool TextPanel::generate() {
@@ -95,6 +145,8 @@ bool TextPanel::generate() {
   const std::string prompt = m_prompt->text().isEmpty() ? std::string("\n") : m_prompt->text().toStdString();
   const float temperature = static_cast<float>(m_temperature->value());
   const int64_t n = m_tokens->value();
+  const std::string draft = m_draft->text().toStdString();
+  const int speculate = m_speculate->value();
   if (weights.empty()) {
     m_out->setPlainText("Choose a trained char-gpt run first (train one with model.name = char-gpt, then reopen it).");
     return false;
@@ -105,10 +157,10 @@ bool TextPanel::generate() {
   QPointer<TextPanel> self(this);
   m_stop = false;
   const std::atomic<bool>* stop = &m_stop;  // the panel waits for this thread before it goes
-  QThread* t = QThread::create([self, weights, prompt, temperature, n, stop] {
-    QString result;
+  QThread* t = QThread::create([self, weights, prompt, temperature, n, stop, draft, speculate] {
+    QString result, speed;
     bool ok = false;
-    double tps = 0;
+    double tps = 0, acceptance = 0, speedup = 0;
     try {
       // The library's generation (decode/text_generation.h), as `trainlab-cli generate` runs it:
       // the same tokens for the same file, prompt and sampling options.
@@ -119,22 +171,28 @@ bool TextPanel::generate() {
       req.tokens = n;
       req.sample.temperature = temperature;
       req.sample.stop = stop;
+      req.draft = draft;
+      req.speculate = speculate;
       const GenerateResult out = generate_text(req);
       result = QString::fromStdString(prompt + out.text);
       tps = out.tokens_per_s;
+      speed = speed_line(out);
+      if (out.speculative) acceptance = out.speculative->acceptance_rate, speedup = out.speculative->speedup;
       ok = true;
     } catch (const std::exception& e) {
       result = QString::fromStdString(describe_exception(e, "generating text"));
     }
     QMetaObject::invokeMethod(
         qApp,
-        [self, ok, result, tps] {
+        [self, ok, result, tps, speed, acceptance, speedup] {
           if (!self) return;
           self->m_busy = false;
           self->m_go->setEnabled(true);
           self->m_tokens_per_s = tps;
+          self->m_acceptance = acceptance;
+          self->m_speedup = speedup;
           self->m_out->setPlainText(ok ? result : "Cannot generate: " + result);
-          self->m_speed->setText(ok ? QString("%1 tokens/s (KV cache, CPU)").arg(tps, 0, 'f', 0) : QString());
+          self->m_speed->setText(ok ? speed : QString());
           emit self->generated(ok, result);
         },
         Qt::QueuedConnection);

@@ -1,5 +1,8 @@
 // TextPanel: text generation with a trained char-gpt run (model.safetensors): prompt, temperature,
-// number of characters, Generate; the output and the tokens per second. Generation runs on its own
+// number of characters, Generate; the output and the tokens per second. With a draft weights file
+// (a smaller char-gpt trained on the same text, or `trainlab-cli quantize`'s int4 copy) and K, it
+// decodes speculatively (decode/speculative.h, as `trainlab-cli generate --draft --speculate`) and
+// shows the acceptance rate, tokens a target pass and the speed-up over the target alone. Generation runs on its own
 // thread (KV-cache sampling on the CPU, fp32 masters), so the window stays responsive; destroying
 // the panel stops the generation after its current token and waits for the thread, so it never
 // outlives the app.
@@ -26,6 +29,10 @@ class TextPanel : public QWidget {
   // A run folder or a weights file.
   void set_weights(const QString& path);
   QString weights() const;
+  // A draft weights file for speculative decoding ("" = off) and its K (proposals a round).
+  void set_draft(const QString& path, int speculate);
+  double acceptance_rate() const { return m_acceptance; }
+  double speedup() const { return m_speedup; }
   // Starts generating; returns false when busy or nothing to use. `generated` reports the result.
   bool generate();
   QString output() const;
@@ -36,7 +43,9 @@ class TextPanel : public QWidget {
   void generated(bool ok, const QString& text_or_error);
 
  private:
-  QLineEdit *m_weights = nullptr, *m_prompt = nullptr;
+  QLineEdit *m_weights = nullptr, *m_prompt = nullptr, *m_draft = nullptr;
+  QSpinBox* m_speculate = nullptr;
+  double m_acceptance = 0, m_speedup = 0;
   QDoubleSpinBox* m_temperature = nullptr;
   QSpinBox* m_tokens = nullptr;
   QPushButton* m_go = nullptr;

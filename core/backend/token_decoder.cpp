@@ -172,6 +172,23 @@ DecodeWeights DecodeWeights::as_format(const DecodeSpec& spec) const {
   return out;
 }
 
+std::vector<float> TokenDecoder::push_rows(const std::vector<int32_t>& tokens) {
+  const auto V = static_cast<size_t>(shape().padded_vocab);
+  std::vector<float> rows;
+  rows.reserve(tokens.size() * V);
+  for (int32_t t : tokens) {
+    push(t);
+    rows.insert(rows.end(), logits().begin(), logits().begin() + static_cast<std::ptrdiff_t>(V));
+  }
+  return rows;
+}
+
+void check_truncate(const TokenDecoder& dec, int64_t length) {
+  if (length < 0 || length > dec.length())
+    throw Error("internal: cannot truncate a decoding window of " + std::to_string(dec.length()) + " positions to " +
+                std::to_string(length));
+}
+
 // --- the backend's operation -------------------------------------------------------------------
 std::unique_ptr<TokenDecoder> Backend::create_decoder(const DecodeWeights&, const DecodeSpec&) {
   throw_not_supported(Op::Decode);

@@ -97,6 +97,17 @@ class TokenDecoder {
   virtual void push(int32_t token) = 0;              // next position (throws past the context)
   virtual const std::vector<float>& logits() const = 0;  // of the last push, [padded vocab]
   virtual int64_t length() const = 0;                // positions in the window
+  // Keeps the first `length` positions of the window (0 <= length <= length()): the next push
+  // writes position `length`. Speculative decoding rolls a verified pass back to the accepted
+  // prefix with it; the cache rows past `length` are simply overwritten later.
+  virtual void truncate(int64_t length) = 0;
+  // Pushes tokens[0..n) at the next n positions in one pass and returns their logits, n rows of
+  // [padded vocab] (row i: the logits after tokens[0..i]; logits() is then the last row). Row i
+  // must equal what push(tokens[i]) would give in that state, bit for bit, so that a batched
+  // verification (decode/speculative.h) reproduces one-token decoding exactly. This default
+  // pushes one token at a time; a decoder that can read its weights once for all rows (the CPU
+  // decoder) overrides it.
+  virtual std::vector<float> push_rows(const std::vector<int32_t>& tokens);
   // Bytes of weights a push reads: matrices in the decoder's format, their scales and biases, two
   // embedding rows and the LayerNorm parameters (the KV cache comes on top: kv_bytes).
   virtual int64_t weight_bytes_per_token() const = 0;
@@ -108,5 +119,8 @@ class TokenDecoder {
   virtual double device_seconds() const { return 0.0; }
   virtual std::vector<std::pair<std::string, double>> profile_step() { return {}; }
 };
+
+// Throws Error (internal) unless 0 <= length <= dec.length(): the check of every truncate().
+void check_truncate(const TokenDecoder& dec, int64_t length);
 
 }  // namespace trainlab

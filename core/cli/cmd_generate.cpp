@@ -6,6 +6,10 @@
 // --bench measures decoding instead: one JSON line per weight format (fp32, bf16, int8, int4 with
 // --group) with tokens/s, the bytes a token reads and the ceiling that DRAM bandwidth puts on
 // tokens/s, on --weights or on a random-initialised preset (--bench-preset small|gpt2).
+//
+// --draft FILE --speculate K: speculative decoding (decode/speculative.h), the draft proposing K
+// tokens a round; the acceptance rate, tokens per target pass and the speed-up over the target
+// alone (timed first, same prompt and options) go to stderr (and into --json).
 #include <cstdio>
 #include <memory>
 
@@ -13,6 +17,7 @@
 #include "cli/option_ranges.h"
 #include "decode/decode_bench.h"
 #include "decode/decoder_model.h"
+#include "decode/speculative.h"
 #include "decode/text_generation.h"
 #include "util/error.h"
 
@@ -33,6 +38,16 @@ int print_bench(const std::string& device, const std::string& weights, const std
   return failures ? 1 : 0;
 }
 
+Json speculative_json(const GenerateResult& g) {
+  if (!g.speculative) return Json::object();
+  const SpeculativeSummary& s = *g.speculative;
+  return {{"draft_format", s.draft_format},       {"speculate", s.speculate},
+          {"acceptance_rate", s.acceptance_rate}, {"tokens_per_target_pass", s.tokens_per_pass},
+          {"proposed", s.proposed},               {"accepted", s.accepted},
+          {"target_passes", s.target_passes},     {"baseline_tokens_per_s", s.baseline_tokens_per_s},
+          {"speedup", s.speedup}};
+}
+
 void print_generation(const GenerateRequest& req, const GenerateResult& g, bool json) {
   if (json) {
     std::printf("%s\n", Json{{"prompt", req.prompt},
@@ -43,7 +58,8 @@ void print_generation(const GenerateRequest& req, const GenerateResult& g, bool 
                              {"format", g.format},
                              {"tokens_per_s", g.tokens_per_s},
                              {"weight_bytes_per_token", g.weight_bytes_per_token},
-                             {"ceiling_tokens_per_s", g.ceiling_tokens_per_s}}
+                             {"ceiling_tokens_per_s", g.ceiling_tokens_per_s},
+                             {"speculative", speculative_json(g)}}
                             .dump()
                             .c_str());
   } else {
@@ -51,6 +67,14 @@ void print_generation(const GenerateRequest& req, const GenerateResult& g, bool 
   }
   std::fprintf(stderr, "%ld tokens, %.0f tokens/s (%s; %s)\n", static_cast<long>(req.tokens), g.tokens_per_s,
                g.decoder.c_str(), req.sample.use_cache ? "KV cache" : "no KV cache: the window is rerun for every token");
+  if (g.speculative) {
+    const SpeculativeSummary& s = *g.speculative;
+    std::fprintf(stderr,
+                 "speculative decoding, k = %d (draft: %s): %.1f%% of %ld proposals accepted, %.2f tokens a target pass, "
+                 "%.0f tokens/s vs %.0f for the target alone: %.2fx\n",
+                 s.speculate, s.draft_decoder.c_str(), 100.0 * s.acceptance_rate, static_cast<long>(s.proposed),
+                 s.tokens_per_pass, g.tokens_per_s, s.baseline_tokens_per_s, s.speedup);
+  }
   if (g.on_gpu)  // (the H200's bandwidth: a GPU number)
     std::fprintf(stderr,
                  "%.2f MB of weights read a token; at %.1f TB/s DRAM bandwidth that caps decoding at %.0f tokens/s%s\n",
@@ -61,7 +85,8 @@ void print_generation(const GenerateRequest& req, const GenerateResult& g, bool 
 
 Runner add_generate_command(CLI::App& app) {
   struct Opts {
-    std::string weights, prompt = "\n", device = "cpu", format, bench_preset;
+    std::string weights, prompt = "\n", device = "cpu", format, bench_preset, draft;
+    int speculate = 4;
     long tokens = 200, top_k = 0, seed = 1;
     int group = 32;
     double temperature = 1.0;
@@ -87,6 +112,11 @@ Runner add_generate_command(CLI::App& app) {
   cmd->add_option("--weight-format", o->format,
                   "Matrices in fp32, bf16, int8 (per channel) or int4 (per group); default fp32, or a quantized file's own");
   cmd->add_option("--group", o->group, "Weights per scale for int4 (32, 64 or 128)")->check(in_key_range("quant.group"));
+  cmd->add_option("--draft", o->draft,
+                  "Speculative decoding: a draft char-gpt weights file (a smaller model trained on the same text, or a "
+                  "quantized copy of --weights) proposing --speculate tokens a round");
+  cmd->add_option("--speculate", o->speculate, "With --draft: tokens the draft proposes a round (1..16)")
+      ->check(in_range(integers(1, kMaxSpeculate)));
   cmd->add_flag("--kernels", o->kernels,
                 "GPU: a kernel per operation replayed as a CUDA graph, instead of the whole token in one cooperative kernel");
   cmd->add_flag("--no-graph", o->no_graph, "GPU: a kernel per operation, launched one by one (implies --kernels)");
@@ -102,6 +132,9 @@ Runner add_generate_command(CLI::App& app) {
       throw Error("generate needs --weights FILE (or --bench --bench-preset small|gpt2)");
     if (!o->bench_preset.empty() && !o->weights.empty()) throw Error("--bench-preset and --weights exclude each other");
     if (!o->bench_preset.empty() && !o->bench) throw Error("--bench-preset is for --bench");
+    if (!o->draft.empty() && o->bench) throw Error("--draft is for generation, not --bench");
+    if (!o->draft.empty() && o->no_cache) throw Error("--draft needs the KV cache (speculative decoding rolls it back)");
+    if (o->draft.empty() && cmd->count("--speculate")) throw Error("--speculate needs --draft WEIGHTS");
     if (o->bench) {
       std::string formats = o->format.empty() ? "" : DecodeSpec::parse(o->format, o->group).label();
       if (!formats.empty() && o->no_graph) formats += "-nograph";
@@ -122,6 +155,8 @@ Runner add_generate_command(CLI::App& app) {
     req.sample.top_k = o->top_k;
     req.sample.use_cache = !o->no_cache;
     req.sample.seed = static_cast<uint64_t>(o->seed);
+    req.draft = o->draft;
+    req.speculate = o->speculate;
     const GenerateResult g = generate_text(req);
     if (!g.notice.empty()) std::fprintf(stderr, "%s\n", g.notice.c_str());
     print_generation(req, g, o->json);

@@ -24,6 +24,8 @@ Runner add_generate_command(CLI::App& app);  // char-gpt text generation (issue 
 Runner add_quantize_command(CLI::App& app);  // compression (issue 5): cmd_quantize.cpp
 Runner add_prune_command(CLI::App& app);
 Runner add_sweep_command(CLI::App& app);     // cmd_sweep.cpp
+Runner add_sensitivity_command(CLI::App& app);  // issue 20: cmd_sensitivity.cpp
+Runner add_allocate_command(CLI::App& app);
 Runner add_plan_command(CLI::App& app);      // the planner (issue 18): cmd_plan.cpp
 Runner add_lesson_command(CLI::App& app);    // worked examples (issue 22): cmd_lesson.cpp
 

@@ -60,6 +60,8 @@ int main(int argc, char** argv) {
   runners.push_back(trainlab::cli::add_quantize_command(app));
   runners.push_back(trainlab::cli::add_prune_command(app));
   runners.push_back(trainlab::cli::add_sweep_command(app));
+  runners.push_back(trainlab::cli::add_sensitivity_command(app));
+  runners.push_back(trainlab::cli::add_allocate_command(app));
   runners.push_back(trainlab::cli::add_plan_command(app));
   runners.push_back(trainlab::cli::add_lesson_command(app));
   if (argc > 1 && argv[1][0] != '-') {  // CLI11 would only say "A subcommand is required"

@@ -1,7 +1,5 @@
 #include "decode/cpu_decoder.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <cmath>
 #include <utility>
@@ -24,12 +22,29 @@ void layer_norm(const float* x, const std::vector<float>& w, const std::vector<f
   for (int64_t j = 0; j < d; ++j) y[j] = (x[j] - m) * r * w[static_cast<size_t>(j)] + b[static_cast<size_t>(j)];
 }
 
-// y[out] = W[out, in] x + b (b may be empty).
-void matvec(const std::vector<float>& w, const std::vector<float>& b, const float* x, float* y, int64_t out, int64_t in) {
-  cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(out), static_cast<int>(in), 1.0f, w.data(),
-              static_cast<int>(in), x, 1, 0.0f, y, 1);
-  if (!b.empty())
-    for (int64_t i = 0; i < out; ++i) y[i] += b[static_cast<size_t>(i)];
+// Y[r, o] = W[o, :] . X[r, :] + b[o] for r < rows (b may be empty). Each weight row is read once
+// for all rows (a verification pass of speculative decoding reads the weights once), and every
+// dot product is summed in the same order whatever `rows` is: 8 partial sums over columns c = j
+// (mod 8), added pairwise at the end, then the tail. So a row of a batch is bit-identical to the
+// same row alone, which speculative decoding's "the target's own greedy text" relies on. An AVX2
+// clone (chosen at load time where the CPU has it) keeps the 8 partial sums in one register; it
+// does the same multiplications and additions (no FMA contraction), so every clone gives the same bits.
+__attribute__((target_clones("avx2", "default"))) void matmul_rows(const std::vector<float>& w, const std::vector<float>& b, const float* x, float* y, int64_t rows,
+                 int64_t out, int64_t in) {
+  const int64_t in8 = in - in % 8;
+  for (int64_t o = 0; o < out; ++o) {
+    const float* wr = w.data() + o * in;
+    const float bias = b.empty() ? 0.0f : b[static_cast<size_t>(o)];
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* xr = x + r * in;
+      float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      for (int64_t c = 0; c < in8; c += 8)
+        for (int j = 0; j < 8; ++j) acc[j] += wr[c + j] * xr[c + j];
+      float sum = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+      for (int64_t c = in8; c < in; ++c) sum += wr[c] * xr[c];
+      y[r * out + o] = sum + bias;
+    }
+  }
 }
 }  // namespace
 
@@ -75,15 +90,15 @@ int64_t CharGptGenerator::weight_bytes_per_token() const {
 }
 
 std::string CharGptGenerator::describe() const {
-  const std::string base = "CPU fp32 decoder (cblas, KV cache)";
+  const std::string base = "CPU fp32 decoder (KV cache)";
   return m_values == "fp32" ? base : base + " on the dequantised values of " + m_values + " weights";
 }
 
 void CharGptGenerator::reset() { m_len = 0; }
 
-// Per head: s_j = q . k_j / sqrt(hd) for j = 0..m_len, p = softmax(s) (max subtracted, fp32 sums
+// Per head: s_j = q . k_j / sqrt(hd) for j = 0..pos, p = softmax(s) (max subtracted, fp32 sums
 // in position order), y = sum_j p_j v_j.
-void CharGptGenerator::attend(int64_t l, const float* qkv, float* y) {
+void CharGptGenerator::attend(int64_t l, int64_t pos, const float* qkv, float* y) {
   const int64_t D = m_shape.dim, H = m_shape.heads, hd = D / H;
   const float* kc = m_cache.keys(l);
   const float* vc = m_cache.values(l);
@@ -92,7 +107,7 @@ void CharGptGenerator::attend(int64_t l, const float* qkv, float* y) {
   for (int64_t hh = 0; hh < H; ++hh) {
     const float* q = qkv + hh * hd;
     float mx = -INFINITY;
-    for (int64_t j = 0; j <= m_len; ++j) {
+    for (int64_t j = 0; j <= pos; ++j) {
       const float* k = kc + j * D + hh * hd;
       float dot = 0.0f;
       for (int64_t c = 0; c < hd; ++c) dot += q[c] * k[c];
@@ -100,10 +115,10 @@ void CharGptGenerator::attend(int64_t l, const float* qkv, float* y) {
       mx = std::max(mx, s[j]);
     }
     float sum = 0.0f;
-    for (int64_t j = 0; j <= m_len; ++j) sum += (s[j] = std::exp(s[j] - mx));
+    for (int64_t j = 0; j <= pos; ++j) sum += (s[j] = std::exp(s[j] - mx));
     float* out = y + hh * hd;
     std::fill(out, out + hd, 0.0f);
-    for (int64_t j = 0; j <= m_len; ++j) {
+    for (int64_t j = 0; j <= pos; ++j) {
       const float p = s[j] / sum;
       const float* v = vc + j * D + hh * hd;
       for (int64_t c = 0; c < hd; ++c) out[c] += p * v[c];
@@ -111,31 +126,47 @@ void CharGptGenerator::attend(int64_t l, const float* qkv, float* y) {
   }
 }
 
-void CharGptGenerator::push(int32_t token) {
-  const int64_t D = m_shape.dim, V = m_shape.padded_vocab;
-  if (m_len >= m_shape.context) throw Error("internal: generation window overflow");
-  if (token < 0 || token >= V) throw Error("token " + std::to_string(token) + " outside the vocabulary");
-  std::vector<float> x(static_cast<size_t>(D)), h(static_cast<size_t>(D)), qkv(static_cast<size_t>(3 * D)),
-      y(static_cast<size_t>(D)), a(static_cast<size_t>(D)), f(static_cast<size_t>(4 * D));
-  for (int64_t j = 0; j < D; ++j) x[j] = m_tok[token * D + j] + m_pos[m_len * D + j];
+void CharGptGenerator::push(int32_t token) { push_rows({token}); }
+
+// The rows go through every layer together: each matrix is read once for all of them (matmul_rows),
+// the keys and values of all rows are stored before attention, and row i attends over positions
+// 0..m_len + i (causal), so a row computes exactly what push() would at its position.
+std::vector<float> CharGptGenerator::push_rows(const std::vector<int32_t>& tokens) {
+  const int64_t D = m_shape.dim, V = m_shape.padded_vocab, n = static_cast<int64_t>(tokens.size());
+  if (n == 0) return {};
+  if (m_len + n > m_shape.context) throw Error("internal: generation window overflow");
+  for (int32_t token : tokens)
+    if (token < 0 || token >= V) throw Error("token " + std::to_string(token) + " outside the vocabulary");
+  const auto nd = static_cast<size_t>(n * D);
+  std::vector<float> x(nd), h(nd), qkv(3 * nd), y(nd), a(nd), f(4 * nd);
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t j = 0; j < D; ++j) x[r * D + j] = m_tok[tokens[static_cast<size_t>(r)] * D + j] + m_pos[(m_len + r) * D + j];
   for (size_t l = 0; l < m_layers.size(); ++l) {
     const Layer& L = m_layers[l];
     const auto li = static_cast<int64_t>(l);
-    layer_norm(x.data(), L.ln1_w, L.ln1_b, h.data(), D);
-    matvec(L.qkv_w, L.qkv_b, h.data(), qkv.data(), 3 * D, D);
-    m_cache.store(li, m_len, qkv.data() + D, qkv.data() + 2 * D);
-    attend(li, qkv.data(), y.data());
-    matvec(L.proj_w, L.proj_b, y.data(), a.data(), D, D);
-    for (int64_t j = 0; j < D; ++j) x[j] += a[j];
-    layer_norm(x.data(), L.ln2_w, L.ln2_b, h.data(), D);
-    matvec(L.fc_w, L.fc_b, h.data(), f.data(), 4 * D, D);
+    for (int64_t r = 0; r < n; ++r) layer_norm(&x[r * D], L.ln1_w, L.ln1_b, &h[r * D], D);
+    matmul_rows(L.qkv_w, L.qkv_b, h.data(), qkv.data(), n, 3 * D, D);
+    for (int64_t r = 0; r < n; ++r) m_cache.store(li, m_len + r, &qkv[r * 3 * D + D], &qkv[r * 3 * D + 2 * D]);
+    for (int64_t r = 0; r < n; ++r) attend(li, m_len + r, &qkv[r * 3 * D], &y[r * D]);
+    matmul_rows(L.proj_w, L.proj_b, y.data(), a.data(), n, D, D);
+    for (size_t j = 0; j < nd; ++j) x[j] += a[j];
+    for (int64_t r = 0; r < n; ++r) layer_norm(&x[r * D], L.ln2_w, L.ln2_b, &h[r * D], D);
+    matmul_rows(L.fc_w, L.fc_b, h.data(), f.data(), n, 4 * D, D);
     for (auto& v : f) v = 0.5f * v * (1.0f + std::erf(v * 0.70710678118654752f));  // GELU, erf form
-    matvec(L.out_w, L.out_b, f.data(), a.data(), D, 4 * D);
-    for (int64_t j = 0; j < D; ++j) x[j] += a[j];
+    matmul_rows(L.out_w, L.out_b, f.data(), a.data(), n, D, 4 * D);
+    for (size_t j = 0; j < nd; ++j) x[j] += a[j];
   }
-  layer_norm(x.data(), m_ln_w, m_ln_b, h.data(), D);
-  matvec(m_head, {}, h.data(), m_logits.data(), V, D);
-  ++m_len;
+  for (int64_t r = 0; r < n; ++r) layer_norm(&x[r * D], m_ln_w, m_ln_b, &h[r * D], D);
+  std::vector<float> logits(static_cast<size_t>(n * V));
+  matmul_rows(m_head, {}, h.data(), logits.data(), n, V, D);
+  m_logits.assign(logits.end() - V, logits.end());
+  m_len += n;
+  return logits;
+}
+
+void CharGptGenerator::truncate(int64_t length) {
+  check_truncate(*this, length);
+  m_len = length;
 }
 
 std::vector<std::vector<float>> CharGptGenerator::logits_sequence(const std::vector<int32_t>& tokens) {

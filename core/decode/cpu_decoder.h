@@ -1,5 +1,7 @@
-// The CPU TokenDecoder (backend/token_decoder.h): fp32 weights on the host, cblas matrix-vector
-// products (fp32 accumulation in OpenBLAS's order), attention and LayerNorm in plain fp32 loops,
+// The CPU TokenDecoder (backend/token_decoder.h): fp32 weights on the host, matrix products that
+// read each weight row once for all the rows of a pass (fp32 dot products in a fixed order: 8
+// partial sums, so a row's result does not depend on the rows beside it), attention and
+// LayerNorm in plain fp32 loops,
 // and a KvCache (decode/kv_cache.h). It is the reference the GPU decoder is compared with: on
 // DecodeWeights::as_format(spec) it computes with exactly the values a decoder in that format
 // represents.
@@ -35,6 +37,10 @@ class CharGptGenerator final : public TokenDecoder {
   void reset() override;
   // Runs one token at the next window position through the model; fills the logits.
   void push(int32_t token) override;
+  // Several tokens in one pass over the weights (speculative decoding's verification); row i is
+  // bit-identical to push(tokens[i]) at that position.
+  std::vector<float> push_rows(const std::vector<int32_t>& tokens) override;
+  void truncate(int64_t length) override;
   const std::vector<float>& logits() const override { return m_logits; }
   int64_t length() const override { return m_len; }
   int64_t weight_bytes_per_token() const override;
@@ -45,9 +51,9 @@ class CharGptGenerator final : public TokenDecoder {
   struct Layer {
     std::vector<float> ln1_w, ln1_b, ln2_w, ln2_b, qkv_w, qkv_b, proj_w, proj_b, fc_w, fc_b, out_w, out_b;
   };
-  // Attention of one token over the cached positions 0..m_len of layer l: y [D] from the q part
-  // (the first D entries) of the token's qkv row.
-  void attend(int64_t l, const float* qkv, float* y);
+  // Attention of the token at position `pos` over the cached positions 0..pos of layer l: y [D]
+  // from the q part (the first D entries) of the token's qkv row.
+  void attend(int64_t l, int64_t pos, const float* qkv, float* y);
 
   DecoderShape m_shape;
   std::vector<float> m_tok, m_pos, m_ln_w, m_ln_b, m_head;

@@ -9,13 +9,7 @@
 
 namespace trainlab {
 
-int32_t sample_token(const float* logits, int64_t V, const SampleOptions& opt, std::mt19937_64& rng) {
-  if (opt.temperature <= 0.0f) {
-    int64_t best = 0;
-    for (int64_t i = 1; i < V; ++i)
-      if (logits[i] > logits[best]) best = i;
-    return static_cast<int32_t>(best);
-  }
+std::vector<double> token_weights(const float* logits, int64_t V, const SampleOptions& opt, double* sum) {
   std::vector<double> z(static_cast<size_t>(V));
   for (int64_t i = 0; i < V; ++i) z[i] = static_cast<double>(logits[i]) / opt.temperature;
   if (opt.top_k > 0 && opt.top_k < V) {
@@ -26,15 +20,55 @@ int32_t sample_token(const float* logits, int64_t V, const SampleOptions& opt, s
       if (v < kth) v = -INFINITY;
   }
   const double mx = *std::max_element(z.begin(), z.end());
-  double sum = 0.0;
-  for (auto& v : z) sum += (v = std::exp(v - mx));
+  double s = 0.0;
+  for (auto& v : z) s += (v = std::exp(v - mx));
+  *sum = s;
+  return z;
+}
+
+int32_t draw_token(const std::vector<double>& weights, double sum, std::mt19937_64& rng) {
   const double u = static_cast<double>(rng() >> 11) * (1.0 / 9007199254740992.0) * sum;
   double c = 0.0;
-  for (int64_t i = 0; i < V; ++i) {
-    c += z[i];
+  for (size_t i = 0; i < weights.size(); ++i) {
+    c += weights[i];
     if (u < c) return static_cast<int32_t>(i);
   }
-  return static_cast<int32_t>(V - 1);
+  // u reached the end through rounding: the last token of nonzero weight.
+  for (size_t i = weights.size(); i-- > 0;)
+    if (weights[i] > 0) return static_cast<int32_t>(i);
+  return static_cast<int32_t>(weights.size() - 1);
+}
+
+int32_t greedy_token(const float* logits, int64_t V) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < V; ++i)
+    if (logits[i] > logits[best]) best = i;
+  return static_cast<int32_t>(best);
+}
+
+int32_t sample_token(const float* logits, int64_t V, const SampleOptions& opt, std::mt19937_64& rng) {
+  if (opt.temperature <= 0.0f) return greedy_token(logits, V);
+  double sum = 0.0;
+  const std::vector<double> z = token_weights(logits, V, opt, &sum);
+  return draw_token(z, sum, rng);
+}
+
+void window_append(std::vector<int32_t>& win, int32_t token, int64_t ctx, TokenDecoder& dec, bool cache) {
+  std::vector<int32_t> w = window_after(win, ctx);
+  w.push_back(token);
+  if (cache && w.size() == win.size() + 1) {
+    dec.push(token);
+  } else {
+    dec.reset();
+    for (int32_t t : w) dec.push(t);
+  }
+  win = std::move(w);
+}
+
+std::vector<int32_t> window_after(const std::vector<int32_t>& win, int64_t ctx) {
+  if (static_cast<int64_t>(win.size()) < ctx) return win;
+  if (ctx == 1) return {};
+  return std::vector<int32_t>(win.end() - std::max<int64_t>(1, ctx / 2), win.end());
 }
 
 std::vector<int32_t> generate_tokens(TokenDecoder& dec, const std::vector<int32_t>& prompt, int64_t n,
@@ -42,21 +76,9 @@ std::vector<int32_t> generate_tokens(TokenDecoder& dec, const std::vector<int32_
   if (prompt.empty()) throw Error("generation needs a prompt of at least one character");
   const int64_t ctx = dec.shape().context, vocab = dec.shape().vocab;
   std::vector<int32_t> win;  // tokens in the current window
-  // Appends one token, restarting the window from its last ctx/2 tokens when it is full. With the
-  // cache, an append costs one row; without it the whole window is rerun.
-  auto advance = [&](int32_t token, bool cache) {
-    std::vector<int32_t> w = win;
-    if (static_cast<int64_t>(w.size()) == ctx) w.assign(w.end() - std::max<int64_t>(1, ctx / 2), w.end());
-    if (ctx == 1) w.clear();
-    w.push_back(token);
-    if (cache && w.size() == win.size() + 1) {
-      dec.push(token);
-    } else {
-      dec.reset();
-      for (int32_t t : w) dec.push(t);
-    }
-    win = std::move(w);
-  };
+  // Appends one token by the window rule: with the cache an append costs one row; without it the
+  // whole window is rerun.
+  auto advance = [&](int32_t token, bool cache) { window_append(win, token, ctx, dec, cache); };
   dec.reset();
   for (int32_t t : prompt) advance(t, true);  // the prompt is read once (prefill) in both modes
   std::mt19937_64 rng(opt.seed);

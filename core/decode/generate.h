@@ -30,6 +30,19 @@ struct SampleOptions {
 // Arg max (lowest index on ties) or a sample from softmax(logits / T) over the top k, over the
 // first `vocab` logits. The softmax is taken in double; the draw is one 53-bit uniform of rng.
 int32_t sample_token(const float* logits, int64_t vocab, const SampleOptions& opt, std::mt19937_64& rng);
+// The pieces of sample_token, for speculative decoding's acceptance rule (decode/speculative.h):
+// the unnormalised weights exp(z_i - max z) of the distribution sample_token draws from (T > 0;
+// 0 outside the top k) and their sum; one draw from such weights (one 53-bit uniform of rng, the
+// first token whose running sum passes u * sum); the arg max (lowest index on ties).
+std::vector<double> token_weights(const float* logits, int64_t vocab, const SampleOptions& opt, double* sum);
+int32_t draw_token(const std::vector<double>& weights, double sum, std::mt19937_64& rng);
+int32_t greedy_token(const float* logits, int64_t vocab);
+
+// The window rule above: the window that remains before a token is appended to `win` (win itself
+// while it has room; its last context/2 tokens when it is full). window_append appends `token` to
+// `win` by the rule and brings `dec` along: one push, or a reset and the whole new window.
+std::vector<int32_t> window_after(const std::vector<int32_t>& win, int64_t context);
+void window_append(std::vector<int32_t>& win, int32_t token, int64_t context, TokenDecoder& dec, bool cache);
 
 // Continues `prompt` (at least one token) by n tokens drawn from the decoder's first
 // shape().vocab logits, with the window rule above over shape().context positions (fewer when

@@ -1,14 +1,67 @@
 #include "decode/text_generation.h"
 
 #include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "backend/backend.h"
 #include "data/text.h"
 #include "decode/decoder.h"
 #include "decode/decoder_model.h"
+#include "decode/speculative.h"
 #include "util/error.h"
 
 namespace trainlab {
+
+namespace {
+
+// The draft of a speculative request: its file's own format (an int4 copy decodes in int4 on a
+// GPU), checked against the target's vocabulary and context.
+std::unique_ptr<TokenDecoder> make_draft(Backend& be, const GenerateRequest& r, const DecoderModel& target,
+                                         std::string& format) {
+  const DecoderModel d = load_decoder_model(r.draft);
+  if (d.vocab != target.vocab)
+    throw Error(r.draft + ": the draft's vocabulary (" + std::to_string(d.weights.shape.vocab) +
+                " characters) is not the target's (" + std::to_string(target.weights.shape.vocab) +
+                " characters): train the draft on the same text");
+  try {
+    check_draft(target.weights.shape, d.weights.shape);
+  } catch (const Error& e) {
+    throw Error(r.draft + ": " + e.what());
+  }
+  DecodeSpec spec = d.format.value_or(DecodeSpec{});
+  spec.one_kernel = r.one_kernel;
+  spec.cuda_graph = r.cuda_graph;
+  spec.pdl = r.pdl;
+  format = spec.label();
+  return make_decoder(be, d.weights, spec);
+}
+
+// Speculative decoding with `dec` as the target, after timing the target alone (the baseline).
+std::vector<int32_t> generate_speculative(Backend& be, const GenerateRequest& r, const DecoderModel& m, TokenDecoder& dec,
+                                          const std::vector<int32_t>& prompt, GenerateResult& out) {
+  if (r.speculate < 1 || r.speculate > kMaxSpeculate)
+    throw Error("--speculate must be 1.." + std::to_string(kMaxSpeculate) + ", got " + std::to_string(r.speculate));
+  SpeculativeSummary s;
+  auto draft = make_draft(be, r, m, s.draft_format);
+  generate_tokens(dec, prompt, r.tokens, r.sample, &s.baseline_tokens_per_s);
+  SpeculativeStats st;
+  std::vector<int32_t> tokens = speculative_generate(dec, *draft, prompt, r.tokens, r.speculate, r.sample, &st);
+  out.tokens_per_s = st.tokens_per_s();
+  s.draft_decoder = draft->describe();
+  s.speculate = r.speculate;
+  s.acceptance_rate = st.acceptance_rate();
+  s.tokens_per_pass = st.tokens_per_pass();
+  s.speedup = s.baseline_tokens_per_s > 0 ? out.tokens_per_s / s.baseline_tokens_per_s : 0.0;
+  s.proposed = st.proposed;
+  s.accepted = st.accepted;
+  s.target_passes = st.target_passes;
+  out.speculative = s;
+  return tokens;
+}
+
+}  // namespace
 
 GenerateResult generate_text(const GenerateRequest& r) {
   const DecoderModel m = load_decoder_model(r.weights);
@@ -23,7 +76,9 @@ GenerateResult generate_text(const GenerateRequest& r) {
   const TextCorpus vocab = TextCorpus::from_vocabulary(m.vocab, r.weights + ": the stored vocabulary");
   const std::vector<int32_t> prompt = vocab.encode(r.prompt.empty() ? std::string("\n") : r.prompt, "the prompt");
   auto dec = make_decoder(*be, m.weights, spec);
-  const std::vector<int32_t> tokens = generate_tokens(*dec, prompt, r.tokens, r.sample, &out.tokens_per_s);
+  const std::vector<int32_t> tokens = r.draft.empty()
+                                          ? generate_tokens(*dec, prompt, r.tokens, r.sample, &out.tokens_per_s)
+                                          : generate_speculative(*be, r, m, *dec, prompt, out);
   out.text = vocab.decode(tokens);
   out.device = be->info().name;
   out.on_gpu = be->info().kind != DeviceKind::Cpu;

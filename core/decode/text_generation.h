@@ -1,7 +1,7 @@
 // Text generation with a trained char-gpt weights file, as `trainlab-cli generate` runs it: load
 // the file, create the backend and its decoder (the file's own format for a quantized file unless
 // one is asked for), encode the prompt, generate with the KV cache or by rerunning the window,
-// and time it.
+// and time it; with a draft, speculative decoding timed beside the target alone.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -22,6 +22,23 @@ struct GenerateRequest {
   bool cuda_graph = true;
   bool pdl = true;
   SampleOptions sample;
+  // Speculative decoding (decode/speculative.h): a draft weights file (a smaller char-gpt trained
+  // on the same text, or a quantized copy of the target: its own format) proposing `speculate`
+  // tokens a round. The target alone is timed first on the same prompt and options (the
+  // baseline of the speed-up).
+  std::string draft;
+  int speculate = 4;
+};
+
+struct SpeculativeSummary {
+  std::string draft_decoder;       // the draft's TokenDecoder::describe()
+  std::string draft_format;        // its format's label
+  int speculate = 0;
+  double acceptance_rate = 0.0;    // accepted / proposed draft tokens
+  double tokens_per_pass = 0.0;    // tokens emitted per target verification pass
+  double baseline_tokens_per_s = 0.0;  // the target alone, one push a token
+  double speedup = 0.0;            // tokens_per_s / baseline_tokens_per_s
+  int64_t proposed = 0, accepted = 0, target_passes = 0;
 };
 
 struct GenerateResult {
@@ -37,6 +54,7 @@ struct GenerateResult {
   int64_t bytes_per_token = 0;
   double ceiling_tokens_per_s = 0.0;  // kDecodeDramBytesPerS / bytes_per_token
   bool fits_l2 = false;               // bytes_per_token <= kDecodeL2Bytes
+  std::optional<SpeculativeSummary> speculative;  // with a draft
 };
 
 GenerateResult generate_text(const GenerateRequest& request);

@@ -2,6 +2,8 @@
 // loading, the vocabulary and KV-cache sampling), also of a run on non-ASCII text (whole
 // characters in the prompt and the output); a digits run gives a message, not a crash.
 #include <QFile>
+#include <QDoubleSpinBox>
+#include <QLabel>
 #include <QLineEdit>
 #include <QFileInfo>
 #include <QtTest>
@@ -42,6 +44,30 @@ class TestTextPanel : public QObject {
     QVERIFY(w.text_panel()->output().startsWith("ROMEO:"));
     QVERIFY(w.text_panel()->output().size() > 100);
     QVERIFY(w.text_panel()->tokens_per_s() > 0);
+
+    // Speculative decoding with the run's own weights as the draft (the int4 copy or a smaller
+    // model in practice): at temperature 0 the same text, every proposal accepted, and the label
+    // shows the figures.
+    TextPanel& p = *w.text_panel();
+    p.findChild<QDoubleSpinBox*>()->setValue(0.0);
+    QVERIFY(p.generate());
+    QTRY_VERIFY_WITH_TIMEOUT(spy.count() == 2, 30000);
+    const QString greedy = p.output();
+    p.set_draft(dir, 3);
+    QVERIFY(p.generate());
+    QTRY_VERIFY_WITH_TIMEOUT(spy.count() == 3, 30000);
+    QVERIFY2(spy.at(2).at(0).toBool(), qPrintable(spy.at(2).at(1).toString()));
+    QCOMPARE(p.output(), greedy);
+    QCOMPARE(p.acceptance_rate(), 1.0);
+    QVERIFY(p.speedup() > 0);
+    const QString speed = p.findChild<QLabel*>("speed")->text();
+    QVERIFY2(speed.contains("K = 3") && speed.contains("100.0% accepted"), qPrintable(speed));
+    // A draft file that is not there: a message in the window.
+    p.set_draft(m_tmp.filePath("missing.safetensors"), 2);
+    QVERIFY(p.generate());
+    QTRY_VERIFY_WITH_TIMEOUT(spy.count() == 4, 30000);
+    QVERIFY(!spy.at(3).at(0).toBool());
+    QVERIFY(p.output().startsWith("Cannot generate"));
   }
 
   // A char-gpt run started in the window is offered for generation as soon as it ends, without

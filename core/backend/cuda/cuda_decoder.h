@@ -36,6 +36,12 @@ class CudaDecoder final : public TokenDecoder {
   void push(int32_t token) override;
   const std::vector<float>& logits() const override { return m_logits; }
   int64_t length() const override { return m_len; }
+  // The position is uploaded with every push, so rolling back is setting it (the cache rows past
+  // it are rewritten by the next pushes). push_rows is the base class's one push a row.
+  void truncate(int64_t length) override {
+    check_truncate(*this, length);
+    m_len = length;
+  }
   int64_t weight_bytes_per_token() const override { return m_weight_bytes; }
   int64_t kv_bytes(int64_t pos) const override { return 2 * m_shape.layers * (pos + 1) * m_shape.dim * 4; }
   std::string describe() const override;
