@@ -97,11 +97,12 @@ int end_job_after(const std::exception& e, const dist::LaunchInfo& place) {
 }
 
 // What rank 0 prints once the run has ended; the exit code of the run.
-int report_summary(const RunSummary& s, double last_scale, bool root) {
+int report_summary(const RunSummary& s, double last_scale, bool root, const std::string& unit) {
   if (root) {
-    std::fprintf(stderr, "%s: %ld steps, %.2f epochs, train loss %s, test accuracy %s, test loss %s, %.0f samples/s, %.2f s\n",
+    std::fprintf(stderr, "%s: %ld steps, %.2f epochs, train loss %s, test accuracy %s, test loss %s, %.0f %s, %.2f s\n",
                  s.status.c_str(), s.steps, s.epochs, value_text(s.final_train_loss).c_str(),
-                 value_text(s.test_accuracy).c_str(), value_text(s.test_loss).c_str(), s.samples_per_s, s.wall_s);
+                 value_text(s.test_accuracy).c_str(), value_text(s.test_loss).c_str(), s.samples_per_s, unit.c_str(),
+                 s.wall_s);
     if (s.ranks > 1) std::fprintf(stderr, "%d ranks, dist.strategy %s\n", s.ranks, s.dist_strategy.c_str());
     if (s.precision == "fp16")
       std::fprintf(stderr, "fp16 loss scaling: scale %g at the end, %ld skipped steps\n", last_scale, s.skipped_steps);
@@ -133,7 +134,9 @@ int report_summary(const RunSummary& s, double last_scale, bool root) {
 // alone in a run over several ranks).
 int run_training(const Config& c, const TrainFlags& flags, const dist::LaunchInfo& place) {
   const bool root = place.rank == 0;
-  Progress progress(flags.quiet || !root);
+  // What samples_per_s counts: tokens for the character transformer (as the window labels it).
+  const std::string unit = c.get_string("model.name") == "char-gpt" ? "tokens/s" : "samples/s";
+  Progress progress(flags.quiet || !root, unit);
   TrainerCallbacks cb;
   double last_scale = 1.0;
   cb.on_step = [&](const StepMetrics& m) {
@@ -157,7 +160,7 @@ int run_training(const Config& c, const TrainFlags& flags, const dist::LaunchInf
   }
   g_active = nullptr;
   progress.finish();
-  return report_summary(s, last_scale, root);
+  return report_summary(s, last_scale, root, unit);
 }
 
 // The flags that set how a run computes: refused with --resume (the run keeps its own settings).

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <utility>
 
 #include "train/eta.h"
 
@@ -20,7 +21,8 @@ std::string metric_text(double v) {
 }
 }  // namespace
 
-Progress::Progress(bool quiet) : m_tty(isatty(fileno(stderr)) != 0), m_quiet(quiet), m_last(std::chrono::steady_clock::now()) {}
+Progress::Progress(bool quiet, std::string unit)
+    : m_tty(isatty(fileno(stderr)) != 0), m_quiet(quiet), m_last(std::chrono::steady_clock::now()), m_unit(std::move(unit)) {}
 
 void Progress::update(const StepMetrics& m) {
   if (m.val_accuracy) m_last_val_acc = *m.val_accuracy;
@@ -40,17 +42,17 @@ void Progress::update(const StepMetrics& m) {
     const int filled = static_cast<int>(frac * width);
     std::string bar(static_cast<size_t>(filled), '#');
     bar.resize(width, '-');
-    std::fprintf(stderr, "\r[%s] %3.0f%%  step %ld/%ld  epoch %.2f  loss %s%s  %.0f samples/s  ETA %s   ", bar.c_str(),
+    std::fprintf(stderr, "\r[%s] %3.0f%%  step %ld/%ld  epoch %.2f  loss %s%s  %.0f %s  ETA %s   ", bar.c_str(),
                  frac * 100, m.step, m.total_steps, m.epoch, metric_text(m.loss).c_str(), val, m.samples_per_s,
-                 duration_text(eta).c_str());
+                 m_unit.c_str(), duration_text(eta).c_str());
     m_drawn = true;
   } else {
     // Plain lines: at most one every 2 s, plus every eval, event and the last step.
     if (since < 2.0 && !m.val_accuracy && m.event.empty() && m.step != m.total_steps && m.step != 1 && !diverging)
       return;
-    std::fprintf(stderr, "step %ld/%ld  epoch %.2f  loss %s  train acc %s%s  lr %.3g  %.0f samples/s  ETA %s%s%s\n",
+    std::fprintf(stderr, "step %ld/%ld  epoch %.2f  loss %s  train acc %s%s  lr %.3g  %.0f %s  ETA %s%s%s\n",
                  m.step, m.total_steps, m.epoch, metric_text(m.loss).c_str(), metric_text(m.train_accuracy).c_str(), val,
-                 m.lr, m.samples_per_s, duration_text(eta).c_str(), m.event.empty() ? "" : "  event: ", m.event.c_str());
+                 m.lr, m.samples_per_s, m_unit.c_str(), duration_text(eta).c_str(), m.event.empty() ? "" : "  event: ", m.event.c_str());
   }
   if (!m.event.empty() && m_tty) std::fprintf(stderr, "\n  %s\n", m.event.c_str());
   m_last = now;

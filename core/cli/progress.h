@@ -10,7 +10,9 @@ namespace trainlab::cli {
 
 class Progress {
  public:
-  explicit Progress(bool quiet);
+  // unit: what samples_per_s counts, as the window names it ("tokens/s" for char-gpt, whose
+  // trainer counts tokens; "samples/s" otherwise).
+  Progress(bool quiet, std::string unit);
   void update(const StepMetrics& m);
   void notice(const std::string& line);
   void finish();
@@ -19,6 +21,7 @@ class Progress {
   bool m_tty;
   bool m_quiet;
   bool m_drawn = false;
+  std::string m_unit;
   std::chrono::steady_clock::time_point m_last;
   long m_last_step = 0;
   double m_last_val_acc = -1;
