@@ -21,8 +21,8 @@ class Progress {
   bool m_tty;
   bool m_quiet;
   bool m_drawn = false;
-  std::string m_unit;
   std::chrono::steady_clock::time_point m_last;
+  std::string m_unit;
   long m_last_step = 0;
   double m_last_val_acc = -1;
 };
