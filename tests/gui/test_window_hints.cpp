@@ -9,6 +9,7 @@
 #include <QProgressBar>
 #include <QTextDocument>
 #include <QtTest>
+#include <cmath>
 
 #include "gui_support.h"
 #include "main_window.h"
@@ -53,7 +54,11 @@ class TestWindowHints : public QObject {
     const double total = progress->maximum(), done = w.live_run()->step.back();
     const double seconds = w.live_run()->wall_s.back() * total / done;
     qInfo("first run: %.0f steps, %.1f s projected on this machine", total, seconds);
-    QVERIFY2(seconds > 10 && seconds < 300, qPrintable(QString::number(seconds)));
+    // Its length is a number of steps, not a time (a timed check would depend on the machine's
+    // load): tens of seconds at the few hundred steps a second of an idle 2-core CPU, where the
+    // ordinary default run ends within a few seconds.
+    QVERIFY2(total >= 20000 && total <= 100000, qPrintable(QString::number(total)));
+    QVERIFY2(std::isfinite(seconds) && seconds > 0, qPrintable(QString::number(seconds)));
     // The system metrics of the live run: the host's CPU, no GPU here.
     QTRY_VERIFY_WITH_TIMEOUT(w.system_view()->samples() >= 1, 10000);
     QVERIFY2(w.system_view()->summary().contains("CPU"), qPrintable(w.system_view()->summary()));
