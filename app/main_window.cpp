@@ -83,7 +83,10 @@ MainWindow::MainWindow(const QString& runs_root, QWidget* parent) : QMainWindow(
   build_menus();
   connect(m_session, &TrainingSession::metrics_ready, this, &MainWindow::on_metrics);
   connect(m_session, &TrainingSession::notice, this, [this](const QString& t) {
-    show_message(t.startsWith("setting not applied") ? "warning" : "info", t);
+    // A notice that arrives while the first run's hint is shown (the CPU fallback's, at the start)
+    // keeps the hint under it rather than replacing it.
+    const bool hint_shown = message_text().contains("While it trains, try one change");
+    show_message(t.startsWith("setting not applied") ? "warning" : "info", hint_shown ? t + "\n" + first_run_hint() : t);
   });
   connect(m_session, &TrainingSession::finished, this, &MainWindow::on_finished);
   connect(m_form, &ConfigForm::live_changed, this, [this](const QString& key, const QString& value) {

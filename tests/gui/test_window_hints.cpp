@@ -13,6 +13,7 @@
 
 #include "gui_support.h"
 #include "main_window.h"
+#include "trainer_worker.h"
 
 using namespace trainlab::app;
 
@@ -47,6 +48,12 @@ class TestWindowHints : public QObject {
     w.system_dock()->show();
     QVERIFY(w.start_run());
     QVERIFY2(w.message_text().contains("While it trains, try one change"), qPrintable(w.message_text()));
+    // A notice at the start (as the CPU fallback's without a GPU) keeps the hint under it.
+    auto* session = w.findChild<TrainingSession*>();
+    QVERIFY(session);
+    emit session->notice("no usable GPU: training on the CPU");
+    QVERIFY2(w.message_text().contains("no usable GPU") && w.message_text().contains("While it trains"),
+             qPrintable(w.message_text()));
     QTRY_VERIFY_WITH_TIMEOUT(w.live_run()->size() > 0 && w.live_run()->wall_s.back() > 2.5, 60000);
     QVERIFY(w.running());
     auto* progress = w.findChild<QProgressBar*>();
