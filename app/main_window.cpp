@@ -85,7 +85,7 @@ MainWindow::MainWindow(const QString& runs_root, QWidget* parent) : QMainWindow(
   connect(m_session, &TrainingSession::notice, this, [this](const QString& t) {
     // A notice that arrives while the first run's hint is shown (the CPU fallback's, at the start)
     // keeps the hint under it rather than replacing it.
-    const bool hint_shown = message_text().contains("While it trains, try one change");
+    const bool hint_shown = message_text().contains(first_run_hint().section(':', 0, 0));
     show_message(t.startsWith("setting not applied") ? "warning" : "info", hint_shown ? t + "\n" + first_run_hint() : t);
   });
   connect(m_session, &TrainingSession::finished, this, &MainWindow::on_finished);
@@ -343,9 +343,13 @@ void MainWindow::on_metrics() {
   if (m_primary == m_live && m_live->has_ranks()) show_ranks();
 }
 
-// The ranks dock of a run over several ranks: shown, and redrawn from the run's latest figures.
+// The ranks dock of a run over several ranks: shown once a run (closed by the user, it stays
+// closed), and redrawn from the run's latest figures.
 void MainWindow::show_ranks() {
-  if (!m_ranks_dock->isVisible()) m_ranks_dock->show();
+  if (m_ranks_opened_for != m_live->dir) {
+    m_ranks_opened_for = m_live->dir;
+    m_ranks_dock->show();
+  }
   m_ranks->refresh();
 }
 

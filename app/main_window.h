@@ -127,6 +127,7 @@ class MainWindow : public QMainWindow {
   QDockWidget* m_kernel_dock = nullptr;
   RanksPanel* m_ranks = nullptr;
   QDockWidget* m_ranks_dock = nullptr;
+  QString m_ranks_opened_for;  // the live run whose ranks dock was opened by itself
   SystemView* m_system = nullptr;  // View > System metrics: the shown run's CPU / GPU utilisation
   QDockWidget* m_system_dock = nullptr;
   QPushButton *m_start = nullptr, *m_pause = nullptr, *m_stop = nullptr;

@@ -76,6 +76,12 @@ class TestRanksPanel : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT(w.live_run() && w.live_run()->size() >= 5, 60000);
     QVERIFY(w.running());
     QVERIFY(w.ranks_dock()->isVisible());
+    // Closed by the user, it stays closed while the run goes on; reopened, it follows again.
+    w.ranks_dock()->hide();
+    const int64_t seen = w.live_run()->size();
+    QTRY_VERIFY_WITH_TIMEOUT(w.live_run()->size() > seen + 1, 30000);
+    QVERIFY(!w.ranks_dock()->isVisible());
+    w.ranks_dock()->show();
     RanksPanel* panel = w.ranks_panel();
     panel->refresh();
     QVERIFY2(panel->message().isEmpty(), qPrintable(panel->message()));
