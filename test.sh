@@ -23,7 +23,13 @@ while [ $# -gt 0 ]; do
 done
 
 werror=${TRAINLAB_WERROR:-OFF}
-[ "${CI:-}" = "true" ] && werror=ON
+cuda_arch=()
+if [ "${CI:-}" = "true" ]; then
+  werror=ON
+  # CI has no GPU: the CUDA code is compiled (and must compile without warnings) for one
+  # architecture, the GPU machine's, instead of the default 80 and 90: half the kernels' build time.
+  cuda_arch=(-DCMAKE_CUDA_ARCHITECTURES=90)
+fi
 
 install_missing
 start=$(date +%s)
@@ -40,7 +46,7 @@ if [ $sanitize -eq 1 ]; then
   dir=build-asan
 else
   dir=${TRAINLAB_BUILD_DIR:-build}
-  configure_and_build "$dir" -DCMAKE_BUILD_TYPE=Release -DTRAINLAB_WERROR="$werror"
+  configure_and_build "$dir" -DCMAKE_BUILD_TYPE=Release -DTRAINLAB_WERROR="$werror" "${cuda_arch[@]}"
 fi
 echo "build: $(( $(date +%s) - start )) s"
 ctest --test-dir "$dir" --output-on-failure -j2 --timeout 600 "${ctest_args[@]}"
