@@ -233,11 +233,10 @@ std::vector<char> pick_rows(const std::vector<StepRow>& rows, size_t max_rows) {
   return pick;
 }
 
-// The rows of a record with a steps.bin: every metrics.jsonl line's row (its scalars from
-// steps.bin where it has the step, so that a step reads the same whichever file carries it), and
-// the picked steps.bin rows with the slow fields of the line before them. Both come in step order.
-std::vector<StepMetrics> merge_rows(std::vector<StepMetrics> lines, const std::vector<StepRow>& rows,
-                                    size_t max_rows) {
+}  // namespace
+
+std::vector<StepMetrics> merge_step_rows(std::vector<StepMetrics> lines, const std::vector<StepRow>& rows,
+                                         size_t max_rows) {
   const std::vector<char> pick = pick_rows(rows, max_rows);
   std::vector<StepMetrics> out;
   out.reserve(lines.size() + static_cast<size_t>(std::count(pick.begin(), pick.end(), 1)));
@@ -260,8 +259,6 @@ std::vector<StepMetrics> merge_rows(std::vector<StepMetrics> lines, const std::v
   for (; j < lines.size(); ++j) out.push_back(std::move(lines[j]));
   return out;
 }
-
-}  // namespace
 
 LoadedRun load_run(const std::string& dir, size_t max_rows) {
   LoadedRun r;
@@ -290,7 +287,7 @@ LoadedRun load_run(const std::string& dir, size_t max_rows) {
     m = parse_metrics_jsonl(bytes, metrics, cols.rows.empty() ? max_rows : 0);
   else if (why != "missing")
     r.warnings.push_back(metrics + ": " + why + "; no steps read");
-  r.steps = cols.rows.empty() ? std::move(m.steps) : merge_rows(std::move(m.steps), cols.rows, max_rows);
+  r.steps = cols.rows.empty() ? std::move(m.steps) : merge_step_rows(std::move(m.steps), cols.rows, max_rows);
   r.warnings.insert(r.warnings.end(), m.warnings.begin(), m.warnings.end());
 
   const std::string summary = dir + "/summary.json";

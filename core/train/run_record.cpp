@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 
 #include "train/run_checkpoint.h"
 #include "train/step_columns.h"
@@ -224,8 +225,16 @@ void RunRecord::append(const StepMetrics& m) {
 void RunRecord::flush() { m_columns->flush(); }
 
 void RunRecord::write_summary(const RunSummary& s) {
-  flush();
+  // The summary is written even when the last block cannot be (a full disk): it says why the run
+  // ended; the block's error is thrown after it.
+  std::optional<Error> unflushed;
+  try {
+    flush();
+  } catch (const Error& e) {
+    unflushed = e;
+  }
   write_file_atomic(m_dir + "/summary.json", s.to_json().dump(2, ' ', false, Json::error_handler_t::replace) + "\n");
+  if (unflushed) throw *unflushed;
 }
 
 std::string RunRecord::default_dir(const std::string& root, const std::string& tag) {

@@ -137,7 +137,8 @@ class RunRecord {
   // Writes the steps held in memory (steps.bin's last block); the trainer calls it before a
   // checkpoint so that the record never ends before the checkpoint's step. Throws like append.
   void flush();
-  // summary.json, atomically, after flush(); throws Error (path and reason).
+  // flush(), then summary.json atomically (written even when flush() fails, whose Error is thrown
+  // after it); throws Error (path and reason).
   void write_summary(const RunSummary& s);
   std::string weights_path() const { return m_dir + "/model.safetensors"; }
 

@@ -3,6 +3,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <chrono>
@@ -10,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "train/run_record.h"
 #include "util/error.h"
@@ -139,9 +141,10 @@ bool decode_rows(std::string_view raw, uint32_t rows, const std::vector<FileColu
   if (raw.size() != row_bytes * rows) return false;
   const size_t first = out.size();
   out.resize(first + rows);
+  constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
   for (size_t i = first; i < out.size(); ++i) {  // what a column the file lacks reads as
     out[i].mfu = 0;
-    out[i].grad_norm = out[i].sparsity = out[i].bits_per_weight = std::nan("");
+    out[i].grad_norm = out[i].sparsity = out[i].bits_per_weight = kNone;
   }
   size_t at = 0;
   for (const FileColumn& c : cols) {
@@ -258,6 +261,10 @@ StepColumnsRead parse_step_columns(std::string_view bytes, const std::string& or
   }
   r.has_header = true;
   r.end_of_whole = pos;
+  size_t total = 0;  // the rows the block headers announce: one allocation for a long run's rows
+  for (size_t at = pos; at + 16 <= bytes.size() && total < (size_t{1} << 32); at += 16 + get_u32(bytes, at + 8))
+    total += std::min(get_u32(bytes, at + 4), kMaxBlockRows);
+  r.rows.reserve(std::min(total, (bytes.size() - pos) * 8));  // a block holds no fewer than a row per 1/8 byte
   std::string raw;
   while (pos + 16 <= bytes.size()) {
     const uint32_t magic = get_u32(bytes, pos), rows = get_u32(bytes, pos + 4), len = get_u32(bytes, pos + 8);

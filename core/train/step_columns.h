@@ -78,6 +78,15 @@ struct StepColumnsRead {
 };
 StepColumnsRead parse_step_columns(std::string_view bytes, const std::string& origin);
 
+// The rows of a record with a steps.bin (load_run): every metrics.jsonl row (its scalars taken from
+// steps.bin where that has the step, so that a step reads the same whichever file carries it), and
+// the steps.bin rows between them with the slow fields of the line before. max_rows > 0: of the
+// steps.bin rows only the lowest- and highest-loss row of each of max_rows / 2 buckets and the
+// last row (a thinned read for plots). `lines` and `rows` in step order; a row whose step is not
+// after the one before it is passed over.
+std::vector<StepMetrics> merge_step_rows(std::vector<StepMetrics> lines, const std::vector<StepRow>& rows,
+                                         size_t max_rows);
+
 // One block's bytes (header + payload) for `rows`; a file's header. Exposed for tests and the
 // benchmark, which write records without a trainer.
 std::string encode_step_block(const std::vector<StepRow>& rows);

@@ -91,10 +91,11 @@ inline Config digits_config(const std::string& out, long steps = 0, long epochs 
 }
 
 // Every step of a run's record as a reader sees it (load_run: steps.bin's rows merged with the
-// metrics.jsonl lines, the slow fields carried forward), one JSON object a step (StepMetrics::to_json).
+// metrics.jsonl lines, the slow fields carried forward), one JSON object a step (StepMetrics::to_json,
+// through its text: no value (NaN) reads as null, as in the file).
 inline std::vector<Json> metrics_lines(const std::string& dir) {
   std::vector<Json> out;
-  for (const StepMetrics& m : load_run(dir).steps) out.push_back(m.to_json());
+  for (const StepMetrics& m : load_run(dir).steps) out.push_back(Json::parse(m.to_json().dump()));
   return out;
 }
 
