@@ -1,7 +1,9 @@
-// RunRecord: one folder per run. config.json (the full resolved config), metrics.jsonl (one JSON
-// object per step, appended with a checked write as it goes, so a crash loses nothing written and
-// a failed write stops the run), summary.json, and model.safetensors (names and layouts of the
-// PyTorch peer's module); run.lock marks the folder as a run's and locks it while a run writes.
+// RunRecord: one folder per run. config.json (the full resolved config), steps.bin (every step's
+// scalars in checked column blocks: train/step_columns.h), metrics.jsonl (a JSON line, appended
+// with a checked write, for each step that carries more: MetricsLineWriter::extras_line; a crash
+// loses at most the block in memory and a failed write stops the run), summary.json, and
+// model.safetensors (names and layouts of the PyTorch peer's module); run.lock marks the folder as
+// a run's and locks it while a run writes. docs/RUN_RECORD.md describes the format and its sizes.
 //
 // Faults. config.json, summary.json and the weights are written to a temporary file, fsync'd and
 // renamed (util/safe_file.h); every append to metrics.jsonl is checked. A failed write throws
