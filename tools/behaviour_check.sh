@@ -12,21 +12,18 @@ trap 'rm -rf "$work"' EXIT
 run() {
   local name=$1; shift
   "$cli" train --device cpu --quiet --out "$work/$name" "$@" >/dev/null
-  python3 - "$work/$name" > "$out/$name.losses" <<'PY'
+  python3 - "$work/$name" "$(dirname "$0")" > "$out/$name.losses" <<'PY'
 import json, sys
+sys.path.insert(0, sys.argv[2])
+import read_record  # steps.bin merged with metrics.jsonl, slow fields carried (core/train/run_reader.cpp)
 d = sys.argv[1]
 keys = ["step", "loss", "train_accuracy", "lr", "loss_scale", "skipped_steps", "val_loss", "val_accuracy",
         "mem", "mem_predicted", "sparsity", "bits_per_weight", "event"]
-carried = {}  # slow fields are written only where they change (core/train/run_record.h)
-for line in open(d + "/metrics.jsonl"):
-    m = json.loads(line)
-    carried.update({k: m[k] for k in ["lr", "loss_scale", "skipped_steps", "mem", "mem_predicted"] if k in m})
-    m = {**carried, **m}
+for m in read_record.steps(d):
     print(json.dumps({k: m[k] for k in keys if k in m}, sort_keys=True))
 s = json.load(open(d + "/summary.json"))
 print(json.dumps({k: s.get(k) for k in ["status", "steps", "test_loss", "test_accuracy", "final_train_loss", "skipped_steps"]}, sort_keys=True))
-PY
-}
+PY}
 run digits-fp32 --model digits-mlp --epochs 2 --seed 1
 cp "$work/digits-fp32/model.safetensors" "$work/teacher.safetensors"
 run digits-bf16 --model digits-mlp --epochs 1 --seed 2 --precision bf16

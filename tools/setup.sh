@@ -6,7 +6,8 @@ PACKAGES=(build-essential cmake ninja-build pkg-config qt6-base-dev qt6-svg-dev 
           libqcustomplot-dev libqcustomplot2.1-qt6 libopenblas-dev zlib1g-dev nlohmann-json3-dev
           libcli11-dev xvfb xauth
           desktop-file-utils appstream poppler-utils
-          openmpi-bin libopenmpi-dev clang libclang-rt-14-dev)
+          openmpi-bin libopenmpi-dev clang libclang-rt-14-dev
+          imagemagick)  # imagemagick: tools/screenshots.sh joins the report pages
 
 install_missing() {
   local missing=() p

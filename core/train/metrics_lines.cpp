@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "train/run_record.h"
+#include "train/step_columns.h"
 
 namespace trainlab {
 
@@ -33,24 +34,42 @@ double round_to_digits(double x, int digits) {
 
 }  // namespace
 
-std::string MetricsLineWriter::line(const StepMetrics& m) {
-  Json j = m.to_json();
-  j["step_ms"] = round_to_decimals(m.step_ms, 3);  // 1 us
-  j["wall_s"] = round_to_decimals(m.wall_s, 4);    // 0.1 ms
-  j["samples_per_s"] = round_to_digits(m.samples_per_s, 5);
+StepMetrics record_rounding(const StepMetrics& m) {
+  StepMetrics r = m;
+  r.step_ms = round_to_decimals(m.step_ms, 3);  // 1 us
+  r.wall_s = round_to_decimals(m.wall_s, 4);    // 0.1 ms
+  r.samples_per_s = round_to_digits(m.samples_per_s, 5);
   // A float's shortest round trip: the loss is a sum of fp32 values divided by the step's samples.
-  if (std::isfinite(m.loss)) j["loss"] = round_to_digits(m.loss, 9);
-  j["epoch"] = round_to_digits(m.epoch, 7);
+  r.loss = round_to_digits(m.loss, 9);
+  r.epoch = round_to_digits(m.epoch, 7);
+  return r;
+}
+
+Json MetricsLineWriter::diffed(const StepMetrics& m, bool keep_lr) {
+  Json j = record_rounding(m).to_json();
   for (const char* k : kSlowMetricsFields) {
     const auto it = j.find(k);
-    if (it == j.end()) continue;
+    if (it == j.end() || (keep_lr && std::string_view(k) == "lr")) continue;
     if (const auto last = m_last.find(k); last != m_last.end() && *last == *it) {
       j.erase(it);
     } else {
       m_last[k] = *it;
     }
   }
-  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
+  return j;
+}
+
+std::string MetricsLineWriter::line(const StepMetrics& m) {
+  return diffed(m, false).dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+std::string MetricsLineWriter::extras_line(const StepMetrics& m) {
+  // lr stays on every line written: a reader of metrics.jsonl alone then never carries a stale one
+  // across the steps that only steps.bin holds.
+  const Json j = diffed(m, true);
+  bool extra = !std::isfinite(m.loss) || !std::isfinite(m.train_accuracy);
+  for (auto it = j.begin(); it != j.end() && !extra; ++it) extra = !is_step_column(it.key());
+  return extra ? j.dump(-1, ' ', false, Json::error_handler_t::replace) : std::string();
 }
 
 Json MetricsLineReader::expand(Json line) {

@@ -11,6 +11,7 @@
 
 #include "config/json_text.h"
 #include "train/run_record.h"
+#include "train/step_columns.h"
 #include "util/error.h"
 
 namespace trainlab {
@@ -195,6 +196,70 @@ Json parse_summary_json(std::string_view bytes, const std::string& origin, std::
   return j;
 }
 
+namespace {
+
+// The slow fields of `from` (kSlowMetricsFields) in a new row: what a step that only steps.bin
+// holds has of the metrics.jsonl line before it.
+StepMetrics slow_fields_of(const StepMetrics& from) {
+  StepMetrics m;
+  m.precision = from.precision;
+  m.mem_current = from.mem_current;
+  m.mem_peak = from.mem_peak;
+  m.mem_predicted = from.mem_predicted;
+  m.device_used_bytes = from.device_used_bytes;
+  m.device_total_bytes = from.device_total_bytes;
+  m.runtime_context_bytes = from.runtime_context_bytes;
+  m.loss_scale = from.loss_scale;
+  m.skipped_steps = from.skipped_steps;
+  return m;
+}
+
+// Which rows of steps.bin a read builds: all, or for at most about max_rows rows the lowest- and
+// highest-loss row of each of max_rows / 2 buckets (and the last row, where the curve ends).
+std::vector<char> pick_rows(const std::vector<StepRow>& rows, size_t max_rows) {
+  std::vector<char> pick(rows.size(), 1);
+  if (max_rows < 2 || rows.size() <= max_rows) return pick;
+  std::fill(pick.begin(), pick.end(), 0);
+  const size_t bucket = (rows.size() + max_rows / 2 - 1) / (max_rows / 2);
+  for (size_t b = 0; b < rows.size(); b += bucket) {
+    size_t lo = b, hi = b;
+    for (size_t i = b; i < std::min(b + bucket, rows.size()); ++i) {
+      if (rows[i].loss < rows[lo].loss || std::isnan(rows[lo].loss)) lo = i;
+      if (rows[i].loss > rows[hi].loss || std::isnan(rows[hi].loss)) hi = i;
+    }
+    pick[lo] = pick[hi] = 1;
+  }
+  pick.back() = 1;
+  return pick;
+}
+
+}  // namespace
+
+std::vector<StepMetrics> merge_step_rows(std::vector<StepMetrics> lines, const std::vector<StepRow>& rows,
+                                         size_t max_rows) {
+  const std::vector<char> pick = pick_rows(rows, max_rows);
+  std::vector<StepMetrics> out;
+  out.reserve(lines.size() + static_cast<size_t>(std::count(pick.begin(), pick.end(), 1)));
+  StepMetrics base;
+  size_t j = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    for (; j < lines.size() && lines[j].step < rows[i].step; ++j) out.push_back(std::move(lines[j]));
+    if (!out.empty() && out.back().step >= rows[i].step) continue;  // not after the last row (a bad file)
+    if (j < lines.size() && lines[j].step == rows[i].step) {
+      rows[i].apply_to(lines[j]);
+      out.push_back(std::move(lines[j++]));
+      continue;
+    }
+    if (!pick[i]) continue;
+    if (!out.empty()) base = slow_fields_of(out.back());
+    StepMetrics m = base;
+    rows[i].apply_to(m);
+    out.push_back(std::move(m));
+  }
+  for (; j < lines.size(); ++j) out.push_back(std::move(lines[j]));
+  return out;
+}
+
 LoadedRun load_run(const std::string& dir, size_t max_rows) {
   LoadedRun r;
   r.dir = dir;
@@ -206,14 +271,24 @@ LoadedRun load_run(const std::string& dir, size_t max_rows) {
   r.config = parse_json_text(bytes, config);
   if (!r.config.is_object()) throw Error(config + ": expected a JSON object of config sections");
 
-  const std::string metrics = dir + "/metrics.jsonl";
-  if (read_file(metrics, kMaxMetricsBytes, bytes, why)) {
-    MetricsRead m = parse_metrics_jsonl(bytes, metrics, max_rows);
-    r.steps = std::move(m.steps);
-    r.warnings = std::move(m.warnings);
+  // A record with steps.bin has its per-step scalars there; its metrics.jsonl is read whole (it
+  // holds only the lines that carry more, and the slow fields a thinned read would pass over).
+  const std::string columns = dir + "/steps.bin";
+  StepColumnsRead cols;
+  if (read_file(columns, kMaxMetricsBytes, bytes, why)) {
+    cols = parse_step_columns(bytes, columns);
+    r.warnings = std::move(cols.warnings);
   } else if (why != "missing") {
-    r.warnings.push_back(metrics + ": " + why + "; no steps read");
+    r.warnings.push_back(columns + ": " + why + "; no steps read from it");
   }
+  const std::string metrics = dir + "/metrics.jsonl";
+  MetricsRead m;
+  if (read_file(metrics, kMaxMetricsBytes, bytes, why))
+    m = parse_metrics_jsonl(bytes, metrics, cols.rows.empty() ? max_rows : 0);
+  else if (why != "missing")
+    r.warnings.push_back(metrics + ": " + why + "; no steps read");
+  r.steps = cols.rows.empty() ? std::move(m.steps) : merge_step_rows(std::move(m.steps), cols.rows, max_rows);
+  r.warnings.insert(r.warnings.end(), m.warnings.begin(), m.warnings.end());
 
   const std::string summary = dir + "/summary.json";
   if (read_file(summary, kMaxJsonBytes, bytes, why))

@@ -14,8 +14,10 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 
 #include "train/run_checkpoint.h"
+#include "train/step_columns.h"
 #include "util/error.h"
 #include "util/safe_file.h"
 
@@ -26,9 +28,10 @@ namespace trainlab {
 namespace {
 
 constexpr const char* kLockName = "run.lock";
-constexpr std::array<const char*, 7> kRunFiles = {"config.json",       "metrics.jsonl",           "summary.json",
+constexpr std::array<const char*, 8> kRunFiles = {"config.json",       "metrics.jsonl",           "summary.json",
                                                   "model.safetensors", "model.quant.safetensors", "compression.json",
-                                                  "notes.json"};  // train/run_notes.h
+                                                  "notes.json",  // train/run_notes.h
+                                                  "steps.bin"};  // train/step_columns.h
 const std::string kChooseAnother = "choose another folder with --out or run.out";
 
 Error in_use(const std::string& dir) {
@@ -193,8 +196,12 @@ void RunRecord::open(const Config* config, RunOpenMode mode, long resume_step) {
       if (::unlink((dir + "/summary.json").c_str()) != 0 && errno != ENOENT)
         throw_file_error(dir + "/summary.json", "cannot remove", errno);
       m_resumed_metrics_step = truncate_metrics(dir + "/metrics.jsonl", resume_step);
+      // A record written before steps.bin has none: its steps are all in metrics.jsonl.
+      if (const long rows = truncate_step_columns(dir + "/steps.bin", resume_step); rows > 0)
+        m_resumed_metrics_step = rows;
     }
     m_metrics = std::make_unique<AppendFile>(dir + "/metrics.jsonl", mode != RunOpenMode::Resume);
+    m_columns = std::make_unique<StepColumnsWriter>(dir + "/steps.bin", mode != RunOpenMode::Resume);
     if (mode != RunOpenMode::Resume)
       write_file_atomic(dir + "/config.json",
                         config->to_json().dump(2, ' ', false, Json::error_handler_t::replace) + "\n");
@@ -206,15 +213,28 @@ void RunRecord::open(const Config* config, RunOpenMode mode, long resume_step) {
 }
 
 RunRecord::~RunRecord() {
+  m_columns.reset();  // its last rows, written while the folder is still locked
   if (m_lock_fd >= 0) ::close(m_lock_fd);  // releases the flock
 }
 
 void RunRecord::append(const StepMetrics& m) {
-  m_metrics->append(m_lines.line(m) + "\n");
+  m_columns->add(m);
+  if (const std::string line = m_lines.extras_line(m); !line.empty()) m_metrics->append(line + "\n");
 }
 
+void RunRecord::flush() { m_columns->flush(); }
+
 void RunRecord::write_summary(const RunSummary& s) {
+  // The summary is written even when the last block cannot be (a full disk): it says why the run
+  // ended; the block's error is thrown after it.
+  std::optional<Error> unflushed;
+  try {
+    flush();
+  } catch (const Error& e) {
+    unflushed = e;
+  }
   write_file_atomic(m_dir + "/summary.json", s.to_json().dump(2, ' ', false, Json::error_handler_t::replace) + "\n");
+  if (unflushed) throw *unflushed;
 }
 
 std::string RunRecord::default_dir(const std::string& root, const std::string& tag) {

@@ -1,7 +1,9 @@
-// RunRecord: one folder per run. config.json (the full resolved config), metrics.jsonl (one JSON
-// object per step, appended with a checked write as it goes, so a crash loses nothing written and
-// a failed write stops the run), summary.json, and model.safetensors (names and layouts of the
-// PyTorch peer's module); run.lock marks the folder as a run's and locks it while a run writes.
+// RunRecord: one folder per run. config.json (the full resolved config), steps.bin (every step's
+// scalars in checked column blocks: train/step_columns.h), metrics.jsonl (a JSON line, appended
+// with a checked write, for each step that carries more: MetricsLineWriter::extras_line; a crash
+// loses at most the block in memory and a failed write stops the run), summary.json, and
+// model.safetensors (names and layouts of the PyTorch peer's module); run.lock marks the folder as
+// a run's and locks it while a run writes. docs/RUN_RECORD.md describes the format and its sizes.
 //
 // Faults. config.json, summary.json and the weights are written to a temporary file, fsync'd and
 // renamed (util/safe_file.h); every append to metrics.jsonl is checked. A failed write throws
@@ -43,6 +45,7 @@
 namespace trainlab {
 
 class AppendFile;
+class StepColumnsWriter;
 
 // The lines of metrics.jsonl. Per-step scalars (loss, accuracy, lr, timings) are on every line;
 // slow-changing fields (kSlowMetricsFields: memory by category, precision, device bytes, loss
@@ -53,13 +56,21 @@ class AppendFile;
 // A reader carries the last value of each slow field forward to the lines that omit it; records
 // written before this (every field on every line) read the same as before.
 extern const std::array<const char*, 10> kSlowMetricsFields;
+// `m` rounded as a record stores it (the timings, loss and epoch above).
+StepMetrics record_rounding(const StepMetrics& m);
 class MetricsLineWriter {
  public:
   // One line of metrics.jsonl for `m` (no newline): the slow fields only where they changed.
   std::string line(const StepMetrics& m);
+  // The line of a record whose per-step scalars go to steps.bin (train/step_columns.h): `m`'s line
+  // when it carries anything steps.bin does not hold (a slow field that changed, an event,
+  // validation, system or kernel values, ranks, a skipped step, a loss or accuracy that is not
+  // finite), with lr on it always; "" for a plain step. Use one writer for one way or the other.
+  std::string extras_line(const StepMetrics& m);
 
  private:
   Json m_last = Json::object();  // the slow fields as last written
+  Json diffed(const StepMetrics& m, bool keep_lr);
 };
 class MetricsLineReader {
  public:
@@ -94,7 +105,7 @@ RunFolderInfo inspect_run_folder(const std::string& dir);
 void clear_run_folder(const std::string& dir);
 
 // A name of a run's own file (in a folder marked by run.lock): config.json, metrics.jsonl,
-// summary.json, model.safetensors, model.quant.safetensors, compression.json, notes.json (tags and
+// steps.bin, summary.json, model.safetensors, model.quant.safetensors, compression.json, notes.json (tags and
 // notes: train/run_notes.h), run.lock, and the
 // temporary "<name>.part" of each. Resume's checkpoint files belong in this list too.
 bool is_run_file(const std::string& name);
@@ -121,10 +132,15 @@ class RunRecord {
   // file had lost lines, e.g. after a power cut); 0 for a new record.
   long resumed_metrics_step() const { return m_resumed_metrics_step; }
   const std::string& dir() const { return m_dir; }
-  // One line of metrics.jsonl, written and checked; throws Error (path and reason) when the write
-  // fails, leaving the lines before it whole.
+  // A step: its per-step scalars into steps.bin (in blocks: train/step_columns.h), and a line of
+  // metrics.jsonl when it carries more (MetricsLineWriter::extras_line). Every write is checked;
+  // throws Error (path and reason) when one fails, leaving what was written before it whole.
   void append(const StepMetrics& m);
-  // summary.json, atomically; throws Error (path and reason).
+  // Writes the steps held in memory (steps.bin's last block); the trainer calls it before a
+  // checkpoint so that the record never ends before the checkpoint's step. Throws like append.
+  void flush();
+  // flush(), then summary.json atomically (written even when flush() fails, whose Error is thrown
+  // after it); throws Error (path and reason).
   void write_summary(const RunSummary& s);
   std::string weights_path() const { return m_dir + "/model.safetensors"; }
 
@@ -135,6 +151,7 @@ class RunRecord {
   std::string m_dir;
   int m_lock_fd = -1;
   std::unique_ptr<AppendFile> m_metrics;
+  std::unique_ptr<StepColumnsWriter> m_columns;
   MetricsLineWriter m_lines;
   long m_resumed_metrics_step = 0;
   void open(const Config* config, RunOpenMode mode, long resume_step);

@@ -419,6 +419,7 @@ void Trainer::write_checkpoint(long steps, double last_loss) {
   p.train_seconds = s.train_seconds;
   p.wall_s = std::chrono::duration<double>(Clock::now() - s.t_start).count();
   try {
+    if (s.record) s.record->flush();  // the record reaches the checkpoint's step (steps.bin's blocks)
     write_run_checkpoint(run_dir(), p, m_config,
                          {*s.be, *s.model, *s.opt, *s.scaler, *s.task, *s.compress, s.dist->sharded()});
     s.checkpoint_step = steps;

@@ -4,7 +4,6 @@
 #include <QTableWidget>
 #include <QToolButton>
 #include <QtTest>
-#include <fstream>
 #include <string>
 
 #include "gui_support.h"
@@ -36,11 +35,10 @@ trainlab::RunSummary digits_run(const QString& dir, long stop_at, long checkpoin
   return t.run();
 }
 
+// Every step of the record as the readers see it (steps.bin merged with metrics.jsonl).
 std::vector<trainlab::Json> metrics(const QString& dir) {
   std::vector<trainlab::Json> out;
-  std::ifstream in((dir + "/metrics.jsonl").toStdString());
-  std::string line;
-  while (std::getline(in, line)) out.push_back(trainlab::Json::parse(line));
+  for (const trainlab::StepMetrics& m : trainlab::load_run(dir.toStdString()).steps) out.push_back(m.to_json());
   return out;
 }
 

@@ -90,15 +90,12 @@ inline Config digits_config(const std::string& out, long steps = 0, long epochs 
   return c;
 }
 
-// Every line of a run's metrics.jsonl, parsed, with the slow fields a line omits carried forward
-// from the lines before it (MetricsLineReader): every line has every field as a reader sees it.
+// Every step of a run's record as a reader sees it (load_run: steps.bin's rows merged with the
+// metrics.jsonl lines, the slow fields carried forward), one JSON object a step (StepMetrics::to_json,
+// through its text: no value (NaN) reads as null, as in the file).
 inline std::vector<Json> metrics_lines(const std::string& dir) {
   std::vector<Json> out;
-  std::ifstream in(dir + "/metrics.jsonl");
-  std::string line;
-  MetricsLineReader reader;
-  while (std::getline(in, line))
-    if (!line.empty()) out.push_back(reader.expand(Json::parse(line)));
+  for (const StepMetrics& m : load_run(dir).steps) out.push_back(Json::parse(m.to_json().dump()));
   return out;
 }
 

@@ -1,8 +1,8 @@
 // ctest-labels: unit slow
 // Resuming an interrupted run (run.checkpoint_every, `trainlab-cli train --resume DIR`): a run
 // killed with SIGKILL or stopped with SIGTERM and then resumed gives the losses of an uninterrupted
-// run bit for bit (the JSON numbers of metrics.jsonl compared), with each step once in
-// metrics.jsonl; the character GPT with dropout, the digits MLP with AdamW + warm-up/cosine + fp16
+// run bit for bit (the numbers of every step of the record compared), with each step once in the
+// record (steps.bin and metrics.jsonl, torn writes of both dropped); the character GPT with dropout, the digits MLP with AdamW + warm-up/cosine + fp16
 // loss scaling + gradient accumulation, mid-run changes and compression state. Checkpoints are
 // whole or absent (a failed write keeps the previous one), and every folder that cannot be resumed
 // gives an error naming it and what is missing.
@@ -16,6 +16,7 @@
 #include "cli_support.h"
 #include "test_support.h"
 #include "train/run_checkpoint.h"
+#include "train/step_columns.h"
 
 using namespace trainlab;
 using namespace trainlab::test;
@@ -38,9 +39,13 @@ long checkpoint_step(const std::string& dir) {
   }
 }
 
+// The steps a reader finds in DIR's record (steps.bin's blocks and metrics.jsonl's lines).
 long metrics_count(const std::string& dir) {
-  const std::string text = read_text(dir + "/metrics.jsonl");
-  return static_cast<long>(std::count(text.begin(), text.end(), '\n'));
+  try {
+    return static_cast<long>(load_run(dir).steps.size());
+  } catch (const Error&) {
+    return 0;  // no config.json yet
+  }
 }
 
 // Starts `train` with `args`, waits until metrics.jsonl holds steps past a checkpoint, then sends
@@ -132,16 +137,28 @@ class TestResume : public QObject {
     QVERIFY(!fs::exists(part + "/summary.json"));
     const long written = metrics_count(part);
     QVERIFY2(written > ck, qPrintable(QString("%1 lines, checkpoint at %2").arg(written).arg(ck)));
-    // A write the kill interrupted: a last line without its newline.
+    // Writes the kill interrupted: a last line without its newline, a block of steps.bin cut short
+    // (a whole block's header and half its payload). Readers drop both silently.
     std::ofstream(part + "/metrics.jsonl", std::ios::app) << "{\"step\": " << written + 1 << ", \"loss\": 2.5";
+    StepMetrics extra;
+    extra.step = written + 1;
+    const std::string block = encode_step_block({StepRow::of(extra)});
+    std::ofstream(part + "/steps.bin", std::ios::app | std::ios::binary) << block.substr(0, 16 + (block.size() - 16) / 2);
+    const LoadedRun torn = load_run(part);
+    QVERIFY(torn.warnings.empty());
+    QCOMPARE(static_cast<long>(torn.steps.size()), written);
 
     r = cli({"train", "--resume", q(part), "--quiet"});
     QVERIFY2(r.code == 0, qPrintable(describe(r)));
     QVERIFY2(r.err.contains("resuming"), qPrintable(describe(r)));
-    // The lines after the checkpoint and the torn one were cut before the run went on.
+    // The steps after the checkpoint and the torn writes were cut before the run went on.
     const std::string text = read_text(part + "/metrics.jsonl");
     QCOMPARE(metrics_count(part), 600L);
     QVERIFY(!text.empty() && text.back() == '\n');
+    const StepColumnsRead cols = parse_step_columns(read_text(part + "/steps.bin"), "steps.bin");
+    QVERIFY(cols.warnings.empty());
+    QCOMPARE(cols.end_of_whole, read_text(part + "/steps.bin").size());
+    QCOMPARE(static_cast<long>(cols.rows.size()), 600L);
     compare_runs(full, part);
     QVERIFY(!QTest::currentTestFailed());
     QCOMPARE(read_text(full + "/model.safetensors").size(), read_text(part + "/model.safetensors").size());

@@ -15,6 +15,7 @@
 
 #include "test_support.h"
 #include "train/run_record.h"
+#include "train/step_columns.h"
 #include "util/safe_file.h"
 
 using namespace trainlab;
@@ -59,14 +60,21 @@ QStringList train_args(const QString& out, int steps) {
 
 bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
-// Every line of metrics.jsonl must parse: a failed append leaves no partial line behind.
+// Every step of the record, read strictly: every line of metrics.jsonl parses and steps.bin reads
+// with no warning and no torn block (a failed append leaves nothing partial behind), each step once.
 std::vector<Json> strict_lines(const std::string& dir) {
-  std::vector<Json> out;
   const std::string text = read_text(dir + "/metrics.jsonl");
   if (!text.empty() && text.back() != '\n') throw Error("metrics.jsonl ends in a partial line");
   std::istringstream in(text);
   std::string line;
-  while (std::getline(in, line)) out.push_back(Json::parse(line));
+  while (std::getline(in, line))
+    if (!Json::accept(line)) throw Error("metrics.jsonl has a line that is not JSON");
+  const std::string bytes = read_text(dir + "/steps.bin");
+  const StepColumnsRead cols = parse_step_columns(bytes, "steps.bin");
+  if (!cols.warnings.empty() || cols.end_of_whole != bytes.size()) throw Error("steps.bin has a bad or torn block");
+  const std::vector<Json> out = metrics_lines(dir);
+  for (size_t i = 1; i < out.size(); ++i)
+    if (out[i].at("step").get<long>() <= out[i - 1].at("step").get<long>()) throw Error("a step read twice");
   return out;
 }
 
@@ -78,24 +86,31 @@ class TestRunRecord : public QObject {
   std::string path(const std::string& name) const { return m_tmp.path().toStdString() + "/" + name; }
 
  private slots:
-  // metrics.jsonl hits the file size limit mid-run: exit 1, status "failed" naming the file and
-  // the reason, and every line written before intact (was: exit 0, "completed", truncated lines).
+  // The record hits the file size limit mid-run (steps.bin first: it grows by about 20 bytes a
+  // step, metrics.jsonl by a line an epoch): exit 1, status "failed" naming the file and the
+  // reason, and every block and line written before intact (was: exit 0, "completed", truncated
+  // lines). The steps of the block that could not be written (at most StepColumnsWriter::kBlockRows)
+  // are what the record lacks.
   void failedMetricsWriteEndsTheRun() {
     const std::string out = path("efbig");
-    const Result r = cli(train_args(q(out), 200) << "--set"
-                                                 << "run.save_weights=false",
+    const Result r = cli(train_args(q(out), 1500) << "--set"
+                                                  << "run.save_weights=false",
                          40);  // 20 KiB a file
     QVERIFY2(r.code == 1, qPrintable(describe(r)));
-    QVERIFY2(r.err.contains("error: " + q(out) + "/metrics.jsonl: cannot write (File too large)"),
+    QVERIFY2(r.err.contains("error: " + q(out) + "/steps.bin: cannot write (File too large)"),
              qPrintable(describe(r)));
     const Json sum = read_json(out + "/summary.json");
     QCOMPARE(sum.at("status").get<std::string>(), std::string("failed"));
-    QVERIFY2(has(sum.at("message").get<std::string>(), out + "/metrics.jsonl: cannot write (File too large)"),
+    QVERIFY2(has(sum.at("message").get<std::string>(), out + "/steps.bin: cannot write (File too large)"),
              sum.dump().c_str());
     const std::vector<Json> lines = strict_lines(out);
-    QVERIFY(lines.size() > 5 && lines.size() < 200);
-    QCOMPARE(static_cast<long>(lines.size()), sum.at("steps").get<long>());
-    for (size_t i = 0; i < lines.size(); ++i) QCOMPARE(lines[i].at("step").get<long>(), static_cast<long>(i + 1));
+    const long steps = sum.at("steps").get<long>();
+    // steps.bin's whole blocks hold 1, 2, 3...; lines of steps in the block that failed may follow.
+    const StepColumnsRead cols = parse_step_columns(read_text(out + "/steps.bin"), "steps.bin");
+    for (size_t i = 0; i < cols.rows.size(); ++i) QCOMPARE(cols.rows[i].step, static_cast<long>(i + 1));
+    QVERIFY2(cols.rows.size() > 5 && static_cast<long>(lines.size()) <= steps &&
+                 static_cast<long>(cols.rows.size() + StepColumnsWriter::kBlockRows) >= steps,
+             qPrintable(QString("%1 steps read, summary %2").arg(lines.size()).arg(steps)));
     QVERIFY(sum.at("test_accuracy").is_null());  // not evaluated: no value
   }
 
@@ -129,7 +144,7 @@ class TestRunRecord : public QObject {
     cb.on_step = [&](const StepMetrics& m) {
       if (m.step != 5) return;
       rlimit low = saved;
-      low.rlim_cur = 100;  // bytes: metrics.jsonl is past it already, and a summary is larger
+      low.rlim_cur = 100;  // bytes: the record's files are past it already, and a summary is larger
       setrlimit(RLIMIT_FSIZE, &low);
     };
     RunSummary s;
@@ -140,13 +155,16 @@ class TestRunRecord : public QObject {
     setrlimit(RLIMIT_FSIZE, &saved);
     sigaction(SIGXFSZ, &old, nullptr);
     QCOMPARE(s.status, std::string("failed"));
-    QVERIFY2(has(s.message, out + "/metrics.jsonl: cannot write (File too large)"), s.message.c_str());
+    // The first write after the limit fails: steps.bin's next block (every second) or the next line.
+    QVERIFY2(has(s.message, out + "/steps.bin: cannot write (File too large)") ||
+                 has(s.message, out + "/metrics.jsonl: cannot write (File too large)"),
+             s.message.c_str());
     QVERIFY2(has(s.message,
                  "summary.json could not be written either: " + out + "/summary.json: cannot write (File too large)"),
              s.message.c_str());
     QVERIFY(!fs::exists(out + "/summary.json"));
     QVERIFY(!fs::exists(out + "/summary.json.part"));
-    QCOMPARE(strict_lines(out).size(), size_t(5));
+    QVERIFY(strict_lines(out).size() <= 6);  // the block that failed held the steps from its first
   }
 
   // Two writers of one folder: the second is refused while the first runs, and the first's record
