@@ -23,7 +23,7 @@ timeout 90 "$T" > "$LOG/test_cuda_offload.log" 2>&1
 echo "test_cuda_offload exit=$?"
 cat "$LOG/test_cuda_offload.log"
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv > "$LOG/nvidia-smi.txt" 2>&1
-timeout 100 "$C" bench --case char-gpt2 --device cuda --modes bf16,bf16-offload --steps 10 --warmup 3 \
+timeout 100 "$C" bench --case char-gpt2 --device cuda --modes bf16,bf16-offload,fp32,fp32-offload --steps 10 --warmup 3 \
   > "$LOG/bench_char_gpt2.jsonl" 2> "$LOG/bench_char_gpt2.err"
 echo "bench exit=$?"
 tail -5 "$LOG/bench_char_gpt2.err"
@@ -35,12 +35,14 @@ keys = ["ms_per_step", "tokens_per_s", "device_optimizer_and_master_mib", "host_
         "peak_mib", "device_used_mib", "final_loss", "error"]
 for r in rows:
     print(r.get("mode"), {k: r[k] for k in keys if k in r})
-a, b = by.get("bf16"), by.get("bf16-offload")
-if a and b and "error" not in a and "error" not in b:
+for p in ("bf16", "fp32"):
+  a, b = by.get(p), by.get(p + "-offload")
+  if a and b and "error" not in a and "error" not in b:
+    print(p + ":")
     saved = 1 - b["device_optimizer_and_master_mib"] / a["device_optimizer_and_master_mib"]
-    print("masters+state on the device: %.1f MiB -> %.1f MiB (%.1f %% less; acceptance >= 60 %%)" %
+    print("  masters+state on the device: %.1f MiB -> %.1f MiB (%.1f %% less; acceptance >= 60 %%)" %
           (a["device_optimizer_and_master_mib"], b["device_optimizer_and_master_mib"], 100 * saved))
-    print("device peak: %.1f MiB -> %.1f MiB" % (a["device_peak_mib"], b["device_peak_mib"]))
-    print("step: %.2f ms -> %.2f ms (x%.2f)" % (a["ms_per_step"], b["ms_per_step"], b["ms_per_step"] / a["ms_per_step"]))
+    print("  device peak: %.1f MiB -> %.1f MiB" % (a["device_peak_mib"], b["device_peak_mib"]))
+    print("  step: %.2f ms -> %.2f ms (x%.2f)" % (a["ms_per_step"], b["ms_per_step"], b["ms_per_step"] / a["ms_per_step"]))
 PY
 echo "total: $(( $(date +%s) - start )) s"

@@ -36,7 +36,7 @@ namespace trainlab {
 
 class OffloadedOptimizer final : public Optimizer {
  public:
-  static constexpr size_t kMaxParts = 8;
+  static constexpr size_t kMaxParts = 16;
   // `inner` must keep its state in per-element buffers (state_buffers(): adamw, sgd, lion).
   explicit OffloadedOptimizer(std::unique_ptr<Optimizer> inner);
 
