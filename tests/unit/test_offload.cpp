@@ -166,6 +166,7 @@ class TestOffload : public QObject {
   void refusedCombinations() {
     QFETCH(QString, sets);
     QFETCH(QString, expected);
+    std::filesystem::remove_all(tmp("refused"));
     Config c = digits_config(tmp("refused"), 2);
     c.set("optim.offload", "cpu");
     const QString key = sets.section('=', 0, 0), value = sets.section('=', 1);
@@ -181,6 +182,7 @@ class TestOffload : public QObject {
   }
 
   void midRunPrecisionChangeIsRefused() {
+    std::filesystem::remove_all(tmp("midrun"));
     Config c = digits_config(tmp("midrun"), 30);
     c.set("optim.offload", "cpu");
     std::vector<std::string> notices;
