@@ -472,6 +472,7 @@ void ConfigForm::update_dependencies() {
       {"optim.lion_state", "optim.name", {"lion"}},
       {"optim.adafactor_beta1", "optim.name", {"adafactor"}},
       {"optim.relative_step", "optim.name", {"adafactor"}},
+      {"optim.offload", "optim.name", {"adamw", "sgd", "lion"}},
       {"schedule.min_lr", "schedule.name", {"warmup-cosine"}},
       {"precision.loss_scale.init", "precision.dtype", {"fp16"}},
       {"precision.loss_scale.growth_interval", "precision.dtype", {"fp16"}},

@@ -149,6 +149,8 @@ QWidget* PlannerView::build_fields() {
   add_field("--optimizer", combo({"adamw", "sgd", "adamw8bit", "adafactor", "lion"}), "Optimizer",
             "state a parameter: adamw 8, sgd 4, adamw8bit ~2 (8-bit codes + block scales), adafactor ~4(r+c)/(r c) "
             "on matrices, lion 4");
+  add_field("--offload", combo({"none", "cpu"}), "Offload",
+            "cpu: fp32 masters and optimizer state in host memory, off the GPU's bars (ZeRO 0 only)");
   add_field("--recompute", combo({"none", "selective", "full"}), "Recompute", "activation recomputation");
   add_field("--recompute-every", spin(1, 1 << 20, 1), "Recompute every", "full: layers per checkpointed group");
   add_field("--activations", combo({"lab", "megatron"}), "Activations count",
@@ -332,6 +334,7 @@ PlanSetup PlannerView::setup() const {
     }
   }
   resolve_plan_setup(s, text("--precision").toStdString(), text("--optimizer").toStdString(), text("--gpu").toStdString());
+  s.offload = text("--offload") == "cpu";
   s.micro_batch = static_cast<int64_t>(number("--batch"));
   s.gpus = static_cast<int64_t>(number("--gpus"));
   s.nodes = static_cast<int64_t>(number("--nodes"));
@@ -383,7 +386,11 @@ void PlannerView::recompute() {
                  m_result.fits ? QString("fits") : QString("<span style='color:#b00020'><b>does not fit</b></span>"))
             .arg(t.step_s, 0, 'g', 4)
             .arg(t.tokens_per_s(), 0, 'g', 4)
-            .arg(m_result.activations_known ? QString() : QString(" Activations are not predicted from a parameter count.")));
+            .arg((m_result.activations_known ? QString() : QString(" Activations are not predicted from a parameter count.")) +
+                 (m_setup.offload ? QString(" Offload: %1 in host memory (masters, optimizer state, staging), transfers not "
+                                            "in the step time.")
+                                        .arg(gb_text(static_cast<double>(m_result.per_gpu[static_cast<size_t>(MemCategory::Host)])))
+                                  : QString())));
   } else {
     m_summary->setText("<span style='color:#b00020'>" + m_error.toHtmlEscaped() + "</span>");
   }

@@ -184,6 +184,7 @@ void PlannerView::set_from_config(const Config& c) {
   }
   set_field("--precision", QString::fromStdString(c.get_string("precision.dtype")));
   set_field("--optimizer", QString::fromStdString(c.get_string("optim.name")));
+  set_field("--offload", QString::fromStdString(c.get_string("optim.offload")));
   set_field("--batch", static_cast<int>(c.get_int("train.batch")));
   set_field("--micro-batches", static_cast<int>(c.get_int("train.accumulate")));
   m_loading = false;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 
 #include "run_series.h"
 
@@ -17,8 +18,9 @@ QColor run_color(int index) {
 
 QColor category_color(size_t c) {
   static const QColor colors[] = {QColor(78, 121, 167), QColor(242, 142, 43), QColor(225, 87, 89),
-                                  QColor(118, 183, 178), QColor(89, 161, 79), QColor(176, 122, 161)};
-  return colors[c % 6];
+                                  QColor(118, 183, 178), QColor(89, 161, 79), QColor(176, 122, 161),
+                                  QColor(156, 117, 95)};
+  return colors[c % std::size(colors)];
 }
 
 double BytesTicker::getTickStep(const QCPRange& range) {

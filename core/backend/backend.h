@@ -180,8 +180,32 @@ class Backend {
   virtual void fill(Tensor& t, float value) = 0;
   virtual void synchronize() {}
 
+  // --- host memory and transfers (optimizer offload, optim/offload.h) --------------------------
+  // A tensor in host memory that the host reads and writes through raw() and that transfers to and
+  // from this device fast (pinned memory on a GPU, counted in this backend's ledger; on the CPU an
+  // ordinary tensor: host memory is the device's). upload/download/copy accept it as either side.
+  virtual Tensor empty_host(const Shape& shape, DType dtype, MemCategory category) {
+    return empty(shape, dtype, category);
+  }
+  // Byte copies of equal-sized tensors of one format between this device and empty_host memory,
+  // queued after the work queued so far on a transfer stream of their own (the CPU copies at once).
+  // copy_to_host_async returns a ticket; wait_transfer(ticket) blocks the host until that copy has
+  // landed. copy_from_host_async reads `src` when its turn on the transfer stream comes: the host
+  // must not write it again before join_transfers. join_transfers makes the device's later work
+  // wait for every transfer queued so far (without blocking the host) and retires the tickets.
+  virtual int copy_to_host_async(const Tensor& src, Tensor& dst) {
+    copy(src, dst);
+    return 0;
+  }
+  virtual void wait_transfer(int ticket) {}
+  virtual void copy_from_host_async(const Tensor& src, Tensor& dst) { copy(src, dst); }
+  virtual void join_transfers() {}
+
   // --- per-step state -----------------------------------------------------------------------
+  // Backends keep the last values (step_scalars()) for work the host does on the device's behalf
+  // (an offloaded optimizer step runs on the CPU with the device's scalars).
   virtual void set_step_scalars(const StepScalars& s) = 0;
+  const StepScalars& step_scalars() const { return m_scalars; }
 
   // --- operations ----------------------------------------------------------------------------
   // Every matrix product (gemm, the linear_* operations, the two attention products) takes the
@@ -391,6 +415,7 @@ class Backend {
     throw Error(std::string(op_name(op)) + " is not supported on " + info().name);
   }
   MemoryLedger m_ledger;
+  StepScalars m_scalars;  // the last set_step_scalars
   bool m_capture = true;
   bool m_kernel_timing = false;
 };

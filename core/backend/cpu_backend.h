@@ -27,7 +27,6 @@ class CpuBackend final : public Backend {
   void fill(Tensor& t, float value) override;
 
   void set_step_scalars(const StepScalars& s) override { m_scalars = s; }
-  const StepScalars& step_scalars() const { return m_scalars; }
 
   void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha,
             float beta, MatmulMode mode) override;
@@ -101,7 +100,6 @@ class CpuBackend final : public Backend {
 
   static constexpr int kSlots = 12;  // 0-5: the MLP ops, 6-11: the transformer ops (cpu_transformer_ops.cpp)
   std::array<Tensor, kSlots> m_workspace;
-  StepScalars m_scalars;
   int m_threads;
 };
 

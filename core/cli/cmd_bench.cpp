@@ -52,7 +52,8 @@ Runner add_bench_command(CLI::App& app) {
                                       "precision; --modes adamw,adamw8bit,lion,lion-bf16,adafactor,sgd; 20 steps)");
   cmd->add_option("--device", o->device, "cpu, cuda, cuda:N or auto");
   cmd->add_option("--modes", o->modes, "Comma-separated modes (digits: fp32,tf32,bf16,fp16,fp8, add -nograph to skip CUDA graphs; "
-                                       "digits-train: precisions)");
+                                       "digits-train: precisions; char-*: fp32,tf32,bf16,fp16, add -ckpt for checkpointing "
+                                       "and -offload for optim.offload cpu, e.g. bf16-offload)");
   // The ranges of bench's numbers: timed steps (decode: tokens) and untimed warm-up steps are
   // counts a benchmark can finish; epochs as train.epochs, at least one.
   cmd->add_option("--steps", o->steps, "Timed steps (default 300 on the CPU, 3000 on a GPU; decode: tokens, default 200)")

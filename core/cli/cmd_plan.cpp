@@ -24,6 +24,7 @@ namespace {
 
 struct PlanFlags {
   std::string model, precision = "bf16", optimizer = "adamw", recompute = "none", activations, gpu = "h200";
+  std::string offload = "none";
   double params = 0, dropout = 0.1, gpu_memory = 0, mfu = 0.4, nvlink = 0, network = 0;
   int64_t layers = 0, hidden = 0, heads = 0, seq = 0, vocab = 0;
   int64_t batch = 1, gpus = 1, nodes = 1, tp = 1, pp = 1, micro_batches = 1, recompute_every = 1;
@@ -74,6 +75,9 @@ void add_plan_options(CLI::App* cmd, PlanFlags& f) {
       "adamw (8 bytes of state a parameter), sgd (momentum, 4), adamw8bit (8-bit moments with a scale per block "
       "of 2048: 2.004), adafactor (factored second moment: 4 (rows + cols) a matrix, 4 a vector element) or "
       "lion (4); default adamw");
+  add("--offload", f.offload,
+      "none or cpu: cpu keeps the fp32 masters and the optimizer state in host memory (optim.offload), with "
+      "--zero 0 only; default none");
   add("--recompute", f.recompute, "none, selective or full (activation recomputation; default none)");
   add_num("--recompute-every", f.recompute_every, "full: layers per checkpointed group (default 1)",
           integers(1, kCount));
@@ -155,6 +159,8 @@ PlanSetup plan_setup_of(const PlanFlags& f) {
   PlanSetup s;
   s.model = plan_model_of(f);
   resolve_plan_setup(s, f.precision, f.optimizer, f.gpu);
+  if (f.offload != "none" && f.offload != "cpu") throw Error("--offload '" + f.offload + "': expected none or cpu");
+  s.offload = f.offload == "cpu";
   s.micro_batch = f.batch;
   s.gpus = f.gpus;
   s.nodes = f.nodes;

@@ -55,7 +55,7 @@ std::string value_text(double v) {
 // numeric flag keeps its text ("" when not given), checked against its key's range while the
 // command line is parsed (cli/option_ranges.h) and then set like --set.
 struct TrainFlags {
-  std::string config_file, model, optimizer, precision, device, out;
+  std::string config_file, model, optimizer, offload, precision, device, out;
   std::string resume;  // --resume DIR
   std::string epochs, steps, batch, accumulate, seed, lr, ranks, gpus;
   std::vector<std::string> sets;
@@ -70,6 +70,7 @@ Config build_config(const TrainFlags& o) {
       {"model.name", &o.model},          {"train.epochs", &o.epochs}, {"train.steps", &o.steps},
       {"train.batch", &o.batch},         {"train.accumulate", &o.accumulate}, {"train.seed", &o.seed},
       {"optim.lr", &o.lr},               {"optim.name", &o.optimizer}, {"precision.dtype", &o.precision},
+      {"optim.offload", &o.offload},
       {"device.name", &o.device},        {"run.out", &o.out}};
   for (const auto& [key, text] : flags)
     if (!text->empty()) c.set(key, *text);
@@ -166,7 +167,7 @@ int run_training(const Config& c, const TrainFlags& flags, const dist::LaunchInf
 // The flags that set how a run computes: refused with --resume (the run keeps its own settings).
 const char* const kSettingFlags[] = {"--config",    "--model",     "--epochs",     "--steps", "--batch",  "--lr",
                                      "--optimizer", "--precision", "--accumulate", "--seed",  "--device", "--out",
-                                     "--overwrite"};
+                                     "--overwrite", "--offload"};
 
 std::string settable_on_resume() {
   std::string keys;
@@ -210,6 +211,9 @@ Runner add_train_command(CLI::App& app, std::vector<std::string> args) {
   add_key_option(cmd, "--batch", o->batch, "train.batch", "Samples per micro-batch");
   add_key_option(cmd, "--lr", o->lr, "optim.lr", "Learning rate");
   cmd->add_option("--optimizer", o->optimizer, "adamw, sgd, adamw8bit, adafactor or lion (optim.name)");
+  cmd->add_option("--offload", o->offload,
+                  "none or cpu: cpu keeps the fp32 masters and optimizer state in host memory and updates them on the "
+                  "CPU (optim.offload)");
   cmd->add_option("--precision", o->precision, "fp32, tf32, bf16, fp16 or fp8 (precision.dtype)");
   add_key_option(cmd, "--accumulate", o->accumulate, "train.accumulate", "Gradient accumulation: micro-batches per step");
   add_key_option(cmd, "--seed", o->seed, "train.seed", "Seed");

@@ -56,6 +56,9 @@ void print_header(const PlanSetup& s, const Layout& l) {
   std::printf("setup        micro-batch %lld, %s (%lld-byte elements%s), %s (%.4g bytes of state a parameter)\n",
               static_cast<long long>(s.micro_batch), s.precision.c_str(), static_cast<long long>(s.element_bytes),
               s.element_bytes < 4 ? ", fp32 master copy" : "", s.optimizer.c_str(), s.optimizer_state_bytes);
+  if (s.offload)
+    std::printf("offload      cpu: fp32 masters and optimizer state in host memory (optim.offload cpu), updated on "
+                "the CPU; the step time below does not include the transfers\n");
   std::printf("machines     %lld x %s (%.3g GB), %lld node%s; peak %.1f TFLOP/s (%s), MFU %.2f; NVLink %.0f GB/s, "
               "network %.0f GB/s\n",
               static_cast<long long>(s.gpus), s.gpu.c_str(), gb(s.gpu_memory_bytes), static_cast<long long>(s.nodes),
@@ -88,6 +91,8 @@ void print_plan_table(const PlanSetup& s, const PlanResult& r) {
   std::printf("  %-15s %22s %12s %12s\n", "", "bytes", "GB", "GiB");
   for (MemCategory c : kRows) print_bytes_row(mem_category_name(c), static_cast<double>(cat(r.per_gpu, c)));
   print_bytes_row("total", static_cast<double>(r.per_gpu_total));
+  if (s.offload)  // not part of the GPU's total
+    print_bytes_row("host (offload)", static_cast<double>(cat(r.per_gpu, MemCategory::Host)));
   print_bytes_row("GPU memory", s.gpu_memory_bytes);
   std::printf("  %s: %.1f %% of the GPU's memory\n", r.fits ? "fits" : "DOES NOT FIT",
               100.0 * static_cast<double>(r.per_gpu_total) / s.gpu_memory_bytes);

@@ -117,6 +117,13 @@ void optim_keys(std::vector<ConfigKey>& s) {
   s.push_back(key_bool("optim.relative_step", false,
                        "adafactor: step size min(1e-2, 1/sqrt(t)) * max(1e-3, RMS(w)) per tensor instead of the "
                        "learning rate (the schedule is then not used)."));
+  s.push_back(key_enum("optim.offload", "none", {"none", "cpu"},
+                       "Where the fp32 master weights and the optimizer state live: none keeps them on the device; "
+                       "cpu keeps them in pinned host memory, copies the gradients down after backward, runs the "
+                       "update on the CPU (the CPU backend's optimizer) and copies the updated weights up (about 12 "
+                       "bytes a parameter less device memory with AdamW in 16-bit, for the transfers' time). On the "
+                       "CPU host memory is the device's: nothing is saved, the offload path still runs. With adamw, "
+                       "sgd or lion; not with dist.strategy zero1-3, QAT or pruning; fixed for a run."));
   s.push_back(key_float("optim.clip_norm", 0.0, 0, 1e6,
                         "Gradient clipping: when the L2 norm of the whole gradient (every parameter together, and "
                         "every rank's share when several ranks train) exceeds this, the gradient is scaled down to "

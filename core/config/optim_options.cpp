@@ -22,6 +22,7 @@ OptimOptions optim_options(const Config& c) {
   opt.lion_state = c.get_string("optim.lion_state");
   opt.adafactor_beta1 = c.get_float("optim.adafactor_beta1");
   opt.relative_step = c.get_bool("optim.relative_step");
+  opt.offload = c.get_string("optim.offload");
   o.schedule.name = c.get_string("schedule.name");
   o.schedule.warmup_steps = c.get_int("schedule.warmup_steps");
   o.schedule.min_lr = c.get_float("schedule.min_lr");

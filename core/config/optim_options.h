@@ -21,6 +21,7 @@ struct OptimizerOptions {
   std::string lion_state = "fp32";                // lion: "fp32" | "bf16"
   double adafactor_beta1 = 0.0;                   // adafactor: 0 = no first moment
   bool relative_step = false;                     // adafactor
+  std::string offload = "none";                   // "none" | "cpu": masters and state in host memory (optim/offload.h)
 };
 
 struct ScheduleOptions {

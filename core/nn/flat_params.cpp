@@ -75,10 +75,18 @@ Tensor FlatParams::range(ParamBuffer b, int64_t begin, int64_t end) const {
 void FlatParams::allocate(Backend& be, ParamBuffer b, DType dtype, MemCategory category) {
   for (Parameter* p : m_params) param_tensor(*p, b) = Tensor();
   if (m_params.empty()) return;
-  const Tensor flat = be.empty({m_total}, dtype, category);
+  assign_views(b, be.empty({m_total}, dtype, category));
+}
+
+void FlatParams::assign_views(ParamBuffer b, const Tensor& flat) {
+  if (flat.numel() != m_total)
+    throw Error(std::string("flat ") + param_buffer_name(b) + " buffer of " + std::to_string(flat.numel()) +
+                " elements for parameters of " + std::to_string(m_total));
+  const size_t base = byte_offset(flat);
   for (size_t i = 0; i < m_params.size(); ++i) {
     Parameter& p = *m_params[i];
-    param_tensor(p, b) = Tensor(flat.storage(), p.shape, dtype, dtype_bytes(dtype, static_cast<size_t>(m_offsets[i])));
+    param_tensor(p, b) =
+        Tensor(flat.storage(), p.shape, flat.dtype(), base + dtype_bytes(flat.dtype(), static_cast<size_t>(m_offsets[i])));
   }
 }
 

@@ -49,6 +49,9 @@ class FlatParams {
   // views are dropped first, so an old buffer referenced only by them is freed before the new
   // one is allocated.
   void allocate(Backend& be, ParamBuffer b, DType dtype, MemCategory category);
+  // Gives every parameter a view of `flat` (numel() elements, any format and memory: e.g. a
+  // backend's empty_host buffer) at its offset, for buffer b.
+  void assign_views(ParamBuffer b, const Tensor& flat);
   // For optimizer state: parameters whose tensor for b is undefined get zeros in `dtype` (fp32,
   // or bf16 for Lion's momentum), all of them in one new buffer (the whole list on a first step).
   void ensure_zeros(Backend& be, ParamBuffer b, MemCategory category, DType dtype = DType::F32);

@@ -1,6 +1,7 @@
 #include "optim/optimizer.h"
 
 #include "optim/lean_optimizers.h"
+#include "optim/offload.h"
 #include "util/error.h"
 
 namespace trainlab {
@@ -107,7 +108,8 @@ void Sgd::step(Backend& be, std::vector<Parameter*>& params) {
   be.sgd_step(s, m_h);
 }
 
-std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& o) {
+namespace {
+std::unique_ptr<Optimizer> make_on_device(const OptimizerOptions& o) {
   if (o.name == "adamw") {
     AdamWHyper h;
     h.beta1 = static_cast<float>(o.beta1);
@@ -125,6 +127,14 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& o) {
   }
   if (auto lean = make_lean_optimizer(o)) return lean;
   throw Error("optim.name '" + o.name + "': expected adamw, sgd, adamw8bit, adafactor or lion");
+}
+}  // namespace
+
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& o) {
+  if (o.offload != "none" && o.offload != "cpu") throw Error("optim.offload '" + o.offload + "': expected none or cpu");
+  std::unique_ptr<Optimizer> opt = make_on_device(o);
+  if (o.offload == "cpu") return std::make_unique<OffloadedOptimizer>(std::move(opt));
+  return opt;
 }
 
 }  // namespace trainlab

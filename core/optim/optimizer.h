@@ -20,6 +20,7 @@ namespace trainlab {
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
+  friend class OffloadedOptimizer;  // runs another optimizer's protected state hooks on host copies
   virtual std::string name() const = 0;
   // One update of every parameter; lr, step count and gradient unscale come from the backend's
   // StepScalars.
@@ -32,6 +33,11 @@ class Optimizer {
   virtual Op backend_op() const = 0;
   // The format of the state_buffers() (fp32 but for Lion's bf16 momentum).
   virtual DType state_dtype() const { return DType::F32; }
+  // Called once a step's parameters are final (TrainingStep's constructor), before any update.
+  virtual void attach(Backend& be, const std::vector<Parameter*>& params) {}
+  // True when step() waits on the host (optim/offload.h): the step cannot be captured as a graph
+  // and the device's own optimizer operation is not needed.
+  virtual bool host_step() const { return false; }
 
   // Host copies of the state, one fp32 vector per state array, each laid out at the FlatParams
   // offsets of `params` (numel() values; a parameter's state may be shorter than the parameter,
@@ -95,7 +101,8 @@ class Sgd final : public Optimizer {
 
 // The optimizer named by o.name with o's hyper-parameters (rounded to fp32, as the backend's
 // steps take them; adamw8bit, adafactor and lion are in optim/lean_optimizers.h); throws Error
-// naming the known optimizers for an unknown name. The state's bytes are predicted by
+// naming the known optimizers for an unknown name. With o.offload "cpu" it is wrapped in an
+// OffloadedOptimizer (optim/offload.h). The state's bytes are predicted by
 // plan/memory_model.h's optimizer_state_bytes.
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& o);
 

@@ -27,6 +27,9 @@ MemoryByCategory predict_rank_memory(const TrainingMemoryInputs& in, const ZeroS
   if (z.ranks < 1 || z.rank < 0 || z.rank >= z.ranks)
     throw Error("ZeRO rank " + std::to_string(z.rank) + " of " + std::to_string(z.ranks) +
                 " ranks: expected a rank in [0, ranks - 1] and ranks >= 1");
+  if (in.offload && z.stage > 0)
+    throw Error("optim.offload cpu keeps the masters and optimizer state in host memory, which ZeRO stage " +
+                std::to_string(z.stage) + " would shard: expected ZeRO stage 0 with offload");
   const auto [begin, end] = zero_shard_range(in.params, z.ranks, z.rank);
   const int64_t shard = end - begin;
   MemoryByCategory m{};
@@ -43,11 +46,20 @@ MemoryByCategory predict_rank_memory(const TrainingMemoryInputs& in, const ZeroS
                        ? in.optimizer_state_total / in.params * held
                        : std::llround(static_cast<double>(in.optimizer_state_total) * static_cast<double>(held) /
                                       static_cast<double>(in.params)));
+  if (in.offload) {
+    const int64_t state = in.optimizer_state_total >= 0 ? in.optimizer_state_total : in.params * in.optimizer_state_bytes;
+    at(m, MemCategory::Optimizer) = 0;
+    at(m, MemCategory::Host) = offload_host_bytes(in.params, in.element_bytes, state);
+  }
   at(m, MemCategory::Activations) = in.activation_bytes;
   at(m, MemCategory::Workspace) = in.data_bytes;
   at(m, MemCategory::Communication) = in.communication_bytes;
   for (size_t c = 0; c < kMemCategoryCount; ++c) m[c] += in.device_copies[c];
   return m;
+}
+
+int64_t offload_host_bytes(int64_t params, int64_t element_bytes, int64_t optimizer_state_total) {
+  return 4 * params + optimizer_state_total + params * element_bytes + (element_bytes < 4 ? params * element_bytes : 0);
 }
 
 std::vector<ParamShapeInfo> param_shape_infos(const std::vector<Parameter*>& params) {

@@ -36,7 +36,13 @@ struct TrainingMemoryInputs {
   int64_t activation_bytes = 0;       // one of the activation formulas below
   int64_t communication_bytes = 0;    // the rank's communication buffers, as its strategy allocates them
   MemoryByCategory device_copies{};   // what the device keeps beside the model (fp8_copy_bytes), unsharded
+  bool offload = false;               // optim.offload cpu: masters and state in host memory (offload_host_bytes)
 };
+
+// optim.offload cpu (optim/offload.h): the host bytes kept on the device's behalf, counted as
+// MemCategory::Host: the fp32 masters (4 n; in fp32 runs a copy of the device's weights), the
+// optimizer state, the gradient staging (eb n) and in 16-bit runs the weight staging (eb n).
+int64_t offload_host_bytes(int64_t params, int64_t element_bytes, int64_t optimizer_state_total);
 
 // One parameter as the optimizer-state formula sees it: its shape, and whether it is an embedding.
 struct ParamShapeInfo {
@@ -58,8 +64,8 @@ std::vector<ParamShapeInfo> param_shape_infos(const std::vector<Parameter*>& par
 int64_t optimizer_state_bytes(const OptimizerOptions& o, const std::vector<ParamShapeInfo>& params);
 
 // Weights and gradients params * eb; optimizer params * (state + 4 for the fp32 master when
-// eb < 4); workspace the resident data set; activations and communication as given; plus the
-// device's copies. Other workspaces (indices, statistics, the backend's scratch) are not
+// eb < 4), or with offload none on the device and offload_host_bytes as Host; workspace the
+// resident data set; activations and communication as given; plus the device's copies. Other workspaces (indices, statistics, the backend's scratch) are not
 // predicted. One rank, no sharding: predict_rank_memory(in, {}).
 MemoryByCategory predict_training_memory(const TrainingMemoryInputs& in);
 

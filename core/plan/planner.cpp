@@ -211,7 +211,7 @@ PlanModel plan_model_preset(const std::string& name, const std::string& what) {
 int64_t StagePlan::total() const {
   int64_t t = 0;
   for (int64_t v : bytes) t += v;
-  return t;
+  return t - at(bytes, MemCategory::Host);
 }
 
 void validate_plan(const PlanSetup& s, const Layout& l) {
@@ -245,6 +245,9 @@ void validate_plan(const PlanSetup& s, const Layout& l) {
   if (l.zero > 0 && l.dp == 1)
     throw Error("--zero " + std::to_string(l.zero) + " shards over the data-parallel ranks: it needs DP >= 2 (here DP = "
                 "--gpus / (--tp x --pp) = 1)");
+  if (s.offload && l.zero > 0)
+    throw Error("--zero " + std::to_string(l.zero) + " shards the masters and optimizer state that --offload cpu keeps "
+                "in host memory: expected --zero 0 with --offload cpu");
   need_int("--micro-batches", l.micro_batches, 1, kMaxCount);
   if (s.model.kind == PlanModelKind::Transformer) {
     need_divides("--tp", l.tp, "--heads", s.model.transformer.heads);
@@ -304,6 +307,7 @@ StagePlan plan_stage(const PlanSetup& s, const Layout& l, int64_t i) {
     }
   }
   mi.params = st.params;
+  mi.offload = s.offload;
   mi.optimizer_state_total = std::llround(s.optimizer_state_bytes * static_cast<double>(st.params));
   st.bytes = predict_rank_memory(mi, {l.zero, l.dp, 0});
   return st;
@@ -396,7 +400,7 @@ SearchResult search_layouts(const PlanSetup& s, const SearchSpace& space) {
       const int64_t dp = s.gpus / (tp * pp);
       if (out.global_batch % (s.micro_batch * dp) != 0) continue;
       std::vector<int> zeros = space.zero;
-      if (zeros.empty()) zeros = dp == 1 ? std::vector<int>{0} : std::vector<int>{0, 1, 2, 3};
+      if (zeros.empty()) zeros = dp == 1 || s.offload ? std::vector<int>{0} : std::vector<int>{0, 1, 2, 3};
       for (int zero : zeros)
         for (Recompute rc : rcs) {
           const Layout l{dp, tp, pp, zero, rc, space.recompute_every, out.global_batch / (s.micro_batch * dp)};
@@ -414,6 +418,7 @@ SearchResult search_layouts(const PlanSetup& s, const SearchSpace& space) {
 
 namespace {
 
+// total_bytes: the GPU's (host_bytes, offload's host memory, apart).
 Json bytes_json(const MemoryByCategory& m) {
   int64_t total = 0;
   for (int64_t v : m) total += v;
@@ -422,7 +427,8 @@ Json bytes_json(const MemoryByCategory& m) {
           {"optimizer_bytes", at(m, MemCategory::Optimizer)},
           {"activations_bytes", at(m, MemCategory::Activations)},
           {"communication_bytes", at(m, MemCategory::Communication)},
-          {"total_bytes", total}};
+          {"host_bytes", at(m, MemCategory::Host)},
+          {"total_bytes", total - at(m, MemCategory::Host)}};
 }
 
 Json model_json(const PlanModel& m) {
@@ -462,6 +468,7 @@ Json plan_setup_json(const PlanSetup& s) {
           {"fp8_copies", s.fp8_matmul && s.fp8_copies},
           {"optimizer", s.optimizer},
           {"optimizer_state_bytes", s.optimizer_state_bytes},
+          {"offload", s.offload ? "cpu" : "none"},
           {"activations", activation_count_name(s.count)},
           {"gpu", s.gpu},
           {"gpu_memory_bytes", s.gpu_memory_bytes},

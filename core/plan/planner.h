@@ -77,6 +77,9 @@ struct PlanSetup {
   // Bytes of optimizer state a parameter: memory_model.h's optimizer_state_bytes over the model's
   // parameter shapes (PlanModel::param_shapes) divided by their count (2.0039 for adamw8bit).
   double optimizer_state_bytes = 8;
+  // optim.offload cpu: masters and optimizer state in host memory (MemCategory::Host, not part of
+  // a GPU's bytes); only with ZeRO stage 0.
+  bool offload = false;
   ActivationCount count = ActivationCount::Lab;
   std::string gpu = "h200";
   double gpu_memory_bytes = 141e9;
@@ -98,7 +101,7 @@ struct StagePlan {
   int64_t index = 0, layers = 0, in_flight = 1;
   int64_t params = 0;  // held by one GPU of the stage (before ZeRO's sharding)
   MemoryByCategory bytes{};
-  int64_t total() const;
+  int64_t total() const;  // the GPU's bytes: every category but Host (offload's host memory)
 };
 
 struct PlanResult {

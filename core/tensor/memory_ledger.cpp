@@ -10,6 +10,7 @@ const char* mem_category_name(MemCategory c) {
     case MemCategory::Activations: return "activations";
     case MemCategory::Workspace: return "workspace";
     case MemCategory::Communication: return "communication";
+    case MemCategory::Host: return "host";
   }
   return "?";
 }

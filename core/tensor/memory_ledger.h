@@ -9,8 +9,11 @@
 
 namespace trainlab {
 
-enum class MemCategory : uint8_t { Weights, Gradients, Optimizer, Activations, Workspace, Communication };
-constexpr size_t kMemCategoryCount = 6;
+// Host: bytes a device run keeps in (pinned) host memory on the device's behalf -- with
+// optim.offload cpu the fp32 masters, the optimizer state and the gradient/weight staging
+// (optim/offload.h). It is not device memory: a device's bytes are the total less Host.
+enum class MemCategory : uint8_t { Weights, Gradients, Optimizer, Activations, Workspace, Communication, Host };
+constexpr size_t kMemCategoryCount = 7;
 
 const char* mem_category_name(MemCategory c);
 

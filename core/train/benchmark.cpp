@@ -37,7 +37,7 @@ Json kernel_breakdown(Backend& be, TrainingStep& step, float lr, long done) {
     for (int i = 0; i < n; ++i) {
       sc.step = static_cast<float>(done + i + 1);
       be.set_step_scalars(sc);
-      be.run_step("bench_char_timed", [&] { step.full_step(); });
+      step.run_full_step("bench_char_timed");
     }
     be.synchronize();
     for (const KernelTime& k : be.kernel_times()) out[k.name] = k.ms / n;
@@ -65,7 +65,7 @@ double seconds_per_training_step(Backend& be, TrainingStep& step, float lr, cons
   auto one = [&] {
     sc.step = static_cast<float>(++t);
     be.set_step_scalars(sc);
-    be.run_step(key, [&] { step.full_step(); });
+    step.run_full_step(key);
   };
   for (long i = 0; i < warmup; ++i) one();
   be.synchronize();
@@ -137,6 +137,7 @@ Json bench_char_step(const std::string& device, const std::string& name, const s
   CharGptConfig cfg = CharGptConfig::preset(preset);
   const int64_t B = preset == "tiny" ? 32 : preset == "small" ? 64 : 16, T = cfg.context;
   const bool ckpt = mode.find("-ckpt") != std::string::npos;
+  const bool offload = mode.find("-offload") != std::string::npos;  // optim.offload cpu (optim/offload.h)
   const std::string precision = mode.substr(0, mode.find('-'));
   auto be = create_backend(device);
   // The whole step (forward, backward, AdamW) is captured as a CUDA graph from its second run and
@@ -144,7 +145,8 @@ Json bench_char_step(const std::string& device, const std::string& name, const s
   // dropout draws masks from per-step host seeds; the backend runs such a step eagerly.)
   be->set_capture_enabled(true);
   if (precision != "fp32" && precision != "tf32" && precision != "bf16" && precision != "fp16")
-    throw Error("char benchmark mode '" + mode + "': expected fp32, tf32, bf16 or fp16, optionally with -ckpt");
+    throw Error("char benchmark mode '" + mode + "': expected fp32, tf32, bf16 or fp16, optionally with -ckpt and "
+                "-offload");
   const PrecisionPolicy& policy = bench_precision(*be, device, precision);
 
   TextCorpus text = load_text_corpus(find_resource("data/tinyshakespeare.txt"), 0.1, 1);
@@ -158,8 +160,10 @@ Json bench_char_step(const std::string& device, const std::string& name, const s
   CharGpt model(*be, cfg, 0);
   apply_precision(*be, model, policy);
   model.set_checkpointing(ckpt ? CheckpointPolicy::EveryBlock : CheckpointPolicy::Off, 1);
-  AdamW opt(AdamWHyper{});
-  TrainingStep step(*be, model, opt, toks, B, T, 1);
+  OptimizerOptions oo;
+  oo.offload = offload ? "cpu" : "none";
+  std::unique_ptr<Optimizer> opt = make_optimizer(oo);  // AdamW at its defaults
+  TrainingStep step(*be, model, *opt, toks, B, T, 1);
   std::mt19937_64 rng(0);
   std::vector<int32_t> idx;
   for (int64_t b = 0; b < B; ++b) {
@@ -173,6 +177,11 @@ Json bench_char_step(const std::string& device, const std::string& name, const s
   be->download(step.stats(), st, DType::F32);
   const double act_peak = static_cast<double>(be->ledger().peak(MemCategory::Activations)) / (1 << 20);
   const double peak = static_cast<double>(be->ledger().snapshot().peak_total) / (1 << 20);
+  // Host bytes (offload) are allocated before the timed steps and stay: the device's peak is the
+  // total's less them. The masters (16-bit runs) are counted with the optimizer state.
+  const double host = static_cast<double>(be->ledger().current(MemCategory::Host)) / (1 << 20);
+  const double opt_device = static_cast<double>(be->ledger().current(MemCategory::Optimizer)) / (1 << 20);
+  const double used = static_cast<double>(be->info().used_bytes) / (1 << 20);
   const Json breakdown = kernel_breakdown(*be, step, lr, warmup + steps);
   const double fpt = char_gpt_train_flops_per_token(model, T);
   const int64_t act_predicted = char_gpt_activation_bytes(model, B, T, policy.element_bytes(), policy.matmul == MatmulMode::Fp8) +
@@ -191,6 +200,10 @@ Json bench_char_step(const std::string& device, const std::string& name, const s
           {"activation_peak_mib", act_peak},
           {"activation_predicted_mib", static_cast<double>(act_predicted) / (1 << 20)},
           {"peak_mib", peak},
+          {"device_peak_mib", peak - host},
+          {"device_optimizer_and_master_mib", opt_device},
+          {"host_mib", host},
+          {"device_used_mib", used},
           {"device_ms_per_step_by_op", breakdown}};
 }
 

@@ -25,6 +25,10 @@ DistributedRun::DistributedRun(const Config& config)
   if (zero_stage(m_options.strategy) > 0 && optimizer != "adamw" && optimizer != "sgd")
     throw Error(std::string("dist.strategy ") + dist_strategy_name(m_options.strategy) + " shards the optimizer state, "
                 "which optim.name " + optimizer + " does not support: use dist.strategy ddp, or optim.name adamw or sgd");
+  if (zero_stage(m_options.strategy) > 0 && config.get_string("optim.offload") != "none")
+    throw Error(std::string("dist.strategy ") + dist_strategy_name(m_options.strategy) +
+                " shards the masters and optimizer state that optim.offload cpu keeps in host memory: use "
+                "dist.strategy ddp or optim.offload none");
   if (!active() && zero_stage(m_options.strategy) > 0)
     throw Error(std::string("dist.strategy ") + dist_strategy_name(m_options.strategy) +
                 " shards the model over the ranks and needs at least 2 of them; this run has 1 (start it with "

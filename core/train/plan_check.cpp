@@ -113,6 +113,7 @@ Config plan_check_config(const PlanSetup& s, const Layout& l, const std::string&
   }
   c.set("precision.dtype", s.precision);
   c.set("optim.name", s.optimizer);
+  c.set("optim.offload", s.offload ? "cpu" : "none");
   c.set_json("train.batch", s.micro_batch);
   c.set_json("train.accumulate", l.micro_batches);
   c.set_json("train.steps", static_cast<int64_t>(steps));

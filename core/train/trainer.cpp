@@ -78,6 +78,19 @@ MemoryBytes to_bytes(const std::array<int64_t, kMemCategoryCount>& a) {
   return m;
 }
 
+// optim.offload's combinations (optim/offload.h): the update runs on host copies of the masters,
+// which QAT (value = Q(master) on the device) and pruning (masks the device's update applies) do
+// not see; ZeRO is refused with the other dist checks (train/distributed.cpp).
+void check_offload(const Backend& be, const CompressOptions& co, const TrainerCallbacks& cb) {
+  if (co.quant.qat()) throw Error("optim.offload cpu does not combine with quant.mode qat: use optim.offload none");
+  if (co.prune.method != "none")
+    throw Error("optim.offload cpu does not combine with prune.method " + co.prune.method +
+                ": use optim.offload none or prune.method none");
+  if (be.info().kind == DeviceKind::Cpu && cb.on_notice)
+    cb.on_notice("optim.offload cpu on the CPU: host memory is the device's, so no memory is saved; the offload "
+                 "path (host buffers, gradients copied down, weights copied up) still runs");
+}
+
 }  // namespace
 
 Trainer::Trainer(Config config, TrainerCallbacks callbacks)
@@ -133,6 +146,9 @@ void Trainer::apply_setting(const std::string& key, const Json& value, std::stri
   if (!k->mid_run) throw Error("'" + key + "' cannot change while a run trains");
   // Every rank would have to apply it at the same step; commands reach one process.
   if (m_state->dist->active()) throw Error("'" + key + "' cannot change while a run over several ranks trains");
+  // The offloaded optimizer's host masters and staging buffers are laid out for one format.
+  if (key == "precision.dtype" && m_state->opt->host_step())
+    throw Error("'precision.dtype' cannot change mid-run with optim.offload cpu");
   const Json old = m_config.at(key);
   m_config.set_json(key, value, "mid-run change");
   const Json now = m_config.at(key);
@@ -186,9 +202,11 @@ void Trainer::setup() {
   s.model->set_matmul_mode(s.precision->matmul);  // a distillation teacher computes in the run's mode too
   const OptimOptions oo = optim_options(m_config);
   s.opt = make_optimizer(oo.optimizer);
-  if (const DType pd = parameter_storage_dtype(s.precision->compute); !s.be->supports(s.opt->backend_op(), pd))
+  if (const DType pd = parameter_storage_dtype(s.precision->compute);
+      !s.opt->host_step() && !s.be->supports(s.opt->backend_op(), pd))
     throw Error("optim.name " + s.opt->name() + ": " + op_name(s.opt->backend_op()) + " in " + dtype_name(pd) +
                 " is not supported on " + s.be->info().name + " (use device.name cpu, or another optimizer)");
+  if (oo.optimizer.offload != "none") check_offload(*s.be, compress_options(m_config), m_callbacks);
   s.step = s.task->make_step(*s.be, *s.model, *s.opt, s.dist->local_batch(s.batch), s.accumulate);
   s.opt_state_bytes = optimizer_state_bytes(oo.optimizer, param_shape_infos(s.step->params()));
   const CompressOptions co = compress_options(m_config);
@@ -271,7 +289,7 @@ StepMetrics Trainer::train_step(long step, std::string event) {
     if (applied && s.clip_norm > 0) grad_norm = clip_gradient(*s.be, sc, s.be->sum_squares(grads), s.clip_norm);
     if (applied) s.opt->step(*s.be, s.step->params());
   } else {
-    s.be->run_step("train_step", [&] { s.step->full_step(); });
+    s.step->run_full_step("train_step");
   }
   if (applied) ++s.optimizer_steps;
   s.compress->after_step();
@@ -307,6 +325,7 @@ StepMetrics Trainer::train_step(long step, std::string event) {
   mi.params = s.params;
   mi.element_bytes = s.precision->element_bytes();
   mi.optimizer_state_total = s.opt_state_bytes;
+  mi.offload = s.opt->host_step();
   mi.data_bytes = s.task->data_bytes();
   const bool fp8 = s.model->matmul_mode() == MatmulMode::Fp8;
   mi.activation_bytes = s.task->activation_bytes(s.batch, mi.element_bytes, fp8);

@@ -9,6 +9,7 @@ TrainingStep::TrainingStep(Backend& be, Model& model, Optimizer& opt, Tensor dat
     : m_be(be), m_model(model), m_opt(opt), m_data_x(std::move(data_x)), m_data_y(std::move(data_y)), m_batch(batch),
       m_k(accumulate) {
   m_params = m_model.parameters();
+  m_opt.attach(m_be, m_params);
   m_stats = m_be.empty({2}, DType::F32, MemCategory::Workspace);
   m_be.fill(m_stats, 0.0f);
   ensure_buffers();
@@ -20,6 +21,7 @@ TrainingStep::TrainingStep(Backend& be, Model& model, Optimizer& opt, Tensor tok
   if (ctx <= 0 || m_data_x.dtype() != DType::I32 || m_data_x.numel() <= ctx)
     throw Error("internal: token windows need int32 tokens longer than the context");
   m_params = m_model.parameters();
+  m_opt.attach(m_be, m_params);
   m_stats = m_be.empty({2}, DType::F32, MemCategory::Workspace);
   m_be.fill(m_stats, 0.0f);
   ensure_buffers();
@@ -115,6 +117,15 @@ void TrainingStep::forward_backward() {
 
 void TrainingStep::full_step() {
   forward_backward();
+  m_opt.step(m_be, m_params);
+}
+
+void TrainingStep::run_full_step(const std::string& key) {
+  if (!m_opt.host_step()) {
+    m_be.run_step(key, [&] { full_step(); });
+    return;
+  }
+  m_be.run_step(key + "_forward_backward", [&] { forward_backward(); });
   m_opt.step(m_be, m_params);
 }
 

@@ -4,6 +4,7 @@
 // The trainer (train/trainer.h) drives it and reads the loss back; the benchmark runs it bare.
 #pragma once
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "nn/model.h"
@@ -27,6 +28,10 @@ class TrainingStep {
   void forward_backward();
   // forward_backward and the optimizer update, as one capturable unit.
   void full_step();
+  // full_step through Backend::run_step under `key` (captured as one graph where the backend can);
+  // an optimizer whose step waits on the host (Optimizer::host_step: offload) runs outside the
+  // capture, after forward_backward's.
+  void run_full_step(const std::string& key);
   // Evaluates rows [begin, end) of an (x, y) data set with the training buffers; returns
   // {loss sum, correct} accumulated into `acc`.
   void eval_rows(const Tensor& x, const Tensor& y, int64_t begin, int64_t end, Tensor& acc, bool first);

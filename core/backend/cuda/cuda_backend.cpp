@@ -112,6 +112,8 @@ CudaBackend::~CudaBackend() {
   for (auto& p : m_ctx.pending) m_ctx.free_events.push_back(p.start), m_ctx.free_events.push_back(p.stop);
   for (auto e : m_ctx.free_events) cudaEventDestroy(e);
   for (auto e : m_ctx.slot_done) cudaEventDestroy(e);
+  for (auto e : m_ctx.xfer_events) cudaEventDestroy(e);
+  if (m_ctx.xfer) cudaStreamSynchronize(m_ctx.xfer), cudaStreamDestroy(m_ctx.xfer);
   cudaFreeHost(m_ctx.pinned);
   cudaFreeHost(m_ctx.flag_host);
   cudaFree(m_ctx.scalars);
@@ -236,10 +238,10 @@ void CudaBackend::stage_h2d(void* dst, const void* src, size_t bytes) {
     TL_CUDA_CHECK(cudaEventSynchronize(m_ctx.slot_done[slot]));  // the slot's last copy has run
     char* host = m_ctx.pinned + static_cast<size_t>(slot) * CudaContext::kSlotBytes;
     std::memcpy(host, src, bytes);
-    TL_CUDA_CHECK(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, m_ctx.stream));
+    TL_CUDA_CHECK(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyDefault, m_ctx.stream));
     TL_CUDA_CHECK(cudaEventRecord(m_ctx.slot_done[slot], m_ctx.stream));
   } else {
-    TL_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, m_ctx.stream));
+    TL_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, m_ctx.stream));
     TL_CUDA_CHECK(cudaStreamSynchronize(m_ctx.stream));
   }
 }
@@ -265,11 +267,11 @@ void CudaBackend::download(const Tensor& src, void* dst, DType dst_type) {
   const size_t n = static_cast<size_t>(src.numel());
   TL_CUDA_CHECK(cudaStreamSynchronize(m_ctx.stream));
   if (dst_type == src.dtype()) {
-    TL_CUDA_CHECK(cudaMemcpy(dst, src.raw(), src.bytes(), cudaMemcpyDeviceToHost));
+    TL_CUDA_CHECK(cudaMemcpy(dst, src.raw(), src.bytes(), cudaMemcpyDefault));
     return;
   }
   std::vector<char> raw(src.bytes());
-  TL_CUDA_CHECK(cudaMemcpy(raw.data(), src.raw(), src.bytes(), cudaMemcpyDeviceToHost));
+  TL_CUDA_CHECK(cudaMemcpy(raw.data(), src.raw(), src.bytes(), cudaMemcpyDefault));
   std::vector<float> f(n);
   convert_to_f32(src.dtype(), raw.data(), f.data(), n);
   if (dst_type == DType::F32)
@@ -292,7 +294,7 @@ void CudaBackend::copy(const Tensor& src, Tensor& dst) {
     throw Error("copy between tensors of different sizes: " + shape_str(src.shape()) + " -> " + shape_str(dst.shape()));
   TL_TIMED("copy");
   if (src.dtype() == dst.dtype()) {
-    TL_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), src.raw(), src.bytes(), cudaMemcpyDeviceToDevice, m_ctx.stream));
+    TL_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), src.raw(), src.bytes(), cudaMemcpyDefault, m_ctx.stream));
     return;
   }
   launch_convert(src.raw(), dcode(src.dtype()), dst.raw(), dcode(dst.dtype()), src.numel(), m_ctx.stream);
@@ -300,6 +302,14 @@ void CudaBackend::copy(const Tensor& src, Tensor& dst) {
 
 void CudaBackend::fill(Tensor& t, float value) {
   bind();
+  if (t.device() == DeviceKind::Cpu) {  // pinned host memory (empty_host): the host writes it
+    TL_CUDA_CHECK(cudaStreamSynchronize(m_ctx.stream));
+    std::vector<float> v(static_cast<size_t>(t.numel()), value);
+    std::vector<char> conv(t.bytes());
+    convert_from_f32(v.data(), t.dtype(), conv.data(), v.size());
+    std::memcpy(t.raw(), conv.data(), conv.size());
+    return;
+  }
   TL_TIMED("fill");
   if (value == 0.0f) {
     TL_CUDA_CHECK(cudaMemsetAsync(t.raw(), 0, t.bytes(), m_ctx.stream));
@@ -316,6 +326,7 @@ void CudaBackend::synchronize() {
 void CudaBackend::set_step_scalars(const StepScalars& s) {
   // Written to the device lazily: by the next operation, or by the step's first kernel (a gather)
   // whether eager or replayed from a graph -- no launch of its own in front of each step.
+  m_scalars = s;
   m_ctx.host_scalars = DevScalars{s.lr, s.loss_scale, s.grad_unscale, s.step};
   m_ctx.scalars_dirty = true;
   if (m_ctx.capturing) bind();

@@ -67,6 +67,11 @@ struct CudaContext {
   // never captured, so no step runs twice on the host.
   bool host_values_drawn = false;
   std::vector<cudaEvent_t> free_events;
+  // Host <-> device transfers (Backend::copy_to_host_async...): their own stream, so that copies
+  // of one part overlap the host's work on another; one event per ticket, reused after a join.
+  cudaStream_t xfer = nullptr;
+  std::vector<cudaEvent_t> xfer_events;
+  int xfer_used = 0;
   std::vector<PendingTiming> pending;
   std::map<std::string, KernelTime> times;
 };
@@ -87,6 +92,11 @@ class CudaBackend final : public Backend {
   void copy(const Tensor& src, Tensor& dst) override;
   void fill(Tensor& t, float value) override;
   void synchronize() override;
+  Tensor empty_host(const Shape& shape, DType dtype, MemCategory category) override;
+  int copy_to_host_async(const Tensor& src, Tensor& dst) override;
+  void wait_transfer(int ticket) override;
+  void copy_from_host_async(const Tensor& src, Tensor& dst) override;
+  void join_transfers() override;
 
   void set_step_scalars(const StepScalars& s) override;
 
