@@ -6,6 +6,7 @@
 #include <array>
 
 #include "backend/backend.h"
+#include "backend/host_timing.h"
 
 namespace trainlab {
 
@@ -81,6 +82,10 @@ class CpuBackend final : public Backend {
                       const AdafactorHyper& h) override;
   bool all_finite(std::span<const Tensor* const> tensors) override;
 
+  // Kernel timing on the host clock (host_timing.h): each outermost operation's time.
+  std::vector<KernelTime> kernel_times() const override { return m_times.sorted(); }
+  void reset_kernel_times() override { m_times.clear(); }
+
  private:
   // fp32 views of tensors: the tensor's own memory when it is fp32 (and no tf32 rounding is
   // asked for), else a converted copy in workspace slot `slot`.
@@ -103,6 +108,7 @@ class CpuBackend final : public Backend {
   std::array<Tensor, kSlots> m_workspace;
   StepScalars m_scalars;
   int m_threads;
+  HostKernelTimes m_times;
 };
 
 }  // namespace trainlab
