@@ -5,7 +5,7 @@
 //
 // Peaks: y[n, n] = x[n, n] w[n, n]^T through the backend's own linear_forward (the product every
 // layer uses) at a size that is compute-bound (GPU n = 8192, 4096 for fp32 on the CUDA cores; CPU
-// n = 1024), after untimed calls (cuBLASLt's choice, fp8 scales); the fastest of a few timed
+// n = 512), after untimed calls (cuBLASLt's choice, fp8 scales); the fastest of a few timed
 // batches counts, 2 n^3 FLOPs a call. Precisions: fp32 (native and tf32), bf16, fp16 where the
 // device stores them, and fp8 (bf16 tensors in MatmulMode::Fp8) where it lists an fp8 format. On
 // the CPU each is the lab's own emulation of the format, which is what a run there computes at.

@@ -84,7 +84,7 @@ std::string calibration_table(const Calibration& c) {
   out += "precision   peak TFLOP/s   n\n";
   for (const CalibratedPeak& p : c.peaks) {
     char buf[160];
-    std::snprintf(buf, sizeof buf, "%-11s %12.2f   %lld\n", Calibration::precision_label(p.dtype, p.mode).c_str(),
+    std::snprintf(buf, sizeof buf, "%-11s %12.4g   %lld\n", Calibration::precision_label(p.dtype, p.mode).c_str(),
                   p.tflops, static_cast<long long>(p.size));
     out += buf;
   }
