@@ -30,6 +30,9 @@ timeout 90 $C train --config resources/presets/char-small-shakespeare.json --dev
 echo "== digits fp32, kernel timing"
 timeout 60 $C train --device cuda --precision fp32 --steps 200 --quiet --out /tmp/r-roof-digits --overwrite \
   --set device.kernel_timing=true 2>&1 | tee "$L/train-digits.txt"
+echo "== digits fp8 (does cuBLASLt take the fp8 products at training shapes?)"
+timeout 60 $C train --device cuda --precision fp8 --steps 50 --quiet --out /tmp/r-roof-fp8 --overwrite \
+  --set device.kernel_timing=true 2>&1 | tee "$L/train-fp8.txt"
 echo "== roofline of the char run's record"; timeout 30 $C roofline /tmp/r-roof-char 2>&1 | tee "$L/roofline-char.txt"
 for r in char digits; do
   python3 - "$r" <<'PY' 2>&1 | tee -a "$L/mfu.txt"
