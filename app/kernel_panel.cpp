@@ -40,7 +40,7 @@ KernelPanel::KernelPanel(QWidget* parent) : QWidget(parent) {
   m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
   m_table->horizontalHeader()->setSectionResizeMode(0, QHeaderView::Stretch);
   m_table->horizontalHeader()->setSectionResizeMode(4, QHeaderView::Stretch);
-  m_table->setToolTip("Time of each kernel summed over the run's timed steps (CUDA events around every launch), "
+  m_table->setToolTip("Time of each kernel summed over the run's timed steps (CUDA events around every launch on a GPU, the host clock around each operation on the CPU), "
                       "longest first. Timing serialises the launches, so the step is slower while it is on.");
   m_stack->addWidget(m_empty);
   m_stack->addWidget(m_table);
@@ -64,14 +64,8 @@ void KernelPanel::refresh() {
       why = "No run selected. Start a run or reopen one from the runs table.";
     } else {
       const Json flat = flatten_config(m_run->config);
-      const std::string dev = flat.value("device.name", std::string());
       const bool timing = flat.value("device.kernel_timing", false);
-      const bool cpu = dev == "cpu" || (m_run->summary.is_object() && m_run->summary.value("device", std::string()) == "cpu");
-      if (cpu)
-        why = "No per-kernel times for " + m_run->name +
-              ": it ran on the CPU, where the operations are OpenBLAS calls and plain loops, not timed kernels. "
-              "Run on a CUDA device with Device → Kernel timing on to see where a step's time goes.";
-      else if (!timing)
+      if (!timing)
         why = "No per-kernel times for " + m_run->name +
               ": kernel timing was off. Turn on Device → Kernel timing (device.kernel_timing) before starting a run.";
       else

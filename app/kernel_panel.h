@@ -1,7 +1,8 @@
-// KernelPanel: where a step's time goes, per kernel. CUDA runs with device.kernel_timing report
-// each kernel's time on every metrics line ("kernels"); the panel sums them over the run and shows
-// them sorted by total time as a table with a share bar. Runs without kernel times (every CPU run,
-// CUDA runs without the key) get a sentence that says why and how to turn it on, not an empty table.
+// KernelPanel: where a step's time goes, per kernel. Runs with device.kernel_timing (CUDA events
+// on a GPU, the host clock around each operation on the CPU) report each kernel's time on every
+// metrics line ("kernels"); the panel sums them over the run and shows them sorted by total time as
+// a table with a share bar. Runs without kernel times get a sentence that says why and how to turn
+// it on, not an empty table.
 #pragma once
 #include <QWidget>
 #include <memory>

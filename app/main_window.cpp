@@ -340,6 +340,7 @@ void MainWindow::on_metrics() {
   m_status->setText(s);
   m_plots->notify_data();
   if (m_kernel_dock->isVisible() && m_primary == m_live) m_kernels->refresh();
+  if (m_roofline_dock->isVisible() && m_primary == m_live) m_roofline->refresh();
   if (m_primary == m_live && m_live->has_ranks()) show_ranks();
 }
 
@@ -450,6 +451,7 @@ void MainWindow::update_plots() {
   for (int i = 0; i < list.size(); ++i) list[i]->color = run_color(i);
   m_plots->set_runs(list);
   m_kernels->set_run(m_primary);
+  m_roofline->set_run(m_primary);
   m_ranks->set_run(m_primary);
   if (m_primary && m_primary->has_ranks()) show_ranks();
 }

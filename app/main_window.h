@@ -10,6 +10,7 @@
 
 #include "config_form.h"
 #include "kernel_panel.h"
+#include "roofline_view.h"
 #include "ranks_panel.h"
 #include "plot_panel.h"
 #include "runs_panel.h"
@@ -47,6 +48,8 @@ class MainWindow : public QMainWindow {
   TextPanel* text_panel() const { return m_text; }
   KernelPanel* kernel_panel() const { return m_kernels; }
   QDockWidget* kernel_dock() const { return m_kernel_dock; }
+  RooflineView* roofline_view() const { return m_roofline; }
+  QDockWidget* roofline_dock() const { return m_roofline_dock; }
   RanksPanel* ranks_panel() const { return m_ranks; }
   QDockWidget* ranks_dock() const { return m_ranks_dock; }
   SystemView* system_view() const { return m_system; }
@@ -125,6 +128,8 @@ class MainWindow : public QMainWindow {
   QDockWidget* m_text_dock = nullptr;
   KernelPanel* m_kernels = nullptr;
   QDockWidget* m_kernel_dock = nullptr;
+  RooflineView* m_roofline = nullptr;
+  QDockWidget* m_roofline_dock = nullptr;
   RanksPanel* m_ranks = nullptr;
   QDockWidget* m_ranks_dock = nullptr;
   QString m_ranks_opened_for;  // the live run whose ranks dock was opened by itself

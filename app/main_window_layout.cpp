@@ -198,6 +198,15 @@ void MainWindow::build_docks() {
   connect(m_kernel_dock, &QDockWidget::visibilityChanged, this, [this](bool shown) {
     if (shown) m_kernels->refresh();
   });
+  m_roofline = new RooflineView(this);
+  m_roofline_dock = new QDockWidget("Roofline", this);
+  m_roofline_dock->setObjectName("roofline_dock");
+  m_roofline_dock->setWidget(m_roofline);
+  addDockWidget(Qt::RightDockWidgetArea, m_roofline_dock);
+  m_roofline_dock->hide();
+  connect(m_roofline_dock, &QDockWidget::visibilityChanged, this, [this](bool shown) {
+    if (shown) m_roofline->refresh();
+  });
   m_ranks = new RanksPanel(this);
   m_ranks->setMinimumWidth(420);  // two ranks' bars and their labels side by side
   m_ranks_dock = new QDockWidget("Ranks", this);

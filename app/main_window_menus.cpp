@@ -85,8 +85,14 @@ void MainWindow::build_menus() {
   view->addAction(text);
   QAction* kernels = m_kernel_dock->toggleViewAction();
   kernels->setShortcut(QKeySequence("Ctrl+K"));
-  kernels->setToolTip("Per-kernel times of the shown run (CUDA runs with device.kernel_timing)");
+  kernels->setToolTip("Per-kernel times of the shown run (runs with device.kernel_timing)");
   view->addAction(kernels);
+  QAction* roofline = m_roofline_dock->toggleViewAction();
+  roofline->setObjectName("action_roofline");
+  roofline->setShortcut(QKeySequence("Ctrl+Shift+L"));
+  roofline->setToolTip("The shown run's kernels by arithmetic intensity against the device's measured roofs "
+                       "(runs with device.kernel_timing)");
+  view->addAction(roofline);
   QAction* ranks = m_ranks_dock->toggleViewAction();
   ranks->setShortcut(QKeySequence("Ctrl+Shift+R"));
   ranks->setToolTip("Memory and time split of each rank of the shown run (runs over several ranks)");

@@ -20,6 +20,7 @@
 #include "sensitivity_view.h"
 #include "plot_panel.h"
 #include "ranks_panel.h"
+#include "roofline_view.h"
 #include "train/run_notes.h"
 #include "util/error.h"
 
@@ -217,7 +218,7 @@ void Report::write_compression(QTextStream& o) const {
   for (const auto& r : m_runs) o << sensitivity_report_html(r->dir, r->name);
 }
 
-// Per-kernel times (CUDA runs with device.kernel_timing).
+// Per-kernel times (runs with device.kernel_timing).
 void Report::write_kernel_times(QTextStream& o) const {
   for (const auto& r : m_runs) {
     if (r->kernels.isEmpty()) continue;
@@ -428,6 +429,15 @@ void Report::write_pdf(const QString& path) const {
     if (i % 2 == 0) new_page();
     panel.render(kinds[i], &painter, QRectF(0, (i % 2) * (ph + gap), w, ph));
   }
+  for (const auto& r : m_runs) {  // each run with kernel timing and measured roofs: its roofline, a page
+    QString why;
+    if (!roofline_of(*r, &why)) continue;
+    RooflineView roofline;
+    roofline.resize(1200, 800);
+    roofline.set_run(r);
+    new_page();
+    roofline.render(&painter, QRectF(0, 0, w, h * 0.8));
+  }
   for (const auto& r : m_runs) {  // each run over several ranks: the Ranks dock's two plots, a page
     if (!r->has_ranks()) continue;
     RanksPanel ranks;
@@ -446,12 +456,12 @@ void Report::write_pdf(const QString& path) const {
 namespace {
 
 // An <img> of a plot drawn by `draw` as an embedded SVG (base64), titled `title`.
-QString svg_img(const QString& title, const std::function<void(QCPPainter*, const QRectF&)>& draw) {
+QString svg_img(const QString& title, const std::function<void(QCPPainter*, const QRectF&)>& draw,
+                const QSize size = QSize(1000, 380)) {
   QBuffer buf;
   buf.open(QIODevice::WriteOnly);
   QSvgGenerator gen;
   gen.setOutputDevice(&buf);
-  const QSize size(1000, 380);
   gen.setSize(size);
   gen.setViewBox(QRect(QPoint(0, 0), size));
   gen.setTitle(title);
@@ -480,6 +490,15 @@ void Report::write_html(const QString& path) const {
   o << "<h2>Plots</h2>";
   for (PlotKind k : report_plots(m_runs))
     o << svg_img(panel.plot_title(k), [&](QCPPainter* p, const QRectF& target) { panel.render(k, p, target); });
+  for (const auto& r : m_runs) {
+    QString why;
+    if (!roofline_of(*r, &why)) continue;
+    RooflineView roofline;
+    roofline.resize(1200, 800);
+    roofline.set_run(r);
+    o << svg_img(roofline.plot_title(), [&](QCPPainter* p, const QRectF& target) { roofline.render(p, target); },
+                 QSize(1000, 560));
+  }
   for (const auto& r : m_runs) {
     if (!r->has_ranks()) continue;
     RanksPanel ranks;

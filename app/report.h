@@ -6,6 +6,7 @@
 // each lesson of core/lessons/ (its inputs and figures: the defaults, or the Lessons view's inputs).
 // Runs over several ranks add a table per rank (time split, bytes sent, memory against the plan's
 // per-rank prediction) and the Ranks dock's two plots (ranks_panel.h).
+// Runs with kernel timing and measured roofs add their roofline (roofline_view.h), a page each.
 // A metric a run has no value for (a diverged run's test accuracy) reads "no value", never 0; the
 // lines the reader skipped in a run's record are listed under the runs table.
 // Works headless (`trainlab report RUN_DIR... -o report.pdf`) under the offscreen platform.

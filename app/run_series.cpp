@@ -43,8 +43,11 @@ void RunSeries::append(const StepMetrics& m) {
       if (it == kernels.end()) it = kernels.insert(kernels.end(), KernelTotal{name, 0.0, 0});
       it->ms += k.ms;
       it->calls += k.calls;
+      it->flops += k.flops;
+      it->bytes += k.bytes;
     }
   }
+  if (m.roofline) roofline = m.roofline;
   for (size_t c = 0; c < kMemCategoryCount; ++c) mem[c].push_back(static_cast<double>(m.mem_current.by_category[c]));
   mem_total.push_back(static_cast<double>(m.mem_current.total()));
   mem_predicted.push_back(static_cast<double>(m.mem_predicted.total()));

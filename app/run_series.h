@@ -47,9 +47,11 @@ struct RunSeries {
     QString name;
     double ms = 0;
     qint64 calls = 0;
+    double flops = 0, bytes = 0;  // the roofline's work and traffic (backend/op_cost.h)
   };
   QVector<KernelTotal> kernels;  // in first-seen order
   int kernel_steps = 0;          // steps that carried kernel times
+  std::optional<Calibration> roofline;  // the device's measured roofs, the last recorded
   std::array<QVector<double>, kMemCategoryCount> mem;  // current bytes by category
   QVector<double> mem_total, mem_predicted, mem_peak_total;
   QVector<double> act_predicted;  // predicted activation bytes (the MLP's count, CharGpt's formula)

@@ -59,6 +59,7 @@ struct DeviceInfo {
   DeviceKind kind = DeviceKind::Cpu;
   int index = 0;
   std::string name;                 // "CPU (2 threads, OpenBLAS)" or "NVIDIA H200"
+  std::string software;             // what its speed also depends on: "CUDA driver 13.0, runtime 13.0", the BLAS
   int64_t total_bytes = 0;          // device memory (0 when unknown, e.g. host RAM)
   int64_t used_bytes = 0;           // device-wide used memory (cudaMemGetInfo), all processes
   int64_t runtime_context_bytes = 0;// the runtime's own context, shown apart from the lab's tensors
@@ -146,11 +147,14 @@ struct FactoredState {
   Tensor* m = nullptr;
 };
 
-// Per-kernel device time, for the "where does a step's time go" view.
+// Per-kernel device time, for the "where does a step's time go" view and the roofline: the work
+// and traffic of the timed calls (backend/op_cost.h's formulas, summed like ms; 0 where unknown).
 struct KernelTime {
   std::string name;
   double ms = 0.0;
   int64_t calls = 0;
+  double flops = 0.0;
+  double bytes = 0.0;
 };
 
 class Backend {

@@ -1,4 +1,5 @@
 #include "backend/cpu_backend.h"
+#include "backend/host_timing.h"
 
 #include <cblas.h>
 
@@ -92,6 +93,7 @@ DeviceInfo CpuBackend::info() const {
   d.name = "CPU (" + std::to_string(openblas_get_num_threads()) + " OpenBLAS threads, " +
            std::to_string(std::thread::hardware_concurrency()) + " cores)";
   d.formats = {DType::F32, DType::BF16, DType::F16, DType::F8E4M3, DType::F8E5M2};
+  d.software = openblas_get_config();
   return d;
 }
 
@@ -177,6 +179,7 @@ void CpuBackend::download(const Tensor& src, void* dst, DType dst_type) {
 }
 
 void CpuBackend::copy(const Tensor& src, Tensor& dst) {
+  TL_HOST_TIMED("copy", stream_cost({&src}, {&dst}));
   if (src.numel() != dst.numel())
     throw Error("copy between tensors of different sizes: " + shape_str(src.shape()) + " -> " + shape_str(dst.shape()));
   if (src.dtype() == dst.dtype()) {
@@ -201,6 +204,7 @@ void CpuBackend::copy(const Tensor& src, Tensor& dst) {
 }
 
 void CpuBackend::fill(Tensor& t, float value) {
+  TL_HOST_TIMED("fill", stream_cost({}, {&t}));
   const size_t n = static_cast<size_t>(t.numel());
   if (t.dtype() == DType::F32) {
     std::fill_n(t.data<float>(), n, value);
@@ -221,6 +225,7 @@ void CpuBackend::fill(Tensor& t, float value) {
 // Tf32 rounds the operands as they are loaded into the panels (a no-op on 16-bit operands).
 void CpuBackend::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha,
                       float beta, MatmulMode mode) {
+  TL_HOST_TIMED("gemm", gemm_cost(a, trans_a, b, c, beta));
   gemm_dims(a, trans_a, b, trans_b, c);  // the checks; panel_gemm derives the sizes itself
   const Scratch scratch = [this](int slot, size_t n) { return slot_buffer(slot, n); };
   panel_gemm(a, trans_a, b, trans_b, c, alpha, beta, mode == MatmulMode::Tf32, scratch, nullptr);
@@ -228,11 +233,13 @@ void CpuBackend::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans
 
 void CpuBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, Tensor& y,
                                 Tensor* pre, MatmulMode mode) {
+  TL_HOST_TIMED("linear_forward", linear_forward_cost(x, w, bias, y));
   linear_forward_impl(x, w, bias, act, y, pre, nullptr, mode);
 }
 
 void CpuBackend::linear_forward_residual(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& residual,
                                          Tensor& y, MatmulMode mode) {
+  TL_HOST_TIMED("linear_forward", linear_forward_cost(x, w, bias, y, &residual));
   if (residual.numel() != y.numel())
     throw Error("linear_forward_residual: residual " + shape_str(residual.shape()) + " does not match y " +
                 shape_str(y.shape()));
@@ -291,6 +298,7 @@ void CpuBackend::linear_forward_impl(const Tensor& x, const Tensor& w, const Ten
 
 void CpuBackend::linear_backward(const Tensor& x, const Tensor& w, Tensor& dy, Activation act, const Tensor* saved,
                                  Tensor& dw, Tensor* dbias, Tensor* dx, bool accumulate, MatmulMode mode) {
+  TL_HOST_TIMED("linear_backward", linear_backward_cost(x, w, dy, dw, dbias, dx, accumulate));
   const int64_t m = x.dim(0), k = x.dim(1), n = w.dim(0);
   if (dy.dim(0) != m || dy.dim(1) != n || dw.dim(0) != n || dw.dim(1) != k)
     throw Error("linear backward shape mismatch: dy " + shape_str(dy.shape()) + ", dw " + shape_str(dw.shape()));
@@ -352,6 +360,7 @@ void CpuBackend::bias_grad_sums(const Tensor& g, Tensor& dbias, bool accumulate)
 }
 
 void CpuBackend::activation_forward(Activation act, const Tensor& x, Tensor& y) {
+  TL_HOST_TIMED("activation_forward", stream_cost({&x}, {&y}, act == Activation::GELU ? op_flops::kGelu : op_flops::kRelu));
   const size_t n = static_cast<size_t>(x.numel());
   const bool x32 = x.dtype() == DType::F32, y32 = y.dtype() == DType::F32;
   float* xb = x32 ? nullptr : slot_buffer(1, std::min<size_t>(n, kPanel));
@@ -371,6 +380,7 @@ void CpuBackend::activation_forward(Activation act, const Tensor& x, Tensor& y) 
 
 void CpuBackend::activation_backward(Activation act, const Tensor& x, const Tensor& y, const Tensor& dy,
                                      Tensor& dx) {
+  TL_HOST_TIMED("activation_backward", stream_cost({&x, &dy}, {&dx}, act == Activation::GELU ? op_flops::kGeluBackward : op_flops::kRelu));
   const size_t n = static_cast<size_t>(x.numel());
   const bool x32 = x.dtype() == DType::F32, d32 = dy.dtype() == DType::F32, o32 = dx.dtype() == DType::F32;
   float* xb = x32 ? nullptr : slot_buffer(1, std::min<size_t>(n, kPanel));
@@ -394,6 +404,7 @@ void CpuBackend::activation_backward(Activation act, const Tensor& x, const Tens
 
 void CpuBackend::softmax_xent(const Tensor& logits, const Tensor& labels, Tensor* dlogits, float grad_multiplier,
                               Tensor& stats, bool accumulate_stats) {
+  TL_HOST_TIMED("softmax_xent", stream_cost({&logits, &labels}, {dlogits}, op_flops::kSoftmaxXent));
   check_matrix(logits, "logits");
   const int64_t b = logits.dim(0), c = logits.dim(1);
   if (labels.dtype() != DType::I32 || labels.numel() != b)
@@ -451,6 +462,7 @@ void CpuBackend::softmax_xent(const Tensor& logits, const Tensor& labels, Tensor
 }
 
 void CpuBackend::gather_rows(const Tensor& src, const Tensor& idx, Tensor& dst) {
+  TL_HOST_TIMED("gather_rows", stream_cost({&idx, &dst}, {&dst}));
   const size_t row_bytes = gather_rows_row_bytes(src, idx, dst);
   const int64_t rows = idx.numel();
   const int32_t* ix = idx.data<int32_t>();
@@ -463,6 +475,7 @@ void CpuBackend::gather_rows(const Tensor& src, const Tensor& idx, Tensor& dst) 
 }
 
 void CpuBackend::adamw_step(std::span<ParamSlot> params, const AdamWHyper& h) {
+  TL_HOST_TIMED("adamw", optimizer_cost(params, 2, op_flops::kAdamW));
   const float lr = m_scalars.lr, t = m_scalars.step, unscale = m_scalars.grad_unscale;
   const float bc1 = 1.0f - std::pow(h.beta1, t);
   const float bc2_sqrt = std::sqrt(1.0f - std::pow(h.beta2, t));
@@ -492,6 +505,7 @@ void CpuBackend::adamw_step(std::span<ParamSlot> params, const AdamWHyper& h) {
 }
 
 void CpuBackend::sgd_step(std::span<ParamSlot> params, const SgdHyper& h) {
+  TL_HOST_TIMED("sgd", optimizer_cost(params, 1, op_flops::kSgd));
   const float lr = m_scalars.lr, unscale = m_scalars.grad_unscale;
   for (auto& p : params) {
     const size_t n = static_cast<size_t>(p.master->numel());

@@ -6,6 +6,7 @@
 #include <array>
 
 #include "backend/backend.h"
+#include "backend/host_timing.h"
 
 namespace trainlab {
 
@@ -80,6 +81,10 @@ class CpuBackend final : public Backend {
                       const AdafactorHyper& h) override;
   bool all_finite(std::span<const Tensor* const> tensors) override;
 
+  // Kernel timing on the host clock (host_timing.h): each outermost operation's time.
+  std::vector<KernelTime> kernel_times() const override { return m_times.sorted(); }
+  void reset_kernel_times() override { m_times.clear(); }
+
  private:
   // fp32 views of tensors: the tensor's own memory when it is fp32 (and no tf32 rounding is
   // asked for), else a converted copy in workspace slot `slot`.
@@ -101,6 +106,7 @@ class CpuBackend final : public Backend {
   static constexpr int kSlots = 12;  // 0-5: the MLP ops, 6-11: the transformer ops (cpu_transformer_ops.cpp)
   std::array<Tensor, kSlots> m_workspace;
   int m_threads;
+  HostKernelTimes m_times;
 };
 
 }  // namespace trainlab

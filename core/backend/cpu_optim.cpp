@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "backend/cpu_backend.h"
+#include "backend/host_timing.h"
 #include "backend/cpu_numeric.h"
 #include "backend/cpu_panels.h"
 #include "tensor/dynamic_map.h"
@@ -72,6 +73,7 @@ void adam8_block(const Adam8Consts& k, float* w, const float* g, const float* ma
 }  // namespace
 
 void CpuBackend::lion_step(std::span<ParamSlot> params, const LionHyper& h) {
+  TL_HOST_TIMED("lion", optimizer_cost(params, 1, op_flops::kLion));
   const float lr = m_scalars.lr, unscale = m_scalars.grad_unscale;
   for (auto& p : params) {
     if (!p.m || !p.m->defined()) throw Error("lion_step: optimizer state (m) missing");

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "backend/cpu_backend.h"
+#include "backend/host_timing.h"
 #include "backend/cpu_numeric.h"
 #include "tensor/dropout_hash.h"
 #include "util/error.h"
@@ -158,6 +159,7 @@ void check_fp32(const Tensor& t, const char* what, int64_t n) {
 }  // namespace
 
 void CpuBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
+  TL_HOST_TIMED("add", stream_cost({&a, &b}, {&out}, op_flops::kAdd));
   if (a.numel() != b.numel() || a.numel() != out.numel())
     throw Error("add: sizes differ: " + shape_str(a.shape()) + " + " + shape_str(b.shape()) + " -> " + shape_str(out.shape()));
   const float* pa = read_f32(a, 6);
@@ -170,6 +172,7 @@ void CpuBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
 // Inverted dropout with the counter-based mask of backend/dropout_hash.h (the CUDA kernel draws
 // the same mask from the same seed). p = 0 copies.
 void CpuBackend::dropout(const Tensor& x, float p, uint64_t seed, Tensor& y) {
+  TL_HOST_TIMED("dropout", stream_cost({&x}, {&y}, op_flops::kDropout));
   if (x.numel() != y.numel())
     throw Error("dropout: sizes differ: " + shape_str(x.shape()) + " -> " + shape_str(y.shape()));
   if (!(p >= 0.0f && p < 1.0f)) throw Error("dropout: probability " + std::to_string(p) + " outside [0, 1)");
@@ -186,6 +189,7 @@ void CpuBackend::dropout(const Tensor& x, float p, uint64_t seed, Tensor& y) {
 // GELU apart from its product, vectorised (erf and exp by the polynomials above: GELU within
 // ~2e-7 relative of the libm erf form).
 void CpuBackend::gelu_forward(const Tensor& x, Tensor& y) {
+  TL_HOST_TIMED("gelu_forward", stream_cost({&x}, {&y}, op_flops::kGelu));
   if (x.numel() != y.numel()) throw Error("gelu_forward: sizes differ");
   const float* px = read_f32(x, 6);
   float* py = write_f32(y, 7, false);
@@ -200,6 +204,7 @@ void CpuBackend::gelu_forward(const Tensor& x, Tensor& y) {
 }
 
 void CpuBackend::gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) {
+  TL_HOST_TIMED("gelu_backward", stream_cost({&x, &dy}, {&dx}, op_flops::kGeluBackward));
   if (x.numel() != dy.numel() || x.numel() != dx.numel()) throw Error("gelu_backward: sizes differ");
   const float* px = read_f32(x, 6);
   const float* pd = read_f32(dy, 7);
@@ -215,6 +220,7 @@ void CpuBackend::gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) {
 }
 
 void CpuBackend::embedding_forward(const Tensor& tok, const Tensor& pos, const Tensor& idx, int64_t T, Tensor& out) {
+  TL_HOST_TIMED("embedding_forward", stream_cost({&idx, &out}, {&out}, op_flops::kEmbedding));
   if (idx.dtype() != DType::I32) throw Error("embedding_forward: token indices must be int32");
   const int64_t n = idx.numel(), d = tok.dim(1), vocab = tok.dim(0);
   if (T <= 0 || n % T != 0 || T > pos.dim(0) || pos.dim(1) != d || out.numel() != n * d)
@@ -235,6 +241,7 @@ void CpuBackend::embedding_forward(const Tensor& tok, const Tensor& pos, const T
 
 void CpuBackend::embedding_backward(const Tensor& dout, const Tensor& idx, int64_t T, Tensor& dtok, Tensor& dpos,
                                     bool accumulate) {
+  TL_HOST_TIMED("embedding_backward", stream_cost({&dout, &idx}, {&dtok, &dpos}, op_flops::kEmbedding));
   const int64_t n = idx.numel(), d = dtok.dim(1), vocab = dtok.dim(0);
   if (dout.numel() != n * d || T > dpos.dim(0)) throw Error("embedding_backward: shapes do not fit");
   const float* g = read_f32(dout, 6);
@@ -257,6 +264,7 @@ void CpuBackend::embedding_backward(const Tensor& dout, const Tensor& idx, int64
 
 void CpuBackend::layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& y,
                                    Tensor& mean, Tensor& rstd) {
+  TL_HOST_TIMED("layernorm_forward", stream_cost({&x, &gamma, &beta}, {&y, &mean, &rstd}, op_flops::kLayerNorm));
   const int64_t d = x.dim(-1), n = x.numel() / d;
   if (gamma.numel() != d || beta.numel() != d || y.numel() != x.numel())
     throw Error("layernorm_forward: shapes do not fit: x " + shape_str(x.shape()) + ", gamma " + shape_str(gamma.shape()));
@@ -284,6 +292,7 @@ void CpuBackend::layernorm_forward(const Tensor& x, const Tensor& gamma, const T
 void CpuBackend::layernorm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
                                     const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta, bool accumulate_dx,
                                     bool accumulate_params, Tensor* dx_sums) {
+  TL_HOST_TIMED("layernorm_backward", stream_cost({&x, &gamma, &mean, &rstd, &dy}, {&dx, &dgamma, &dbeta}, op_flops::kLayerNormBackward));
   const int64_t d = x.dim(-1), n = x.numel() / d;
   if (dy.numel() != x.numel() || dx.numel() != x.numel() || dgamma.numel() != d || dbeta.numel() != d)
     throw Error("layernorm_backward: shapes do not fit: x " + shape_str(x.shape()) + ", dy " + shape_str(dy.shape()));
@@ -460,6 +469,7 @@ TL_VECTOR_CLONES void attention_head_backward(const float* q, const float* k, co
 // over the backend's threads. Scores, softmax and products in fp32; exp by exp_vec.
 void CpuBackend::attention_forward(const Tensor& qkv, int64_t B, int64_t T, int64_t H, Tensor& y, Tensor& lse,
                                    MatmulMode mode) {
+  TL_HOST_TIMED("attention_forward", attention_cost(qkv, B, T, H, false));
   const int64_t d3 = qkv.dim(1), d = d3 / 3, hd = d / H;
   if (qkv.dim(0) != B * T || d3 != 3 * d || d % H != 0 || y.numel() != B * T * d)
     throw Error("attention_forward: shapes do not fit: qkv " + shape_str(qkv.shape()) + ", y " + shape_str(y.shape()) +
@@ -487,6 +497,7 @@ void CpuBackend::attention_forward(const Tensor& qkv, int64_t B, int64_t T, int6
 
 void CpuBackend::attention_backward(const Tensor& qkv, const Tensor& y, const Tensor& lse, const Tensor& dy, int64_t B,
                                     int64_t T, int64_t H, Tensor& dqkv, MatmulMode mode) {
+  TL_HOST_TIMED("attention_backward", attention_cost(qkv, B, T, H, true));
   const int64_t d3 = qkv.dim(1), d = d3 / 3, hd = d / H;
   if (qkv.dim(0) != B * T || y.numel() != B * T * d || dy.numel() != B * T * d || dqkv.numel() != qkv.numel())
     throw Error("attention_backward: shapes do not fit: qkv " + shape_str(qkv.shape()) + ", dy " + shape_str(dy.shape()));

@@ -19,6 +19,7 @@
 #include "dist/launch.h"
 #include "dist/world.h"
 #include "train/run_checkpoint.h"
+#include "train/roofline.h"
 #include "train/trainer.h"
 #include "util/error.h"
 
@@ -131,6 +132,15 @@ int report_summary(const RunSummary& s, double last_scale, bool root, const std:
   return 0;
 }
 
+// The roofline table of a run with kernel timing (train/roofline.h), or why there is none.
+void print_run_roofline(const std::vector<StepMetrics>& steps, const std::string& precision) {
+  try {
+    std::fprintf(stderr, "%s", roofline_table(run_roofline(steps, precision)).c_str());
+  } catch (const Error& e) {
+    std::fprintf(stderr, "no roofline: %s\n", e.what());
+  }
+}
+
 // Trains with `c` (continuing the run in flags.resume when set) and prints the summary (rank 0
 // alone in a run over several ranks).
 int run_training(const Config& c, const TrainFlags& flags, const dist::LaunchInfo& place) {
@@ -140,9 +150,11 @@ int run_training(const Config& c, const TrainFlags& flags, const dist::LaunchInf
   Progress progress(flags.quiet || !root, unit);
   TrainerCallbacks cb;
   double last_scale = 1.0;
+  std::vector<StepMetrics> timed;  // steps with kernel times or roofs, for the roofline table
   cb.on_step = [&](const StepMetrics& m) {
     progress.update(m);
     last_scale = m.loss_scale;
+    if (!m.kernel_times.empty() || m.roofline) timed.push_back(m);
   };
   cb.on_notice = [&](const std::string& s) {
     if (root) progress.notice(s);
@@ -161,7 +173,9 @@ int run_training(const Config& c, const TrainFlags& flags, const dist::LaunchInf
   }
   g_active = nullptr;
   progress.finish();
-  return report_summary(s, last_scale, root, unit);
+  const int code = report_summary(s, last_scale, root, unit);
+  if (root && c.get_bool("device.kernel_timing")) print_run_roofline(timed, c.get_string("precision.dtype"));
+  return code;
 }
 
 // The flags that set how a run computes: refused with --resume (the run keeps its own settings).

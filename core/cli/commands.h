@@ -28,5 +28,7 @@ Runner add_sensitivity_command(CLI::App& app);  // issue 20: cmd_sensitivity.cpp
 Runner add_allocate_command(CLI::App& app);
 Runner add_plan_command(CLI::App& app);      // the planner (issue 18): cmd_plan.cpp
 Runner add_lesson_command(CLI::App& app);    // worked examples (issue 22): cmd_lesson.cpp
+Runner add_calibrate_command(CLI::App& app); // the measured roofs (issue 19): cmd_calibrate.cpp
+Runner add_roofline_command(CLI::App& app);
 
 }  // namespace trainlab::cli

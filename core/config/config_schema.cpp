@@ -162,7 +162,13 @@ void device_keys(std::vector<ConfigKey>& s) {
   s.push_back(key_bool("device.cuda_graph", true,
                        "Capture the whole training step as a CUDA graph and replay it (removes launch overhead; a "
                        "tiny network is launch-bound)."));
-  s.push_back(key_bool("device.kernel_timing", false, "Time every kernel with CUDA events (slower; shows where a step's time goes)."));
+  s.push_back(key_bool("device.kernel_timing", false,
+                       "Time every kernel (CUDA events on a GPU, the host clock on the CPU; slower): shows where a "
+                       "step's time goes and places each kernel on the roofline."));
+  s.push_back(key_enum("device.calibration", "cached", {"cached", "measure", "off"},
+                       "The device's measured peak FLOP/s per precision and bandwidth, for MFU and the roofline "
+                       "(backend/calibration.h). cached: measured once per device, driver and lab version and kept "
+                       "in the user's cache folder; measure: measured again now; off: MFU against the datasheet."));
   // How the CUDA backend computes (config/device_options.h; formerly the environment variables
   // TRAINLAB_FP32_GEMM, TRAINLAB_LT_AUTOTUNE and TRAINLAB_ATTN_WGMMA). The CPU ignores them.
   s.push_back(key_enum("device.fp32_gemm", "native", {"native", "bf16x9", "auto"},

@@ -83,7 +83,8 @@ std::vector<KernelTime> kernels_from_json(const Json& j) {
   if (!it->is_array()) throw Error("field 'kernels': expected an array of {name, ms, calls}");
   for (const auto& k : *it) {
     if (!k.is_object()) throw Error("field 'kernels': expected an array of {name, ms, calls}");
-    out.push_back({text_field(k, "name"), number_field(k, "ms", 0.0), whole_field(k, "calls", 0)});
+    out.push_back({text_field(k, "name"), number_field(k, "ms", 0.0), whole_field(k, "calls", 0),
+                   number_field(k, "flops", 0.0), number_field(k, "bytes", 0.0)});
   }
   return out;
 }
@@ -128,6 +129,7 @@ Json StepMetrics::to_json() const {
             {"mem_predicted", mem_predicted.to_json()}};
   if (skipped) j["skipped"] = true;
   if (mfu > 0) j["mfu"] = mfu;
+  if (mfu_datasheet > 0) j["mfu_datasheet"] = mfu_datasheet;
   if (device_total_bytes) {
     j["device_used_bytes"] = device_used_bytes;
     j["device_total_bytes"] = device_total_bytes;
@@ -142,9 +144,15 @@ Json StepMetrics::to_json() const {
   if (!event.empty()) j["event"] = event;
   if (!kernel_times.empty()) {
     Json k = Json::array();
-    for (const auto& t : kernel_times) k.push_back({{"name", t.name}, {"ms", t.ms}, {"calls", t.calls}});
+    for (const auto& t : kernel_times) {
+      Json e = {{"name", t.name}, {"ms", t.ms}, {"calls", t.calls}};
+      if (t.flops > 0) e["flops"] = t.flops;  // the roofline's work and traffic (backend/op_cost.h)
+      if (t.bytes > 0) e["bytes"] = t.bytes;
+      k.push_back(e);
+    }
     j["kernels"] = k;
   }
+  if (roofline) j["roofline"] = Json::parse(calibration_to_json(*roofline));
   if (!ranks.empty()) {
     Json r = Json::array();
     for (const auto& x : ranks) r.push_back(x.to_json());
@@ -172,6 +180,7 @@ StepMetrics StepMetrics::from_json(const Json& j) {
   m.step_ms = number_field(j, "step_ms", 0.0);
   m.wall_s = number_field(j, "wall_s", 0.0);
   m.mfu = number_field(j, "mfu", 0.0);
+  m.mfu_datasheet = number_field(j, "mfu_datasheet", 0.0);
   m.precision = text_field(j, "precision");
   m.mem_current = mem_from_json(j, "mem");
   m.mem_peak = mem_from_json(j, "mem_peak");
@@ -187,6 +196,13 @@ StepMetrics StepMetrics::from_json(const Json& j) {
   if (const auto it = j.find("system"); it != j.end() && !it->is_null()) m.system = SystemSample::from_json(*it);
   m.event = text_field(j, "event");
   m.kernel_times = kernels_from_json(j);
+  if (const auto it = j.find("roofline"); it != j.end() && !it->is_null()) {
+    try {
+      m.roofline = parse_calibration(it->dump());
+    } catch (const Error& e) {
+      throw Error(std::string("field 'roofline': ") + e.what());
+    }
+  }
   if (const auto it = j.find("ranks"); it != j.end() && !it->is_null()) {
     if (!it->is_array()) throw Error("field 'ranks': expected an array of per-rank metrics");
     for (const auto& r : *it) m.ranks.push_back(RankStepMetrics::from_json(r));

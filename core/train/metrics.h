@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/calibration.h"
 #include "config/config.h"
 #include "train/system_monitor.h"
 
@@ -48,7 +49,10 @@ struct StepMetrics {
   double samples_per_s = 0.0;
   double step_ms = 0.0;
   double wall_s = 0.0;
-  double mfu = 0.0;       // model FLOPs utilisation against the device peak of the format (GPU only)
+  // Model FLOPs utilisation against the device's measured peak of the format (backend/calibration.h;
+  // the datasheet's where calibration is off), and against the datasheet (GPUs that have one).
+  double mfu = 0.0;
+  double mfu_datasheet = 0.0;
   std::string precision;
   MemoryBytes mem_current, mem_peak, mem_predicted;
   int64_t device_used_bytes = 0, device_total_bytes = 0, runtime_context_bytes = 0;
@@ -62,6 +66,9 @@ struct StepMetrics {
   std::optional<SystemSample> system;  // CPU / GPU utilisation and more, on about one step a second
   std::string event;      // marker label when a setting changed at this step
   std::vector<KernelTime> kernel_times;
+  // The device's measured roofs (peak FLOP/s per precision, bandwidth) on the first line of a run
+  // and on lines with kernel times: what the roofline places the kernels against.
+  std::optional<Calibration> roofline;
   std::vector<RankStepMetrics> ranks;  // runs over several ranks: every rank's, in rank order
   Json to_json() const;
   // The inverse of to_json, for lines read back from metrics.jsonl. A missing field takes its

@@ -54,6 +54,7 @@ struct Trainer::State {
   long checkpoint_every = 0, checkpoint_step = 0;  // run.checkpoint_every; steps of the last checkpoint
   bool paused = false;
   bool kernel_timing = false;
+  std::optional<Calibration> calibration;  // device.calibration: the measured roofs (backend/calibration.h)
   Clock::time_point t_start;
   double samples_done = 0.0, train_seconds = 0.0;  // units (rows or tokens) and their seconds
   double flops_per_sample = 0.0;
@@ -176,6 +177,23 @@ void Trainer::apply_setting(const std::string& key, const Json& value, std::stri
   event += (event.empty() ? "" : "; ") + label;
 }
 
+// device.calibration: the device's measured roofs, cached on disk (backend/calibration.h), taken
+// before the run allocates anything so that its buffers leave no peak in the ledger. A failure
+// leaves MFU on the datasheet, with a notice.
+void Trainer::calibrate_device() {
+  State& s = *m_state;
+  const CalibrationMode mode = calibration_mode_from_name(m_config.get_string("device.calibration"));
+  if (mode == CalibrationMode::Off) return;
+  try {
+    s.calibration = calibrate(*s.be, mode);
+    if (!s.calibration->note.empty() && m_callbacks.on_notice) m_callbacks.on_notice("calibration: " + s.calibration->note);
+  } catch (const Error& e) {
+    if (m_callbacks.on_notice) m_callbacks.on_notice(std::string("calibration failed (MFU uses the datasheet): ") + e.what());
+  }
+  s.be->ledger().reset_peaks();
+  s.be->reset_kernel_times();  // the measurement's products are not the run's kernels
+}
+
 void Trainer::setup() {
   State& s = *m_state;
   std::string notice;
@@ -185,6 +203,7 @@ void Trainer::setup() {
   s.be->set_capture_enabled(m_config.get_bool("device.cuda_graph"));
   s.kernel_timing = m_config.get_bool("device.kernel_timing");
   s.be->set_kernel_timing(s.kernel_timing);
+  calibrate_device();
   const TrainOptions t = train_options(m_config);
   const ModelOptions mo = model_options(m_config);
   s.dist->connect(*s.be, m_config, t.batch);
@@ -341,12 +360,17 @@ StepMetrics Trainer::train_step(long step, std::string event) {
   m.device_used_bytes = info.used_bytes;
   m.device_total_bytes = info.total_bytes;
   m.runtime_context_bytes = info.runtime_context_bytes;
-  if (const double peak = info.peak_for(s.precision->compute, s.precision->matmul); peak > 0)  // of all the ranks' devices
-    m.mfu = s.flops_per_sample * m.samples_per_s / (peak * 1e12 * s.dist->ranks());
+  // MFU against the measured peak where calibrated, and against the datasheet where it has one.
+  const double flops_per_s = s.flops_per_sample * m.samples_per_s / s.dist->ranks();  // of all the ranks' devices
+  if (const double peak = info.peak_for(s.precision->compute, s.precision->matmul); peak > 0)
+    m.mfu_datasheet = flops_per_s / (peak * 1e12);
+  const double measured = s.calibration ? s.calibration->peak_for(s.precision->compute, s.precision->matmul) : 0.0;
+  m.mfu = measured > 0 ? flops_per_s / (measured * 1e12) : m.mfu_datasheet;
   if (s.kernel_timing) {
     m.kernel_times = s.be->kernel_times();
     s.be->reset_kernel_times();
   }
+  if (s.calibration && (step == 0 || !m.kernel_times.empty())) m.roofline = s.calibration;
   if (!s.monitor) s.monitor = std::make_unique<SystemMonitor>(info.kind == DeviceKind::Cuda ? info.index : -1);
   if (auto sys = s.monitor->sample_if_due(m.wall_s)) m.system = *sys;
   m.event = event;

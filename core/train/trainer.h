@@ -86,6 +86,7 @@ class Trainer {
   // run()'s parts: everything that can fail on bad input (before any step); one optimizer step
   // and its metrics; the compression metrics of a step; the summary, weights and run record.
   void setup();
+  void calibrate_device();
   StepMetrics train_step(long step, std::string event);
   void compression_metrics();
   void finish(RunSummary& sum, long steps, double last_loss);

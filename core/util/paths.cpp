@@ -43,4 +43,12 @@ std::string find_resource(const std::string& relative) {
   throw Error("cannot find " + relative + " (looked in " + looked + "); set TRAINLAB_DATA_DIR to the folder holding data/");
 }
 
+std::string user_cache_dir() {
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  if (xdg && xdg[0] == '/') return (fs::path(xdg) / "trainlab").string();
+  const char* home = std::getenv("HOME");
+  if (home && home[0] == '/') return (fs::path(home) / ".cache" / "trainlab").string();
+  return {};
+}
+
 }  // namespace trainlab

@@ -10,5 +10,8 @@ namespace trainlab {
 std::vector<std::string> resource_roots();
 // Path of resources/<relative> (e.g. "data/digits.csv.gz"); throws Error listing where it looked.
 std::string find_resource(const std::string& relative);
+// The lab's folder in the user's cache: $XDG_CACHE_HOME/trainlab, else $HOME/.cache/trainlab
+// (not created here); empty when neither variable is set to an absolute path.
+std::string user_cache_dir();
 
 }  // namespace trainlab

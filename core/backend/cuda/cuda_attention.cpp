@@ -7,6 +7,7 @@
 
 #include "attention.cuh"
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_checks.h"
 #include "util/error.h"
 
 namespace trainlab::cuda {
@@ -47,7 +48,7 @@ void CudaBackend::attention_forward(const Tensor& qkv, int64_t B, int64_t T, int
   const int64_t hd = check_qkv("attention_forward", qkv, B, T, H), d = hd * H;
   check_rows("attention_forward", "y", y, B * T * d);
   check_lse("attention_forward", lse, B * H * T);
-  TimedOp timed(this, "attention_forward", m_kernel_timing);
+  TL_TIMED_COST("attention_forward", attention_cost(qkv, B, T, H, false));
   launch_attention_forward(qkv.raw(), dcode(qkv.dtype()), y.raw(), dcode(y.dtype()), lse.data<float>(), B, T, H, hd,
                            mode == MatmulMode::Tf32, m_options.attention_wgmma, m_ctx.stream);
 }
@@ -60,7 +61,7 @@ void CudaBackend::attention_backward(const Tensor& qkv, const Tensor& y, const T
   check_rows("attention_backward", "dy", dy, B * T * d);
   check_rows("attention_backward", "dqkv", dqkv, qkv.numel());
   check_lse("attention_backward", lse, B * H * T);
-  TimedOp timed(this, "attention_backward", m_kernel_timing);
+  TL_TIMED_COST("attention_backward", attention_cost(qkv, B, T, H, true));
   const bool tf32 = mode == MatmulMode::Tf32;
   Tensor scratch = empty({attention_backward_scratch_floats(B, T, H, hd, dcode(qkv.dtype()), dcode(dy.dtype()), tf32)},
                          DType::F32, MemCategory::Workspace);

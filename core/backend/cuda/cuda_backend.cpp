@@ -18,14 +18,15 @@ namespace trainlab::cuda {
 using namespace trainlab::kern;
 
 // --- timing ----------------------------------------------------------------------------------
-TimedOp::TimedOp(CudaBackend* be, const char* name, bool on) : m_be(be), m_on(on && !be->m_ctx.capturing) {
-  if (m_on) m_be->timing_begin(name);
+TimedOp::TimedOp(CudaBackend* be, const char* name, bool on, const OpCost& cost)
+    : m_be(be), m_on(on && !be->m_ctx.capturing) {
+  if (m_on) m_be->timing_begin(name, cost);
 }
 TimedOp::~TimedOp() {
   if (m_on) m_be->timing_end();
 }
 
-void CudaBackend::timing_begin(const char* name) {
+void CudaBackend::timing_begin(const char* name, const OpCost& cost) {
   auto take = [&]() {
     cudaEvent_t e;
     if (!m_ctx.free_events.empty()) {
@@ -36,7 +37,7 @@ void CudaBackend::timing_begin(const char* name) {
     }
     return e;
   };
-  PendingTiming p{name, take(), take()};
+  PendingTiming p{name, take(), take(), cost};
   TL_CUDA_CHECK(cudaEventRecord(p.start, m_ctx.stream));
   m_ctx.pending.push_back(p);
 }
@@ -52,6 +53,8 @@ void CudaBackend::collect_timings() const {
     k.name = p.name;
     k.ms += ms;
     k.calls += 1;
+    k.flops += p.cost.flops;
+    k.bytes += p.cost.bytes;
     m_ctx.free_events.push_back(p.start);
     m_ctx.free_events.push_back(p.stop);
   }
@@ -155,6 +158,11 @@ DeviceInfo CudaBackend::info() const {
   d.kind = DeviceKind::Cuda;
   d.index = m_ctx.device;
   d.name = m_ctx.props.name;
+  int drv = 0, rt = 0;
+  cudaDriverGetVersion(&drv);
+  cudaRuntimeGetVersion(&rt);
+  d.software = "CUDA driver " + std::to_string(drv / 1000) + "." + std::to_string(drv % 1000 / 10) + ", runtime " +
+               std::to_string(rt / 1000) + "." + std::to_string(rt % 1000 / 10);
   size_t free_b = 0, total_b = 0;
   if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) {
     d.total_bytes = static_cast<int64_t>(total_b);
@@ -292,7 +300,7 @@ void CudaBackend::copy(const Tensor& src, Tensor& dst) {
   bind();
   if (src.numel() != dst.numel())
     throw Error("copy between tensors of different sizes: " + shape_str(src.shape()) + " -> " + shape_str(dst.shape()));
-  TL_TIMED("copy");
+  TL_TIMED_COST("copy", stream_cost({&src}, {&dst}));
   if (src.dtype() == dst.dtype()) {
     TL_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), src.raw(), src.bytes(), cudaMemcpyDefault, m_ctx.stream));
     return;
@@ -310,7 +318,7 @@ void CudaBackend::fill(Tensor& t, float value) {
     std::memcpy(t.raw(), conv.data(), conv.size());
     return;
   }
-  TL_TIMED("fill");
+  TL_TIMED_COST("fill", stream_cost({}, {&t}));
   if (value == 0.0f) {
     TL_CUDA_CHECK(cudaMemsetAsync(t.raw(), 0, t.bytes(), m_ctx.stream));
     return;
@@ -335,13 +343,13 @@ void CudaBackend::set_step_scalars(const StepScalars& s) {
 // --- elementwise, loss, gather ---------------------------------------------------------------
 void CudaBackend::activation_forward(Activation act, const Tensor& x, Tensor& y) {
   bind();
-  TL_TIMED("activation_forward");
+  TL_TIMED_COST("activation_forward", stream_cost({&x}, {&y}, act == Activation::GELU ? op_flops::kGelu : op_flops::kRelu));
   launch_activation_forward(act_code(act), x.raw(), dcode(x.dtype()), y.raw(), dcode(y.dtype()), x.numel(), m_ctx.stream);
 }
 
 void CudaBackend::activation_backward(Activation act, const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx) {
   bind();
-  TL_TIMED("activation_backward");
+  TL_TIMED_COST("activation_backward", stream_cost({&x, &dy}, {&dx}, act == Activation::GELU ? op_flops::kGeluBackward : op_flops::kRelu));
   launch_activation_backward(act_code(act), x.raw(), dcode(x.dtype()), dy.raw(), dcode(dy.dtype()), dx.raw(),
                              dcode(dx.dtype()), x.numel(), m_ctx.stream);
 }
@@ -356,7 +364,7 @@ void CudaBackend::softmax_xent(const Tensor& logits, const Tensor& labels, Tenso
   if (stats.dtype() != DType::F32 || stats.numel() < 2) throw Error("softmax_xent: stats must be fp32 [2]");
   const int64_t ws = softmax_xent_workspace_bytes(b);
   void* scratch = ws > 0 ? reduce_scratch((ws + 3) / 4) : nullptr;
-  TL_TIMED("softmax_xent");
+  TL_TIMED_COST("softmax_xent", stream_cost({&logits, &labels}, {dlogits}, op_flops::kSoftmaxXent));
   note_scalar_read();
   launch_softmax_xent(logits.raw(), dcode(logits.dtype()), b, c, labels.data<int32_t>(), dlogits ? dlogits->raw() : nullptr,
                       dlogits ? dcode(dlogits->dtype()) : 0, grad_multiplier, m_ctx.scalars, stats.data<float>(),

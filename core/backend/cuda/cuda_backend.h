@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/op_cost.h"
 #include "backend/cuda/device_allocator.h"
 #include "common.cuh"
 #include "elementwise.cuh"
@@ -30,6 +31,7 @@ class NcclCollectives;
 struct PendingTiming {
   std::string name;
   cudaEvent_t start, stop;
+  OpCost cost;
 };
 
 struct CudaContext {
@@ -181,7 +183,7 @@ class CudaBackend final : public Backend {
   // `t` in format `want`: the tensor itself, or a converted copy in workspace slot `slot`.
   Tensor as_format(const Tensor& t, DType want, int slot);
   void stage_h2d(void* dst, const void* src, size_t bytes);
-  void timing_begin(const char* name);
+  void timing_begin(const char* name, const OpCost& cost = {});
   void timing_end();
   void collect_timings() const;
 
@@ -211,7 +213,7 @@ class CudaBackend final : public Backend {
 // RAII: per-kernel timing around one operation.
 class TimedOp {
  public:
-  TimedOp(CudaBackend* be, const char* name, bool on);
+  TimedOp(CudaBackend* be, const char* name, bool on, const OpCost& cost = {});
   ~TimedOp();
 
  private:

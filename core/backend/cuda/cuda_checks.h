@@ -7,10 +7,14 @@
 
 #include "backend/backend.h"
 #include "backend/backend_checks.h"
+#include "backend/op_cost.h"
 #include "backend/cuda/cuda_backend.h"
 #include "util/error.h"
 
 #define TL_TIMED(name) TimedOp tl_timed_op_(this, name, m_kernel_timing)
+// TL_TIMED with the call's work and traffic (backend/op_cost.h), for the roofline.
+#define TL_TIMED_COST(name, cost) \
+  TimedOp tl_timed_op_(this, name, m_kernel_timing, m_kernel_timing ? OpCost(cost) : OpCost{})
 
 namespace trainlab::cuda {
 

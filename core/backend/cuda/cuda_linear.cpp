@@ -48,7 +48,7 @@ void CudaBackend::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool tran
                        float beta, MatmulMode mode) {
   bind();
   const auto [m, n, k] = gemm_dims(a, trans_a, b, trans_b, c);
-  TL_TIMED("gemm");
+  TL_TIMED_COST("gemm", gemm_cost(a, trans_a, b, c, beta));
   const DType in = (a.dtype() == b.dtype() && gemm_format(a.dtype())) ? a.dtype() : DType::F32;
   const Tensor pa = as_format(a, in, 1), pb = as_format(b, in, 2);
   if (lt_size(m, n, k)) {
@@ -78,7 +78,7 @@ void CudaBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor*
                                  Tensor* pre, MatmulMode mode) {
   bind();
   const auto [m, n, k] = linear_dims(x, w, y);
-  TL_TIMED("linear_forward");
+  TL_TIMED_COST("linear_forward", linear_forward_cost(x, w, bias, y));
   const bool fp8 = mode == MatmulMode::Fp8 && m_fp8_units;
   if (fp8) note_scalar_read();
   if (fp8 && m_fp8_gemm->forward(x, w, bias, act, y, pre)) return;
@@ -127,7 +127,7 @@ void CudaBackend::linear_forward_residual(const Tensor& x, const Tensor& w, cons
     add(residual, y, y);
     return;
   }
-  TL_TIMED("linear_forward");
+  TL_TIMED_COST("linear_forward", linear_forward_cost(x, w, bias, y, &residual));
   const DType in = gemm_format(w.dtype()) ? w.dtype() : DType::F32;
   const bool tf32 = mode == MatmulMode::Tf32 && in == DType::F32;
   const Tensor px = as_format(x, in, 1), pw = as_format(w, in, 2);
@@ -163,7 +163,7 @@ void CudaBackend::linear_backward(const Tensor& x, const Tensor& w, Tensor& dy, 
   if (dy.dim(0) != m || dy.dim(1) != n || dw.dim(0) != n || dw.dim(1) != k)
     throw Error("linear backward shape mismatch: dy " + shape_str(dy.shape()) + ", dw " + shape_str(dw.shape()));
   if (act != Activation::None && !saved) throw Error("linear backward with an activation needs the saved tensor");
-  TL_TIMED("linear_backward");
+  TL_TIMED_COST("linear_backward", linear_backward_cost(x, w, dy, dw, dbias, dx, accumulate));
   const bool fp8 = mode == MatmulMode::Fp8 && m_fp8_units;
   if (fp8) note_scalar_read();
   if (fp8 && m_fp8_gemm->backward(x, w, dy, act, saved, dw, dbias, dx, accumulate)) return;

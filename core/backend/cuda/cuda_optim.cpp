@@ -42,7 +42,7 @@ std::vector<OptTensor> opt_table(std::span<ParamSlot> params, bool with_v) {
 
 void CudaBackend::adamw_step(std::span<ParamSlot> params, const AdamWHyper& h) {
   bind();
-  TL_TIMED("adamw");
+  TL_TIMED_COST("adamw", optimizer_cost(params, 2, op_flops::kAdamW));
   note_scalar_read();
   auto t = opt_table(params, true);
   for (auto& o : t)
@@ -53,7 +53,7 @@ void CudaBackend::adamw_step(std::span<ParamSlot> params, const AdamWHyper& h) {
 
 void CudaBackend::sgd_step(std::span<ParamSlot> params, const SgdHyper& h) {
   bind();
-  TL_TIMED("sgd");
+  TL_TIMED_COST("sgd", optimizer_cost(params, 1, op_flops::kSgd));
   note_scalar_read();
   auto t = opt_table(params, false);
   launch_sgd(t.data(), static_cast<int>(t.size()), OptHyper{h.momentum, 0.0f, 0.0f, h.weight_decay, h.nesterov},
@@ -62,7 +62,7 @@ void CudaBackend::sgd_step(std::span<ParamSlot> params, const SgdHyper& h) {
 
 void CudaBackend::lion_step(std::span<ParamSlot> params, const LionHyper& h) {
   bind();
-  TL_TIMED("lion");
+  TL_TIMED_COST("lion", optimizer_cost(params, 1, op_flops::kLion));
   note_scalar_read();
   auto t = opt_table(params, false);
   for (size_t i = 0; i < t.size(); ++i) {

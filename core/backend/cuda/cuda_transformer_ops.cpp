@@ -45,7 +45,7 @@ void CudaBackend::embedding_forward(const Tensor& tok, const Tensor& pos, const 
     throw Error("embedding_forward: shapes do not fit: tok " + shape_str(tok.shape()) + ", pos " + shape_str(pos.shape()) +
                 ", " + std::to_string(n) + " tokens in rows of " + std::to_string(T) + ", out " + shape_str(out.shape()));
   check_float("embedding_forward", {&tok, &pos, &out});
-  TL_TIMED("embedding_forward");
+  TL_TIMED_COST("embedding_forward", stream_cost({&idx, &out}, {&out}, op_flops::kEmbedding));
   launch_embedding_forward(tok.raw(), dcode(tok.dtype()), vocab, pos.raw(), dcode(pos.dtype()), idx.data<int32_t>(), n, T,
                            d, out.raw(), dcode(out.dtype()), m_ctx.stream);
 }
@@ -60,7 +60,7 @@ void CudaBackend::embedding_backward(const Tensor& dout, const Tensor& idx, int6
                 shape_str(dtok.shape()) + ", dpos " + shape_str(dpos.shape()) + ", T " + std::to_string(T));
   check_float("embedding_backward", {&dout, &dtok, &dpos});
   float* partial = reduce_scratch(embedding_backward_workspace(n, vocab, d));
-  TL_TIMED("embedding_backward");
+  TL_TIMED_COST("embedding_backward", stream_cost({&dout, &idx}, {&dtok, &dpos}, op_flops::kEmbedding));
   launch_embedding_backward(dout.raw(), dcode(dout.dtype()), idx.data<int32_t>(), n, T, d, dtok.raw(),
                             dcode(dtok.dtype()), vocab, dpos.raw(), dcode(dpos.dtype()), dpos.dim(0), accumulate, partial,
                             m_ctx.stream);
@@ -75,7 +75,7 @@ void CudaBackend::layernorm_forward(const Tensor& x, const Tensor& gamma, const 
   check_fp32(mean, "layernorm mean", n);
   check_fp32(rstd, "layernorm rstd", n);
   check_float("layernorm_forward", {&x, &gamma, &beta, &y});
-  TL_TIMED("layernorm_forward");
+  TL_TIMED_COST("layernorm_forward", stream_cost({&x, &gamma, &beta}, {&y, &mean, &rstd}, op_flops::kLayerNorm));
   launch_layernorm_forward(x.raw(), dcode(x.dtype()), gamma.raw(), dcode(gamma.dtype()), beta.raw(), dcode(beta.dtype()),
                            eps, n, d, y.raw(), dcode(y.dtype()), mean.data<float>(), rstd.data<float>(), m_ctx.stream);
 }
@@ -96,7 +96,7 @@ void CudaBackend::layernorm_backward(const Tensor& x, const Tensor& gamma, const
     check_float("layernorm_backward", {dx_sums});
   }
   float* partial = reduce_scratch(layernorm_backward_workspace(n, d));
-  TL_TIMED("layernorm_backward");
+  TL_TIMED_COST("layernorm_backward", stream_cost({&x, &gamma, &mean, &rstd, &dy}, {&dx, &dgamma, &dbeta}, op_flops::kLayerNormBackward));
   launch_layernorm_backward(x.raw(), dcode(x.dtype()), gamma.raw(), dcode(gamma.dtype()), mean.data<float>(),
                             rstd.data<float>(), dy.raw(), dcode(dy.dtype()), n, d, dx.raw(), dcode(dx.dtype()),
                             accumulate_dx, dgamma.raw(), dcode(dgamma.dtype()), dbeta.raw(), dcode(dbeta.dtype()),
@@ -119,7 +119,7 @@ void CudaBackend::dropout(const Tensor& x, float p, uint64_t seed, Tensor& y) {
     m_ctx.capture_refused = true;
     return;
   }
-  TL_TIMED("dropout");
+  TL_TIMED_COST("dropout", stream_cost({&x}, {&y}, op_flops::kDropout));
   launch_dropout(x.raw(), dcode(x.dtype()), p, seed, y.raw(), dcode(y.dtype()), x.numel(), m_ctx.stream);
 }
 
@@ -128,7 +128,7 @@ void CudaBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
   if (a.numel() != b.numel() || a.numel() != out.numel())
     throw Error("add: sizes differ: " + shape_str(a.shape()) + " + " + shape_str(b.shape()) + " -> " + shape_str(out.shape()));
   check_float("add", {&a, &b, &out});
-  TL_TIMED("add");
+  TL_TIMED_COST("add", stream_cost({&a, &b}, {&out}, op_flops::kAdd));
   launch_add(a.raw(), dcode(a.dtype()), b.raw(), dcode(b.dtype()), out.raw(), dcode(out.dtype()), out.numel(), m_ctx.stream);
 }
 
@@ -136,7 +136,7 @@ void CudaBackend::gelu_forward(const Tensor& x, Tensor& y) {
   bind();
   if (x.numel() != y.numel()) throw Error("gelu_forward: sizes differ");
   check_float("gelu_forward", {&x, &y});
-  TL_TIMED("gelu_forward");
+  TL_TIMED_COST("gelu_forward", stream_cost({&x}, {&y}, op_flops::kGelu));
   launch_gelu_forward(x.raw(), dcode(x.dtype()), y.raw(), dcode(y.dtype()), x.numel(), m_ctx.stream);
 }
 
@@ -144,7 +144,7 @@ void CudaBackend::gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) {
   bind();
   if (x.numel() != dy.numel() || x.numel() != dx.numel()) throw Error("gelu_backward: sizes differ");
   check_float("gelu_backward", {&x, &dy, &dx});
-  TL_TIMED("gelu_backward");
+  TL_TIMED_COST("gelu_backward", stream_cost({&x, &dy}, {&dx}, op_flops::kGeluBackward));
   launch_gelu_backward(x.raw(), dcode(x.dtype()), dy.raw(), dcode(dy.dtype()), dx.raw(), dcode(dx.dtype()), x.numel(),
                        m_ctx.stream);
 }

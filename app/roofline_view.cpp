@@ -1,0 +1,225 @@
+#include "roofline_view.h"
+
+#include <QEvent>
+#include <QLabel>
+#include <QStackedLayout>
+#include <QToolTip>
+#include <QVBoxLayout>
+#include <algorithm>
+#include <cmath>
+
+#include "plot_style.h"
+
+namespace trainlab::app {
+
+namespace {
+
+// "12.3 TFLOP/s", "850 GFLOP/s"; "1.2 TB/s".
+QString rate(double v, const char* unit) {
+  const char* prefix[] = {"", "k", "M", "G", "T", "P"};
+  int i = 0;
+  while (v >= 1000 && i < 5) v /= 1000, ++i;
+  return QString::number(v, 'g', 3) + " " + prefix[i] + unit;
+}
+
+// The colour of a kernel by what bounds it: memory-bound warm, compute-bound cool.
+QColor bound_color(const RooflinePoint& p) { return p.memory_bound ? run_color(1) : run_color(0); }
+
+}  // namespace
+
+std::optional<Roofline> roofline_of(const RunSeries& run, QString* why) {
+  std::vector<KernelTime> kernels;
+  for (const auto& k : run.kernels) kernels.push_back({k.name.toStdString(), k.ms, k.calls, k.flops, k.bytes});
+  if (kernels.empty()) {
+    *why = "No kernel times for " + run.name +
+           ": turn on Device → Kernel timing (device.kernel_timing) before starting a run, on the CPU or a GPU. "
+           "Each timed kernel is then placed here by its arithmetic intensity.";
+    return std::nullopt;
+  }
+  if (!run.roofline) {
+    *why = "No measured roofs for " + run.name +
+           ": the run was made with device.calibration off (or by an older TrainLab). Run `trainlab-cli calibrate` "
+           "and train with device.calibration cached.";
+    return std::nullopt;
+  }
+  try {
+    return build_roofline(kernels, *run.roofline, run.precision.isEmpty() ? "fp32" : run.precision.toStdString());
+  } catch (const std::exception& e) {
+    *why = "No roofline for " + run.name + ": " + QString::fromStdString(e.what());
+    return std::nullopt;
+  }
+}
+
+RooflineView::RooflineView(QWidget* parent) : QWidget(parent) {
+  auto* v = new QVBoxLayout(this);
+  v->setContentsMargins(6, 6, 6, 6);
+  auto* holder = new QWidget(this);
+  m_stack = new QStackedLayout(holder);
+  m_empty = new QLabel(holder);
+  m_empty->setObjectName("roofline_message");
+  m_empty->setWordWrap(true);
+  m_empty->setAlignment(Qt::AlignTop | Qt::AlignLeft);
+  m_plot = new QCustomPlot(holder);
+  m_plot->setObjectName("roofline_plot");
+  m_plot->setMinimumSize(420, 300);
+  m_plot->plotLayout()->insertRow(0);
+  auto* title = new QCPTextElement(m_plot, "Roofline", QFont(font().family(), font().pointSize(), QFont::DemiBold));
+  m_plot->plotLayout()->addElement(0, 0, title);
+  for (QCPAxis* a : {m_plot->xAxis, m_plot->yAxis}) {
+    a->setScaleType(QCPAxis::stLogarithmic);
+    a->setTicker(QSharedPointer<QCPAxisTickerLog>(new QCPAxisTickerLog));
+    a->setNumberFormat("eb");
+    a->setNumberPrecision(0);
+  }
+  m_plot->xAxis->setLabel("arithmetic intensity (FLOP / byte)");
+  m_plot->yAxis->setLabel("achieved FLOP/s");
+  style_plot(m_plot, palette());
+  m_plot->setMouseTracking(true);
+  connect(m_plot, &QCustomPlot::mouseMove, this, [this](QMouseEvent* e) {
+    const QString tip = tooltip_at(e->position());
+    if (tip.isEmpty()) QToolTip::hideText();
+    else QToolTip::showText(e->globalPosition().toPoint(), tip, m_plot);
+  });
+  m_stack->addWidget(m_empty);
+  m_stack->addWidget(m_plot);
+  v->addWidget(holder, 1);
+  refresh();
+}
+
+void RooflineView::set_run(std::shared_ptr<RunSeries> run) {
+  m_run = std::move(run);
+  m_shown_steps = -1;
+  refresh();
+}
+
+QString RooflineView::message() const { return m_stack->currentWidget() == m_empty ? m_empty->text() : QString(); }
+
+QString RooflineView::plot_title() const {
+  auto* t = qobject_cast<QCPTextElement*>(m_plot->plotLayout()->element(0, 0));
+  return t ? t->text() : QString();
+}
+
+void RooflineView::refresh() {
+  QString why = "No run selected. Start a run with Device → Kernel timing on, or reopen one from the runs table.";
+  std::optional<Roofline> r;
+  if (m_run) r = roofline_of(*m_run, &why);
+  if (!r) {
+    m_placed.clear();
+    m_empty->setText(why);
+    m_stack->setCurrentWidget(m_empty);
+    m_shown_steps = -1;
+    return;
+  }
+  m_stack->setCurrentWidget(m_plot);
+  if (m_shown_steps == m_run->kernel_steps) return;
+  m_shown_steps = m_run->kernel_steps;
+  draw(*r);
+}
+
+void RooflineView::draw_roofs(const Roofline& r, double x0, double x1) {
+  const double bw = r.bandwidth_bytes_per_s;
+  double top = r.peak_flops_per_s;
+  for (const CalibratedPeak& p : r.peaks) top = std::max(top, p.tflops * 1e12);
+  const QColor text = palette().color(QPalette::Text);
+  auto* mem = m_plot->addGraph();
+  mem->setName("memory roof");
+  mem->setPen(QPen(text, 2));
+  mem->setData(QVector<double>{x0, top / bw}, QVector<double>{bw * x0, top});
+  auto* ml = new QCPItemText(m_plot);
+  ml->position->setCoords(x0 * 1.3, bw * x0 * 1.3);
+  ml->setPositionAlignment(Qt::AlignLeft | Qt::AlignBottom);
+  ml->setText("memory " + rate(bw, "B/s"));
+  ml->setColor(text);
+  for (const CalibratedPeak& p : r.peaks) {
+    const double P = p.tflops * 1e12;
+    const QString label = QString::fromStdString(Calibration::precision_label(p.dtype, p.mode));
+    const bool own = label.toStdString() == r.peak_label;
+    auto* g = m_plot->addGraph();
+    g->setName(label + " roof");
+    QColor c = text;
+    if (!own) c.setAlpha(110);  // the other precisions' roofs, for comparison
+    const QPen pen(c, own ? 2 : 1, own ? Qt::SolidLine : Qt::DashLine);
+    g->setPen(pen);
+    g->setData(QVector<double>{P / bw, x1}, QVector<double>{P, P});
+    auto* t = new QCPItemText(m_plot);
+    t->position->setCoords(x1, P);
+    t->setPositionAlignment(Qt::AlignRight | Qt::AlignBottom);
+    t->setText(label + " " + rate(P, "FLOP/s") + (own ? " (this run)" : ""));
+    t->setColor(pen.color());
+  }
+}
+
+void RooflineView::draw(const Roofline& r) {
+  m_plot->clearGraphs();
+  m_plot->clearItems();
+  m_placed.clear();
+  for (const RooflinePoint& p : r.points)
+    if (p.placed()) m_placed.push_back(p);
+  double lo = r.ridge() > 0 ? r.ridge() : 1.0, hi = lo, ylo = r.peak_flops_per_s;
+  for (const RooflinePoint& p : m_placed) {
+    lo = std::min(lo, p.intensity);
+    hi = std::max(hi, p.intensity);
+    ylo = std::min(ylo, p.flops_per_s);
+  }
+  const double x0 = lo / 4, x1 = hi * 8;
+  draw_roofs(r, x0, x1);
+  double top = r.peak_flops_per_s;
+  for (const CalibratedPeak& p : r.peaks) top = std::max(top, p.tflops * 1e12);
+  for (const RooflinePoint& p : m_placed) {
+    auto* g = m_plot->addGraph();
+    g->setName(QString::fromStdString(p.name));
+    g->setLineStyle(QCPGraph::lsNone);
+    const double size = 6 + 26 * std::sqrt(p.time_share);
+    QColor fill = bound_color(p);
+    fill.setAlpha(150);
+    g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, bound_color(p), fill, size));
+    g->setData(QVector<double>{p.intensity}, QVector<double>{p.flops_per_s});
+    auto* t = new QCPItemText(m_plot);
+    t->position->setCoords(p.intensity, p.flops_per_s);
+    t->setPositionAlignment(Qt::AlignLeft | Qt::AlignVCenter);
+    t->setPadding(QMargins(static_cast<int>(size / 2) + 3, 0, 0, 0));
+    t->setText(QString::fromStdString(p.name));
+    t->setColor(palette().color(QPalette::Text));
+  }
+  m_plot->xAxis->setRange(x0, x1);
+  m_plot->yAxis->setRange(ylo / 6, top * 3);
+  double total_ms = 0;
+  for (const RooflinePoint& p : r.points) total_ms += p.ms;
+  auto* title = qobject_cast<QCPTextElement*>(m_plot->plotLayout()->element(0, 0));
+  title->setText(QString("Roofline of %1 on %2 (%3): %4 kernels placed, %5 ms of kernel time")
+                     .arg(m_run->name, QString::fromStdString(r.device), QString::fromStdString(r.precision))
+                     .arg(m_placed.size())
+                     .arg(QLocale::system().toString(total_ms, 'f', 1)));
+  m_plot->replot();
+}
+
+QString RooflineView::tooltip_at(const QPointF& pos) const {
+  const RooflinePoint* best = nullptr;
+  double best_d = 14.0;
+  for (const RooflinePoint& p : m_placed) {
+    const double x = m_plot->xAxis->coordToPixel(p.intensity), y = m_plot->yAxis->coordToPixel(p.flops_per_s);
+    const double d = std::hypot(x - pos.x(), y - pos.y());
+    if (d <= best_d) best_d = d, best = &p;
+  }
+  if (!best) return {};
+  return QString("<b>%1</b><br>%2 achieved, %3<br>intensity %4 FLOP/byte (%5-bound)<br>%6 % of its roof (%7)<br>"
+                 "%8 % of the kernel time, %9 calls")
+      .arg(QString::fromStdString(best->name).toHtmlEscaped(), rate(best->flops_per_s, "FLOP/s"),
+           rate(best->bytes_per_s, "B/s"), QString::number(best->intensity, 'g', 3),
+           best->memory_bound ? "memory" : "compute", QString::number(100 * best->of_roof, 'f', 1),
+           rate(best->roof_flops_per_s, "FLOP/s"), QString::number(100 * best->time_share, 'f', 1))
+      .arg(best->calls);
+}
+
+void RooflineView::render(QCPPainter* painter, const QRectF& target) { render_plot(m_plot, painter, target); }
+
+void RooflineView::changeEvent(QEvent* e) {
+  if (e->type() == QEvent::PaletteChange && m_plot) {
+    style_plot(m_plot, palette());
+    m_shown_steps = -1;
+    refresh();
+  }
+  QWidget::changeEvent(e);
+}
+
+}  // namespace trainlab::app
