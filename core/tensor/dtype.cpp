@@ -1,9 +1,11 @@
 #include "tensor/dtype.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
+#include "tensor/vector_clones.h"
 #include "util/error.h"
 
 namespace trainlab {
@@ -20,13 +22,79 @@ float float_of(uint32_t u) {
   return f;
 }
 
-// Generic round-to-nearest-even encoder for small float formats with `ebits` exponent bits and
-// `mbits` mantissa bits. `has_inf` false means the all-ones exponent is used for finite values
-// (e4m3fn), and overflow saturates to the largest finite value.
+// Branch-free bit-level codecs (the bulk loops below vectorise them; one element at a time they
+// are the scalar functions of dtype.h, so the scalar and the vector paths give the same bits).
+//
+// rne_shift: m >> shift rounded to nearest, ties to even (shift in [1, 31]).
+inline uint32_t rne_shift(uint32_t m, uint32_t shift) {
+  const uint32_t r = m >> shift, rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1u);
+  return r + static_cast<uint32_t>((rem > half) | ((rem == half) & ((r & 1u) != 0)));
+}
+
+// |x| (fp32 bits a, finite and below the format's overflow) -> the code of a small float format
+// with kMant mantissa bits and exponent bias kBias, rounded to nearest even. Normal results drop
+// the low 23 - kMant bits (a carry moves into the exponent); subnormal ones are the significand
+// in units of 2^(1 - kBias - kMant), which is 0 below half the smallest subnormal (the shift is
+// clamped to 31, where the rounding gives 0 for every 24-bit significand).
+template <int kMant, int kBias>
+inline uint32_t encode_magnitude(uint32_t a) {
+  constexpr uint32_t kMinNormal = static_cast<uint32_t>(128 - kBias) << 23;
+  const uint32_t normal = rne_shift(a, 23 - kMant) - (static_cast<uint32_t>(127 - kBias) << kMant);
+  const int32_t shift = 150 + (1 - kBias - kMant) - static_cast<int32_t>(a >> 23);
+  const uint32_t clamped = static_cast<uint32_t>(shift < 1 ? 1 : shift > 31 ? 31 : shift);
+  const uint32_t sub = rne_shift((a & 0x7FFFFFu) | 0x800000u, clamped);
+  return a >= kMinNormal ? normal : sub;
+}
+
+// fp16: 65,520 and above (a tie rounds to even: inf) overflow to inf, NaN is sign | 0x7FFF.
+inline uint16_t encode_f16(uint32_t u) {
+  const uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7FFFFFFFu;
+  uint32_t code = encode_magnitude<10, 15>(a);
+  code = a >= 0x477FF000u ? 0x7C00u : code;
+  code = a > 0x7F800000u ? 0x7FFFu : code;
+  return static_cast<uint16_t>(sign | code);
+}
+
+// e4m3 ("fn": no inf) and e5m2, as CUDA's __nv_cvt_float_to_fp8 computes them (cuda_fp8.hpp) with
+// the saturation kernels/device_common.cuh's st() asks for: e4m3 __NV_SATFINITE (448 and above,
+// inf included, give +-448: below the 464 tie everything rounds to 448 anyway), e5m2 __NV_NOSAT
+// (61,440 = 57,344 + half a step and above, inf included, give +-inf). A NaN gives 0x7F whatever
+// its sign (CUDA canonicalises the NaN first).
+inline uint8_t encode_e4m3(uint32_t u) {
+  const uint32_t sign = (u >> 24) & 0x80u, a = u & 0x7FFFFFFFu;
+  uint32_t code = encode_magnitude<3, 7>(a);
+  code = a >= 0x43E00000u ? 0x7Eu : code;
+  code |= sign;
+  return static_cast<uint8_t>(a > 0x7F800000u ? 0x7Fu : code);
+}
+inline uint8_t encode_e5m2(uint32_t u) {
+  const uint32_t sign = (u >> 24) & 0x80u, a = u & 0x7FFFFFFFu;
+  uint32_t code = encode_magnitude<2, 15>(a);
+  code = a >= 0x47700000u ? 0x7Cu : code;
+  code |= sign;
+  return static_cast<uint8_t>(a > 0x7F800000u ? 0x7Fu : code);
+}
+
+// fp16 bits -> fp32 bits, exact: normals re-biased, subnormals through an exact int -> float
+// conversion and a power-of-two product, inf kept, NaN -> sign | 0x7FC00000 (decode_small's bits).
+inline uint32_t decode_f16(uint32_t h) {
+  const uint32_t sign = (h & 0x8000u) << 16, em = h & 0x7FFFu;
+  const uint32_t normal = (em << 13) + (112u << 23);
+  const uint32_t sub = bits_of(static_cast<float>(static_cast<int32_t>(em)) * 0x1p-24f);
+  const uint32_t special = em == 0x7C00u ? 0x7F800000u : 0x7FC00000u;
+  const uint32_t out = em >= 0x7C00u ? special : em >= 0x400u ? normal : sub;
+  return sign | out;
+}
+
+// The scalar reference of the fp8 casts: a generic round-to-nearest-even encoder through frexp and
+// nearbyint (independent of the bit-level codecs above, which the bulk conversions use; the unit
+// tests compare the two) for formats with `ebits` exponent bits and `mbits` mantissa bits.
+// `has_inf` false means the all-ones exponent is used for finite values (e4m3fn), and overflow
+// saturates to the largest finite value. A NaN gives 0x7F whatever its sign, as CUDA's cast.
 uint32_t encode_small(float f, int ebits, int mbits, bool has_inf, uint32_t max_finite_code) {
   const uint32_t u = bits_of(f);
   const uint32_t sign = (u >> 31) << (ebits + mbits);
-  if (std::isnan(f)) return sign | ((1u << (ebits + mbits)) - 1);  // a NaN pattern
+  if (std::isnan(f)) return (1u << (ebits + mbits)) - 1;  // the canonical NaN
   const float a = std::fabs(f);
   if (std::isinf(a)) return sign | (has_inf ? ((1u << ebits) - 1) << mbits : max_finite_code);
   const int bias = (1 << (ebits - 1)) - 1;
@@ -61,6 +129,7 @@ uint32_t encode_small(float f, int ebits, int mbits, bool has_inf, uint32_t max_
   }
   return sign | code;
 }
+
 
 float decode_small(uint32_t v, int ebits, int mbits, bool has_inf) {
   const uint32_t sign = (v >> (ebits + mbits)) & 1u;
@@ -183,29 +252,86 @@ float round_to(DType t, float f) {
   }
 }
 
+// --- bulk conversions ---------------------------------------------------------------------------
+// Branch-free loops over the bit-level codecs, vectorised (TL_VECTOR_CLONES); the same bits as
+// the scalar functions above (tests/unit/test_fp8.cpp: every fp16 and fp8 code, every bf16 bit
+// pattern as fp32 input, ties, subnormals, overflow and NaN).
+namespace {
+const float* fp8_table(DType t) {
+  static const auto tables = [] {
+    std::vector<float> v(512);
+    for (uint32_t i = 0; i < 256; ++i) {
+      v[i] = decode_small(i, 4, 3, false);
+      v[256 + i] = decode_small(i, 5, 2, true);
+    }
+    return v;
+  }();
+  return tables.data() + (t == DType::F8E5M2 ? 256 : 0);
+}
+
+TL_VECTOR_CLONES void f32_to_f16_n(const float* __restrict s, uint16_t* __restrict d, size_t n) {
+  for (size_t i = 0; i < n; ++i) d[i] = encode_f16(bits_of(s[i]));
+}
+TL_VECTOR_CLONES void f16_to_f32_n(const uint16_t* __restrict s, float* __restrict d, size_t n) {
+  for (size_t i = 0; i < n; ++i) d[i] = float_of(decode_f16(s[i]));
+}
+TL_VECTOR_CLONES void round_f16_n(float* p, size_t n) {
+  for (size_t i = 0; i < n; ++i) p[i] = float_of(decode_f16(encode_f16(bits_of(p[i]))));
+}
+TL_VECTOR_CLONES void f32_to_e4m3_n(const float* __restrict s, uint8_t* __restrict d, size_t n) {
+  for (size_t i = 0; i < n; ++i) d[i] = encode_e4m3(bits_of(s[i]));
+}
+TL_VECTOR_CLONES void f32_to_e5m2_n(const float* __restrict s, uint8_t* __restrict d, size_t n) {
+  for (size_t i = 0; i < n; ++i) d[i] = encode_e5m2(bits_of(s[i]));
+}
+void fp8_to_f32_n(DType t, const uint8_t* __restrict s, float* __restrict d, size_t n) {
+  const float* table = fp8_table(t);
+  for (size_t i = 0; i < n; ++i) d[i] = table[s[i]];
+}
+// dst[i] = the fp8 value of src[i] * scale (one fp32 product, then the cast), in chunks: encode in
+// a vector loop, decode through the table.
+void fp8_round_scaled_n(DType t, float scale, const float* src, float* dst, size_t n) {
+  uint8_t codes[1024];
+  float scaled[1024];
+  for (size_t off = 0; off < n; off += 1024) {
+    const size_t len = std::min<size_t>(1024, n - off);
+    for (size_t i = 0; i < len; ++i) scaled[i] = src[off + i] * scale;
+    if (t == DType::F8E4M3)
+      f32_to_e4m3_n(scaled, codes, len);
+    else
+      f32_to_e5m2_n(scaled, codes, len);
+    fp8_to_f32_n(t, codes, dst + off, len);
+  }
+}
+}  // namespace
+
+void round_to_n(DType t, float* p, size_t n) {
+  switch (t) {
+    case DType::F16: round_f16_n(p, n); return;
+    case DType::F8E4M3:
+    case DType::F8E5M2: fp8_round_scaled_n(t, 1.0f, p, p, n); return;
+    default:
+      for (size_t i = 0; i < n; ++i) p[i] = round_to(t, p[i]);
+  }
+}
+
+void round_scaled_n(DType t, float scale, const float* src, float* dst, size_t n) {
+  if (t != DType::F8E4M3 && t != DType::F8E5M2)
+    throw Error(std::string("round_scaled_n: expected an fp8 format, got ") + dtype_name(t));
+  fp8_round_scaled_n(t, scale, src, dst, n);
+}
+
 void convert_to_f32(DType t, const void* src, float* dst, size_t n) {
   switch (t) {
     case DType::F32: std::memcpy(dst, src, n * 4); return;
-    case DType::F16: {
-      auto* s = static_cast<const uint16_t*>(src);
-      for (size_t i = 0; i < n; ++i) dst[i] = f16_to_f32(s[i]);
-      return;
-    }
+    case DType::F16: f16_to_f32_n(static_cast<const uint16_t*>(src), dst, n); return;
     case DType::BF16: {
       auto* s = static_cast<const uint16_t*>(src);
       for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
       return;
     }
-    case DType::F8E4M3: {
-      auto* s = static_cast<const uint8_t*>(src);
-      for (size_t i = 0; i < n; ++i) dst[i] = e4m3_to_f32(s[i]);
-      return;
-    }
-    case DType::F8E5M2: {
-      auto* s = static_cast<const uint8_t*>(src);
-      for (size_t i = 0; i < n; ++i) dst[i] = e5m2_to_f32(s[i]);
-      return;
-    }
+    case DType::F8E4M3:
+    case DType::F8E5M2: fp8_to_f32_n(t, static_cast<const uint8_t*>(src), dst, n); return;
     case DType::I32: {
       auto* s = static_cast<const int32_t*>(src);
       for (size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(s[i]);
@@ -230,26 +356,14 @@ void convert_to_f32(DType t, const void* src, float* dst, size_t n) {
 void convert_from_f32(const float* src, DType t, void* dst, size_t n) {
   switch (t) {
     case DType::F32: std::memcpy(dst, src, n * 4); return;
-    case DType::F16: {
-      auto* d = static_cast<uint16_t*>(dst);
-      for (size_t i = 0; i < n; ++i) d[i] = f32_to_f16(src[i]);
-      return;
-    }
+    case DType::F16: f32_to_f16_n(src, static_cast<uint16_t*>(dst), n); return;
     case DType::BF16: {
       auto* d = static_cast<uint16_t*>(dst);
       for (size_t i = 0; i < n; ++i) d[i] = f32_to_bf16(src[i]);
       return;
     }
-    case DType::F8E4M3: {
-      auto* d = static_cast<uint8_t*>(dst);
-      for (size_t i = 0; i < n; ++i) d[i] = f32_to_e4m3(src[i]);
-      return;
-    }
-    case DType::F8E5M2: {
-      auto* d = static_cast<uint8_t*>(dst);
-      for (size_t i = 0; i < n; ++i) d[i] = f32_to_e5m2(src[i]);
-      return;
-    }
+    case DType::F8E4M3: f32_to_e4m3_n(src, static_cast<uint8_t*>(dst), n); return;
+    case DType::F8E5M2: f32_to_e5m2_n(src, static_cast<uint8_t*>(dst), n); return;
     case DType::I32: {
       auto* d = static_cast<int32_t*>(dst);
       for (size_t i = 0; i < n; ++i) d[i] = static_cast<int32_t>(std::lrint(src[i]));
