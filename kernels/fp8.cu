@@ -7,6 +7,12 @@ namespace trainlab::kern {
 namespace {
 constexpr int kTile = kFp8AmaxTile;  // the tiles of the maximum (fp8_scaling.h)
 
+// Both formats saturate (a gradient that outgrows its delayed scale is clipped, not inf): the CPU's
+// cast_fp8_saturating (tensor/dtype.h) gives the same codes.
+__device__ __forceinline__ __nv_fp8_storage_t cast_sat(float v, int fdt) {
+  return __nv_cvt_float_to_fp8(v, __NV_SATFINITE, fdt == kE4M3 ? __NV_E4M3 : __NV_E5M2);
+}
+
 __global__ void __launch_bounds__(kTile * 8) cast_fp8_kernel(const void* x, int xdt, const void* mask, int64_t rows,
                                                             int64_t cols, void* out, void* out_t, int fdt,
                                                             float* hist, float* inv_scale_out, const DevScalars* sc) {
@@ -28,7 +34,7 @@ __global__ void __launch_bounds__(kTile * 8) cast_fp8_kernel(const void* x, int 
       v = ld(x, r * cols + c, xdt);
       if (mask && !(ld(mask, r * cols + c, xdt) > 0.0f)) v = 0.0f;
       local = fmaxf(local, fabsf(v));
-      st(out, r * cols + c, fdt, v * scale);
+      static_cast<__nv_fp8_storage_t*>(out)[r * cols + c] = cast_sat(v * scale, fdt);
     }
     tile[i][threadIdx.x] = v;
   }
@@ -36,7 +42,7 @@ __global__ void __launch_bounds__(kTile * 8) cast_fp8_kernel(const void* x, int 
     __syncthreads();
     for (int i = threadIdx.y; i < kTile; i += 8) {
       const int64_t c = c0 + i, r = r0 + threadIdx.x;  // out_t[c, r] = x[r, c]
-      if (r < rows && c < cols) st(out_t, c * rows + r, fdt, tile[threadIdx.x][i] * scale);
+      if (r < rows && c < cols) static_cast<__nv_fp8_storage_t*>(out_t)[c * rows + r] = cast_sat(tile[threadIdx.x][i] * scale, fdt);
     }
   }
   for (int o = 16; o > 0; o >>= 1) local = fmaxf(local, __shfl_xor_sync(0xffffffffu, local, o));

@@ -4,7 +4,7 @@
 // this kernel calls, and the CPU backend too): with the history h[0..16) of a tensor's recent
 // maxima |x| and the step t (read from the device-side step scalars), slot s = t mod 16;
 //   scale = fmax / max(h over slots other than s, s+1)  (1 while that is 0)
-//   q = fp8(x * scale)   (e4m3 saturating, e5m2 not: device_common.cuh's st())
+//   q = fp8(x * scale)   (both formats saturating: __NV_SATFINITE, tensor/dtype.h's cast_fp8_saturating)
 //   inv_scale_out = 1 / scale  (the product's dequant factor)
 //   h[s] = max(h[s], max |x|) (finite, positive maxima only);  h[s+1] = 0
 // Options: relu_mask (same layout as x): x is first multiplied by [mask > 0] (the ReLU backward

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "tensor/fp8_cast.h"
 #include "tensor/vector_clones.h"
 #include "util/error.h"
 
@@ -67,10 +68,13 @@ inline uint8_t encode_e4m3(uint32_t u) {
   code |= sign;
   return static_cast<uint8_t>(a > 0x7F800000u ? 0x7Fu : code);
 }
+// kSat: the fp8 products' cast (kernels/fp8.cu: __NV_SATFINITE for both formats), where 57,344
+// and above, inf included, give +-57,344.
+template <bool kSat>
 inline uint8_t encode_e5m2(uint32_t u) {
   const uint32_t sign = (u >> 24) & 0x80u, a = u & 0x7FFFFFFFu;
   uint32_t code = encode_magnitude<2, 15>(a);
-  code = a >= 0x47700000u ? 0x7Cu : code;
+  code = kSat ? (a >= 0x47600000u ? 0x7Bu : code) : (a >= 0x47700000u ? 0x7Cu : code);
   code |= sign;
   return static_cast<uint8_t>(a > 0x7F800000u ? 0x7Fu : code);
 }
@@ -282,15 +286,18 @@ TL_VECTOR_CLONES void f32_to_e4m3_n(const float* __restrict s, uint8_t* __restri
   for (size_t i = 0; i < n; ++i) d[i] = encode_e4m3(bits_of(s[i]));
 }
 TL_VECTOR_CLONES void f32_to_e5m2_n(const float* __restrict s, uint8_t* __restrict d, size_t n) {
-  for (size_t i = 0; i < n; ++i) d[i] = encode_e5m2(bits_of(s[i]));
+  for (size_t i = 0; i < n; ++i) d[i] = encode_e5m2<false>(bits_of(s[i]));
+}
+TL_VECTOR_CLONES void f32_to_e5m2_sat_n(const float* __restrict s, uint8_t* __restrict d, size_t n) {
+  for (size_t i = 0; i < n; ++i) d[i] = encode_e5m2<true>(bits_of(s[i]));
 }
 void fp8_to_f32_n(DType t, const uint8_t* __restrict s, float* __restrict d, size_t n) {
   const float* table = fp8_table(t);
   for (size_t i = 0; i < n; ++i) d[i] = table[s[i]];
 }
-// dst[i] = the fp8 value of src[i] * scale (one fp32 product, then the cast), in chunks: encode in
-// a vector loop, decode through the table.
-void fp8_round_scaled_n(DType t, float scale, const float* src, float* dst, size_t n) {
+// dst[i] = the fp8 value of src[i] * scale (one fp32 product, then the cast, saturating when
+// `saturate`), in chunks: encode in a vector loop, decode through the table.
+void fp8_round_scaled_n(DType t, float scale, const float* src, float* dst, size_t n, bool saturate) {
   uint8_t codes[1024];
   float scaled[1024];
   for (size_t off = 0; off < n; off += 1024) {
@@ -298,6 +305,8 @@ void fp8_round_scaled_n(DType t, float scale, const float* src, float* dst, size
     for (size_t i = 0; i < len; ++i) scaled[i] = src[off + i] * scale;
     if (t == DType::F8E4M3)
       f32_to_e4m3_n(scaled, codes, len);
+    else if (saturate)
+      f32_to_e5m2_sat_n(scaled, codes, len);
     else
       f32_to_e5m2_n(scaled, codes, len);
     fp8_to_f32_n(t, codes, dst + off, len);
@@ -305,11 +314,20 @@ void fp8_round_scaled_n(DType t, float scale, const float* src, float* dst, size
 }
 }  // namespace
 
+void cast_fp8_saturating(const float* src, DType t, uint8_t* dst, size_t n) {
+  if (t == DType::F8E4M3)
+    f32_to_e4m3_n(src, dst, n);
+  else if (t == DType::F8E5M2)
+    f32_to_e5m2_sat_n(src, dst, n);
+  else
+    throw Error(std::string("cast_fp8_saturating: expected an fp8 format, got ") + dtype_name(t));
+}
+
 void round_to_n(DType t, float* p, size_t n) {
   switch (t) {
     case DType::F16: round_f16_n(p, n); return;
     case DType::F8E4M3:
-    case DType::F8E5M2: fp8_round_scaled_n(t, 1.0f, p, p, n); return;
+    case DType::F8E5M2: fp8_round_scaled_n(t, 1.0f, p, p, n, false); return;
     default:
       for (size_t i = 0; i < n; ++i) p[i] = round_to(t, p[i]);
   }
@@ -318,7 +336,7 @@ void round_to_n(DType t, float* p, size_t n) {
 void round_scaled_n(DType t, float scale, const float* src, float* dst, size_t n) {
   if (t != DType::F8E4M3 && t != DType::F8E5M2)
     throw Error(std::string("round_scaled_n: expected an fp8 format, got ") + dtype_name(t));
-  fp8_round_scaled_n(t, scale, src, dst, n);
+  fp8_round_scaled_n(t, scale, src, dst, n, true);
 }
 
 void convert_to_f32(DType t, const void* src, float* dst, size_t n) {

@@ -7,7 +7,7 @@
 // (1.5.2, largest 57,344, inf 0x7C, subnormals down to 2^-16) are one byte each; the casts from
 // fp32 round to nearest even and give exactly the codes of CUDA's __nv_cvt_float_to_fp8 as the
 // kernels call it: e4m3 saturating (overflow and inf give +-448), e5m2 not (61,440 and above give
-// +-inf); a NaN gives 0x7F (tests/gpu/test_cuda_fp8.cpp compares the two bit for bit).
+// +-inf; the products' casts saturate both: fp8_cast.h); NaN gives 0x7F (test_cuda_fp8 checks).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -41,9 +41,9 @@ void convert_to_f32(DType src_type, const void* src, float* dst, size_t n);
 void convert_from_f32(const float* src, DType dst_type, void* dst, size_t n);
 // p[i] = round_to(t, p[i]) for n values (vectorised for fp16 and fp8).
 void round_to_n(DType t, float* p, size_t n);
-// dst[i] = round_to(t, src[i] * scale) for an fp8 format t (the product rounded to fp32 first, as
-// a device computes it): the fp8 grid values of a tensor cast with a per-tensor scale, not yet
-// divided by the scale. src and dst may be the same buffer. Throws for other formats.
+// dst[i] = the fp8 value of cast_fp8_saturating(src[i] * scale) (tensor/fp8_cast.h; the product
+// rounded to fp32 first, as a device computes it): the fp8 grid values of a tensor cast with a
+// per-tensor scale, not divided by it. src and dst may alias. Throws for other formats.
 void round_scaled_n(DType t, float scale, const float* src, float* dst, size_t n);
 
 }  // namespace trainlab

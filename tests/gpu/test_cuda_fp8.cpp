@@ -1,6 +1,7 @@
 // test_cuda_fp8: the CPU's fp8 emulation against the GPU's, bit for bit where it can be.
-//   1. casts: kernels/fp8.cu's cast (the cast every fp8 product uses) at scale 1 against
-//      tensor/dtype.h's bulk and scalar casts, e4m3 and e5m2, over every bf16 bit pattern as an
+//   1. casts: kernels/fp8.cu's cast (the cast every fp8 product uses, saturating) at scale 1
+//      against tensor/dtype.h's cast_fp8_saturating and the scalar casts (clamped), e4m3 and e5m2,
+//      over every bf16 bit pattern as an
 //      fp32 input, the midpoints between neighbouring fp8 values and one fp32 step either side,
 //      specials (0, -0, inf, NaN, the largest values) and 2^20 random fp32 bit patterns: every
 //      code equal;
@@ -25,6 +26,7 @@
 #include "fp8.cuh"
 #include "parity_support.h"
 #include "tensor/dtype.h"
+#include "tensor/fp8_cast.h"
 #include "tensor/fp8_scaling.h"
 
 using namespace trainlab;
@@ -97,10 +99,13 @@ void cast_sweep(kern::DevScalars* sc_dev) {
     CK(cudaDeviceSynchronize());
     std::vector<uint8_t> gpu(n), bulk(n);
     CK(cudaMemcpy(gpu.data(), out.p, n, cudaMemcpyDeviceToHost));
-    convert_from_f32(x.data(), t, bulk.data(), n);
+    cast_fp8_saturating(x.data(), t, bulk.data(), n);
     size_t bad_bulk = 0, bad_scalar = 0;
     for (size_t i = 0; i < n; ++i) {
-      const uint8_t scalar = t == DType::F8E4M3 ? f32_to_e4m3(x[i]) : f32_to_e5m2(x[i]);
+      // The scalar reference: the storage casts, saturated by clamping first (e4m3's own cast
+      // saturates; e5m2's gives inf from 61,440 up).
+      const float c = std::isnan(x[i]) ? x[i] : std::fmax(-57344.0f, std::fmin(57344.0f, x[i]));
+      const uint8_t scalar = t == DType::F8E4M3 ? f32_to_e4m3(x[i]) : f32_to_e5m2(c);
       if (gpu[i] != bulk[i] && bad_bulk++ < 5)
         std::printf("     %s input 0x%08x: cuda 0x%02x, cpu 0x%02x\n", dtype_name(t), u_of(x[i]), gpu[i], bulk[i]);
       bad_scalar += gpu[i] != scalar;
@@ -143,7 +148,7 @@ void scaling_steps(kern::DevScalars* sc_dev, DType in_dt) {
       std::vector<float> scaled(static_cast<size_t>(n));
       for (size_t i = 0; i < scaled.size(); ++i) scaled[i] = stored[i] * scale;
       std::vector<uint8_t> want(static_cast<size_t>(n)), got(static_cast<size_t>(n)), got_t(static_cast<size_t>(n));
-      convert_from_f32(scaled.data(), t, want.data(), want.size());
+      cast_fp8_saturating(scaled.data(), t, want.data(), want.size());
       CK(cudaMemcpy(got.data(), out.p, got.size(), cudaMemcpyDeviceToHost));
       CK(cudaMemcpy(got_t.data(), out_t.p, got_t.size(), cudaMemcpyDeviceToHost));
       for (int64_t r = 0; r < rows; ++r)
