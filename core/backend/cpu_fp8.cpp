@@ -32,7 +32,10 @@ float cpu::fp8_tiled_amax(const Tensor& t) {
       std::fill_n(tile_max, tiles, 0.0f);
       for (int64_t r = r0; r < std::min(rows, r0 + kTile); ++r) {
         cpu::to_f32(t.dtype(), cpu::elem_ptr(t, r * cols + c0), buf, static_cast<size_t>(len));
-        for (int64_t j = 0; j < len; ++j) tile_max[j / kTile] = std::fmax(tile_max[j / kTile], std::fabs(buf[j]));
+        for (int64_t j = 0; j < len; ++j) {  // NaN fails the comparison: ignored, as fmaxf does
+          const float a = std::fabs(buf[j]);
+          tile_max[j / kTile] = a > tile_max[j / kTile] ? a : tile_max[j / kTile];
+        }
       }
       for (int64_t i = 0; i < tiles; ++i)
         if (fp8_amax_recordable(tile_max[i])) amax = std::max(amax, tile_max[i]);

@@ -24,12 +24,16 @@ float float_of(uint32_t u) {
 }
 
 // Branch-free bit-level codecs (the bulk loops below vectorise them; one element at a time they
-// are the scalar functions of dtype.h, so the scalar and the vector paths give the same bits).
-//
+// give the scalar functions' bits, which tests/unit/test_fp8.cpp checks). Selections are masks,
+// not ?: or bool arithmetic, which GCC's vectoriser does not if-convert.
+inline uint32_t mask_if(bool c) { return 0u - static_cast<uint32_t>(c); }
+inline uint32_t pick(uint32_t mask, uint32_t a, uint32_t b) { return (a & mask) | (b & ~mask); }
+
 // rne_shift: m >> shift rounded to nearest, ties to even (shift in [1, 31]).
 inline uint32_t rne_shift(uint32_t m, uint32_t shift) {
   const uint32_t r = m >> shift, rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1u);
-  return r + static_cast<uint32_t>((rem > half) | ((rem == half) & ((r & 1u) != 0)));
+  const uint32_t up = static_cast<uint32_t>(rem > half) | (static_cast<uint32_t>(rem == half) & r);
+  return r + (up & 1u);
 }
 
 // |x| (fp32 bits a, finite and below the format's overflow) -> the code of a small float format
@@ -42,52 +46,61 @@ inline uint32_t encode_magnitude(uint32_t a) {
   constexpr uint32_t kMinNormal = static_cast<uint32_t>(128 - kBias) << 23;
   const uint32_t normal = rne_shift(a, 23 - kMant) - (static_cast<uint32_t>(127 - kBias) << kMant);
   const int32_t shift = 150 + (1 - kBias - kMant) - static_cast<int32_t>(a >> 23);
-  const uint32_t clamped = static_cast<uint32_t>(shift < 1 ? 1 : shift > 31 ? 31 : shift);
+  const int32_t at_least_1 = shift < 1 ? 1 : shift;
+  const uint32_t clamped = static_cast<uint32_t>(at_least_1 > 31 ? 31 : at_least_1);
   const uint32_t sub = rne_shift((a & 0x7FFFFFu) | 0x800000u, clamped);
-  return a >= kMinNormal ? normal : sub;
+  return pick(mask_if(a >= kMinNormal), normal, sub);
 }
 
 // fp16: 65,520 and above (a tie rounds to even: inf) overflow to inf, NaN is sign | 0x7FFF.
 inline uint16_t encode_f16(uint32_t u) {
   const uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7FFFFFFFu;
   uint32_t code = encode_magnitude<10, 15>(a);
-  code = a >= 0x477FF000u ? 0x7C00u : code;
-  code = a > 0x7F800000u ? 0x7FFFu : code;
+  code = pick(mask_if(a >= 0x477FF000u), 0x7C00u, code);
+  code = pick(mask_if(a > 0x7F800000u), 0x7FFFu, code);
   return static_cast<uint16_t>(sign | code);
 }
 
-// e4m3 ("fn": no inf) and e5m2, as CUDA's __nv_cvt_float_to_fp8 computes them (cuda_fp8.hpp) with
-// the saturation kernels/device_common.cuh's st() asks for: e4m3 __NV_SATFINITE (448 and above,
-// inf included, give +-448: below the 464 tie everything rounds to 448 anyway), e5m2 __NV_NOSAT
-// (61,440 = 57,344 + half a step and above, inf included, give +-inf). A NaN gives 0x7F whatever
-// its sign (CUDA canonicalises the NaN first).
+// e4m3 ("fn": no inf) and e5m2, as CUDA's __nv_cvt_float_to_fp8 computes them (cuda_fp8.hpp):
+// e4m3 saturating (448 and above, inf included, give +-448: below the 464 tie everything rounds
+// to 448 anyway); e5m2 as device_common.cuh's st() stores it (__NV_NOSAT: 61,440 = 57,344 + half
+// a step and above, inf included, give +-inf) or, kSat, as the products' cast (fp8_cast.h:
+// __NV_SATFINITE, 57,344 and above give +-57,344). A NaN gives 0x7F whatever its sign (CUDA
+// canonicalises the NaN first).
 inline uint8_t encode_e4m3(uint32_t u) {
   const uint32_t sign = (u >> 24) & 0x80u, a = u & 0x7FFFFFFFu;
-  uint32_t code = encode_magnitude<3, 7>(a);
-  code = a >= 0x43E00000u ? 0x7Eu : code;
-  code |= sign;
-  return static_cast<uint8_t>(a > 0x7F800000u ? 0x7Fu : code);
+  const uint32_t code = pick(mask_if(a >= 0x43E00000u), 0x7Eu, encode_magnitude<3, 7>(a)) | sign;
+  return static_cast<uint8_t>(pick(mask_if(a > 0x7F800000u), 0x7Fu, code));
 }
-// kSat: the fp8 products' cast (kernels/fp8.cu: __NV_SATFINITE for both formats), where 57,344
-// and above, inf included, give +-57,344.
 template <bool kSat>
 inline uint8_t encode_e5m2(uint32_t u) {
   const uint32_t sign = (u >> 24) & 0x80u, a = u & 0x7FFFFFFFu;
-  uint32_t code = encode_magnitude<2, 15>(a);
-  code = kSat ? (a >= 0x47600000u ? 0x7Bu : code) : (a >= 0x47700000u ? 0x7Cu : code);
-  code |= sign;
-  return static_cast<uint8_t>(a > 0x7F800000u ? 0x7Fu : code);
+  const uint32_t over = kSat ? pick(mask_if(a >= 0x47600000u), 0x7Bu, 0u) : pick(mask_if(a >= 0x47700000u), 0x7Cu, 0u);
+  const uint32_t code = pick(mask_if(over != 0), over, encode_magnitude<2, 15>(a)) | sign;
+  return static_cast<uint8_t>(pick(mask_if(a > 0x7F800000u), 0x7Fu, code));
 }
 
-// fp16 bits -> fp32 bits, exact: normals re-biased, subnormals through an exact int -> float
+// Codes -> fp32 bits, exact: normals re-biased, subnormals through an exact int -> float
 // conversion and a power-of-two product, inf kept, NaN -> sign | 0x7FC00000 (decode_small's bits).
 inline uint32_t decode_f16(uint32_t h) {
   const uint32_t sign = (h & 0x8000u) << 16, em = h & 0x7FFFu;
   const uint32_t normal = (em << 13) + (112u << 23);
   const uint32_t sub = bits_of(static_cast<float>(static_cast<int32_t>(em)) * 0x1p-24f);
-  const uint32_t special = em == 0x7C00u ? 0x7F800000u : 0x7FC00000u;
-  const uint32_t out = em >= 0x7C00u ? special : em >= 0x400u ? normal : sub;
-  return sign | out;
+  const uint32_t special = pick(mask_if(em == 0x7C00u), 0x7F800000u, 0x7FC00000u);
+  return sign | pick(mask_if(em >= 0x7C00u), special, pick(mask_if(em >= 0x400u), normal, sub));
+}
+inline uint32_t decode_e4m3(uint32_t c) {
+  const uint32_t sign = (c & 0x80u) << 24, em = c & 0x7Fu;
+  const uint32_t normal = (em << 20) + (120u << 23);
+  const uint32_t sub = bits_of(static_cast<float>(static_cast<int32_t>(em)) * 0x1p-9f);
+  return sign | pick(mask_if(em == 0x7Fu), 0x7FC00000u, pick(mask_if(em >= 0x08u), normal, sub));
+}
+inline uint32_t decode_e5m2(uint32_t c) {
+  const uint32_t sign = (c & 0x80u) << 24, em = c & 0x7Fu;
+  const uint32_t normal = (em << 21) + (112u << 23);
+  const uint32_t sub = bits_of(static_cast<float>(static_cast<int32_t>(em)) * 0x1p-16f);
+  const uint32_t special = pick(mask_if(em == 0x7Cu), 0x7F800000u, 0x7FC00000u);
+  return sign | pick(mask_if(em >= 0x7Cu), special, pick(mask_if(em >= 0x04u), normal, sub));
 }
 
 // The scalar reference of the fp8 casts: a generic round-to-nearest-even encoder through frexp and
@@ -261,18 +274,6 @@ float round_to(DType t, float f) {
 // the scalar functions above (tests/unit/test_fp8.cpp: every fp16 and fp8 code, every bf16 bit
 // pattern as fp32 input, ties, subnormals, overflow and NaN).
 namespace {
-const float* fp8_table(DType t) {
-  static const auto tables = [] {
-    std::vector<float> v(512);
-    for (uint32_t i = 0; i < 256; ++i) {
-      v[i] = decode_small(i, 4, 3, false);
-      v[256 + i] = decode_small(i, 5, 2, true);
-    }
-    return v;
-  }();
-  return tables.data() + (t == DType::F8E5M2 ? 256 : 0);
-}
-
 TL_VECTOR_CLONES void f32_to_f16_n(const float* __restrict s, uint16_t* __restrict d, size_t n) {
   for (size_t i = 0; i < n; ++i) d[i] = encode_f16(bits_of(s[i]));
 }
@@ -291,26 +292,22 @@ TL_VECTOR_CLONES void f32_to_e5m2_n(const float* __restrict s, uint8_t* __restri
 TL_VECTOR_CLONES void f32_to_e5m2_sat_n(const float* __restrict s, uint8_t* __restrict d, size_t n) {
   for (size_t i = 0; i < n; ++i) d[i] = encode_e5m2<true>(bits_of(s[i]));
 }
-void fp8_to_f32_n(DType t, const uint8_t* __restrict s, float* __restrict d, size_t n) {
-  const float* table = fp8_table(t);
-  for (size_t i = 0; i < n; ++i) d[i] = table[s[i]];
+TL_VECTOR_CLONES void e4m3_to_f32_n(const uint8_t* __restrict s, float* __restrict d, size_t n) {
+  for (size_t i = 0; i < n; ++i) d[i] = float_of(decode_e4m3(s[i]));
 }
-// dst[i] = the fp8 value of src[i] * scale (one fp32 product, then the cast, saturating when
-// `saturate`), in chunks: encode in a vector loop, decode through the table.
-void fp8_round_scaled_n(DType t, float scale, const float* src, float* dst, size_t n, bool saturate) {
-  uint8_t codes[1024];
-  float scaled[1024];
-  for (size_t off = 0; off < n; off += 1024) {
-    const size_t len = std::min<size_t>(1024, n - off);
-    for (size_t i = 0; i < len; ++i) scaled[i] = src[off + i] * scale;
-    if (t == DType::F8E4M3)
-      f32_to_e4m3_n(scaled, codes, len);
-    else if (saturate)
-      f32_to_e5m2_sat_n(scaled, codes, len);
-    else
-      f32_to_e5m2_n(scaled, codes, len);
-    fp8_to_f32_n(t, codes, dst + off, len);
-  }
+TL_VECTOR_CLONES void e5m2_to_f32_n(const uint8_t* __restrict s, float* __restrict d, size_t n) {
+  for (size_t i = 0; i < n; ++i) d[i] = float_of(decode_e5m2(s[i]));
+}
+// p[i] = the fp8 value of p[i] * scale (one fp32 product, then the cast: e4m3 saturating, e5m2
+// saturating when kSat, else as its storage cast).
+TL_VECTOR_CLONES void e4m3_round_scaled_n(float* p, float scale, size_t n) {
+  for (size_t i = 0; i < n; ++i) p[i] = float_of(decode_e4m3(encode_e4m3(bits_of(p[i] * scale))));
+}
+TL_VECTOR_CLONES void e5m2_round_n(float* p, size_t n) {
+  for (size_t i = 0; i < n; ++i) p[i] = float_of(decode_e5m2(encode_e5m2<false>(bits_of(p[i]))));
+}
+TL_VECTOR_CLONES void e5m2_sat_round_scaled_n(float* p, float scale, size_t n) {
+  for (size_t i = 0; i < n; ++i) p[i] = float_of(decode_e5m2(encode_e5m2<true>(bits_of(p[i] * scale))));
 }
 }  // namespace
 
@@ -326,8 +323,8 @@ void cast_fp8_saturating(const float* src, DType t, uint8_t* dst, size_t n) {
 void round_to_n(DType t, float* p, size_t n) {
   switch (t) {
     case DType::F16: round_f16_n(p, n); return;
-    case DType::F8E4M3:
-    case DType::F8E5M2: fp8_round_scaled_n(t, 1.0f, p, p, n, false); return;
+    case DType::F8E4M3: e4m3_round_scaled_n(p, 1.0f, n); return;
+    case DType::F8E5M2: e5m2_round_n(p, n); return;
     default:
       for (size_t i = 0; i < n; ++i) p[i] = round_to(t, p[i]);
   }
@@ -336,7 +333,11 @@ void round_to_n(DType t, float* p, size_t n) {
 void round_scaled_n(DType t, float scale, const float* src, float* dst, size_t n) {
   if (t != DType::F8E4M3 && t != DType::F8E5M2)
     throw Error(std::string("round_scaled_n: expected an fp8 format, got ") + dtype_name(t));
-  fp8_round_scaled_n(t, scale, src, dst, n, true);
+  if (dst != src) std::memmove(dst, src, n * sizeof(float));
+  if (t == DType::F8E4M3)
+    e4m3_round_scaled_n(dst, scale, n);
+  else
+    e5m2_sat_round_scaled_n(dst, scale, n);
 }
 
 void convert_to_f32(DType t, const void* src, float* dst, size_t n) {
@@ -348,8 +349,8 @@ void convert_to_f32(DType t, const void* src, float* dst, size_t n) {
       for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
       return;
     }
-    case DType::F8E4M3:
-    case DType::F8E5M2: fp8_to_f32_n(t, static_cast<const uint8_t*>(src), dst, n); return;
+    case DType::F8E4M3: e4m3_to_f32_n(static_cast<const uint8_t*>(src), dst, n); return;
+    case DType::F8E5M2: e5m2_to_f32_n(static_cast<const uint8_t*>(src), dst, n); return;
     case DType::I32: {
       auto* s = static_cast<const int32_t*>(src);
       for (size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(s[i]);
