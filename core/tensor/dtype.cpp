@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 #include <vector>
 
 #include "tensor/fp8_cast.h"
@@ -298,16 +301,98 @@ TL_VECTOR_CLONES void e4m3_to_f32_n(const uint8_t* __restrict s, float* __restri
 TL_VECTOR_CLONES void e5m2_to_f32_n(const uint8_t* __restrict s, float* __restrict d, size_t n) {
   for (size_t i = 0; i < n; ++i) d[i] = float_of(decode_e5m2(s[i]));
 }
+// fp16 through the F16C instructions where the CPU has them (checked at run time): vcvtph2ps is
+// exact and vcvtps2ph with round-to-nearest-even is the IEEE conversion, so they give the codecs'
+// bits except for NaNs (the hardware keeps payloads), whose lanes are replaced by the canonical
+// NaNs of the scalar functions (fp16 sign | 0x7FFF, fp32 sign | 0x7FC00000). The codec loops
+// above do the rest of each buffer and are the path without F16C.
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#define TL_F16C_PATH 1
+bool has_f16c() {
+  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  return yes;
+}
+__attribute__((target("avx2,f16c"))) inline __m128i f32x8_to_f16(__m256 f) {
+  const __m128i h = _mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT);
+  const __m256i u = _mm256_castps_si256(f);
+  const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7FFFFFFF)), _mm256_set1_epi32(0x7F800000));
+  const __m256i canon = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x8000)), _mm256_set1_epi32(0x7FFF));
+  const __m128i canon16 = _mm_packus_epi32(_mm256_castsi256_si128(canon), _mm256_extracti128_si256(canon, 1));
+  const __m128i nan16 = _mm_packs_epi32(_mm256_castsi256_si128(nan), _mm256_extracti128_si256(nan, 1));
+  return _mm_blendv_epi8(h, canon16, nan16);
+}
+__attribute__((target("avx2,f16c"))) inline __m256 f16x8_to_f32(__m128i h) {
+  const __m256i w = _mm256_cvtepu16_epi32(h);
+  const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(w, _mm256_set1_epi32(0x7FFF)), _mm256_set1_epi32(0x7C00));
+  const __m256i canon = _mm256_or_si256(_mm256_slli_epi32(_mm256_and_si256(w, _mm256_set1_epi32(0x8000)), 16), _mm256_set1_epi32(0x7FC00000));
+  return _mm256_blendv_ps(_mm256_cvtph_ps(h), _mm256_castsi256_ps(canon), _mm256_castsi256_ps(nan));
+}
+__attribute__((target("avx2,f16c"))) size_t f32_to_f16_f16c(const float* s, uint16_t* d, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), f32x8_to_f16(_mm256_loadu_ps(s + i)));
+  return i;
+}
+__attribute__((target("avx2,f16c"))) size_t f16_to_f32_f16c(const uint16_t* s, float* d, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(d + i, f16x8_to_f32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i))));
+  return i;
+}
+__attribute__((target("avx2,f16c"))) size_t round_f16_f16c(float* p, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(p + i, f16x8_to_f32(f32x8_to_f16(_mm256_loadu_ps(p + i))));
+  return i;
+}
+#endif
+
+// The fp16 bulk conversions: F16C for whole groups of 8 where available, the codec loops for the rest.
+void f32_to_f16_bulk(const float* s, uint16_t* d, size_t n) {
+  size_t done = 0;
+#ifdef TL_F16C_PATH
+  if (has_f16c()) done = f32_to_f16_f16c(s, d, n);
+#endif
+  f32_to_f16_n(s + done, d + done, n - done);
+}
+void f16_to_f32_bulk(const uint16_t* s, float* d, size_t n) {
+  size_t done = 0;
+#ifdef TL_F16C_PATH
+  if (has_f16c()) done = f16_to_f32_f16c(s, d, n);
+#endif
+  f16_to_f32_n(s + done, d + done, n - done);
+}
+void round_f16_bulk(float* p, size_t n) {
+  size_t done = 0;
+#ifdef TL_F16C_PATH
+  if (has_f16c()) done = round_f16_f16c(p, n);
+#endif
+  round_f16_n(p + done, n - done);
+}
+
+// The fp8 value of x (fp32 bits u), computed on values rather than codes (fewer operations than
+// decode(encode(u)), the same bits: test_fp8 compares them): normals round the low 23 - kMant
+// mantissa bits to nearest even in place (a carry moves into the exponent), subnormals by adding
+// and removing 1.5 * 2^(23 + emin - kMant), whose fp32 step is the format's subnormal step (fp32
+// addition rounds to nearest even); from `over_bits` up (inf included) the result is `over_value`
+// (the largest finite value, saturating, or e5m2's inf); NaN gives the decoded 0x7F (+NaN).
+template <int kMant, uint32_t kMinNormalBits, uint32_t kOverBits, uint32_t kOverValue>
+inline float fp8_value(uint32_t u, float magic) {
+  constexpr uint32_t kDrop = 23 - kMant, kHalf = (1u << (kDrop - 1)) - 1u;
+  const uint32_t sign = u & 0x80000000u, a = u & 0x7FFFFFFFu;
+  const uint32_t normal = (a + kHalf + ((a >> kDrop) & 1u)) & ~((1u << kDrop) - 1u);
+  const uint32_t sub = bits_of((float_of(a) + magic) - magic);
+  uint32_t out = pick(mask_if(a >= kMinNormalBits), normal, sub);
+  out = pick(mask_if(a >= kOverBits), kOverValue, out) | sign;
+  return float_of(pick(mask_if(a > 0x7F800000u), 0x7FC00000u, out));
+}
 // p[i] = the fp8 value of p[i] * scale (one fp32 product, then the cast: e4m3 saturating, e5m2
 // saturating when kSat, else as its storage cast).
 TL_VECTOR_CLONES void e4m3_round_scaled_n(float* p, float scale, size_t n) {
-  for (size_t i = 0; i < n; ++i) p[i] = float_of(decode_e4m3(encode_e4m3(bits_of(p[i] * scale))));
+  for (size_t i = 0; i < n; ++i) p[i] = fp8_value<3, 0x3C800000u, 0x43E00000u, 0x43E00000u>(bits_of(p[i] * scale), 0x1.8p14f);
 }
 TL_VECTOR_CLONES void e5m2_round_n(float* p, size_t n) {
-  for (size_t i = 0; i < n; ++i) p[i] = float_of(decode_e5m2(encode_e5m2<false>(bits_of(p[i]))));
+  for (size_t i = 0; i < n; ++i) p[i] = fp8_value<2, 0x38800000u, 0x47700000u, 0x7F800000u>(bits_of(p[i]), 0x1.8p7f);
 }
 TL_VECTOR_CLONES void e5m2_sat_round_scaled_n(float* p, float scale, size_t n) {
-  for (size_t i = 0; i < n; ++i) p[i] = float_of(decode_e5m2(encode_e5m2<true>(bits_of(p[i] * scale))));
+  for (size_t i = 0; i < n; ++i) p[i] = fp8_value<2, 0x38800000u, 0x47600000u, 0x47600000u>(bits_of(p[i] * scale), 0x1.8p7f);
 }
 }  // namespace
 
@@ -322,7 +407,7 @@ void cast_fp8_saturating(const float* src, DType t, uint8_t* dst, size_t n) {
 
 void round_to_n(DType t, float* p, size_t n) {
   switch (t) {
-    case DType::F16: round_f16_n(p, n); return;
+    case DType::F16: round_f16_bulk(p, n); return;
     case DType::F8E4M3: e4m3_round_scaled_n(p, 1.0f, n); return;
     case DType::F8E5M2: e5m2_round_n(p, n); return;
     default:
@@ -343,7 +428,7 @@ void round_scaled_n(DType t, float scale, const float* src, float* dst, size_t n
 void convert_to_f32(DType t, const void* src, float* dst, size_t n) {
   switch (t) {
     case DType::F32: std::memcpy(dst, src, n * 4); return;
-    case DType::F16: f16_to_f32_n(static_cast<const uint16_t*>(src), dst, n); return;
+    case DType::F16: f16_to_f32_bulk(static_cast<const uint16_t*>(src), dst, n); return;
     case DType::BF16: {
       auto* s = static_cast<const uint16_t*>(src);
       for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
@@ -375,7 +460,7 @@ void convert_to_f32(DType t, const void* src, float* dst, size_t n) {
 void convert_from_f32(const float* src, DType t, void* dst, size_t n) {
   switch (t) {
     case DType::F32: std::memcpy(dst, src, n * 4); return;
-    case DType::F16: f32_to_f16_n(src, static_cast<uint16_t*>(dst), n); return;
+    case DType::F16: f32_to_f16_bulk(src, static_cast<uint16_t*>(dst), n); return;
     case DType::BF16: {
       auto* d = static_cast<uint16_t*>(dst);
       for (size_t i = 0; i < n; ++i) d[i] = f32_to_bf16(src[i]);
