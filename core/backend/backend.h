@@ -189,11 +189,10 @@ class Backend {
   //   Native  inputs as stored, fp32 accumulation;
   //   Tf32    fp32 inputs rounded to tf32 (10-bit mantissa, ties to even) first; 16-bit inputs as
   //           Native (they already have fewer bits);
-  //   Fp8     in linear_forward(_residual)/linear_backward: inputs cast to fp8 (e4m3 forward, e5m2
-  //           gradients) with per-tensor delayed scales (tensor/fp8_scaling.h; the tensors stay
-  //           bf16 and the scales' state is kept per weight by the backend), where the layer is
-  //           fp8_linear_eligible; the CPU emulates the casts exactly (cpu_fp8.cpp), a GPU without
-  //           fp8 units computes Native on the stored (bf16) values. Other products: Native.
+  //   Fp8     linear_* products of fp8_linear_eligible layers: inputs cast to fp8 (e4m3 forward, e5m2
+  //           gradients) with per-tensor delayed scales (tensor/fp8_scaling.h; tensors stay bf16, the
+  //           scales' state kept per weight by the backend): on fp8 units, emulated exactly on the CPU
+  //           (cpu_fp8.cpp); a GPU without fp8 units and every other product compute Native (bf16).
   // A captured step (run_step) replays the modes it was captured with: whoever changes the mode of
   // a captured step calls invalidate_captures() (the trainer does after every mid-run change).
   // C[M,N] = alpha * op(A) * op(B) + beta * C, op(X) = X or X^T.
