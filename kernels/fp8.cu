@@ -5,20 +5,22 @@
 namespace trainlab::kern {
 
 namespace {
-constexpr int kTile = 32;
+constexpr int kTile = kFp8AmaxTile;  // the tiles of the maximum (fp8_scaling.h)
+
+// Both formats saturate (a gradient that outgrows its delayed scale is clipped, not inf): the CPU's
+// cast_fp8_saturating (tensor/dtype.h) gives the same codes.
+__device__ __forceinline__ __nv_fp8_storage_t cast_sat(float v, int fdt) {
+  return __nv_cvt_float_to_fp8(v, __NV_SATFINITE, fdt == kE4M3 ? __NV_E4M3 : __NV_E5M2);
+}
 
 __global__ void __launch_bounds__(kTile * 8) cast_fp8_kernel(const void* x, int xdt, const void* mask, int64_t rows,
                                                             int64_t cols, void* out, void* out_t, int fdt,
                                                             float* hist, float* inv_scale_out, const DevScalars* sc) {
   __shared__ float tile[kTile][kTile + 1];
   __shared__ float s_max[8];
-  const int slot = static_cast<int>(sc->step) % kFp8History;
+  const int slot = fp8_history_slot(sc->step);
   const int next = (slot + 1) % kFp8History;
-  float amax = 0.0f;
-  for (int j = 0; j < kFp8History; ++j)
-    if (j != slot && j != next) amax = fmaxf(amax, hist[j]);
-  const float fmax = fdt == kE4M3 ? 448.0f : 57344.0f;
-  const float scale = amax > 0.0f ? fmax / amax : 1.0f;
+  const float scale = fp8_delayed_scale(hist, sc->step, fp8_format_max(fdt == kE4M3));
   if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0 && threadIdx.y == 0) {
     *inv_scale_out = 1.0f / scale;
     hist[next] = 0.0f;
@@ -32,7 +34,7 @@ __global__ void __launch_bounds__(kTile * 8) cast_fp8_kernel(const void* x, int 
       v = ld(x, r * cols + c, xdt);
       if (mask && !(ld(mask, r * cols + c, xdt) > 0.0f)) v = 0.0f;
       local = fmaxf(local, fabsf(v));
-      st(out, r * cols + c, fdt, v * scale);
+      static_cast<__nv_fp8_storage_t*>(out)[r * cols + c] = cast_sat(v * scale, fdt);
     }
     tile[i][threadIdx.x] = v;
   }
@@ -40,7 +42,7 @@ __global__ void __launch_bounds__(kTile * 8) cast_fp8_kernel(const void* x, int 
     __syncthreads();
     for (int i = threadIdx.y; i < kTile; i += 8) {
       const int64_t c = c0 + i, r = r0 + threadIdx.x;  // out_t[c, r] = x[r, c]
-      if (r < rows && c < cols) st(out_t, c * rows + r, fdt, tile[threadIdx.x][i] * scale);
+      if (r < rows && c < cols) static_cast<__nv_fp8_storage_t*>(out_t)[c * rows + r] = cast_sat(tile[threadIdx.x][i] * scale, fdt);
     }
   }
   for (int o = 16; o > 0; o >>= 1) local = fmaxf(local, __shfl_xor_sync(0xffffffffu, local, o));
@@ -49,7 +51,7 @@ __global__ void __launch_bounds__(kTile * 8) cast_fp8_kernel(const void* x, int 
   if (threadIdx.x == 0 && threadIdx.y == 0) {
     float m = 0.0f;
     for (int w = 0; w < 8; ++w) m = fmaxf(m, s_max[w]);
-    if (isfinite(m) && m > 0.0f) atomicMax(reinterpret_cast<int*>(hist + slot), __float_as_int(m));
+    if (fp8_amax_recordable(m)) atomicMax(reinterpret_cast<int*>(hist + slot), __float_as_int(m));
   }
 }
 }  // namespace

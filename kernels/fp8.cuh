@@ -1,11 +1,12 @@
 // kernels/fp8.cuh: casts to fp8 with per-tensor delayed scaling, for cuBLASLt's fp8 products.
 //
-// Math: with the history h[0..H) of a tensor's recent maxima |x| and the step t (read from the
-// device-side step scalars), slot s = t mod H;  amax = max over the slots other than s and s+1;
-//   scale = fmax / amax  (1 while the history is empty; fmax = 448 for e4m3, 57344 for e5m2)
-//   q = fp8(x * scale)   (saturating)        inv_scale_out = 1 / scale  (the product's dequant factor)
-//   h[s] = max(h[s], max |x|) ;  h[s+1] = 0  (so that it starts fresh on the next step)
-// The scale of step t therefore comes from earlier steps only ("delayed" scaling).
+// Math: delayed scaling as core/tensor/fp8_scaling.h states it (the functions there are the ones
+// this kernel calls, and the CPU backend too): with the history h[0..16) of a tensor's recent
+// maxima |x| and the step t (read from the device-side step scalars), slot s = t mod 16;
+//   scale = fmax / max(h over slots other than s, s+1)  (1 while that is 0)
+//   q = fp8(x * scale)   (both formats saturating: __NV_SATFINITE, tensor/dtype.h's cast_fp8_saturating)
+//   inv_scale_out = 1 / scale  (the product's dequant factor)
+//   h[s] = max(h[s], max |x|) (finite, positive maxima only);  h[s+1] = 0
 // Options: relu_mask (same layout as x): x is first multiplied by [mask > 0] (the ReLU backward
 // fused into the cast of a gradient); out_t receives the transposed cast ([cols, rows]) in the
 // same pass (the backward products need K-major operands).
@@ -16,10 +17,9 @@
 #include <cstdint>
 
 #include "common.cuh"
+#include "tensor/fp8_scaling.h"
 
 namespace trainlab::kern {
-
-constexpr int kFp8History = 16;
 
 void launch_cast_fp8(const void* x, int x_dt, const void* relu_mask, int64_t rows, int64_t cols, void* out,
                      void* out_t, int fp8_dt, float* history, float* inv_scale_out, const DevScalars* sc,

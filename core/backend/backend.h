@@ -217,10 +217,10 @@ class Backend {
   //   Native  inputs as stored, fp32 accumulation;
   //   Tf32    fp32 inputs rounded to tf32 (10-bit mantissa, ties to even) first; 16-bit inputs as
   //           Native (they already have fewer bits);
-  //   Fp8     inputs cast to fp8 (e4m3 forward, e5m2 gradients) with per-tensor scales from a
-  //           history of maxima, on backends with fp8 matrix units (the tensors stay bf16 and the
-  //           scales' state is kept per weight by the backend). Backends without them compute the
-  //           product as Native on the stored (bf16) values, so an fp8 run there is a bf16 run.
+  //   Fp8     linear_* products of fp8_linear_eligible layers: inputs cast to fp8 (e4m3 forward, e5m2
+  //           gradients) with per-tensor delayed scales (tensor/fp8_scaling.h; tensors stay bf16, the
+  //           scales' state kept per weight by the backend): on fp8 units, emulated exactly on the CPU
+  //           (cpu_fp8.cpp); a GPU without fp8 units and every other product compute Native (bf16).
   // A captured step (run_step) replays the modes it was captured with: whoever changes the mode of
   // a captured step calls invalidate_captures() (the trainer does after every mid-run change).
   // C[M,N] = alpha * op(A) * op(B) + beta * C, op(X) = X or X^T.

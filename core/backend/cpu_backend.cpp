@@ -221,8 +221,8 @@ void CpuBackend::fill(Tensor& t, float value) {
     from_f32(buf, t.dtype(), elem_ptr(t, static_cast<int64_t>(off)), std::min<size_t>(kPanel, n - off));
 }
 
-// The CPU has no fp8 matrix units: Fp8 products run as Native on the stored (bf16) values, and
-// Tf32 rounds the operands as they are loaded into the panels (a no-op on 16-bit operands).
+// Tf32 rounds the operands as they are loaded into the panels (a no-op on 16-bit operands). Fp8
+// is the linear layers' (cpu_fp8.cpp); a plain gemm computes it as Native, as the CUDA backend does.
 void CpuBackend::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha,
                       float beta, MatmulMode mode) {
   TL_HOST_TIMED("gemm", gemm_cost(a, trans_a, b, c, beta));
@@ -258,10 +258,14 @@ void CpuBackend::linear_forward_impl(const Tensor& x, const Tensor& w, const Ten
   const int64_t ldy = n;  // the epilogue's copy: clang before 16 cannot capture a structured binding
   if (pre && (pre->numel() != m * n))
     throw Error("linear pre-activation " + shape_str(pre->shape()) + " does not match y " + shape_str(y.shape()));
+  // Fp8: the operands' casts (before the bias is read: both scan tensors).
+  const Fp8Product f8 = mode == MatmulMode::Fp8 ? fp8_forward_product(x, w, bias, act, y, pre) : Fp8Product{};
   const float* pb = bias ? read_f32(*bias, 4) : nullptr;  // n values: a vector, not a matrix
   // The pre-activation is rounded to y's format, as a device that stores it would; the epilogue
   // runs on each fp32 block of the product before it is rounded into y. A residual is added in
-  // fp32 after the bias (never y itself: linear_forward_residual copies an aliasing one first).
+  // fp32 after the bias (never y itself: linear_forward_residual copies an aliasing one first);
+  // after fp8 products the sum is rounded to y's format first, as the CUDA backend adds the
+  // residual to the product's stored output.
   const DType store = y.dtype();
   // n = n: clang 14 (the fuzz build) cannot capture a structured binding by reference.
   const BlockEpilogue epilogue = [&, n = n](float* blk, int64_t ld, int64_t i0, int64_t rows, int64_t j0, int64_t cols) {
@@ -270,6 +274,7 @@ void CpuBackend::linear_forward_impl(const Tensor& x, const Tensor& w, const Ten
       float* row = blk + r * ld;
       if (residual) {
         bias_relu_rows(row, bj, 1, cols, false);
+        if (f8.active) round_n(store, row, static_cast<size_t>(cols));
         float part[256];
         for (int64_t c = 0; c < cols; c += 256) {
           const int64_t len = std::min<int64_t>(256, cols - c);
@@ -293,7 +298,8 @@ void CpuBackend::linear_forward_impl(const Tensor& x, const Tensor& w, const Ten
     }
   };
   const Scratch scratch = [this](int slot, size_t len) { return slot_buffer(slot, len); };
-  panel_gemm(x, false, w, true, y, 1.0f, 0.0f, mode == MatmulMode::Tf32, scratch, &epilogue);
+  panel_gemm(x, false, w, true, y, f8.alpha, 0.0f, mode == MatmulMode::Tf32, scratch, &epilogue,
+             f8.active ? &f8.a : nullptr, f8.active ? &f8.b : nullptr);
 }
 
 void CpuBackend::linear_backward(const Tensor& x, const Tensor& w, Tensor& dy, Activation act, const Tensor* saved,
@@ -328,11 +334,16 @@ void CpuBackend::linear_backward(const Tensor& x, const Tensor& w, Tensor& dy, A
   }
   const Scratch scratch = [this](int slot, size_t len) { return slot_buffer(slot, len); };
   const bool tf32 = mode == MatmulMode::Tf32;
+  const auto [f8w, f8x] = mode == MatmulMode::Fp8 ? fp8_backward_products(x, w, dy, act, dw, dx)
+                                                  : std::pair<Fp8Product, Fp8Product>{};
   // dw (=|+=) d(pre)^T x
-  panel_gemm(dy, true, x, false, dw, 1.0f, accumulate ? 1.0f : 0.0f, tf32, scratch, nullptr);
+  panel_gemm(dy, true, x, false, dw, f8w.alpha, accumulate ? 1.0f : 0.0f, tf32, scratch, nullptr,
+             f8w.active ? &f8w.a : nullptr, f8w.active ? &f8w.b : nullptr);
   if (dbias) bias_grad_sums(dy, *dbias, accumulate);
   // dx = d(pre) w
-  if (dx) panel_gemm(dy, false, w, false, *dx, 1.0f, 0.0f, tf32, scratch, nullptr);
+  if (dx)
+    panel_gemm(dy, false, w, false, *dx, f8x.alpha, 0.0f, tf32, scratch, nullptr, f8x.active ? &f8x.a : nullptr,
+               f8x.active ? &f8x.b : nullptr);
 }
 
 void CpuBackend::bias_grad_sums(const Tensor& g, Tensor& dbias, bool accumulate) {

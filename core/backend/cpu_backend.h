@@ -4,9 +4,13 @@
 // and results are rounded back to the output's format (round to nearest even).
 #pragma once
 #include <array>
+#include <map>
+#include <utility>
 
 #include "backend/backend.h"
 #include "backend/host_timing.h"
+#include "backend/cpu_panels.h"
+#include "tensor/fp8_scaling.h"
 
 namespace trainlab {
 
@@ -103,8 +107,32 @@ class CpuBackend final : public Backend {
   // gelu_backward / layernorm_backward), so the sums are bit-identical wherever they are taken.
   void bias_grad_sums(const Tensor& g, Tensor& dbias, bool accumulate);
 
+  // MatmulMode::Fp8 (cpu_fp8.cpp): a linear layer's products with fp8 operands, cast with the
+  // delayed scaling of tensor/fp8_scaling.h, whose state is kept per weight as the CUDA backend
+  // keeps it: the three histories (input, weight, gradient) and the scales of the last casts.
+  struct Fp8LayerState {
+    float history[3][kFp8History] = {};
+    float scale[3] = {1.0f, 1.0f, 1.0f};
+  };
+  // The casts of a product's operands a and b, and alpha = the product of their inverse scales;
+  // inactive when the layer computes in bf16 (where the CUDA backend does: fp8_linear_eligible,
+  // bf16 tensors).
+  struct Fp8Product {
+    bool active = false;
+    cpu::Fp8Cast a, b;
+    float alpha = 1.0f;
+  };
+  // y = x w^T: casts x and w (e4m3), recording their maxima.
+  Fp8Product fp8_forward_product(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, const Tensor& y,
+                                 const Tensor* pre);
+  // dw = g^T x and dx = g w: casts g (e5m2, recording its maximum); x and w with the forward's scales.
+  std::pair<Fp8Product, Fp8Product> fp8_backward_products(const Tensor& x, const Tensor& w, const Tensor& g,
+                                                          Activation act, const Tensor& dw, const Tensor* dx);
+
   static constexpr int kSlots = 12;  // 0-5: the MLP ops, 6-11: the transformer ops (cpu_transformer_ops.cpp)
   std::array<Tensor, kSlots> m_workspace;
+  StepScalars m_scalars;
+  std::map<const void*, Fp8LayerState> m_fp8_layers;
   int m_threads;
   HostKernelTimes m_times;
 };

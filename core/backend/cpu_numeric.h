@@ -6,13 +6,7 @@
 #include <cstdint>
 #include <cstring>
 
-// Hot elementwise loops are written so the compiler vectorises them; on x86-64 each also gets an
-// AVX2/FMA clone chosen at load time (results are deterministic on a given machine).
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-#define TL_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define TL_VECTOR_CLONES
-#endif
+#include "tensor/vector_clones.h"  // TL_VECTOR_CLONES
 
 namespace trainlab::cpu {
 

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <vector>
 
 #include "backend/cpu_numeric.h"
 #include "tensor/dtype.h"
@@ -45,32 +44,13 @@ TL_VECTOR_CLONES void round_bf16_n(float* p, size_t n) {
   }
 }
 
-// fp16 -> fp32 through a table of all 65,536 codes, filled once by tensor/dtype.cpp's converter
-// (so the bits are its bits) and read inline here: the panels re-convert operands, and a call per
-// element made fp16 products several times slower than bf16 ones.
-const float* f16_table() {
-  static const std::vector<float> table = [] {
-    std::vector<uint16_t> codes(65536);
-    for (uint32_t i = 0; i < 65536; ++i) codes[i] = static_cast<uint16_t>(i);
-    std::vector<float> t(65536);
-    convert_to_f32(DType::F16, codes.data(), t.data(), t.size());
-    return t;
-  }();
-  return table.data();
-}
-
 }  // namespace
 
 void to_f32(DType t, const void* src, float* dst, size_t n) {
-  if (t == DType::BF16) {
+  if (t == DType::BF16)
     bf16_to_f32_n(static_cast<const uint16_t*>(src), dst, n);
-  } else if (t == DType::F16) {
-    const float* table = f16_table();
-    const auto* s = static_cast<const uint16_t*>(src);
-    for (size_t i = 0; i < n; ++i) dst[i] = table[s[i]];
-  } else {
-    convert_to_f32(t, src, dst, n);
-  }
+  else
+    convert_to_f32(t, src, dst, n);  // fp16 and fp8 vectorised there
 }
 
 void from_f32(const float* src, DType t, void* dst, size_t n) {
@@ -86,7 +66,7 @@ void round_n(DType t, float* p, size_t n) {
     round_bf16_n(p, n);
     return;
   }
-  for (size_t i = 0; i < n; ++i) p[i] = round_to(t, p[i]);
+  round_to_n(t, p, n);
 }
 
 const char* elem_ptr(const Tensor& t, int64_t elem) {
@@ -99,11 +79,14 @@ static void round_tf32(float* p, size_t n) {
 }
 
 // dst[rows, cols] (dense) = fp32 of the block at (r0, c0) of the row-major matrix t.
-void load_block(const Tensor& t, int64_t r0, int64_t rows, int64_t c0, int64_t cols, float* dst, bool tf32) {
+void load_block(const Tensor& t, int64_t r0, int64_t rows, int64_t c0, int64_t cols, float* dst, bool tf32,
+                const Fp8Cast* cast) {
   const int64_t ld = t.dim(1);
   for (int64_t r = 0; r < rows; ++r) {
-    to_f32(t.dtype(), elem_ptr(t, (r0 + r) * ld + c0), dst + r * cols, static_cast<size_t>(cols));
-    if (tf32) round_tf32(dst + r * cols, static_cast<size_t>(cols));
+    float* row = dst + r * cols;
+    to_f32(t.dtype(), elem_ptr(t, (r0 + r) * ld + c0), row, static_cast<size_t>(cols));
+    if (tf32) round_tf32(row, static_cast<size_t>(cols));
+    if (cast) round_scaled_n(cast->format, cast->scale, row, row, static_cast<size_t>(cols));
   }
 }
 
@@ -117,10 +100,11 @@ void store_block(const float* src, int64_t ld_src, Tensor& t, int64_t r0, int64_
 // C[m,n] = alpha op(A) op(B) + beta C through cblas_sgemm, converting in panels (slots 1, 2, 3 for
 // A, B and C) whatever is not plain fp32; with everything fp32 it is one sgemm on the tensors.
 void panel_gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, float alpha, float beta, bool tf32,
-                const Scratch& scratch, const BlockEpilogue* epilogue) {
+                const Scratch& scratch, const BlockEpilogue* epilogue, const Fp8Cast* cast_a, const Fp8Cast* cast_b) {
   const int64_t m = ta ? a.dim(1) : a.dim(0), k = ta ? a.dim(0) : a.dim(1), n = tb ? b.dim(0) : b.dim(1);
   const int64_t lda = a.dim(1), ldb = b.dim(1);
-  const bool a_direct = a.dtype() == DType::F32 && !tf32, b_direct = b.dtype() == DType::F32 && !tf32;
+  const bool a_direct = a.dtype() == DType::F32 && !tf32 && !cast_a;
+  const bool b_direct = b.dtype() == DType::F32 && !tf32 && !cast_b;
   const bool c_direct = c.dtype() == DType::F32;
   const auto op_a = ta ? CblasTrans : CblasNoTrans, op_b = tb ? CblasTrans : CblasNoTrans;
   if (a_direct && b_direct && c_direct) {
@@ -162,10 +146,10 @@ void panel_gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, f
           pa = a.data<float>() + (ta ? p0 * lda + i0 : i0 * lda + p0);
           ld_a = lda;
         } else if (!ta) {
-          load_block(a, i0, in, p0, pn, abuf, tf32);
+          load_block(a, i0, in, p0, pn, abuf, tf32, cast_a);
           pa = abuf, ld_a = pn;
         } else {
-          load_block(a, p0, pn, i0, in, abuf, tf32);
+          load_block(a, p0, pn, i0, in, abuf, tf32, cast_a);
           pa = abuf, ld_a = in;
         }
         if (b_direct) {
@@ -174,9 +158,9 @@ void panel_gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, f
         } else {
           if (b_loaded != p0) {
             if (!tb)
-              load_block(b, p0, pn, j0, jn, bbuf, tf32);
+              load_block(b, p0, pn, j0, jn, bbuf, tf32, cast_b);
             else
-              load_block(b, j0, jn, p0, pn, bbuf, tf32);
+              load_block(b, j0, jn, p0, pn, bbuf, tf32, cast_b);
             b_loaded = p0;
           }
           pb = bbuf, ld_b = tb ? pn : jn;

@@ -20,7 +20,7 @@ namespace trainlab::cpu {
 
 constexpr int64_t kPanel = 4096;
 
-// dst[i] = fp32 of n values of format t (exact widening; bf16 and fp16 by fast paths).
+// dst[i] = fp32 of n values of format t (exact widening; vectorised).
 void to_f32(DType t, const void* src, float* dst, size_t n);
 // n fp32 values rounded to format t (nearest even, NaNs stay quiet NaNs), written to dst.
 void from_f32(const float* src, DType t, void* dst, size_t n);
@@ -31,8 +31,19 @@ void round_n(DType t, float* p, size_t n);
 const char* elem_ptr(const Tensor& t, int64_t elem);
 char* elem_ptr(Tensor& t, int64_t elem);
 
-// dst[rows, cols] (dense) = fp32 of the block at (r0, c0) of the row-major matrix t (tf32-rounded if asked).
-void load_block(const Tensor& t, int64_t r0, int64_t rows, int64_t c0, int64_t cols, float* dst, bool tf32);
+// An operand's fp8 cast inside a product (MatmulMode::Fp8): each value is multiplied by `scale`
+// and rounded to `format` (e4m3 or e5m2) as it is loaded into a panel. The panel holds the fp8
+// grid values (exact in fp32), not divided back: the product's alpha carries the inverse scales,
+// as cuBLASLt's scale pointers do.
+struct Fp8Cast {
+  DType format = DType::F8E4M3;
+  float scale = 1.0f;
+};
+
+// dst[rows, cols] (dense) = fp32 of the block at (r0, c0) of the row-major matrix t (tf32-rounded
+// if asked, or cast to fp8 by `cast`).
+void load_block(const Tensor& t, int64_t r0, int64_t rows, int64_t c0, int64_t cols, float* dst, bool tf32,
+                const Fp8Cast* cast = nullptr);
 // The block at (r0, c0) of t = src[rows, cols] (row stride ld_src), rounded to t's format.
 void store_block(const float* src, int64_t ld_src, Tensor& t, int64_t r0, int64_t rows, int64_t c0, int64_t cols);
 
@@ -44,7 +55,9 @@ using BlockEpilogue = std::function<void(float* block, int64_t ld, int64_t i0, i
 
 // C[m,n] = alpha op(A) op(B) + beta C through cblas_sgemm, converting in panels (slots 1, 2, 3 for
 // A, B and C) whatever is not plain fp32; with everything fp32 it is one sgemm on the tensors.
+// cast_a / cast_b (optional): the operands' fp8 casts (then never read in place).
 void panel_gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, float alpha, float beta, bool tf32,
-                const Scratch& scratch, const BlockEpilogue* epilogue);
+                const Scratch& scratch, const BlockEpilogue* epilogue, const Fp8Cast* cast_a = nullptr,
+                const Fp8Cast* cast_b = nullptr);
 
 }  // namespace trainlab::cpu

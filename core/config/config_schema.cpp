@@ -144,7 +144,9 @@ void precision_keys(std::vector<ConfigKey>& s) {
                        "Number format of weights, activations and gradients; fp32 master weights, fp32 accumulation, "
                        "softmax and loss in fp32. bf16 keeps fp32's range with 8 bits of precision; fp16 has 11 bits "
                        "but a range up to 65,504, so it needs loss scaling; tf32 rounds matrix-product inputs to 10 "
-                       "mantissa bits; fp8 (e4m3 forward, e5m2 gradients) is for matrix products on GPUs that have it. "
+                       "mantissa bits; fp8 casts the linear layers' matrix-product inputs (e4m3 forward, e5m2 gradients, "
+                       "per-tensor delayed scales): on fp8 units of a GPU, emulated exactly on the CPU (bf16 on a GPU "
+                       "without them). "
                        "16-bit formats halve the bytes of weights, gradients and activations.",
                        true));
   s.push_back(key_float("precision.loss_scale.init", 65536.0, 1e-8, 1e30,

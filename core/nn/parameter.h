@@ -15,8 +15,8 @@
 namespace trainlab {
 
 // The format parameters are stored in for a compute format: fp8 is a matmul input format only,
-// so parameters of an fp8 run are kept in bf16 (the fp8 casts happen inside the matrix products
-// on backends that have them).
+// so parameters of an fp8 run are kept in bf16 (the fp8 casts happen inside the matrix products:
+// on fp8 units, or emulated on the CPU).
 DType parameter_storage_dtype(DType compute);
 
 struct Parameter {

@@ -1,9 +1,15 @@
 #include "tensor/dtype.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 #include <vector>
 
+#include "tensor/fp8_cast.h"
+#include "tensor/vector_clones.h"
 #include "util/error.h"
 
 namespace trainlab {
@@ -20,13 +26,95 @@ float float_of(uint32_t u) {
   return f;
 }
 
-// Generic round-to-nearest-even encoder for small float formats with `ebits` exponent bits and
-// `mbits` mantissa bits. `has_inf` false means the all-ones exponent is used for finite values
-// (e4m3fn), and overflow saturates to the largest finite value.
+// Branch-free bit-level codecs (the bulk loops below vectorise them; one element at a time they
+// give the scalar functions' bits, which tests/unit/test_fp8.cpp checks). Selections are masks,
+// not ?: or bool arithmetic, which GCC's vectoriser does not if-convert.
+inline uint32_t mask_if(bool c) { return 0u - static_cast<uint32_t>(c); }
+inline uint32_t pick(uint32_t mask, uint32_t a, uint32_t b) { return (a & mask) | (b & ~mask); }
+
+// rne_shift: m >> shift rounded to nearest, ties to even (shift in [1, 31]).
+inline uint32_t rne_shift(uint32_t m, uint32_t shift) {
+  const uint32_t r = m >> shift, rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1u);
+  const uint32_t up = static_cast<uint32_t>(rem > half) | (static_cast<uint32_t>(rem == half) & r);
+  return r + (up & 1u);
+}
+
+// |x| (fp32 bits a, finite and below the format's overflow) -> the code of a small float format
+// with kMant mantissa bits and exponent bias kBias, rounded to nearest even. Normal results drop
+// the low 23 - kMant bits (a carry moves into the exponent); subnormal ones are the significand
+// in units of 2^(1 - kBias - kMant), which is 0 below half the smallest subnormal (the shift is
+// clamped to 31, where the rounding gives 0 for every 24-bit significand).
+template <int kMant, int kBias>
+inline uint32_t encode_magnitude(uint32_t a) {
+  constexpr uint32_t kMinNormal = static_cast<uint32_t>(128 - kBias) << 23;
+  const uint32_t normal = rne_shift(a, 23 - kMant) - (static_cast<uint32_t>(127 - kBias) << kMant);
+  const int32_t shift = 150 + (1 - kBias - kMant) - static_cast<int32_t>(a >> 23);
+  const int32_t at_least_1 = shift < 1 ? 1 : shift;
+  const uint32_t clamped = static_cast<uint32_t>(at_least_1 > 31 ? 31 : at_least_1);
+  const uint32_t sub = rne_shift((a & 0x7FFFFFu) | 0x800000u, clamped);
+  return pick(mask_if(a >= kMinNormal), normal, sub);
+}
+
+// fp16: 65,520 and above (a tie rounds to even: inf) overflow to inf, NaN is sign | 0x7FFF.
+inline uint16_t encode_f16(uint32_t u) {
+  const uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7FFFFFFFu;
+  uint32_t code = encode_magnitude<10, 15>(a);
+  code = pick(mask_if(a >= 0x477FF000u), 0x7C00u, code);
+  code = pick(mask_if(a > 0x7F800000u), 0x7FFFu, code);
+  return static_cast<uint16_t>(sign | code);
+}
+
+// e4m3 ("fn": no inf) and e5m2, as CUDA's __nv_cvt_float_to_fp8 computes them (cuda_fp8.hpp):
+// e4m3 saturating (448 and above, inf included, give +-448: below the 464 tie everything rounds
+// to 448 anyway); e5m2 as device_common.cuh's st() stores it (__NV_NOSAT: 61,440 = 57,344 + half
+// a step and above, inf included, give +-inf) or, kSat, as the products' cast (fp8_cast.h:
+// __NV_SATFINITE, 57,344 and above give +-57,344). A NaN gives 0x7F whatever its sign (CUDA
+// canonicalises the NaN first).
+inline uint8_t encode_e4m3(uint32_t u) {
+  const uint32_t sign = (u >> 24) & 0x80u, a = u & 0x7FFFFFFFu;
+  const uint32_t code = pick(mask_if(a >= 0x43E00000u), 0x7Eu, encode_magnitude<3, 7>(a)) | sign;
+  return static_cast<uint8_t>(pick(mask_if(a > 0x7F800000u), 0x7Fu, code));
+}
+template <bool kSat>
+inline uint8_t encode_e5m2(uint32_t u) {
+  const uint32_t sign = (u >> 24) & 0x80u, a = u & 0x7FFFFFFFu;
+  const uint32_t over = kSat ? pick(mask_if(a >= 0x47600000u), 0x7Bu, 0u) : pick(mask_if(a >= 0x47700000u), 0x7Cu, 0u);
+  const uint32_t code = pick(mask_if(over != 0), over, encode_magnitude<2, 15>(a)) | sign;
+  return static_cast<uint8_t>(pick(mask_if(a > 0x7F800000u), 0x7Fu, code));
+}
+
+// Codes -> fp32 bits, exact: normals re-biased, subnormals through an exact int -> float
+// conversion and a power-of-two product, inf kept, NaN -> sign | 0x7FC00000 (decode_small's bits).
+inline uint32_t decode_f16(uint32_t h) {
+  const uint32_t sign = (h & 0x8000u) << 16, em = h & 0x7FFFu;
+  const uint32_t normal = (em << 13) + (112u << 23);
+  const uint32_t sub = bits_of(static_cast<float>(static_cast<int32_t>(em)) * 0x1p-24f);
+  const uint32_t special = pick(mask_if(em == 0x7C00u), 0x7F800000u, 0x7FC00000u);
+  return sign | pick(mask_if(em >= 0x7C00u), special, pick(mask_if(em >= 0x400u), normal, sub));
+}
+inline uint32_t decode_e4m3(uint32_t c) {
+  const uint32_t sign = (c & 0x80u) << 24, em = c & 0x7Fu;
+  const uint32_t normal = (em << 20) + (120u << 23);
+  const uint32_t sub = bits_of(static_cast<float>(static_cast<int32_t>(em)) * 0x1p-9f);
+  return sign | pick(mask_if(em == 0x7Fu), 0x7FC00000u, pick(mask_if(em >= 0x08u), normal, sub));
+}
+inline uint32_t decode_e5m2(uint32_t c) {
+  const uint32_t sign = (c & 0x80u) << 24, em = c & 0x7Fu;
+  const uint32_t normal = (em << 21) + (112u << 23);
+  const uint32_t sub = bits_of(static_cast<float>(static_cast<int32_t>(em)) * 0x1p-16f);
+  const uint32_t special = pick(mask_if(em == 0x7Cu), 0x7F800000u, 0x7FC00000u);
+  return sign | pick(mask_if(em >= 0x7Cu), special, pick(mask_if(em >= 0x04u), normal, sub));
+}
+
+// The scalar reference of the fp8 casts: a generic round-to-nearest-even encoder through frexp and
+// nearbyint (independent of the bit-level codecs above, which the bulk conversions use; the unit
+// tests compare the two) for formats with `ebits` exponent bits and `mbits` mantissa bits.
+// `has_inf` false means the all-ones exponent is used for finite values (e4m3fn), and overflow
+// saturates to the largest finite value. A NaN gives 0x7F whatever its sign, as CUDA's cast.
 uint32_t encode_small(float f, int ebits, int mbits, bool has_inf, uint32_t max_finite_code) {
   const uint32_t u = bits_of(f);
   const uint32_t sign = (u >> 31) << (ebits + mbits);
-  if (std::isnan(f)) return sign | ((1u << (ebits + mbits)) - 1);  // a NaN pattern
+  if (std::isnan(f)) return (1u << (ebits + mbits)) - 1;  // the canonical NaN
   const float a = std::fabs(f);
   if (std::isinf(a)) return sign | (has_inf ? ((1u << ebits) - 1) << mbits : max_finite_code);
   const int bias = (1 << (ebits - 1)) - 1;
@@ -61,6 +149,7 @@ uint32_t encode_small(float f, int ebits, int mbits, bool has_inf, uint32_t max_
   }
   return sign | code;
 }
+
 
 float decode_small(uint32_t v, int ebits, int mbits, bool has_inf) {
   const uint32_t sign = (v >> (ebits + mbits)) & 1u;
@@ -183,29 +272,170 @@ float round_to(DType t, float f) {
   }
 }
 
+// --- bulk conversions ---------------------------------------------------------------------------
+// Branch-free loops over the bit-level codecs, vectorised (TL_VECTOR_CLONES); the same bits as
+// the scalar functions above (tests/unit/test_fp8.cpp: every fp16 and fp8 code, every bf16 bit
+// pattern as fp32 input, ties, subnormals, overflow and NaN).
+namespace {
+TL_VECTOR_CLONES void f32_to_f16_n(const float* __restrict s, uint16_t* __restrict d, size_t n) {
+  for (size_t i = 0; i < n; ++i) d[i] = encode_f16(bits_of(s[i]));
+}
+TL_VECTOR_CLONES void f16_to_f32_n(const uint16_t* __restrict s, float* __restrict d, size_t n) {
+  for (size_t i = 0; i < n; ++i) d[i] = float_of(decode_f16(s[i]));
+}
+TL_VECTOR_CLONES void round_f16_n(float* p, size_t n) {
+  for (size_t i = 0; i < n; ++i) p[i] = float_of(decode_f16(encode_f16(bits_of(p[i]))));
+}
+TL_VECTOR_CLONES void f32_to_e4m3_n(const float* __restrict s, uint8_t* __restrict d, size_t n) {
+  for (size_t i = 0; i < n; ++i) d[i] = encode_e4m3(bits_of(s[i]));
+}
+TL_VECTOR_CLONES void f32_to_e5m2_n(const float* __restrict s, uint8_t* __restrict d, size_t n) {
+  for (size_t i = 0; i < n; ++i) d[i] = encode_e5m2<false>(bits_of(s[i]));
+}
+TL_VECTOR_CLONES void f32_to_e5m2_sat_n(const float* __restrict s, uint8_t* __restrict d, size_t n) {
+  for (size_t i = 0; i < n; ++i) d[i] = encode_e5m2<true>(bits_of(s[i]));
+}
+TL_VECTOR_CLONES void e4m3_to_f32_n(const uint8_t* __restrict s, float* __restrict d, size_t n) {
+  for (size_t i = 0; i < n; ++i) d[i] = float_of(decode_e4m3(s[i]));
+}
+TL_VECTOR_CLONES void e5m2_to_f32_n(const uint8_t* __restrict s, float* __restrict d, size_t n) {
+  for (size_t i = 0; i < n; ++i) d[i] = float_of(decode_e5m2(s[i]));
+}
+// fp16 through the F16C instructions where the CPU has them (checked at run time): vcvtph2ps is
+// exact and vcvtps2ph with round-to-nearest-even is the IEEE conversion, so they give the codecs'
+// bits except for NaNs (the hardware keeps payloads), whose lanes are replaced by the canonical
+// NaNs of the scalar functions (fp16 sign | 0x7FFF, fp32 sign | 0x7FC00000). The codec loops
+// above do the rest of each buffer and are the path without F16C.
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#define TL_F16C_PATH 1
+bool has_f16c() {
+  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  return yes;
+}
+__attribute__((target("avx2,f16c"))) inline __m128i f32x8_to_f16(__m256 f) {
+  const __m128i h = _mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT);
+  const __m256i u = _mm256_castps_si256(f);
+  const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7FFFFFFF)), _mm256_set1_epi32(0x7F800000));
+  const __m256i canon = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x8000)), _mm256_set1_epi32(0x7FFF));
+  const __m128i canon16 = _mm_packus_epi32(_mm256_castsi256_si128(canon), _mm256_extracti128_si256(canon, 1));
+  const __m128i nan16 = _mm_packs_epi32(_mm256_castsi256_si128(nan), _mm256_extracti128_si256(nan, 1));
+  return _mm_blendv_epi8(h, canon16, nan16);
+}
+__attribute__((target("avx2,f16c"))) inline __m256 f16x8_to_f32(__m128i h) {
+  const __m256i w = _mm256_cvtepu16_epi32(h);
+  const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(w, _mm256_set1_epi32(0x7FFF)), _mm256_set1_epi32(0x7C00));
+  const __m256i canon = _mm256_or_si256(_mm256_slli_epi32(_mm256_and_si256(w, _mm256_set1_epi32(0x8000)), 16), _mm256_set1_epi32(0x7FC00000));
+  return _mm256_blendv_ps(_mm256_cvtph_ps(h), _mm256_castsi256_ps(canon), _mm256_castsi256_ps(nan));
+}
+__attribute__((target("avx2,f16c"))) size_t f32_to_f16_f16c(const float* s, uint16_t* d, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), f32x8_to_f16(_mm256_loadu_ps(s + i)));
+  return i;
+}
+__attribute__((target("avx2,f16c"))) size_t f16_to_f32_f16c(const uint16_t* s, float* d, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(d + i, f16x8_to_f32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i))));
+  return i;
+}
+__attribute__((target("avx2,f16c"))) size_t round_f16_f16c(float* p, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(p + i, f16x8_to_f32(f32x8_to_f16(_mm256_loadu_ps(p + i))));
+  return i;
+}
+#endif
+
+// The fp16 bulk conversions: F16C for whole groups of 8 where available, the codec loops for the rest.
+void f32_to_f16_bulk(const float* s, uint16_t* d, size_t n) {
+  size_t done = 0;
+#ifdef TL_F16C_PATH
+  if (has_f16c()) done = f32_to_f16_f16c(s, d, n);
+#endif
+  f32_to_f16_n(s + done, d + done, n - done);
+}
+void f16_to_f32_bulk(const uint16_t* s, float* d, size_t n) {
+  size_t done = 0;
+#ifdef TL_F16C_PATH
+  if (has_f16c()) done = f16_to_f32_f16c(s, d, n);
+#endif
+  f16_to_f32_n(s + done, d + done, n - done);
+}
+void round_f16_bulk(float* p, size_t n) {
+  size_t done = 0;
+#ifdef TL_F16C_PATH
+  if (has_f16c()) done = round_f16_f16c(p, n);
+#endif
+  round_f16_n(p + done, n - done);
+}
+
+// The fp8 value of x (fp32 bits u), computed on values rather than codes (fewer operations than
+// decode(encode(u)), the same bits: test_fp8 compares them): normals round the low 23 - kMant
+// mantissa bits to nearest even in place (a carry moves into the exponent), subnormals by adding
+// and removing 1.5 * 2^(23 + emin - kMant), whose fp32 step is the format's subnormal step (fp32
+// addition rounds to nearest even); from `over_bits` up (inf included) the result is `over_value`
+// (the largest finite value, saturating, or e5m2's inf); NaN gives the decoded 0x7F (+NaN).
+template <int kMant, uint32_t kMinNormalBits, uint32_t kOverBits, uint32_t kOverValue>
+inline float fp8_value(uint32_t u, float magic) {
+  constexpr uint32_t kDrop = 23 - kMant, kHalf = (1u << (kDrop - 1)) - 1u;
+  const uint32_t sign = u & 0x80000000u, a = u & 0x7FFFFFFFu;
+  const uint32_t normal = (a + kHalf + ((a >> kDrop) & 1u)) & ~((1u << kDrop) - 1u);
+  const uint32_t sub = bits_of((float_of(a) + magic) - magic);
+  uint32_t out = pick(mask_if(a >= kMinNormalBits), normal, sub);
+  out = pick(mask_if(a >= kOverBits), kOverValue, out) | sign;
+  return float_of(pick(mask_if(a > 0x7F800000u), 0x7FC00000u, out));
+}
+// p[i] = the fp8 value of p[i] * scale (one fp32 product, then the cast: e4m3 saturating, e5m2
+// saturating when kSat, else as its storage cast).
+TL_VECTOR_CLONES void e4m3_round_scaled_n(float* p, float scale, size_t n) {
+  for (size_t i = 0; i < n; ++i) p[i] = fp8_value<3, 0x3C800000u, 0x43E00000u, 0x43E00000u>(bits_of(p[i] * scale), 0x1.8p14f);
+}
+TL_VECTOR_CLONES void e5m2_round_n(float* p, size_t n) {
+  for (size_t i = 0; i < n; ++i) p[i] = fp8_value<2, 0x38800000u, 0x47700000u, 0x7F800000u>(bits_of(p[i]), 0x1.8p7f);
+}
+TL_VECTOR_CLONES void e5m2_sat_round_scaled_n(float* p, float scale, size_t n) {
+  for (size_t i = 0; i < n; ++i) p[i] = fp8_value<2, 0x38800000u, 0x47600000u, 0x47600000u>(bits_of(p[i] * scale), 0x1.8p7f);
+}
+}  // namespace
+
+void cast_fp8_saturating(const float* src, DType t, uint8_t* dst, size_t n) {
+  if (t == DType::F8E4M3)
+    f32_to_e4m3_n(src, dst, n);
+  else if (t == DType::F8E5M2)
+    f32_to_e5m2_sat_n(src, dst, n);
+  else
+    throw Error(std::string("cast_fp8_saturating: expected an fp8 format, got ") + dtype_name(t));
+}
+
+void round_to_n(DType t, float* p, size_t n) {
+  switch (t) {
+    case DType::F16: round_f16_bulk(p, n); return;
+    case DType::F8E4M3: e4m3_round_scaled_n(p, 1.0f, n); return;
+    case DType::F8E5M2: e5m2_round_n(p, n); return;
+    default:
+      for (size_t i = 0; i < n; ++i) p[i] = round_to(t, p[i]);
+  }
+}
+
+void round_scaled_n(DType t, float scale, const float* src, float* dst, size_t n) {
+  if (t != DType::F8E4M3 && t != DType::F8E5M2)
+    throw Error(std::string("round_scaled_n: expected an fp8 format, got ") + dtype_name(t));
+  if (dst != src) std::memmove(dst, src, n * sizeof(float));
+  if (t == DType::F8E4M3)
+    e4m3_round_scaled_n(dst, scale, n);
+  else
+    e5m2_sat_round_scaled_n(dst, scale, n);
+}
+
 void convert_to_f32(DType t, const void* src, float* dst, size_t n) {
   switch (t) {
     case DType::F32: std::memcpy(dst, src, n * 4); return;
-    case DType::F16: {
-      auto* s = static_cast<const uint16_t*>(src);
-      for (size_t i = 0; i < n; ++i) dst[i] = f16_to_f32(s[i]);
-      return;
-    }
+    case DType::F16: f16_to_f32_bulk(static_cast<const uint16_t*>(src), dst, n); return;
     case DType::BF16: {
       auto* s = static_cast<const uint16_t*>(src);
       for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
       return;
     }
-    case DType::F8E4M3: {
-      auto* s = static_cast<const uint8_t*>(src);
-      for (size_t i = 0; i < n; ++i) dst[i] = e4m3_to_f32(s[i]);
-      return;
-    }
-    case DType::F8E5M2: {
-      auto* s = static_cast<const uint8_t*>(src);
-      for (size_t i = 0; i < n; ++i) dst[i] = e5m2_to_f32(s[i]);
-      return;
-    }
+    case DType::F8E4M3: e4m3_to_f32_n(static_cast<const uint8_t*>(src), dst, n); return;
+    case DType::F8E5M2: e5m2_to_f32_n(static_cast<const uint8_t*>(src), dst, n); return;
     case DType::I32: {
       auto* s = static_cast<const int32_t*>(src);
       for (size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(s[i]);
@@ -230,26 +460,14 @@ void convert_to_f32(DType t, const void* src, float* dst, size_t n) {
 void convert_from_f32(const float* src, DType t, void* dst, size_t n) {
   switch (t) {
     case DType::F32: std::memcpy(dst, src, n * 4); return;
-    case DType::F16: {
-      auto* d = static_cast<uint16_t*>(dst);
-      for (size_t i = 0; i < n; ++i) d[i] = f32_to_f16(src[i]);
-      return;
-    }
+    case DType::F16: f32_to_f16_bulk(src, static_cast<uint16_t*>(dst), n); return;
     case DType::BF16: {
       auto* d = static_cast<uint16_t*>(dst);
       for (size_t i = 0; i < n; ++i) d[i] = f32_to_bf16(src[i]);
       return;
     }
-    case DType::F8E4M3: {
-      auto* d = static_cast<uint8_t*>(dst);
-      for (size_t i = 0; i < n; ++i) d[i] = f32_to_e4m3(src[i]);
-      return;
-    }
-    case DType::F8E5M2: {
-      auto* d = static_cast<uint8_t*>(dst);
-      for (size_t i = 0; i < n; ++i) d[i] = f32_to_e5m2(src[i]);
-      return;
-    }
+    case DType::F8E4M3: f32_to_e4m3_n(src, static_cast<uint8_t*>(dst), n); return;
+    case DType::F8E5M2: f32_to_e5m2_n(src, static_cast<uint8_t*>(dst), n); return;
     case DType::I32: {
       auto* d = static_cast<int32_t*>(dst);
       for (size_t i = 0; i < n; ++i) d[i] = static_cast<int32_t>(std::lrint(src[i]));

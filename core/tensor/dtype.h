@@ -3,6 +3,11 @@
 // fp16 (1.5.10) and bf16 (1.8.7) are stored as uint16_t bit patterns. Conversions from fp32 round
 // to nearest, ties to even, keep subnormals (fp16: down to 2^-24) and overflow to +-inf exactly as
 // the formats do; NaN stays NaN. All arithmetic on these formats is done in fp32 by the caller.
+// fp8 e4m3 (1.4.3, "fn": no inf, largest 448, NaN 0x7F/0xFF, subnormals down to 2^-9) and e5m2
+// (1.5.2, largest 57,344, inf 0x7C, subnormals down to 2^-16) are one byte each; the casts from
+// fp32 round to nearest even and give exactly the codes of CUDA's __nv_cvt_float_to_fp8 as the
+// kernels call it: e4m3 saturating (overflow and inf give +-448), e5m2 not (61,440 and above give
+// +-inf; the products' casts saturate both: fp8_cast.h); NaN gives 0x7F (test_cuda_fp8 checks).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -30,8 +35,15 @@ float e5m2_to_f32(uint8_t v);
 // The value f takes once stored in format t (identity for F32).
 float round_to(DType t, float f);
 
-// Bulk conversions between a typed buffer and fp32.
+// Bulk conversions between a typed buffer and fp32: vectorised, the same bits as the scalar
+// functions above element by element.
 void convert_to_f32(DType src_type, const void* src, float* dst, size_t n);
 void convert_from_f32(const float* src, DType dst_type, void* dst, size_t n);
+// p[i] = round_to(t, p[i]) for n values (vectorised for fp16 and fp8).
+void round_to_n(DType t, float* p, size_t n);
+// dst[i] = the fp8 value of cast_fp8_saturating(src[i] * scale) (tensor/fp8_cast.h; the product
+// rounded to fp32 first, as a device computes it): the fp8 grid values of a tensor cast with a
+// per-tensor scale, not divided by it. src and dst may alias. Throws for other formats.
+void round_scaled_n(DType t, float scale, const float* src, float* dst, size_t n);
 
 }  // namespace trainlab

@@ -144,8 +144,8 @@ Json bench_char_step(const std::string& device, const std::string& name, const s
   // replayed (run_step): everything that changes per step is in device memory. (A step with
   // dropout draws masks from per-step host seeds; the backend runs such a step eagerly.)
   be->set_capture_enabled(true);
-  if (precision != "fp32" && precision != "tf32" && precision != "bf16" && precision != "fp16")
-    throw Error("char benchmark mode '" + mode + "': expected fp32, tf32, bf16 or fp16, optionally with -ckpt and "
+  if (precision != "fp32" && precision != "tf32" && precision != "bf16" && precision != "fp16" && precision != "fp8")
+    throw Error("char benchmark mode '" + mode + "': expected fp32, tf32, bf16, fp16 or fp8, optionally with -ckpt and "
                 "-offload");
   const PrecisionPolicy& policy = bench_precision(*be, device, precision);
 

@@ -7,7 +7,7 @@
 //   bf16  BF16            bf16, fp32 master       off           Native (bf16 inputs, fp32 accumulation)
 //   fp16  F16             fp16, fp32 master       dynamic       Native (fp16 inputs, fp32 accumulation)
 //   fp8   F8E4M3          bf16, fp32 master       off           Fp8 (e4m3 forward, e5m2 gradients, per-tensor
-//                                                               scales; bf16 where the device has no fp8 units)
+//                                                               scales; CPU: emulated exactly; no fp8 units: bf16)
 //
 // The compute format is what Model::set_compute_dtype receives (an fp8 run's parameters are
 // stored in bf16: nn/parameter.cpp). The device's peak throughput for MFU is looked up by it.

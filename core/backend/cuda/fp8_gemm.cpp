@@ -140,7 +140,7 @@ bool Fp8Gemm::matmul_tn(const Tensor& a, const float* a_inv, const Tensor& b, co
 
 bool Fp8Gemm::forward(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, Tensor& y, Tensor* pre) {
   const int64_t m = x.dim(0), k = x.dim(1), n = w.dim(0);
-  if (m % 16 || k % 16 || n % 16 || act == Activation::GELU || pre) return false;
+  if (!fp8_linear_eligible(m, k, n, act == Activation::GELU, pre != nullptr)) return false;
   if (y.dtype() != DType::BF16 || (bias && bias->dtype() != DType::BF16)) return false;
   Layer& L = layer(w, m, k, n);
   float* hist = L.hist.data<float>();

@@ -1,0 +1,17 @@
+// The casts of the fp8 matrix products (kernels/fp8.cu's cast kernel, the CPU's Fp8 products,
+// backend/cpu_fp8.cpp): as tensor/dtype.h's fp8 casts, but saturating in both formats, as CUDA's
+// __NV_SATFINITE (e4m3: 448 and above give +-448, as its own cast; e5m2: 57,344 and above, inf
+// included, give +-57,344 where the storage cast gives inf from 61,440 up), so a gradient that
+// outgrows its delayed scale is clipped rather than turned into inf; NaN gives 0x7F.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "tensor/dtype.h"
+
+namespace trainlab {
+
+// dst[i] = the code of src[i] in fp8 format t (vectorised). Throws for formats other than fp8.
+void cast_fp8_saturating(const float* src, DType t, uint8_t* dst, size_t n);
+
+}  // namespace trainlab
