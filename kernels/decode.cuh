@@ -9,7 +9,8 @@
 //   int8 or 32 int4 weights, their products with x' are summed in fp32 and multiplied by the
 //   group's scale once. A row is read by a power-of-two slice of a warp (up to 32 lanes, fewer for
 //   short rows so that every lane has loads in flight), several rows per block; the grid is sized
-//   to cover the 132 SMs where the rows allow.
+//   to cover the 132 SMs where the rows allow; larger matrices run one wave of 512-thread blocks
+//   (as many as fit the SMs, by occupancy) whose warps go round the rows.
 //   Prologue, x' =  x                          (kPlain)
 //                   LayerNorm(x; gamma, beta)  (kLayerNorm: mean, biased variance, eps 1e-5,
 //                                               recomputed by every block from x in L2)
@@ -20,9 +21,11 @@
 //   The token t and position p are read from memory (state[0], state[1]) so a captured graph
 //   replays for every token: the step's first GEMV reads them from mapped pinned host memory and
 //   copies them to device memory (state_out) for the kernels after it.
-// Attention: one block per head; q . k_j / sqrt(hd) for j <= p (a thread per key), softmax in fp32,
-//   y = sum_j softmax_j v_j (threads own 4 channels, positions split into groups). KV cache fp32
-//   [context, d] per layer.
+// Attention (flash-decoding): the positions 0..p of each head split into runs over several blocks
+//   (about two blocks an SM in all); a block computes q . k_j / sqrt(hd) (a warp a key), m = the
+//   run's max, e_j = exp(s_j - m), l = sum e_j and the unnormalised sum e_j v_j; the last block of
+//   the head combines the runs in order: y = sum_r exp(m_r - M) acc_r / sum_r exp(m_r - M) l_r.
+//   KV cache fp32 [context, d] per layer. (The one-kernel step keeps one block a head.)
 // Step: the whole token in one cooperative kernel (decode_step.cu), persistent blocks (one per SM)
 //   with a grid-wide barrier between phases, three a layer: (A) a block a head: LayerNorm, the
 //   head's q/k/v rows, its attention and its columns of the projection (partial sums per head);
@@ -114,7 +117,27 @@ void prepare_decode_kernels();
 // the stream finishes, and waits for it before reading; hides most of the launch gap).
 void launch_decode_gemv(const DecodeGemv& g, int sm_count, bool pdl, cudaStream_t s);
 
-void launch_decode_attention(const float* q, const float* kcache, const float* vcache, const int32_t* state,
-                             int64_t heads, int64_t dim, int64_t context, float* y, bool pdl, cudaStream_t s);
+// Single-query attention of one token over the KV cache, flash-decoding: the positions of each
+// head split over `splits` blocks, combined by the last of them (see decode.cu).
+constexpr int kAttnThreads = 128;
+struct DecodeAttention {
+  const float* q = nullptr;                            // [dim]
+  const float *k = nullptr, *v = nullptr;              // KV cache [context, dim]
+  const int32_t* state = nullptr;                      // {token, position}: keys 0..position
+  int64_t heads = 0, dim = 0, context = 0;
+  float scale = 1.0f;                                  // 1 / sqrt(head dim), as the CPU generator
+  int splits = 1;                                      // decode_attention_splits
+  float* part = nullptr;                               // scratch: [heads, splits, hd] partial sums
+  float* stats = nullptr;                              // [heads, splits, 2] max and sum of exponentials
+  unsigned* tickets = nullptr;                         // [heads], zero before the first launch
+  float* y = nullptr;                                  // [dim]
+};
+
+// Blocks a head for a device with sm_count SMs (about two blocks an SM over all heads, runs of
+// at least 16 positions); the scratch `part` + `stats` in floats.
+int decode_attention_splits(int64_t heads, int64_t context, int sm_count);
+int64_t decode_attention_scratch_floats(int64_t heads, int64_t dim, int splits);
+
+void launch_decode_attention(const DecodeAttention& a, bool pdl, cudaStream_t s);
 
 }  // namespace trainlab::kern

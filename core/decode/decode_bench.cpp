@@ -34,8 +34,14 @@ Json bench_format(Backend& be, const DecoderModel& m, const DecodeSpec& spec, in
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double tps = s > 0 ? static_cast<double>(n) / s : 0.0;
   const double dev_us = n > 0 ? 1e6 * (dec->device_seconds() - dev0) / static_cast<double>(n) : 0.0;
-  Json kernels = Json::object();  // device microseconds a step by kernel kind (eager, no PDL)
-  for (const auto& [kind, us] : dec->profile_step()) kernels[kind] = us;
+  Json kernels = Json::object(), kernel_gbs = Json::object();  // device us a step by kernel kind, and GB/s
+  for (const auto& [kind, v] : dec->profile_step()) {
+    const std::string unit = " GB/s";
+    if (kind.size() > unit.size() && kind.compare(kind.size() - unit.size(), unit.size(), unit) == 0)
+      kernel_gbs[kind.substr(0, kind.size() - unit.size())] = v;
+    else
+      kernels[kind] = v;
+  }
   const int64_t wbytes = dec->weight_bytes_per_token(), kv_mean = n > 0 ? kv / n : 0;
   const double ceiling = copy_bytes_per_s / static_cast<double>(wbytes + kv_mean);
   return Json{{"case", "decode"},
@@ -51,7 +57,8 @@ Json bench_format(Backend& be, const DecoderModel& m, const DecodeSpec& spec, in
               {"tokens_per_s", tps},
               {"us_per_token", tps > 0 ? 1e6 / tps : 0.0},
               {"device_us_per_token", dev_us},
-              {"kernel_us_eager", kernels},
+              {"kernel_us", kernels},
+              {"kernel_gb_per_s", kernel_gbs},
               {"weight_bytes_per_token", wbytes},
               {"kv_bytes_per_token", kv_mean},
               {"bytes_per_token", wbytes + kv_mean},
