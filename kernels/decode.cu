@@ -189,82 +189,13 @@ GemvShape gemv_shape(const DecodeGemv& g, int sm_count, size_t shmem) {
   return {slice_log2, 512, std::min(blocks(16), wave)};
 }
 
-// Flash-decoding (decode.cuh, "Attention"): block (h, s) takes the s-th of gridDim.y equal runs
-// of the positions [0, len) of head h. Scores: a warp a key (lanes over the head's channels).
-// Its partial result (unnormalised sum of exp(score - m) v, m and the sum of the exponentials)
-// goes to the scratch; the block that finishes last for the head (a ticket per head) combines the
-// runs in run order (deterministic) and resets the ticket for the next launch.
+// Flash-decoding (decode.cuh, "Attention"): block (h, r) takes run r of head h
+// (decode_dev::attention_run), after the previous kernel.
 __global__ void __launch_bounds__(kAttnThreads) decode_attention_kernel(DecodeAttention a) {
   extern __shared__ float4 sm4[];
   __shared__ float red[32];
-  __shared__ bool last;
-  const int64_t h = blockIdx.x, s = blockIdx.y, splits = gridDim.y, hd = a.dim / a.heads, off = h * hd;
-  const int64_t hd4 = hd / 4, warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
-  float* qs = reinterpret_cast<float*>(sm4);         // [hd]
-  float* part = qs + hd;                             // [groups, hd]
-  float* sc = part + (blockDim.x / hd4) * hd;        // [run] scores, then exponentials
   wait_for_previous_grid();
-  const int64_t len = static_cast<int64_t>(a.state[1]) + 1, run = (len + splits - 1) / splits;
-  const int64_t j0 = std::min(len, s * run), n = std::min(len, j0 + run) - j0;
-  for (int64_t c = threadIdx.x; c < hd; c += blockDim.x) qs[c] = __ldcg(a.q + off + c);
-  __syncthreads();
-  for (int64_t j = warp; j < n; j += warps) {
-    const float4* k4 = reinterpret_cast<const float4*>(a.k + (j0 + j) * a.dim + off);
-    float dot = 0.0f;
-    for (int64_t c = lane; c < hd4; c += 32) {
-      const float4 x = __ldcg(k4 + c), y = reinterpret_cast<const float4*>(qs)[c];
-      dot += x.x * y.x + x.y * y.y + x.z * y.z + x.w * y.w;
-    }
-    for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
-    if (lane == 0) sc[j] = dot * a.scale;
-  }
-  __syncthreads();
-  float mx = -INFINITY;
-  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) mx = fmaxf(mx, sc[j]);
-  mx = block_all_reduce<true>(mx, red);
-  float sum = 0.0f;
-  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) sum += (sc[j] = expf(sc[j] - mx));
-  sum = block_all_reduce<false>(sum, red);  // (its barriers also publish sc)
-  const int64_t groups = blockDim.x / hd4, c4 = threadIdx.x % hd4, gi = threadIdx.x / hd4;
-  if (gi < groups) {
-    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    for (int64_t j = gi; j < n; j += groups) {
-      const float p = sc[j];
-      const float4 v = __ldcg(reinterpret_cast<const float4*>(a.v + (j0 + j) * a.dim + off) + c4);
-      acc.x += p * v.x, acc.y += p * v.y, acc.z += p * v.z, acc.w += p * v.w;
-    }
-    reinterpret_cast<float4*>(part + gi * hd)[c4] = acc;
-  }
-  __syncthreads();
-  float* mine = a.part + (h * splits + s) * hd;
-  for (int64_t c = threadIdx.x; c < hd; c += blockDim.x) {
-    float acc = 0.0f;
-    for (int64_t p = 0; p < groups; ++p) acc += part[p * hd + c];
-    mine[c] = acc;
-  }
-  if (threadIdx.x == 0) a.stats[2 * (h * splits + s)] = n > 0 ? mx : -INFINITY, a.stats[2 * (h * splits + s) + 1] = sum;
-  __threadfence();  // the partial result is visible before the ticket is taken
-  __syncthreads();
-  if (threadIdx.x == 0) last = atomicAdd(a.tickets + h, 1u) == static_cast<unsigned>(splits - 1);
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  float m = -INFINITY;
-  for (int64_t r = 0; r < splits; ++r) m = fmaxf(m, __ldcg(a.stats + 2 * (h * splits + r)));
-  float l = 0.0f;
-  for (int64_t r = 0; r < splits; ++r) {
-    const float mr = __ldcg(a.stats + 2 * (h * splits + r));
-    if (mr > -INFINITY) l += expf(mr - m) * __ldcg(a.stats + 2 * (h * splits + r) + 1);
-  }
-  for (int64_t c = threadIdx.x; c < hd; c += blockDim.x) {
-    float acc = 0.0f;
-    for (int64_t r = 0; r < splits; ++r) {
-      const float mr = __ldcg(a.stats + 2 * (h * splits + r));
-      if (mr > -INFINITY) acc += expf(mr - m) * __ldcg(a.part + (h * splits + r) * hd + c);
-    }
-    a.y[off + c] = acc / l;
-  }
-  if (threadIdx.x == 0) a.tickets[h] = 0u;
+  attention_run(a, static_cast<int64_t>(a.state[1]) + 1, blockIdx.x, blockIdx.y, reinterpret_cast<float*>(sm4), red);
 }
 
 // The launch, with programmatic dependent launch allowed when `pdl` (the attribute array lives
@@ -329,8 +260,8 @@ int decode_attention_splits(int64_t heads, int64_t context, int sm_count) {
 int64_t decode_attention_scratch_floats(int64_t heads, int64_t dim, int splits) { return int64_t{splits} * (dim + 2 * heads); }
 
 void launch_decode_attention(const DecodeAttention& a, bool pdl, cudaStream_t s) {
-  const int64_t hd = a.dim / a.heads, run = (a.context + a.splits - 1) / a.splits;
-  const size_t shmem = static_cast<size_t>(hd + (kAttnThreads / (hd / 4)) * hd + run) * sizeof(float);
+  const size_t shmem =
+      static_cast<size_t>(attention_run_smem_floats(a.dim / a.heads, a.context, a.splits, kAttnThreads)) * sizeof(float);
   const cudaLaunchConfig_t cfg = launch_config(dim3(static_cast<unsigned>(a.heads), static_cast<unsigned>(a.splits)),
                                                dim3(kAttnThreads), shmem, s, pdl);
   TL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_attention_kernel, a));

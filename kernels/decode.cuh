@@ -88,6 +88,22 @@ struct DecodeLayer {
   float *k = nullptr, *v = nullptr;  // KV cache [context, dim]
 };
 
+// Single-query attention of one token over the KV cache, flash-decoding: the positions of each
+// head split over `splits` blocks, combined by the last of them (see decode.cu).
+constexpr int kAttnThreads = 128;
+struct DecodeAttention {
+  const float* q = nullptr;                            // [dim]
+  const float *k = nullptr, *v = nullptr;              // KV cache [context, dim]
+  const int32_t* state = nullptr;                      // {token, position}: keys 0..position
+  int64_t heads = 0, dim = 0, context = 0;
+  float scale = 1.0f;                                  // 1 / sqrt(head dim), as the CPU generator
+  int splits = 1;                                      // decode_attention_splits
+  float* part = nullptr;                               // scratch: [heads, splits, hd] partial sums
+  float* stats = nullptr;                              // [heads, splits, 2] max and sum of exponentials
+  unsigned* tickets = nullptr;                         // [heads], zero before the first launch
+  float* y = nullptr;                                  // [dim]
+};
+
 struct DecodeStep {
   int format = kDecF32;
   int64_t layers = 0, dim = 0, heads = 0, context = 0;
@@ -95,7 +111,8 @@ struct DecodeStep {
   DecodeMatrix head;
   const float *tok = nullptr, *pos = nullptr, *ln_w = nullptr, *ln_b = nullptr;
   float *x = nullptr, *x2 = nullptr, *f = nullptr;  // the residual stream (two buffers, alternating by layer) [dim], f [4 dim]
-  float* part = nullptr;                              // the heads' projection sums [heads, dim]
+  float *q = nullptr, *att = nullptr;                 // the query and the attention output [dim]
+  DecodeAttention attn;  // flash-decoding's split and scratch (q, caches and y set by the kernel)
   float* logits = nullptr;                                         // [head.rows]
   // Profiling (null otherwise): block 0 stores the global timer (ns) at the start, after each
   // barrier and at the end: 3 * layers + 2 stamps, the phases' boundaries as block 0 sees them.
@@ -116,22 +133,6 @@ void prepare_decode_kernels();
 // pdl: launch with programmatic dependent launch (the kernel may start while the previous one on
 // the stream finishes, and waits for it before reading; hides most of the launch gap).
 void launch_decode_gemv(const DecodeGemv& g, int sm_count, bool pdl, cudaStream_t s);
-
-// Single-query attention of one token over the KV cache, flash-decoding: the positions of each
-// head split over `splits` blocks, combined by the last of them (see decode.cu).
-constexpr int kAttnThreads = 128;
-struct DecodeAttention {
-  const float* q = nullptr;                            // [dim]
-  const float *k = nullptr, *v = nullptr;              // KV cache [context, dim]
-  const int32_t* state = nullptr;                      // {token, position}: keys 0..position
-  int64_t heads = 0, dim = 0, context = 0;
-  float scale = 1.0f;                                  // 1 / sqrt(head dim), as the CPU generator
-  int splits = 1;                                      // decode_attention_splits
-  float* part = nullptr;                               // scratch: [heads, splits, hd] partial sums
-  float* stats = nullptr;                              // [heads, splits, 2] max and sum of exponentials
-  unsigned* tickets = nullptr;                         // [heads], zero before the first launch
-  float* y = nullptr;                                  // [dim]
-};
 
 // Blocks a head for a device with sm_count SMs (about two blocks an SM over all heads, runs of
 // at least 16 positions); the scratch `part` + `stats` in floats.

@@ -174,4 +174,83 @@ __host__ __device__ inline int64_t attention_smem_floats(int64_t hd, int64_t con
   return hd + (context + 3) / 4 * 4 + (threads / (hd / 4)) * hd;
 }
 
+// Flash-decoding, one run: run r of the a.splits equal runs of head h's positions [0, len).
+// Scores: a warp a key (lanes over the head's channels). The run's unnormalised sum of
+// exp(score - m) v, its max m and its sum of exponentials go to the scratch; the block that
+// finishes the head's last run (a ticket per head) combines the runs in run order
+// (deterministic), writes y's head and resets the ticket for the next launch. The cache and q
+// are read through L2 (just written by other blocks). Any block size (a multiple of 32, at least
+// hd / 4); smem: attention_run_smem_floats.
+__device__ inline void attention_run(const DecodeAttention& a, int64_t len, int64_t h, int64_t r, float* smem, float* red) {
+  __shared__ bool last;
+  const int64_t splits = a.splits, hd = a.dim / a.heads, off = h * hd, hd4 = hd / 4;
+  const int64_t warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  float* qs = smem;                           // [hd]
+  float* part = qs + hd;                      // [groups, hd]
+  float* sc = part + (blockDim.x / hd4) * hd; // [run] scores, then exponentials
+  const int64_t run = (len + splits - 1) / splits, j0 = min(len, r * run), n = min(len, j0 + run) - j0;
+  __syncthreads();  // a previous run of this block may still read the shared memory
+  for (int64_t c = threadIdx.x; c < hd; c += blockDim.x) qs[c] = __ldcg(a.q + off + c);
+  __syncthreads();
+  for (int64_t j = warp; j < n; j += warps) {
+    const float4* k4 = reinterpret_cast<const float4*>(a.k + (j0 + j) * a.dim + off);
+    float dot = 0.0f;
+    for (int64_t c = lane; c < hd4; c += 32) {
+      const float4 x = __ldcg(k4 + c), y = reinterpret_cast<const float4*>(qs)[c];
+      dot += x.x * y.x + x.y * y.y + x.z * y.z + x.w * y.w;
+    }
+    for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+    if (lane == 0) sc[j] = dot * a.scale;
+  }
+  __syncthreads();
+  float mx = -INFINITY;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) mx = fmaxf(mx, sc[j]);
+  mx = block_all_reduce<true>(mx, red);
+  float sum = 0.0f;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) sum += (sc[j] = expf(sc[j] - mx));
+  sum = block_all_reduce<false>(sum, red);  // (its barriers also publish sc)
+  const int64_t groups = blockDim.x / hd4, c4 = threadIdx.x % hd4, gi = threadIdx.x / hd4;
+  if (gi < groups) {
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int64_t j = gi; j < n; j += groups) {
+      const float p = sc[j];
+      const float4 v = __ldcg(reinterpret_cast<const float4*>(a.v + (j0 + j) * a.dim + off) + c4);
+      acc.x += p * v.x, acc.y += p * v.y, acc.z += p * v.z, acc.w += p * v.w;
+    }
+    reinterpret_cast<float4*>(part + gi * hd)[c4] = acc;
+  }
+  __syncthreads();
+  float* mine = a.part + (h * splits + r) * hd;
+  for (int64_t c = threadIdx.x; c < hd; c += blockDim.x) {
+    float acc = 0.0f;
+    for (int64_t g = 0; g < groups; ++g) acc += part[g * hd + c];
+    mine[c] = acc;
+  }
+  if (threadIdx.x == 0) a.stats[2 * (h * splits + r)] = n > 0 ? mx : -INFINITY, a.stats[2 * (h * splits + r) + 1] = sum;
+  __threadfence();  // the run's results are visible before the ticket is taken
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(a.tickets + h, 1u) == static_cast<unsigned>(splits - 1);
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  const float* st = a.stats + 2 * h * splits;
+  float m = -INFINITY;
+  for (int64_t q = 0; q < splits; ++q) m = fmaxf(m, __ldcg(st + 2 * q));
+  float l = 0.0f;
+  for (int64_t q = 0; q < splits; ++q)
+    if (__ldcg(st + 2 * q) > -INFINITY) l += expf(__ldcg(st + 2 * q) - m) * __ldcg(st + 2 * q + 1);
+  for (int64_t c = threadIdx.x; c < hd; c += blockDim.x) {
+    float acc = 0.0f;
+    for (int64_t q = 0; q < splits; ++q)
+      if (__ldcg(st + 2 * q) > -INFINITY) acc += expf(__ldcg(st + 2 * q) - m) * __ldcg(a.part + (h * splits + q) * hd + c);
+    a.y[off + c] = acc / l;
+  }
+  if (threadIdx.x == 0) a.tickets[h] = 0u;
+}
+
+// Floats of shared memory attention_run needs with `threads` threads.
+__host__ __device__ inline int64_t attention_run_smem_floats(int64_t hd, int64_t context, int64_t splits, int threads) {
+  return hd + (threads / (hd / 4)) * hd + (context + splits - 1) / splits;
+}
+
 }  // namespace trainlab::kern::decode_dev

@@ -245,7 +245,8 @@ void CudaDecoder::build_step_table() {
   m_step.tok = m_tok, m_step.pos = m_pos, m_step.ln_w = m_ln_w, m_step.ln_b = m_ln_b;
   m_step.x = m_x, m_step.f = m_f;
   m_step.x2 = static_cast<float*>(device_alloc(static_cast<size_t>(m_shape.dim) * sizeof(float)));
-  m_step.part = static_cast<float*>(device_alloc(static_cast<size_t>(m_shape.heads * m_shape.dim) * sizeof(float)));
+  m_step.q = m_q, m_step.att = m_att;
+  m_step.attn = m_attn;
   m_step.logits = m_logits_mapped;
 }
 
@@ -384,7 +385,7 @@ std::vector<std::pair<std::string, double>> CudaDecoder::profile_step() {
   if (m_len >= m_shape.context) return {};
   TL_CUDA_CHECK(cudaSetDevice(m_device));
   if (m_step_blocks > 0) {  // one kernel: its phases from block 0's time stamps, and the whole launch
-    const int64_t n = 3 * m_shape.layers + 2;
+    const int64_t n = 5 * m_shape.layers + 2;
     if (!m_stamps) m_stamps = static_cast<unsigned long long*>(device_alloc(static_cast<size_t>(n) * 8));
     DecodeStep st = m_step;
     st.stamps = m_stamps;
@@ -396,10 +397,10 @@ std::vector<std::pair<std::string, double>> CudaDecoder::profile_step() {
     TL_CUDA_CHECK(cudaEventElapsedTime(&ms, m_step_start, m_step_stop));
     std::vector<unsigned long long> t(static_cast<size_t>(n));
     TL_CUDA_CHECK(cudaMemcpy(t.data(), m_stamps, t.size() * 8, cudaMemcpyDeviceToHost));
-    static const char* kinds[] = {"qkv+attention+proj", "fc", "out"};
+    static const char* kinds[] = {"qkv", "attention", "proj", "fc", "out"};
     std::vector<std::pair<std::string, double>> out;
     for (int64_t i = 0; i + 1 < n; ++i) {
-      const std::string kind = i + 2 == n ? "head" : kinds[i % 3];
+      const std::string kind = i + 2 == n ? "head" : kinds[i % 5];
       const double us = 1e-3 * static_cast<double>(t[static_cast<size_t>(i + 1)] - t[static_cast<size_t>(i)]);
       auto it = std::find_if(out.begin(), out.end(), [&](const auto& p) { return p.first == kind; });
       if (it == out.end()) out.emplace_back(kind, us);
@@ -464,7 +465,7 @@ void CudaDecoder::push(int32_t token) {
 std::string CudaDecoder::describe() const {
   if (m_step_blocks > 0)
     return "CUDA decoder, " + m_spec.label() + " weights, one cooperative kernel a token (" +
-           std::to_string(3 * m_shape.layers + 1) + " phases, grid barriers, " + std::to_string(m_step_blocks) + " blocks)";
+           std::to_string(5 * m_shape.layers + 1) + " phases, grid barriers, " + std::to_string(m_step_blocks) + " blocks)";
   return "CUDA decoder, " + m_spec.label() + " weights, " + std::to_string(5 * m_shape.layers + 1) + " kernels a token" +
          (m_spec.cuda_graph ? " in one CUDA graph" : " launched one by one") +
          (m_spec.pdl ? ", programmatic dependent launch" : "") +
