@@ -238,6 +238,10 @@ void prepare_decode_kernels() {
   (void)done;
 }
 
+void prepare_decode_gemv(int format, int64_t cols) {
+  gemv_blocks_per_sm(format, 512, static_cast<size_t>(cols) * sizeof(float));
+}
+
 void launch_decode_gemv(const DecodeGemv& g, int sm_count, bool pdl, cudaStream_t s) {
   const size_t shmem = static_cast<size_t>(g.cols) * sizeof(float);
   const GemvShape sh = gemv_shape(g, sm_count, shmem);

@@ -130,6 +130,10 @@ void launch_decode_step(const DecodeStep& s, int32_t token, int32_t position, in
 // launch and outside stream capture.
 void prepare_decode_kernels();
 
+// Computes (and caches) the occupancy that sizes the GEMV grids of a matrix with `cols` columns:
+// call for every matrix outside stream capture, before its first launch.
+void prepare_decode_gemv(int format, int64_t cols);
+
 // pdl: launch with programmatic dependent launch (the kernel may start while the previous one on
 // the stream finishes, and waits for it before reading; hides most of the launch gap).
 void launch_decode_gemv(const DecodeGemv& g, int sm_count, bool pdl, cudaStream_t s);

@@ -208,6 +208,7 @@ CudaDecoder::Matrix CudaDecoder::upload_matrix(const DecodeWeights& w, const std
     bytes += rows * 4;
   }
   m_weight_bytes += bytes;
+  prepare_decode_gemv(m.format, cols);  // the grid's occupancy, cached outside graph capture
   return m;
 }
 
