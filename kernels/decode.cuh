@@ -25,15 +25,15 @@
 //   (about two blocks an SM in all); a block computes q . k_j / sqrt(hd) (a warp a key), m = the
 //   run's max, e_j = exp(s_j - m), l = sum e_j and the unnormalised sum e_j v_j; the last block of
 //   the head combines the runs in order: y = sum_r exp(m_r - M) acc_r / sum_r exp(m_r - M) l_r.
-//   KV cache fp32 [context, d] per layer. (The one-kernel step keeps one block a head.)
+//   KV cache fp32 [context, d] per layer. The one-kernel step runs the same runs
+//   (decode_dev::attention_run), the heads' runs going round its blocks.
 // Step: the whole token in one cooperative kernel (decode_step.cu), persistent blocks (one per SM)
-//   with a grid-wide barrier between phases, three a layer: (A) a block a head: LayerNorm, the
-//   head's q/k/v rows, its attention and its columns of the projection (partial sums per head);
-//   (B) the residual x + b_proj + the heads' partial sums in head order, LayerNorm, fc + GELU;
-//   (C) out + residual; then the head. Before each barrier a block already loads its first
-//   weights, scales, bias and LayerNorm parameters of the next phase, so that after it only the
-//   activations (read through L2) are on the critical path. The projection is summed per head
-//   (another order than the GEMV kernel: results agree to rounding).
+//   with a grid-wide barrier between phases, five a layer, each over the whole grid: (A)
+//   LayerNorm + qkv (q to memory, k and v into the cache); (B) attention; (C) the projection
+//   + residual; (D) LayerNorm + fc + GELU; (E) out + residual; then the head. Before each barrier
+//   a block already loads its first weights, scales and bias of the next phase, so that after it
+//   only the activations (read through L2) are on the critical path. Rows are summed in the GEMV
+//   kernel's order; attention's runs differ with the block size (results agree to rounding).
 // Latency: weights, scales and LayerNorm parameters are loaded before the kernel waits for the
 //   previous one (programmatic dependent launch), 8 16-byte loads in flight per lane.
 // Requirements (checked by the decoder): cols a multiple of the format's 16-byte vector (4, 8,
@@ -115,7 +115,7 @@ struct DecodeStep {
   DecodeAttention attn;  // flash-decoding's split and scratch (q, caches and y set by the kernel)
   float* logits = nullptr;                                         // [head.rows]
   // Profiling (null otherwise): block 0 stores the global timer (ns) at the start, after each
-  // barrier and at the end: 3 * layers + 2 stamps, the phases' boundaries as block 0 sees them.
+  // barrier and at the end: 5 * layers + 2 stamps, the phases' boundaries as block 0 sees them.
   unsigned long long* stamps = nullptr;
 };
 

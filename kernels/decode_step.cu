@@ -20,81 +20,60 @@ namespace cg = cooperative_groups;
 
 constexpr int kStepThreads = 512;
 
-// Rows of a GEMV phase: local row j is matrix row off + j + (j / seg) * jump (the whole matrix:
-// seg = count, jump = off = 0; one head's q, k and v rows: seg = hd, jump = dim - hd, off = h hd).
-struct RowSet {
-  int64_t count, seg, jump, off;
-  __device__ int64_t global(int64_t j) const { return off + j + (j / seg) * jump; }
-};
-
-// A lane's share of one GEMV phase over the rows `rs` and the column window of vectors
-// [voff, voff + nvec): S = 2^slice_log2 lanes a row, 32/S rows a warp. The warp takes the row
-// group `base` (in rows), then every `stride`-th. Over the grid (grid = true), the groups go round
-// the blocks first (warp w of block b: group w * blocks + b), so that every SM gets a share; rows
-// are summed as in the GEMV kernel (decode_slice_log2: the same values). Within one block (grid =
-// false), the slice is the fewest lanes that need at most kDepth loads each, so that the block
-// has as many rows as possible in flight.
+// A lane's share of one GEMV phase over the grid: S = 2^slice_log2 lanes a row (decode_slice_log2,
+// as the GEMV kernel: the same sums), 32/S rows a warp. The warp takes the row group `base` (in
+// rows), then every `stride`-th; the groups go round the blocks first (warp w of block b: group
+// w * blocks + b), so that every SM gets a share.
 template <int F>
 struct GemvLane {
   static constexpr bool kScaled = F == kDecI8 || F == kDecI4;
   static constexpr int E = 4 * Fmt<F>::kPerWord;  // weights a 16-byte load
   const DecodeMatrix* m;
-  RowSet rs;
-  const float* bias_src;
+  int64_t rows;
   int slice_log2, S, sub, slot;
-  int64_t base, stride, nvec, voff;
+  int64_t base, stride, nvec;
   uint4 u[kDepth];
   float su[kDepth];
   float bias;
 
-  __device__ int64_t row() const {  // (matrix row) idle slices read the last row and write nothing
+  __device__ int64_t row() const {  // idle slices read the last row and write nothing
     const int64_t j = base + slot;
-    return rs.global(j < rs.count ? j : rs.count - 1);
+    return j < rows ? j : rows - 1;
   }
-  // kDepth 16-byte vectors of the current row from window vector v0 on, every S-th.
+  // kDepth 16-byte vectors of the current row from vector v0 on, every S-th.
   __device__ void load(int64_t v0) {
     const int64_t r = row();
-    const uint4* wrow = static_cast<const uint4*>(m->w) + r * (m->cols / E) + voff;
+    const uint4* wrow = static_cast<const uint4*>(m->w) + r * nvec;
     const __half* sc = static_cast<const __half*>(m->scales) + (kScaled ? r * (m->cols / m->group) : 0);
 #pragma unroll
     for (int i = 0; i < kDepth; ++i) {
       const int64_t v = v0 + int64_t{i} * S;
       u[i] = v < nvec ? __ldg(wrow + v) : make_uint4(0u, 0u, 0u, 0u);
-      if constexpr (kScaled) su[i] = v < nvec ? __half2float(sc[(voff + v) * E / m->group]) : 0.0f;
+      if constexpr (kScaled) su[i] = v < nvec ? __half2float(sc[v * E / m->group]) : 0.0f;
     }
   }
   // A new row group: the first vectors and the bias of the lane's row.
   __device__ void start_row() {
     load(sub);
-    bias = bias_src ? __ldg(bias_src + row()) : 0.0f;
+    bias = m->bias ? __ldg(m->bias + row()) : 0.0f;
   }
-  // Where the lane's rows start, and their first weights (issued now, consumed after the barrier).
-  __device__ void prefetch(const DecodeMatrix& mat, RowSet rows, int64_t vec_off, int64_t vecs, const float* b, bool grid) {
+  // Where the lane's rows of the whole matrix start, and their first weights (issued now,
+  // consumed after the barrier).
+  __device__ void prefetch(const DecodeMatrix& mat) {
     m = &mat;
-    rs = rows;
-    bias_src = b;
-    voff = vec_off;
-    nvec = vecs;
-    if (grid) {
-      slice_log2 = decode_slice_log2(nvec);
-    } else {
-      slice_log2 = 0;
-      while (slice_log2 < 5 && (nvec + (1 << slice_log2) - 1) >> slice_log2 > kDepth) ++slice_log2;
-    }
+    rows = mat.rows;
+    nvec = mat.cols / E;
+    slice_log2 = decode_slice_log2(nvec);
     S = 1 << slice_log2;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5, per_warp = 32 >> slice_log2;
     sub = lane & (S - 1);
     slot = lane >> slice_log2;
-    base = (grid ? static_cast<int64_t>(warp) * gridDim.x + blockIdx.x : warp) * per_warp;
-    stride = (grid ? static_cast<int64_t>(gridDim.x) * warps : warps) * per_warp;
-    if (base < rs.count) start_row();
-  }
-  // The whole matrix over the grid.
-  __device__ void prefetch(const DecodeMatrix& mat) {
-    prefetch(mat, RowSet{mat.rows, mat.rows, 0, 0}, 0, mat.cols / E, mat.bias, true);
+    base = (static_cast<int64_t>(warp) * gridDim.x + blockIdx.x) * per_warp;
+    stride = static_cast<int64_t>(gridDim.x) * warps * per_warp;
+    if (base < rows) start_row();
   }
   // Whether the block has any row (grid phases; uniform over the block): warp 0 has its first.
-  __device__ bool block_has_rows() const { return static_cast<int64_t>(blockIdx.x) * (32 >> slice_log2) < rs.count; }
+  __device__ bool block_has_rows() const { return static_cast<int64_t>(blockIdx.x) * (32 >> slice_log2) < rows; }
 };
 
 // kQkvHead: q into y, k and v into the caches' row p (section by row / dim); kResidual: y[row] =
@@ -109,11 +88,11 @@ struct Epilogue {
   const float* src = nullptr;  // kResidual
 };
 
-// The lane's rows against x' (the column window's values, in shared memory after the prologue's
-// barrier), with the epilogue; y is indexed by matrix row (kQkvHead: see Epilogue).
+// The lane's rows against x' (in shared memory after the prologue's barrier), with the
+// epilogue; y is indexed by matrix row (kQkvHead: see Epilogue).
 template <int F>
 __device__ void gemv_rows(GemvLane<F>& ln, const float* xs, const Epilogue& e) {
-  for (bool first = true; ln.base < ln.rs.count; ln.base += ln.stride, first = false) {
+  for (bool first = true; ln.base < ln.rows; ln.base += ln.stride, first = false) {
     if (!first) ln.start_row();
     float acc = 0.0f;
     for (int64_t v0 = ln.sub;;) {
@@ -130,7 +109,7 @@ __device__ void gemv_rows(GemvLane<F>& ln, const float* xs, const Epilogue& e) {
       ln.load(v0);
     }
     for (int o = ln.S >> 1; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-    if (ln.base + ln.slot < ln.rs.count && ln.sub == 0) {
+    if (ln.base + ln.slot < ln.rows && ln.sub == 0) {
       const int64_t row = ln.row();
       const float v = acc + ln.bias;
       switch (e.kind) {
