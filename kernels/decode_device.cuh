@@ -119,7 +119,7 @@ __device__ inline void attention_run(const DecodeAttention& a, int64_t len, int6
   const int64_t warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
   float* qs = smem;                           // [hd]
   float* part = qs + hd;                      // [groups, hd]
-  float* sc = part + (blockDim.x / hd4) * hd; // [run] scores, then exponentials
+  float* sc = part + (blockDim.x / hd4) * hd; // [max(run, splits)] scores, exponentials; runs' weights
   const int64_t run = (len + splits - 1) / splits, j0 = min(len, r * run), n = min(len, j0 + run) - j0;
   __syncthreads();  // a previous run of this block may still read the shared memory
   for (int64_t c = threadIdx.x; c < hd; c += blockDim.x) qs[c] = __ldcg(a.q + off + c);
@@ -165,16 +165,28 @@ __device__ inline void attention_run(const DecodeAttention& a, int64_t len, int6
   __syncthreads();
   if (!last) return;
   __threadfence();
+  // The runs' weights exp(m_r - M) / L into shared memory (sc: at least `splits` floats, as the
+  // scores were), loaded in parallel; then every channel's sum over the runs with independent
+  // loads (a chain of dependent L2 round trips per run was most of the kernel's time).
   const float* st = a.stats + 2 * h * splits;
   float m = -INFINITY;
-  for (int64_t q = 0; q < splits; ++q) m = fmaxf(m, __ldcg(st + 2 * q));
+  for (int64_t q = threadIdx.x; q < splits; q += blockDim.x) {
+    sc[q] = __ldcg(st + 2 * q);
+    m = fmaxf(m, sc[q]);
+  }
+  m = block_all_reduce<true>(m, red);
   float l = 0.0f;
-  for (int64_t q = 0; q < splits; ++q)
-    if (__ldcg(st + 2 * q) > -INFINITY) l += expf(__ldcg(st + 2 * q) - m) * __ldcg(st + 2 * q + 1);
+  for (int64_t q = threadIdx.x; q < splits; q += blockDim.x) {
+    const float w = sc[q] > -INFINITY ? expf(sc[q] - m) : 0.0f;
+    l += w * __ldcg(st + 2 * q + 1);
+    sc[q] = w;
+  }
+  l = block_all_reduce<false>(l, red);  // (its barriers also publish sc)
+  const float* runs = a.part + h * splits * hd;
   for (int64_t c = threadIdx.x; c < hd; c += blockDim.x) {
     float acc = 0.0f;
-    for (int64_t q = 0; q < splits; ++q)
-      if (__ldcg(st + 2 * q) > -INFINITY) acc += expf(__ldcg(st + 2 * q) - m) * __ldcg(a.part + (h * splits + q) * hd + c);
+#pragma unroll 8
+    for (int64_t q = 0; q < splits; ++q) acc += sc[q] * __ldcg(runs + q * hd + c);
     a.y[off + c] = acc / l;
   }
   if (threadIdx.x == 0) a.tickets[h] = 0u;
@@ -182,7 +194,8 @@ __device__ inline void attention_run(const DecodeAttention& a, int64_t len, int6
 
 // Floats of shared memory attention_run needs with `threads` threads.
 __host__ __device__ inline int64_t attention_run_smem_floats(int64_t hd, int64_t context, int64_t splits, int threads) {
-  return hd + (threads / (hd / 4)) * hd + (context + splits - 1) / splits;
+  const int64_t run = (context + splits - 1) / splits;
+  return hd + (threads / (hd / 4)) * hd + (run > splits ? run : splits);  // sc: scores, then the runs' weights
 }
 
 }  // namespace trainlab::kern::decode_dev

@@ -19,7 +19,9 @@ using Json = nlohmann::json;
 Json bench_format(Backend& be, const DecoderModel& m, const DecodeSpec& spec, int64_t n, double copy_bytes_per_s) {
   const DecoderShape& shape = m.weights.shape;
   n = std::min<int64_t>(n, shape.context - 1);
-  auto dec = make_decoder(be, m.weights, spec);
+  const auto p0 = std::chrono::steady_clock::now();
+  auto dec = make_decoder(be, m.weights, spec);  // converts, quantizes and uploads the weights
+  const double prepare_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - p0).count();
   dec->reset();
   dec->push(0);
   int64_t kv = 0;
@@ -54,6 +56,7 @@ Json bench_format(Backend& be, const DecoderModel& m, const DecodeSpec& spec, in
               {"pdl", spec.pdl},
               {"decoder", dec->describe()},
               {"tokens", n},
+              {"prepare_s", prepare_s},
               {"tokens_per_s", tps},
               {"us_per_token", tps > 0 ? 1e6 / tps : 0.0},
               {"device_us_per_token", dev_us},
@@ -110,7 +113,8 @@ std::vector<DecodeSpec> bench_specs(const std::string& formats, const DecoderMod
 }  // namespace
 
 std::vector<Json> bench_decode(const std::string& device, const std::string& weights, const std::string& preset,
-                               const std::string& formats, int64_t tokens, uint64_t seed) {
+                               const std::string& formats, int64_t tokens, uint64_t seed,
+                               const std::function<void(const Json&)>& on_row) {
   const DecoderModel m =
       weights.empty() ? random_decoder_model(preset.empty() ? "small" : preset, seed) : load_decoder_model(weights);
   auto be = create_backend(device);
@@ -121,12 +125,14 @@ std::vector<Json> bench_decode(const std::string& device, const std::string& wei
                      {"copy_bytes_per_s", bw.bytes_per_s},
                      {"buffer_bytes", bw.buffer_bytes},
                      {"reps", bw.reps}});
+  if (on_row) on_row(out.back());
   for (const DecodeSpec& s : bench_specs(formats, m, be->info().kind == DeviceKind::Cpu)) {
     try {
       out.push_back(bench_format(*be, m, s, tokens, bw.bytes_per_s));
     } catch (const Error& e) {
       out.push_back(Json{{"case", "decode"}, {"model", m.name}, {"format", s.label()}, {"error", e.what()}});
     }
+    if (on_row) on_row(out.back());
   }
   return out;
 }
