@@ -3,6 +3,9 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <map>
+#include <mutex>
+#include <tuple>
 
 #include "decode.cuh"
 #include "decode_device.cuh"
@@ -24,98 +27,46 @@ __device__ __forceinline__ void wait_for_previous_grid() {
 #endif
 }
 
-template <int F>
-__global__ void __launch_bounds__(512) decode_gemv_kernel(DecodeGemv g, int slice_log2) {
-  extern __shared__ float4 smem4[];
-  const int64_t K = g.cols;
-  float* xs = reinterpret_cast<float*>(smem4);  // x' [K]
-  float* gs = xs + K;                           // LayerNorm gamma, beta [K] each
-  float* bs = gs + K;
-  __shared__ float red[32];
-  constexpr bool kScaled = F == kDecI8 || F == kDecI4;
-  constexpr int E = 4 * Fmt<F>::kPerWord;  // weights per 16-byte load
-
-  // Rows: a slice of S lanes per row, 32/S rows per warp.
-  const int S = 1 << slice_log2;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, sub = lane & (S - 1), slot = lane >> slice_log2;
-  const int64_t row = (static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + warp) * (32 >> slice_log2) + slot;
-  const bool valid = row < g.rows;
-  const int64_t r = valid ? row : g.rows - 1;  // idle slices read a valid row and write nothing
-  const int64_t nvec = K / E;
-  const uint4* wrow = reinterpret_cast<const uint4*>(g.w) + r * nvec;
-  const __half* sc = static_cast<const __half*>(g.scales) + (kScaled ? r * (K / g.group) : 0);
-  uint4 u[kDepth];
-  float su[kDepth];
-  auto load = [&](int64_t v0) {
-#pragma unroll
-    for (int i = 0; i < kDepth; ++i) {
-      const int64_t v = v0 + int64_t{i} * S;
-      u[i] = v < nvec ? __ldg(wrow + v) : make_uint4(0u, 0u, 0u, 0u);
-      if constexpr (kScaled) su[i] = v < nvec ? __half2float(sc[v * E / g.group]) : 0.0f;
-    }
-  };
-  // The weights, their scales and the LayerNorm parameters do not depend on earlier kernels: the
-  // first loads are issued before waiting for the previous kernel (programmatic dependent launch
-  // lets this kernel start while that one finishes), so their latency hides behind it.
-  load(sub);
-  if (g.prologue != kPlain)
-    for (int64_t k = threadIdx.x; k < K; k += blockDim.x) gs[k] = g.gamma[k], bs[k] = g.beta[k];
-  wait_for_previous_grid();
-  // Token and position: read once per block (the step's first kernel reads them from host memory
-  // and publishes them to device memory for the kernels after it).
-  __shared__ int32_t st[2];
-  if (g.state && threadIdx.x < 2) {
-    st[threadIdx.x] = static_cast<const volatile int32_t*>(g.state)[threadIdx.x];  // host-written: no stale cache
-    if (g.state_out && blockIdx.x == 0) g.state_out[threadIdx.x] = st[threadIdx.x];
-  }
-  __syncthreads();
-
-  // Prologue: the input vector into shared memory, layer-normalised when asked.
+// The input vector x' [K] into shared memory (decode.cuh's prologues), with 16-byte loads; the
+// LayerNorm's gamma and beta are read where they are applied (no shared memory of their own, so
+// that more blocks fit an SM). `st` holds the token and position.
+__device__ void gemv_prologue(const DecodeGemv& g, const int32_t* st, float* xs, float* red) {
+  const int64_t K4 = g.cols / 4;
+  float4* x4 = reinterpret_cast<float4*>(xs);
   if (g.prologue == kEmbedLayerNorm) {
-    const int64_t t = st[0], p = st[1];
-    for (int64_t k = threadIdx.x; k < K; k += blockDim.x) {
-      const float v = g.tok[t * K + k] + g.pos[p * K + k];
-      xs[k] = v;
-      if (blockIdx.x == 0) g.x_out[k] = v;
+    const float4* t4 = reinterpret_cast<const float4*>(g.tok + int64_t{st[0]} * g.cols);
+    const float4* p4 = reinterpret_cast<const float4*>(g.pos + int64_t{st[1]} * g.cols);
+    for (int64_t k = threadIdx.x; k < K4; k += blockDim.x) {
+      const float4 a = t4[k], b = p4[k];
+      const float4 v = make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+      x4[k] = v;
+      if (blockIdx.x == 0) reinterpret_cast<float4*>(g.x_out)[k] = v;
     }
   } else {
-    for (int64_t k = threadIdx.x; k < K; k += blockDim.x) xs[k] = g.x[k];
+    for (int64_t k = threadIdx.x; k < K4; k += blockDim.x) x4[k] = __ldcg(reinterpret_cast<const float4*>(g.x) + k);
   }
-  if (g.prologue != kPlain) {
-    float s = 0.0f;
-    for (int64_t k = threadIdx.x; k < K; k += blockDim.x) s += xs[k];
-    const float mean = block_all_reduce<false>(s, red) / static_cast<float>(K);
-    float v = 0.0f;
-    for (int64_t k = threadIdx.x; k < K; k += blockDim.x) v += (xs[k] - mean) * (xs[k] - mean);
-    const float var = block_all_reduce<false>(v, red) / static_cast<float>(K);
-    const float rs = 1.0f / sqrtf(var + 1e-5f);
-    for (int64_t k = threadIdx.x; k < K; k += blockDim.x) xs[k] = (xs[k] - mean) * rs * gs[k] + bs[k];
-  }
+  if (g.prologue == kPlain) return;  // the caller's barrier publishes xs
+  const int64_t K = g.cols;
   __syncthreads();
+  float s = 0.0f;
+  for (int64_t k = threadIdx.x; k < K; k += blockDim.x) s += xs[k];
+  const float mean = block_all_reduce<false>(s, red) / static_cast<float>(K);
+  float v = 0.0f;
+  for (int64_t k = threadIdx.x; k < K; k += blockDim.x) v += (xs[k] - mean) * (xs[k] - mean);
+  const float var = block_all_reduce<false>(v, red) / static_cast<float>(K);
+  const float rs = 1.0f / sqrtf(var + 1e-5f);
+  for (int64_t k = threadIdx.x; k < K; k += blockDim.x) xs[k] = (xs[k] - mean) * rs * __ldg(g.gamma + k) + __ldg(g.beta + k);
+}
 
-  float acc = 0.0f;
-  for (int64_t v0 = sub;;) {
-#pragma unroll
-    for (int i = 0; i < kDepth; ++i) {
-      const int64_t v = v0 + int64_t{i} * S;
-      if (v >= nvec) break;
-      const float part = dot16<F>(u[i], xs + v * E, sub);
-      if constexpr (kScaled) acc += su[i] * part;
-      else acc += part;
-    }
-    v0 += int64_t{kDepth} * S;
-    if (v0 >= nvec) break;
-    load(v0);
-  }
-  for (int o = S >> 1; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-  if (!valid || sub != 0) return;
+// The GEMV's epilogue for one finished row (decode.cuh).
+__device__ __forceinline__ void gemv_epilogue(const DecodeGemv& g, int64_t row, float acc, int32_t position) {
   const float v = acc + (g.bias ? g.bias[row] : 0.0f);
   switch (g.epilogue) {
     case kStore: g.y[row] = v; break;
     case kAddTo: g.y[row] += v; break;
     case kGelu: g.y[row] = gelu_f(v); break;
     case kQkvScatter: {
-      const int64_t d = g.rows / 3, p = st[1];
+      const int64_t d = g.rows / 3, p = position;
       if (row < d) g.y[row] = v;
       else if (row < 2 * d) g.kcache[p * d + row - d] = v;
       else g.vcache[p * d + row - 2 * d] = v;
@@ -124,36 +75,127 @@ __global__ void __launch_bounds__(512) decode_gemv_kernel(DecodeGemv g, int slic
   }
 }
 
+// One wave of blocks (the grid is sized by occupancy, gemv_shape); each slice of S lanes takes
+// the row groups of its warp grid-stride: row = (warp_global + i * warps_in_grid) * (32 / S) +
+// slot. A row is summed as before (decode_slice_log2's slice, kDepth loads in flight a lane, the
+// same order as decode_step.cu's phases). The first row's weights are loaded before the prologue.
+template <int F>
+__global__ void __launch_bounds__(512) decode_gemv_kernel(DecodeGemv g, int slice_log2) {
+  extern __shared__ float4 smem4[];
+  float* xs = reinterpret_cast<float*>(smem4);  // x' [K]
+  __shared__ float red[32];
+  __shared__ int32_t st[2];
+  constexpr bool kScaled = F == kDecI8 || F == kDecI4;
+  constexpr int E = 4 * Fmt<F>::kPerWord;  // weights per 16-byte load
+  const int64_t K = g.cols, nvec = K / E;
+  const int S = 1 << slice_log2, rows_per_warp = 32 >> slice_log2;
+  const int lane = threadIdx.x & 31, sub = lane & (S - 1), slot = lane >> slice_log2;
+  const int64_t warps = int64_t{gridDim.x} * (blockDim.x >> 5);
+  const int64_t gw = int64_t{blockIdx.x} * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  uint4 u[kDepth];
+  float su[kDepth];
+  const uint4* wrow = nullptr;
+  const __half* sc = nullptr;
+  auto start_row = [&](int64_t row) {
+    const int64_t r = row < g.rows ? row : g.rows - 1;  // idle slices read a valid row and write nothing
+    wrow = reinterpret_cast<const uint4*>(g.w) + r * nvec;
+    sc = static_cast<const __half*>(g.scales) + (kScaled ? r * (K / g.group) : 0);
+  };
+  auto load = [&](int64_t v0) {
+#pragma unroll
+    for (int i = 0; i < kDepth; ++i) {
+      const int64_t v = v0 + int64_t{i} * S;
+      u[i] = v < nvec ? __ldg(wrow + v) : make_uint4(0u, 0u, 0u, 0u);
+      if constexpr (kScaled) su[i] = v < nvec ? __half2float(sc[v * E / g.group]) : 0.0f;
+    }
+  };
+  int64_t row = gw * rows_per_warp + slot;
+  start_row(row);
+  load(sub);  // independent of earlier kernels: issued before waiting for them (PDL)
+  wait_for_previous_grid();
+  if (g.state && threadIdx.x < 2) {
+    st[threadIdx.x] = static_cast<const volatile int32_t*>(g.state)[threadIdx.x];  // host-written: no stale cache
+    if (g.state_out && blockIdx.x == 0) g.state_out[threadIdx.x] = st[threadIdx.x];
+  }
+  __syncthreads();
+  gemv_prologue(g, st, xs, red);
+  __syncthreads();
+  const int32_t position = st[1];
+  for (int64_t first = gw * rows_per_warp; first < g.rows; first += warps * rows_per_warp) {
+    if (first != gw * rows_per_warp) {
+      row = first + slot;
+      start_row(row);
+      load(sub);
+    }
+    float acc = 0.0f;
+    for (int64_t v0 = sub;;) {
+#pragma unroll
+      for (int i = 0; i < kDepth; ++i) {
+        const int64_t v = v0 + int64_t{i} * S;
+        if (v >= nvec) break;
+        const float part = dot16<F>(u[i], xs + v * E, sub);
+        if constexpr (kScaled) acc += su[i] * part;
+        else acc += part;
+      }
+      v0 += int64_t{kDepth} * S;
+      if (v0 >= nvec) break;
+      load(v0);
+    }
+    for (int o = S >> 1; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    if (row < g.rows && sub == 0) gemv_epilogue(g, row, acc, position);
+  }
+}
+
 struct GemvShape {
   int slice_log2, threads;
   int64_t blocks;
 };
 
-GemvShape gemv_shape(const DecodeGemv& g, int sm_count) {
+// Blocks of decode_gemv_kernel<F> that fit one SM (cached: the decoder asks for every launch).
+int gemv_blocks_per_sm(int format, int threads, size_t shmem) {
+  static std::mutex mu;
+  static std::map<std::tuple<int, int, size_t>, int> cache;
+  const std::lock_guard<std::mutex> lock(mu);
+  const auto key = std::make_tuple(format, threads, shmem);
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  int n = 0;
+  cudaError_t e = cudaSuccess;
+  switch (format) {
+    case kDecF32: e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_gemv_kernel<kDecF32>, threads, shmem); break;
+    case kDecBF16: e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_gemv_kernel<kDecBF16>, threads, shmem); break;
+    case kDecI8: e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_gemv_kernel<kDecI8>, threads, shmem); break;
+    default: e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_gemv_kernel<kDecI4>, threads, shmem); break;
+  }
+  TL_CUDA_CHECK(e);
+  n = std::max(n, 1);
+  cache[key] = n;
+  return n;
+}
+
+GemvShape gemv_shape(const DecodeGemv& g, int sm_count, size_t shmem) {
   const int per_vec = g.format == kDecF32 ? 4 : g.format == kDecBF16 ? 8 : g.format == kDecI8 ? 16 : 32;
   const int64_t nvec = g.cols / per_vec;
   const int slice_log2 = decode_slice_log2(nvec);
-  // One wave: the fewest warps a block (4, 8 or 16) that brings the blocks down to one per SM, since
-  // a token's kernels are latency-bound and every extra wave of blocks costs a whole prologue and
-  // load round trip. Where even 16 warps leave more blocks than SMs (large models), 8 warps: blocks
-  // of 256 threads of which several fit an SM at once.
+  // Small matrices: the fewest warps a block (4, 8 or 16) that brings the blocks down to one per
+  // SM (a token's kernels are latency-bound). Large ones: blocks of 16 warps, as many as fit the
+  // GPU at once (one wave, each block's prologue paid once), the warps going round the rows.
   auto blocks = [&](int w) {
     const int64_t rows_per_block = int64_t{w} * (32 >> slice_log2);
     return (g.rows + rows_per_block - 1) / rows_per_block;
   };
-  const int warps = blocks(4) <= sm_count ? 4 : blocks(8) <= sm_count ? 8 : blocks(16) <= sm_count ? 16 : 8;
-  return {slice_log2, warps * 32, blocks(warps)};
+  for (const int w : {4, 8, 16})
+    if (blocks(w) <= sm_count) return {slice_log2, w * 32, blocks(w)};
+  const int64_t wave = int64_t{sm_count} * gemv_blocks_per_sm(g.format, 512, shmem);
+  return {slice_log2, 512, std::min(blocks(16), wave)};
 }
 
-// One block per head (decode_dev::attention_head), after the previous kernel.
-__global__ void __launch_bounds__(512) decode_attention_kernel(const float* q, const float* kc, const float* vc,
-                                                               const int32_t* state, int64_t dim, int64_t hd,
-                                                               int64_t context, float scale, float* y) {
+// Flash-decoding (decode.cuh, "Attention"): block (h, r) takes run r of head h
+// (decode_dev::attention_run), after the previous kernel.
+__global__ void __launch_bounds__(kAttnThreads) decode_attention_kernel(DecodeAttention a) {
   extern __shared__ float4 sm4[];
   __shared__ float red[32];
   wait_for_previous_grid();
-  attention_head(blockIdx.x, q, kc, vc, static_cast<int64_t>(state[1]) + 1, dim, hd, context, scale, y,
-                 reinterpret_cast<float*>(sm4), red);
+  attention_run(a, static_cast<int64_t>(a.state[1]) + 1, blockIdx.x, blockIdx.y, reinterpret_cast<float*>(sm4), red);
 }
 
 // The launch, with programmatic dependent launch allowed when `pdl` (the attribute array lives
@@ -196,9 +238,13 @@ void prepare_decode_kernels() {
   (void)done;
 }
 
+void prepare_decode_gemv(int format, int64_t cols) {
+  gemv_blocks_per_sm(format, 512, static_cast<size_t>(cols) * sizeof(float));
+}
+
 void launch_decode_gemv(const DecodeGemv& g, int sm_count, bool pdl, cudaStream_t s) {
-  const GemvShape sh = gemv_shape(g, sm_count);
-  const size_t shmem = static_cast<size_t>(g.prologue == kPlain ? g.cols : 3 * g.cols) * sizeof(float);
+  const size_t shmem = static_cast<size_t>(g.cols) * sizeof(float);
+  const GemvShape sh = gemv_shape(g, sm_count, shmem);
   const dim3 grid(static_cast<unsigned>(sh.blocks));
   const cudaLaunchConfig_t cfg = launch_config(grid, dim3(static_cast<unsigned>(sh.threads)), shmem, s, pdl);
   switch (g.format) {
@@ -210,15 +256,19 @@ void launch_decode_gemv(const DecodeGemv& g, int sm_count, bool pdl, cudaStream_
   TL_LAUNCH_CHECK("decode_gemv");
 }
 
-void launch_decode_attention(const float* q, const float* kcache, const float* vcache, const int32_t* state,
-                             int64_t heads, int64_t dim, int64_t context, float* y, bool pdl, cudaStream_t s) {
-  const int64_t hd = dim / heads;
-  const int threads = 512;
-  const size_t shmem = static_cast<size_t>(decode_dev::attention_smem_floats(hd, context, threads)) * sizeof(float);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));  // as the CPU generator
-  const cudaLaunchConfig_t cfg =
-      launch_config(dim3(static_cast<unsigned>(heads)), dim3(static_cast<unsigned>(threads)), shmem, s, pdl);
-  TL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_attention_kernel, q, kcache, vcache, state, dim, hd, context, scale, y));
+int decode_attention_splits(int64_t heads, int64_t context, int sm_count) {
+  const int64_t want = (2 * sm_count + heads - 1) / heads, most = std::max<int64_t>(1, (context + 15) / 16);
+  return static_cast<int>(std::max<int64_t>(1, std::min(want, most)));
+}
+
+int64_t decode_attention_scratch_floats(int64_t heads, int64_t dim, int splits) { return int64_t{splits} * (dim + 2 * heads); }
+
+void launch_decode_attention(const DecodeAttention& a, bool pdl, cudaStream_t s) {
+  const size_t shmem =
+      static_cast<size_t>(attention_run_smem_floats(a.dim / a.heads, a.context, a.splits, kAttnThreads)) * sizeof(float);
+  const cudaLaunchConfig_t cfg = launch_config(dim3(static_cast<unsigned>(a.heads), static_cast<unsigned>(a.splits)),
+                                               dim3(kAttnThreads), shmem, s, pdl);
+  TL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_attention_kernel, a));
   TL_LAUNCH_CHECK("decode_attention");
 }
 

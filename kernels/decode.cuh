@@ -9,7 +9,8 @@
 //   int8 or 32 int4 weights, their products with x' are summed in fp32 and multiplied by the
 //   group's scale once. A row is read by a power-of-two slice of a warp (up to 32 lanes, fewer for
 //   short rows so that every lane has loads in flight), several rows per block; the grid is sized
-//   to cover the 132 SMs where the rows allow.
+//   to cover the 132 SMs where the rows allow; larger matrices run one wave of 512-thread blocks
+//   (as many as fit the SMs, by occupancy) whose warps go round the rows.
 //   Prologue, x' =  x                          (kPlain)
 //                   LayerNorm(x; gamma, beta)  (kLayerNorm: mean, biased variance, eps 1e-5,
 //                                               recomputed by every block from x in L2)
@@ -20,17 +21,19 @@
 //   The token t and position p are read from memory (state[0], state[1]) so a captured graph
 //   replays for every token: the step's first GEMV reads them from mapped pinned host memory and
 //   copies them to device memory (state_out) for the kernels after it.
-// Attention: one block per head; q . k_j / sqrt(hd) for j <= p (a thread per key), softmax in fp32,
-//   y = sum_j softmax_j v_j (threads own 4 channels, positions split into groups). KV cache fp32
-//   [context, d] per layer.
+// Attention (flash-decoding): the positions 0..p of each head split into runs over several blocks
+//   (about two blocks an SM in all); a block computes q . k_j / sqrt(hd) (a warp a key), m = the
+//   run's max, e_j = exp(s_j - m), l = sum e_j and the unnormalised sum e_j v_j; the last block of
+//   the head combines the runs in order: y = sum_r exp(m_r - M) acc_r / sum_r exp(m_r - M) l_r.
+//   KV cache fp32 [context, d] per layer. The one-kernel step runs the same runs
+//   (decode_dev::attention_run), the heads' runs going round its blocks.
 // Step: the whole token in one cooperative kernel (decode_step.cu), persistent blocks (one per SM)
-//   with a grid-wide barrier between phases, three a layer: (A) a block a head: LayerNorm, the
-//   head's q/k/v rows, its attention and its columns of the projection (partial sums per head);
-//   (B) the residual x + b_proj + the heads' partial sums in head order, LayerNorm, fc + GELU;
-//   (C) out + residual; then the head. Before each barrier a block already loads its first
-//   weights, scales, bias and LayerNorm parameters of the next phase, so that after it only the
-//   activations (read through L2) are on the critical path. The projection is summed per head
-//   (another order than the GEMV kernel: results agree to rounding).
+//   with a grid-wide barrier between phases, five a layer, each over the whole grid: (A)
+//   LayerNorm + qkv (q to memory, k and v into the cache); (B) attention; (C) the projection
+//   + residual; (D) LayerNorm + fc + GELU; (E) out + residual; then the head. Before each barrier
+//   a block already loads its first weights, scales and bias of the next phase, so that after it
+//   only the activations (read through L2) are on the critical path. Rows are summed in the GEMV
+//   kernel's order; attention's runs differ with the block size (results agree to rounding).
 // Latency: weights, scales and LayerNorm parameters are loaded before the kernel waits for the
 //   previous one (programmatic dependent launch), 8 16-byte loads in flight per lane.
 // Requirements (checked by the decoder): cols a multiple of the format's 16-byte vector (4, 8,
@@ -85,6 +88,22 @@ struct DecodeLayer {
   float *k = nullptr, *v = nullptr;  // KV cache [context, dim]
 };
 
+// Single-query attention of one token over the KV cache, flash-decoding: the positions of each
+// head split over `splits` blocks, combined by the last of them (see decode.cu).
+constexpr int kAttnThreads = 128;
+struct DecodeAttention {
+  const float* q = nullptr;                            // [dim]
+  const float *k = nullptr, *v = nullptr;              // KV cache [context, dim]
+  const int32_t* state = nullptr;                      // {token, position}: keys 0..position
+  int64_t heads = 0, dim = 0, context = 0;
+  float scale = 1.0f;                                  // 1 / sqrt(head dim), as the CPU generator
+  int splits = 1;                                      // decode_attention_splits
+  float* part = nullptr;                               // scratch: [heads, splits, hd] partial sums
+  float* stats = nullptr;                              // [heads, splits, 2] max and sum of exponentials
+  unsigned* tickets = nullptr;                         // [heads], zero before the first launch
+  float* y = nullptr;                                  // [dim]
+};
+
 struct DecodeStep {
   int format = kDecF32;
   int64_t layers = 0, dim = 0, heads = 0, context = 0;
@@ -92,10 +111,11 @@ struct DecodeStep {
   DecodeMatrix head;
   const float *tok = nullptr, *pos = nullptr, *ln_w = nullptr, *ln_b = nullptr;
   float *x = nullptr, *x2 = nullptr, *f = nullptr;  // the residual stream (two buffers, alternating by layer) [dim], f [4 dim]
-  float* part = nullptr;                              // the heads' projection sums [heads, dim]
+  float *q = nullptr, *att = nullptr;                 // the query and the attention output [dim]
+  DecodeAttention attn;  // flash-decoding's split and scratch (q, caches and y set by the kernel)
   float* logits = nullptr;                                         // [head.rows]
   // Profiling (null otherwise): block 0 stores the global timer (ns) at the start, after each
-  // barrier and at the end: 3 * layers + 2 stamps, the phases' boundaries as block 0 sees them.
+  // barrier and at the end: 5 * layers + 2 stamps, the phases' boundaries as block 0 sees them.
   unsigned long long* stamps = nullptr;
 };
 
@@ -110,11 +130,19 @@ void launch_decode_step(const DecodeStep& s, int32_t token, int32_t position, in
 // launch and outside stream capture.
 void prepare_decode_kernels();
 
+// Computes (and caches) the occupancy that sizes the GEMV grids of a matrix with `cols` columns:
+// call for every matrix outside stream capture, before its first launch.
+void prepare_decode_gemv(int format, int64_t cols);
+
 // pdl: launch with programmatic dependent launch (the kernel may start while the previous one on
 // the stream finishes, and waits for it before reading; hides most of the launch gap).
 void launch_decode_gemv(const DecodeGemv& g, int sm_count, bool pdl, cudaStream_t s);
 
-void launch_decode_attention(const float* q, const float* kcache, const float* vcache, const int32_t* state,
-                             int64_t heads, int64_t dim, int64_t context, float* y, bool pdl, cudaStream_t s);
+// Blocks a head for a device with sm_count SMs (about two blocks an SM over all heads, runs of
+// at least 16 positions); the scratch `part` + `stats` in floats.
+int decode_attention_splits(int64_t heads, int64_t context, int sm_count);
+int64_t decode_attention_scratch_floats(int64_t heads, int64_t dim, int splits);
+
+void launch_decode_attention(const DecodeAttention& a, bool pdl, cudaStream_t s);
 
 }  // namespace trainlab::kern

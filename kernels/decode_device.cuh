@@ -106,72 +106,96 @@ __host__ __device__ inline int decode_slice_log2(int64_t nvec) {
   return s;
 }
 
-// One head of single-query attention over the KV cache (the whole block): y_head[c] = sum_j
-// softmax(q.k_j / sqrt(hd))_j v_j[c] over positions j < len, with q already in smem[0, hd).
-// Scores: a thread per key, the q.k dot product from 16-byte loads of the key row (independent
-// loads, one round trip). Values: threads own 4 channels each (hd/4 threads read one value row,
-// coalesced) and split the positions into groups, summed at the end. The cache is read through L2
-// (__ldcg): other blocks or kernels have just written it. y_head may be global or shared memory.
-// smem: hd + round_up(context, 4) + (blockDim / (hd/4)) * hd floats, 16-byte aligned.
-__device__ inline void attention_head_core(int64_t off, const float* kc, const float* vc, int64_t len, int64_t dim,
-                                           int64_t hd, int64_t context, float scale, float* y_head, float* smem,
-                                           float* red) {
-  float* qs = smem;                          // [hd]
-  float* sc = qs + hd;                       // [context] scores, then probabilities
-  float* part = sc + (context + 3) / 4 * 4;  // [groups, hd], 16-byte aligned
-  const int64_t hd4 = hd / 4;
-  __syncthreads();  // qs written by the caller
-  const float4* q4 = reinterpret_cast<const float4*>(qs);
-  for (int64_t j = threadIdx.x; j < len; j += blockDim.x) {
-    const float4* k4 = reinterpret_cast<const float4*>(kc + j * dim + off);
+// Flash-decoding, one run: run r of the a.splits equal runs of head h's positions [0, len).
+// Scores: a warp a key (lanes over the head's channels). The run's unnormalised sum of
+// exp(score - m) v, its max m and its sum of exponentials go to the scratch; the block that
+// finishes the head's last run (a ticket per head) combines the runs in run order
+// (deterministic), writes y's head and resets the ticket for the next launch. The cache and q
+// are read through L2 (just written by other blocks). Any block size (a multiple of 32, at least
+// hd / 4); smem: attention_run_smem_floats.
+__device__ inline void attention_run(const DecodeAttention& a, int64_t len, int64_t h, int64_t r, float* smem, float* red) {
+  __shared__ bool last;
+  const int64_t splits = a.splits, hd = a.dim / a.heads, off = h * hd, hd4 = hd / 4;
+  const int64_t warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  float* qs = smem;                           // [hd]
+  float* part = qs + hd;                      // [groups, hd]
+  float* sc = part + (blockDim.x / hd4) * hd; // [max(run, splits)] scores, exponentials; runs' weights
+  const int64_t run = (len + splits - 1) / splits, j0 = min(len, r * run), n = min(len, j0 + run) - j0;
+  __syncthreads();  // a previous run of this block may still read the shared memory
+  for (int64_t c = threadIdx.x; c < hd; c += blockDim.x) qs[c] = __ldcg(a.q + off + c);
+  __syncthreads();
+  for (int64_t j = warp; j < n; j += warps) {
+    const float4* k4 = reinterpret_cast<const float4*>(a.k + (j0 + j) * a.dim + off);
     float dot = 0.0f;
-#pragma unroll 16
-    for (int64_t c = 0; c < hd4; ++c) {
-      const float4 a = __ldcg(k4 + c), b = q4[c];
-      dot += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
+    for (int64_t c = lane; c < hd4; c += 32) {
+      const float4 x = __ldcg(k4 + c), y = reinterpret_cast<const float4*>(qs)[c];
+      dot += x.x * y.x + x.y * y.y + x.z * y.z + x.w * y.w;
     }
-    sc[j] = dot * scale;
+    for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+    if (lane == 0) sc[j] = dot * a.scale;
   }
   __syncthreads();
   float mx = -INFINITY;
-  for (int64_t j = threadIdx.x; j < len; j += blockDim.x) mx = fmaxf(mx, sc[j]);
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) mx = fmaxf(mx, sc[j]);
   mx = block_all_reduce<true>(mx, red);
   float sum = 0.0f;
-  for (int64_t j = threadIdx.x; j < len; j += blockDim.x) sum += (sc[j] = expf(sc[j] - mx));
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) sum += (sc[j] = expf(sc[j] - mx));
   sum = block_all_reduce<false>(sum, red);  // (its barriers also publish sc)
-  for (int64_t j = threadIdx.x; j < len; j += blockDim.x) sc[j] /= sum;  // p_j, as the CPU
-  __syncthreads();
   const int64_t groups = blockDim.x / hd4, c4 = threadIdx.x % hd4, gi = threadIdx.x / hd4;
   if (gi < groups) {
-    float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll 4
-    for (int64_t j = gi; j < len; j += groups) {
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int64_t j = gi; j < n; j += groups) {
       const float p = sc[j];
-      const float4 v = __ldcg(reinterpret_cast<const float4*>(vc + j * dim + off) + c4);
-      a.x += p * v.x, a.y += p * v.y, a.z += p * v.z, a.w += p * v.w;
+      const float4 v = __ldcg(reinterpret_cast<const float4*>(a.v + (j0 + j) * a.dim + off) + c4);
+      acc.x += p * v.x, acc.y += p * v.y, acc.z += p * v.z, acc.w += p * v.w;
     }
-    reinterpret_cast<float4*>(part + gi * hd)[c4] = a;
+    reinterpret_cast<float4*>(part + gi * hd)[c4] = acc;
   }
   __syncthreads();
+  float* mine = a.part + (h * splits + r) * hd;
   for (int64_t c = threadIdx.x; c < hd; c += blockDim.x) {
-    float a = 0.0f;
-    for (int64_t p = 0; p < groups; ++p) a += part[p * hd + c];
-    y_head[c] = a;
+    float acc = 0.0f;
+    for (int64_t g = 0; g < groups; ++g) acc += part[g * hd + c];
+    mine[c] = acc;
   }
+  if (threadIdx.x == 0) a.stats[2 * (h * splits + r)] = n > 0 ? mx : -INFINITY, a.stats[2 * (h * splits + r) + 1] = sum;
+  __threadfence();  // the run's results are visible before the ticket is taken
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(a.tickets + h, 1u) == static_cast<unsigned>(splits - 1);
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  // The runs' weights exp(m_r - M) / L into shared memory (sc: at least `splits` floats, as the
+  // scores were), loaded in parallel; then every channel's sum over the runs with independent
+  // loads (a chain of dependent L2 round trips per run was most of the kernel's time).
+  const float* st = a.stats + 2 * h * splits;
+  float m = -INFINITY;
+  for (int64_t q = threadIdx.x; q < splits; q += blockDim.x) {
+    sc[q] = __ldcg(st + 2 * q);
+    m = fmaxf(m, sc[q]);
+  }
+  m = block_all_reduce<true>(m, red);
+  float l = 0.0f;
+  for (int64_t q = threadIdx.x; q < splits; q += blockDim.x) {
+    const float w = sc[q] > -INFINITY ? expf(sc[q] - m) : 0.0f;
+    l += w * __ldcg(st + 2 * q + 1);
+    sc[q] = w;
+  }
+  l = block_all_reduce<false>(l, red);  // (its barriers also publish sc)
+  const float* runs = a.part + h * splits * hd;
+  for (int64_t c = threadIdx.x; c < hd; c += blockDim.x) {
+    float acc = 0.0f;
+#pragma unroll 8
+    for (int64_t q = 0; q < splits; ++q) acc += sc[q] * __ldcg(runs + q * hd + c);
+    a.y[off + c] = acc / l;
+  }
+  if (threadIdx.x == 0) a.tickets[h] = 0u;
 }
 
-// The same with q read from global memory (through L2) and the result into y [dim] at head h.
-__device__ inline void attention_head(int64_t h, const float* q, const float* kc, const float* vc, int64_t len,
-                                      int64_t dim, int64_t hd, int64_t context, float scale, float* y, float* smem,
-                                      float* red) {
-  const int64_t off = h * hd;
-  for (int64_t c = threadIdx.x; c < hd; c += blockDim.x) smem[c] = __ldcg(q + off + c);
-  attention_head_core(off, kc, vc, len, dim, hd, context, scale, y + off, smem, red);
-}
-
-// Floats of shared memory attention_head needs with `threads` threads.
-__host__ __device__ inline int64_t attention_smem_floats(int64_t hd, int64_t context, int threads) {
-  return hd + (context + 3) / 4 * 4 + (threads / (hd / 4)) * hd;
+// Floats of shared memory attention_run needs with `threads` threads.
+__host__ __device__ inline int64_t attention_run_smem_floats(int64_t hd, int64_t context, int64_t splits, int threads) {
+  const int64_t run = (context + splits - 1) / splits;
+  return hd + (threads / (hd / 4)) * hd + (run > splits ? run : splits);  // sc: scores, then the runs' weights
 }
 
 }  // namespace trainlab::kern::decode_dev

@@ -20,97 +20,79 @@ namespace cg = cooperative_groups;
 
 constexpr int kStepThreads = 512;
 
-// Rows of a GEMV phase: local row j is matrix row off + j + (j / seg) * jump (the whole matrix:
-// seg = count, jump = off = 0; one head's q, k and v rows: seg = hd, jump = dim - hd, off = h hd).
-struct RowSet {
-  int64_t count, seg, jump, off;
-  __device__ int64_t global(int64_t j) const { return off + j + (j / seg) * jump; }
-};
-
-// A lane's share of one GEMV phase over the rows `rs` and the column window of vectors
-// [voff, voff + nvec): S = 2^slice_log2 lanes a row, 32/S rows a warp. The warp takes the row
-// group `base` (in rows), then every `stride`-th. Over the grid (grid = true), the groups go round
-// the blocks first (warp w of block b: group w * blocks + b), so that every SM gets a share; rows
-// are summed as in the GEMV kernel (decode_slice_log2: the same values). Within one block (grid =
-// false), the slice is the fewest lanes that need at most kDepth loads each, so that the block
-// has as many rows as possible in flight.
+// A lane's share of one GEMV phase over the grid: S = 2^slice_log2 lanes a row (decode_slice_log2,
+// as the GEMV kernel: the same sums), 32/S rows a warp. The warp takes the row group `base` (in
+// rows), then every `stride`-th; the groups go round the blocks first (warp w of block b: group
+// w * blocks + b), so that every SM gets a share.
 template <int F>
 struct GemvLane {
   static constexpr bool kScaled = F == kDecI8 || F == kDecI4;
   static constexpr int E = 4 * Fmt<F>::kPerWord;  // weights a 16-byte load
   const DecodeMatrix* m;
-  RowSet rs;
-  const float* bias_src;
+  int64_t rows;
   int slice_log2, S, sub, slot;
-  int64_t base, stride, nvec, voff;
+  int64_t base, stride, nvec;
   uint4 u[kDepth];
   float su[kDepth];
   float bias;
 
-  __device__ int64_t row() const {  // (matrix row) idle slices read the last row and write nothing
+  __device__ int64_t row() const {  // idle slices read the last row and write nothing
     const int64_t j = base + slot;
-    return rs.global(j < rs.count ? j : rs.count - 1);
+    return j < rows ? j : rows - 1;
   }
-  // kDepth 16-byte vectors of the current row from window vector v0 on, every S-th.
+  // kDepth 16-byte vectors of the current row from vector v0 on, every S-th.
   __device__ void load(int64_t v0) {
     const int64_t r = row();
-    const uint4* wrow = static_cast<const uint4*>(m->w) + r * (m->cols / E) + voff;
+    const uint4* wrow = static_cast<const uint4*>(m->w) + r * nvec;
     const __half* sc = static_cast<const __half*>(m->scales) + (kScaled ? r * (m->cols / m->group) : 0);
 #pragma unroll
     for (int i = 0; i < kDepth; ++i) {
       const int64_t v = v0 + int64_t{i} * S;
       u[i] = v < nvec ? __ldg(wrow + v) : make_uint4(0u, 0u, 0u, 0u);
-      if constexpr (kScaled) su[i] = v < nvec ? __half2float(sc[(voff + v) * E / m->group]) : 0.0f;
+      if constexpr (kScaled) su[i] = v < nvec ? __half2float(sc[v * E / m->group]) : 0.0f;
     }
   }
   // A new row group: the first vectors and the bias of the lane's row.
   __device__ void start_row() {
     load(sub);
-    bias = bias_src ? __ldg(bias_src + row()) : 0.0f;
+    bias = m->bias ? __ldg(m->bias + row()) : 0.0f;
   }
-  // Where the lane's rows start, and their first weights (issued now, consumed after the barrier).
-  __device__ void prefetch(const DecodeMatrix& mat, RowSet rows, int64_t vec_off, int64_t vecs, const float* b, bool grid) {
+  // Where the lane's rows of the whole matrix start, and their first weights (issued now,
+  // consumed after the barrier).
+  __device__ void prefetch(const DecodeMatrix& mat) {
     m = &mat;
-    rs = rows;
-    bias_src = b;
-    voff = vec_off;
-    nvec = vecs;
-    if (grid) {
-      slice_log2 = decode_slice_log2(nvec);
-    } else {
-      slice_log2 = 0;
-      while (slice_log2 < 5 && (nvec + (1 << slice_log2) - 1) >> slice_log2 > kDepth) ++slice_log2;
-    }
+    rows = mat.rows;
+    nvec = mat.cols / E;
+    slice_log2 = decode_slice_log2(nvec);
     S = 1 << slice_log2;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5, per_warp = 32 >> slice_log2;
     sub = lane & (S - 1);
     slot = lane >> slice_log2;
-    base = (grid ? static_cast<int64_t>(warp) * gridDim.x + blockIdx.x : warp) * per_warp;
-    stride = (grid ? static_cast<int64_t>(gridDim.x) * warps : warps) * per_warp;
-    if (base < rs.count) start_row();
-  }
-  // The whole matrix over the grid.
-  __device__ void prefetch(const DecodeMatrix& mat) {
-    prefetch(mat, RowSet{mat.rows, mat.rows, 0, 0}, 0, mat.cols / E, mat.bias, true);
+    base = (static_cast<int64_t>(warp) * gridDim.x + blockIdx.x) * per_warp;
+    stride = static_cast<int64_t>(gridDim.x) * warps * per_warp;
+    if (base < rows) start_row();
   }
   // Whether the block has any row (grid phases; uniform over the block): warp 0 has its first.
-  __device__ bool block_has_rows() const { return static_cast<int64_t>(blockIdx.x) * (32 >> slice_log2) < rs.count; }
+  __device__ bool block_has_rows() const { return static_cast<int64_t>(blockIdx.x) * (32 >> slice_log2) < rows; }
 };
 
-enum StepEpilogue : int { kQkvHead = 10 };  // one head's q into y (shared memory), k and v into the cache
+// kQkvHead: q into y, k and v into the caches' row p (section by row / dim); kResidual: y[row] =
+// src[row] + v (the other residual buffer).
+enum StepEpilogue : int { kQkvHead = 10, kResidual = 11 };
 
 struct Epilogue {
   int kind = kStore;
   float* y = nullptr;
-  float *kc = nullptr, *vc = nullptr;  // kQkvHead: the caches, row p; q into y [hd]
-  int64_t p = 0, dim = 0, hd = 0;
+  float *kc = nullptr, *vc = nullptr;  // kQkvHead: the caches, row p; q into y [dim]
+  int64_t p = 0, dim = 0;
+  const float* src = nullptr;  // kResidual
 };
 
-// The lane's rows against x' (the column window's values, in shared memory after the prologue's
-// barrier), with the epilogue; y is indexed by matrix row (kQkvHead: see Epilogue).
+// The lane's rows against x' (in shared memory after the prologue's barrier), with the
+// epilogue; y is indexed by matrix row (kQkvHead: see Epilogue).
 template <int F>
 __device__ void gemv_rows(GemvLane<F>& ln, const float* xs, const Epilogue& e) {
-  for (bool first = true; ln.base < ln.rs.count; ln.base += ln.stride, first = false) {
+  for (bool first = true; ln.base < ln.rows; ln.base += ln.stride, first = false) {
     if (!first) ln.start_row();
     float acc = 0.0f;
     for (int64_t v0 = ln.sub;;) {
@@ -127,7 +109,7 @@ __device__ void gemv_rows(GemvLane<F>& ln, const float* xs, const Epilogue& e) {
       ln.load(v0);
     }
     for (int o = ln.S >> 1; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-    if (ln.base + ln.slot < ln.rs.count && ln.sub == 0) {
+    if (ln.base + ln.slot < ln.rows && ln.sub == 0) {
       const int64_t row = ln.row();
       const float v = acc + ln.bias;
       switch (e.kind) {
@@ -136,10 +118,11 @@ __device__ void gemv_rows(GemvLane<F>& ln, const float* xs, const Epilogue& e) {
         case kGelu: e.y[row] = gelu_f(v); break;
         case kQkvHead: {
           const int64_t sec = row / e.dim, c = row % e.dim;  // q, k or v; channel
-          if (sec == 0) e.y[c % e.hd] = v;
+          if (sec == 0) e.y[c] = v;
           else (sec == 1 ? e.kc : e.vc)[e.p * e.dim + c] = v;
           break;
         }
+        case kResidual: e.y[row] = __ldcg(e.src + row) + v; break;
       }
     }
   }
@@ -171,33 +154,32 @@ __device__ void load_x(const float* x, int64_t K, bool ln, float* xs, const floa
   __syncthreads();
 }
 
-// Shared memory: the layer table, x' [4D], gamma and beta [D], attention's scratch (q first), one
-// head's attention output [hd].
+// Shared memory: the layer table, x' [4D], gamma and beta [D], attention's scratch.
 size_t step_smem_bytes(const DecodeStep& s) {
   const int64_t D = s.dim, hd = D / s.heads;
   const size_t table = (static_cast<size_t>(s.layers) * sizeof(DecodeLayer) + 15) / 16 * 16;
-  return table + static_cast<size_t>(6 * D + attention_smem_floats(hd, s.context, kStepThreads) + hd) * sizeof(float);
+  return table + static_cast<size_t>(6 * D + attention_run_smem_floats(hd, s.context, s.attn.splits, kStepThreads)) *
+                     sizeof(float);
 }
 
-// Phases of a layer (3) and of the step (3 L + 1), with a grid barrier between consecutive ones:
-//  A  (a block a head; the other blocks wait) h = LN1(x) (layer 0: x = tok[t] + pos[p]); the
-//     head's q, k, v rows of W_qkv h + b (q kept in shared memory, k and v into the cache row
-//     p); its attention; its share of the projection, W_proj[:, head columns] att_head, into
-//     part[head] (no bias);
-//  B  x_mid = x + (b_proj + sum over heads of part, in head order), the residual stream of the
-//     next phases, kept by block 0 in the other x buffer; f = GELU(W_fc LN2(x_mid) + b);
-//  C  x_mid += W_out f + b;
-// and the head: logits = W LN(x). Phase A needs no barrier inside: a head's q, k and v come from
-// its own block. The two x buffers alternate by layer, so that block 0's write in phase B never
-// meets another block's read of the same buffer.
+// Phases of a layer (5) and of the step (5 L + 1), with a grid barrier between consecutive ones,
+// every phase spread over the whole grid:
+//  A  h = LN1(x) (layer 0: x = tok[t] + pos[p], stored by block 0); q | k | v = W_qkv h + b, q
+//     into s.q, k and v into the caches' row p;
+//  B  attention (flash-decoding: the heads' runs of positions go round the blocks, the last run
+//     of a head combines them into s.att);
+//  C  x_next = x + W_proj att + b (the other residual buffer);
+//  D  f = GELU(W_fc LN2(x_next) + b);
+//  E  x_next += W_out f + b;
+// and the head: logits = W LN(x). Before each barrier a block loads its first weights of the
+// next phase. The two x buffers alternate by layer (C reads one and writes the other).
 template <int F>
 __global__ void __launch_bounds__(kStepThreads, 1)
-    decode_step_kernel(DecodeStep s, int32_t token, int32_t position, float scale) {
+    decode_step_kernel(DecodeStep s, int32_t token, int32_t position) {
   cg::grid_group grid = cg::this_grid();
   extern __shared__ float4 smem4[];
   __shared__ float red[32];
-  const int64_t D = s.dim, hd = D / s.heads, p = position;
-  constexpr int E = GemvLane<F>::E;
+  const int64_t D = s.dim, p = position;
   // The layer table, copied once (8-byte words) so that the phases find their pointers in shared memory.
   auto* table = reinterpret_cast<DecodeLayer*>(smem4);
   {
@@ -209,8 +191,7 @@ __global__ void __launch_bounds__(kStepThreads, 1)
   float* xs = reinterpret_cast<float*>(smem4) + (s.layers * sizeof(DecodeLayer) + 15) / 16 * 4;  // [4D]
   float* gs = xs + 4 * D;   // [D]
   float* bs = gs + D;       // [D]
-  float* scratch = bs + D;  // attention (q in its first hd floats)
-  float* att_h = scratch + attention_smem_floats(hd, s.context, kStepThreads);  // [hd]
+  float* scratch = bs + D;  // attention
   __syncthreads();
 
   int64_t n_stamp = 0;
@@ -230,19 +211,15 @@ __global__ void __launch_bounds__(kStepThreads, 1)
   stamp();
 
   GemvLane<F> ln;
-  auto qkv_rows = [&](int64_t h) { return RowSet{3 * hd, hd, D - hd, h * hd}; };
   for (int64_t l = 0; l < s.layers; ++l) {
     const DecodeLayer& L = table[l];
     float* x = (l & 1) ? s.x2 : s.x;
     float* x_next = (l & 1) ? s.x : s.x2;
-    // Phase A.
-    if (blockIdx.x < s.heads) {
-      ln.prefetch(L.qkv, qkv_rows(blockIdx.x), 0, D / E, L.qkv.bias, false);
-      stage_ln(L.ln1_w, L.ln1_b, D, gs, bs);
-    }
+    // A: LayerNorm and q, k, v.
+    ln.prefetch(L.qkv);
+    stage_ln(L.ln1_w, L.ln1_b, D, gs, bs);
     if (l > 0) barrier();
-    for (int64_t h = blockIdx.x; h < s.heads; h += gridDim.x) {
-      if (h != blockIdx.x) ln.prefetch(L.qkv, qkv_rows(h), 0, D / E, L.qkv.bias, false);
+    if (ln.block_has_rows()) {
       if (l == 0) {
         for (int64_t k = threadIdx.x; k < D; k += blockDim.x) {
           const float v = __ldg(s.tok + token * D + k) + __ldg(s.pos + p * D + k);
@@ -254,32 +231,35 @@ __global__ void __launch_bounds__(kStepThreads, 1)
       } else {
         load_x(x, D, true, xs, gs, bs, red);
       }
-      gemv_rows(ln, xs, Epilogue{kQkvHead, scratch, L.k, L.v, p, D, hd});
-      // The head's projection columns: loaded while the attention runs.
-      ln.prefetch(L.proj, RowSet{D, D, 0, 0}, h * hd / E, hd / E, nullptr, false);
-      __syncthreads();  // q in shared memory, this position's k and v in the cache (block-visible)
-      attention_head_core(h * hd, L.k, L.v, p + 1, D, hd, s.context, scale, att_h, scratch, red);
-      __syncthreads();  // att_h
-      gemv_rows(ln, att_h, Epilogue{kStore, s.part + h * D});
-      __syncthreads();  // the scratch and att_h are rewritten by the next head
+      Epilogue e{kQkvHead, s.q, L.k, L.v, p, D};
+      gemv_rows(ln, xs, e);
     }
-    // Phase B.
+    // B: attention (the projection's first weights load meanwhile).
+    ln.prefetch(L.proj);
+    barrier();
+    {
+      DecodeAttention a = s.attn;
+      a.q = s.q, a.k = L.k, a.v = L.v, a.y = s.att;
+      for (int64_t item = blockIdx.x; item < s.heads * a.splits; item += gridDim.x)
+        attention_run(a, p + 1, item / a.splits, item % a.splits, scratch, red);
+    }
+    barrier();
+    // C: the projection and the residual.
+    if (ln.block_has_rows()) {
+      load_x(s.att, D, false, xs, gs, bs, red);
+      Epilogue e{kResidual, x_next};
+      e.src = x;
+      gemv_rows(ln, xs, e);
+    }
+    // D: LayerNorm, fc, GELU.
     ln.prefetch(L.fc);
     stage_ln(L.ln2_w, L.ln2_b, D, gs, bs);
     barrier();
     if (ln.block_has_rows()) {
-      for (int64_t k = threadIdx.x; k < D; k += blockDim.x) {
-        float a = L.proj.bias ? __ldg(L.proj.bias + k) : 0.0f;
-        for (int64_t h = 0; h < s.heads; ++h) a += __ldcg(s.part + h * D + k);
-        const float v = __ldcg(x + k) + a;
-        xs[k] = v;
-        if (blockIdx.x == 0) x_next[k] = v;
-      }
-      layer_norm_smem(xs, D, gs, bs, red);
-      __syncthreads();
+      load_x(x_next, D, true, xs, gs, bs, red);
       gemv_rows(ln, xs, Epilogue{kGelu, s.f});
     }
-    // Phase C.
+    // E: out and the residual.
     ln.prefetch(L.out);
     barrier();
     if (ln.block_has_rows()) {
@@ -299,7 +279,7 @@ __global__ void __launch_bounds__(kStepThreads, 1)
   stamp();
 }
 
-using StepKernel = void (*)(DecodeStep, int32_t, int32_t, float);
+using StepKernel = void (*)(DecodeStep, int32_t, int32_t);
 
 StepKernel step_kernel(int format) {
   switch (format) {
@@ -318,9 +298,7 @@ int decode_step_blocks(const DecodeStep& s, int device) {
   TL_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   TL_CUDA_CHECK(cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
   const size_t smem = step_smem_bytes(s);
-  const int per_load = s.format == kDecF32 ? 4 : s.format == kDecBF16 ? 8 : s.format == kDecI8 ? 16 : 32;
-  // (a head's share of the projection is a window of whole 16-byte loads)
-  if (!coop || smem > static_cast<size_t>(max_smem) || (s.dim / s.heads) % per_load != 0) return 0;
+  if (!coop || smem > static_cast<size_t>(max_smem)) return 0;
   const StepKernel k = step_kernel(s.format);
   TL_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   int per_sm = 0;
@@ -329,9 +307,8 @@ int decode_step_blocks(const DecodeStep& s, int device) {
 }
 
 void launch_decode_step(const DecodeStep& s, int32_t token, int32_t position, int blocks, cudaStream_t stream) {
-  float scale = 1.0f / std::sqrt(static_cast<float>(s.dim / s.heads));  // as the CPU generator
   DecodeStep arg = s;
-  void* args[] = {&arg, &token, &position, &scale};
+  void* args[] = {&arg, &token, &position};
   TL_CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(step_kernel(s.format)), dim3(blocks),
                                             dim3(kStepThreads), args, step_smem_bytes(s), stream));
   TL_LAUNCH_CHECK("decode_step");

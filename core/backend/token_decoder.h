@@ -115,7 +115,8 @@ class TokenDecoder {
   virtual int64_t kv_bytes(int64_t pos) const = 0;
   virtual std::string describe() const = 0;
   // Measurements where the device can make them: device time of the pushes so far (seconds), and
-  // the device time of each kind of kernel in one step (microseconds), e.g. {"qkv", 12.5}.
+  // the device time of each kind of kernel in one step (microseconds), e.g. {"qkv", 12.5}, and
+  // where known the weight bytes a second of a kind as "<kind> GB/s", e.g. {"qkv GB/s", 3100}.
   virtual double device_seconds() const { return 0.0; }
   virtual std::vector<std::pair<std::string, double>> profile_step() { return {}; }
 };

@@ -108,10 +108,10 @@ Runner add_bench_command(CLI::App& app) {
           return bench_optim_step(o->device, preset, mode, o->steps ? o->steps : 20, *warmup_given ? o->warmup : 3);
         });
       } else if (cs == "decode") {  // token-by-token generation per weight format: cmd_generate.cpp
-        for (const Json& r : bench_decode(o->device, o->weights, o->preset, o->modes, o->steps ? o->steps : 200, 1)) {
+        bench_decode(o->device, o->weights, o->preset, o->modes, o->steps ? o->steps : 200, 1, [&](const Json& r) {
           failures += r.contains("error");
-          print_line(r);
-        }
+          print_line(r);  // as each format finishes (xl takes seconds a format to prepare)
+        });
       } else {
         throw Error("unknown benchmark case '" + cs +
                     "': expected digits, digits-train, char-tiny, char-small, char-gpt2, decode, scaling or optim");

@@ -19,7 +19,9 @@ using Json = nlohmann::json;
 Json bench_format(Backend& be, const DecoderModel& m, const DecodeSpec& spec, int64_t n, double copy_bytes_per_s) {
   const DecoderShape& shape = m.weights.shape;
   n = std::min<int64_t>(n, shape.context - 1);
-  auto dec = make_decoder(be, m.weights, spec);
+  const auto p0 = std::chrono::steady_clock::now();
+  auto dec = make_decoder(be, m.weights, spec);  // converts, quantizes and uploads the weights
+  const double prepare_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - p0).count();
   dec->reset();
   dec->push(0);
   int64_t kv = 0;
@@ -34,8 +36,14 @@ Json bench_format(Backend& be, const DecoderModel& m, const DecodeSpec& spec, in
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double tps = s > 0 ? static_cast<double>(n) / s : 0.0;
   const double dev_us = n > 0 ? 1e6 * (dec->device_seconds() - dev0) / static_cast<double>(n) : 0.0;
-  Json kernels = Json::object();  // device microseconds a step by kernel kind (eager, no PDL)
-  for (const auto& [kind, us] : dec->profile_step()) kernels[kind] = us;
+  Json kernels = Json::object(), kernel_gbs = Json::object();  // device us a step by kernel kind, and GB/s
+  for (const auto& [kind, v] : dec->profile_step()) {
+    const std::string unit = " GB/s";
+    if (kind.size() > unit.size() && kind.compare(kind.size() - unit.size(), unit.size(), unit) == 0)
+      kernel_gbs[kind.substr(0, kind.size() - unit.size())] = v;
+    else
+      kernels[kind] = v;
+  }
   const int64_t wbytes = dec->weight_bytes_per_token(), kv_mean = n > 0 ? kv / n : 0;
   const double ceiling = copy_bytes_per_s / static_cast<double>(wbytes + kv_mean);
   return Json{{"case", "decode"},
@@ -48,10 +56,12 @@ Json bench_format(Backend& be, const DecoderModel& m, const DecodeSpec& spec, in
               {"pdl", spec.pdl},
               {"decoder", dec->describe()},
               {"tokens", n},
+              {"prepare_s", prepare_s},
               {"tokens_per_s", tps},
               {"us_per_token", tps > 0 ? 1e6 / tps : 0.0},
               {"device_us_per_token", dev_us},
-              {"kernel_us_eager", kernels},
+              {"kernel_us", kernels},
+              {"kernel_gb_per_s", kernel_gbs},
               {"weight_bytes_per_token", wbytes},
               {"kv_bytes_per_token", kv_mean},
               {"bytes_per_token", wbytes + kv_mean},
@@ -103,7 +113,8 @@ std::vector<DecodeSpec> bench_specs(const std::string& formats, const DecoderMod
 }  // namespace
 
 std::vector<Json> bench_decode(const std::string& device, const std::string& weights, const std::string& preset,
-                               const std::string& formats, int64_t tokens, uint64_t seed) {
+                               const std::string& formats, int64_t tokens, uint64_t seed,
+                               const std::function<void(const Json&)>& on_row) {
   const DecoderModel m =
       weights.empty() ? random_decoder_model(preset.empty() ? "small" : preset, seed) : load_decoder_model(weights);
   auto be = create_backend(device);
@@ -114,12 +125,14 @@ std::vector<Json> bench_decode(const std::string& device, const std::string& wei
                      {"copy_bytes_per_s", bw.bytes_per_s},
                      {"buffer_bytes", bw.buffer_bytes},
                      {"reps", bw.reps}});
+  if (on_row) on_row(out.back());
   for (const DecodeSpec& s : bench_specs(formats, m, be->info().kind == DeviceKind::Cpu)) {
     try {
       out.push_back(bench_format(*be, m, s, tokens, bw.bytes_per_s));
     } catch (const Error& e) {
       out.push_back(Json{{"case", "decode"}, {"model", m.name}, {"format", s.label()}, {"error", e.what()}});
     }
+    if (on_row) on_row(out.back());
   }
   return out;
 }

@@ -2,6 +2,7 @@
 // `trainlab-cli generate --bench`.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -18,7 +19,10 @@ namespace trainlab {
 // graph) or -nograph (a kernel per operation, launched one by one); empty: the file's own format
 // for a quantized file, else fp32,bf16,int8,int4 and bf16/int4 with -graph and -nograph (fp32
 // only on the CPU). A format that fails gives {"case", "model", "format", "error"} instead.
+// on_row, when given, receives each object as soon as it is measured (a large model takes
+// seconds a format to prepare: a caller can print the rows as they come).
 std::vector<nlohmann::json> bench_decode(const std::string& device, const std::string& weights, const std::string& preset,
-                                         const std::string& formats, int64_t tokens, uint64_t seed);
+                                         const std::string& formats, int64_t tokens, uint64_t seed,
+                                         const std::function<void(const nlohmann::json&)>& on_row = {});
 
 }  // namespace trainlab

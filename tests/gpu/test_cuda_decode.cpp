@@ -4,8 +4,10 @@
 //    represents (DecodeWeights::as_format: the dequantised weights), tolerance 1e-4 relative
 //    (fp32 accumulation in another order), also over a 600-position window;
 //  * the default decoder is the one-kernel step (kernels/decode_step.cu); the kernel-per-operation
-//    decoder is checked against the CPU too, and the two agree to 1e-4 (the one-kernel step sums
-//    the projection per head: another order);
+//    decoder is checked against the CPU too, and the two agree to 1e-4 (their flash-decoding
+//    attention splits the positions into other runs: another order). Attention splits the
+//    positions over several blocks a head (3 runs at context 48, 38 over the 600-position window,
+//    most of them empty early in the window), so these checks cover the runs' combination;
 //  * the replayed CUDA graph gives the same logits as launching the kernels one by one, also
 //    after reset() (a new window reuses the graph);
 //  * greedy generation over window restarts gives the CPU's tokens (first 60 at least);

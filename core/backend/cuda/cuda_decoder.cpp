@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "backend/cuda/cuda_backend.h"
@@ -17,6 +18,12 @@ namespace trainlab::cuda {
 using namespace trainlab::kern;
 
 namespace {
+// Bytes of a matrix in its format: codes or values, fp16 scales, fp32 bias.
+int64_t matrix_bytes(int format, int64_t rows, int64_t cols, int64_t group, bool bias) {
+  const int64_t n = rows * cols;
+  const int64_t codes = format == kDecF32 ? 4 * n : format == kDecBF16 ? 2 * n : format == kDecI8 ? n : n / 2;
+  return codes + (group > 0 ? 2 * (n / group) : 0) + (bias ? 4 * rows : 0);
+}
 int weights_per_load(int format) { return format == kDecF32 ? 4 : format == kDecBF16 ? 8 : format == kDecI8 ? 16 : 32; }
 int kernel_format(DecodeFormat f) {
   switch (f) {
@@ -81,6 +88,15 @@ CudaDecoder::CudaDecoder(int device, const DecodeWeights& w, const DecodeSpec& s
     m_att = static_cast<float*>(device_alloc(static_cast<size_t>(D) * 4));
     m_f = static_cast<float*>(device_alloc(static_cast<size_t>(4 * D) * 4));
     m_state_dev = static_cast<int32_t*>(device_alloc(2 * sizeof(int32_t)));
+    m_attn.heads = m_shape.heads, m_attn.dim = D, m_attn.context = m_shape.context;
+    m_attn.scale = 1.0f / std::sqrt(static_cast<float>(hd));  // as the CPU generator
+    m_attn.splits = decode_attention_splits(m_shape.heads, m_shape.context, m_sms);
+    const int64_t scratch = decode_attention_scratch_floats(m_shape.heads, D, m_attn.splits);
+    m_attn.part = static_cast<float*>(device_alloc(static_cast<size_t>(scratch) * sizeof(float)));
+    m_attn.stats = m_attn.part + m_attn.splits * D;
+    m_attn.tickets = static_cast<unsigned*>(device_alloc(static_cast<size_t>(m_shape.heads) * sizeof(unsigned)));
+    TL_CUDA_CHECK(cudaMemset(m_attn.tickets, 0, static_cast<size_t>(m_shape.heads) * sizeof(unsigned)));
+    m_attn.state = m_state_dev;
     // Mapped pinned memory: the first kernel reads the token and position from it and the last
     // writes the logits into it, so a step needs no copies of its own.
     TL_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&m_state_host), 2 * sizeof(int32_t), cudaHostAllocMapped));
@@ -192,6 +208,7 @@ CudaDecoder::Matrix CudaDecoder::upload_matrix(const DecodeWeights& w, const std
     bytes += rows * 4;
   }
   m_weight_bytes += bytes;
+  prepare_decode_gemv(m.format, cols);  // the grid's occupancy, cached outside graph capture
   return m;
 }
 
@@ -229,12 +246,13 @@ void CudaDecoder::build_step_table() {
   m_step.tok = m_tok, m_step.pos = m_pos, m_step.ln_w = m_ln_w, m_step.ln_b = m_ln_b;
   m_step.x = m_x, m_step.f = m_f;
   m_step.x2 = static_cast<float*>(device_alloc(static_cast<size_t>(m_shape.dim) * sizeof(float)));
-  m_step.part = static_cast<float*>(device_alloc(static_cast<size_t>(m_shape.heads * m_shape.dim) * sizeof(float)));
+  m_step.q = m_q, m_step.att = m_att;
+  m_step.attn = m_attn;
   m_step.logits = m_logits_mapped;
 }
 
-void CudaDecoder::enqueue_step() {
-  const int64_t D = m_shape.dim;
+// One kernel of the step: op `op` of layer l (the head: l ignored), on m_stream.
+void CudaDecoder::launch_op(Op op, size_t l, bool pdl) {
   auto gemv = [&](const Matrix& m) {
     DecodeGemv g;
     g.format = m.format;
@@ -247,72 +265,128 @@ void CudaDecoder::enqueue_step() {
     g.state = m_state_dev;
     return g;
   };
-  for (size_t l = 0; l < m_layers.size(); ++l) {
-    const Layer& L = m_layers[l];
-    DecodeGemv qkv = gemv(L.qkv);  // h = LN1(x); q | k | v = W h + b, k and v into the cache
-    qkv.prologue = l == 0 ? kEmbedLayerNorm : kLayerNorm;
-    qkv.x = m_x;
-    qkv.tok = m_tok;
-    qkv.pos = m_pos;
-    qkv.x_out = m_x;
-    qkv.gamma = L.ln1_w;
-    qkv.beta = L.ln1_b;
-    qkv.epilogue = kQkvScatter;
-    qkv.y = m_q;
-    qkv.kcache = L.k;
-    qkv.vcache = L.v;
-    if (l == 0) qkv.state = m_state_mapped, qkv.state_out = m_state_dev;
-    // The step's first kernel reads what the host wrote: launched plainly, after the previous step.
-    launch_decode_gemv(qkv, m_sms, m_spec.pdl && l > 0, m_stream);
-    mark("qkv");
-    launch_decode_attention(m_q, L.k, L.v, m_state_dev, m_shape.heads, D, m_shape.context, m_att, m_spec.pdl, m_stream);
-    mark("attention");
-    DecodeGemv proj = gemv(L.proj);  // x += W att + b
-    proj.x = m_att;
-    proj.epilogue = kAddTo;
-    proj.y = m_x;
-    launch_decode_gemv(proj, m_sms, m_spec.pdl, m_stream);
-    mark("proj");
-    DecodeGemv fc = gemv(L.fc);  // f = GELU(W LN2(x) + b)
-    fc.prologue = kLayerNorm;
-    fc.x = m_x;
-    fc.gamma = L.ln2_w;
-    fc.beta = L.ln2_b;
-    fc.epilogue = kGelu;
-    fc.y = m_f;
-    launch_decode_gemv(fc, m_sms, m_spec.pdl, m_stream);
-    mark("fc");
-    DecodeGemv out = gemv(L.out);  // x += W f + b
-    out.x = m_f;
-    out.epilogue = kAddTo;
-    out.y = m_x;
-    launch_decode_gemv(out, m_sms, m_spec.pdl, m_stream);
-    mark("out");
+  if (op == Op::Head) {
+    DecodeGemv head = gemv(m_head);  // logits = W LN(x)
+    head.prologue = kLayerNorm;
+    head.x = m_x;
+    head.gamma = m_ln_w;
+    head.beta = m_ln_b;
+    head.epilogue = kStore;
+    head.y = m_logits_mapped;
+    launch_decode_gemv(head, m_sms, pdl, m_stream);
+    return;
   }
-  DecodeGemv head = gemv(m_head);  // logits = W LN(x)
-  head.prologue = kLayerNorm;
-  head.x = m_x;
-  head.gamma = m_ln_w;
-  head.beta = m_ln_b;
-  head.epilogue = kStore;
-  head.y = m_logits_mapped;
-  launch_decode_gemv(head, m_sms, m_spec.pdl, m_stream);
-  mark("head");
+  const Layer& L = m_layers[l];
+  switch (op) {
+    case Op::Qkv: {
+      DecodeGemv qkv = gemv(L.qkv);  // h = LN1(x); q | k | v = W h + b, k and v into the cache
+      qkv.prologue = l == 0 ? kEmbedLayerNorm : kLayerNorm;
+      qkv.x = m_x;
+      qkv.tok = m_tok;
+      qkv.pos = m_pos;
+      qkv.x_out = m_x;
+      qkv.gamma = L.ln1_w;
+      qkv.beta = L.ln1_b;
+      qkv.epilogue = kQkvScatter;
+      qkv.y = m_q;
+      qkv.kcache = L.k;
+      qkv.vcache = L.v;
+      // The step's first kernel reads what the host wrote: launched plainly, after the previous step.
+      if (l == 0) qkv.state = m_state_mapped, qkv.state_out = m_state_dev, pdl = false;
+      launch_decode_gemv(qkv, m_sms, pdl, m_stream);
+      break;
+    }
+    case Op::Attention: {
+      DecodeAttention att = m_attn;
+      att.q = m_q, att.k = L.k, att.v = L.v, att.y = m_att;
+      launch_decode_attention(att, pdl, m_stream);
+      break;
+    }
+    case Op::Proj: {
+      DecodeGemv proj = gemv(L.proj);  // x += W att + b
+      proj.x = m_att;
+      proj.epilogue = kAddTo;
+      proj.y = m_x;
+      launch_decode_gemv(proj, m_sms, pdl, m_stream);
+      break;
+    }
+    case Op::Fc: {
+      DecodeGemv fc = gemv(L.fc);  // f = GELU(W LN2(x) + b)
+      fc.prologue = kLayerNorm;
+      fc.x = m_x;
+      fc.gamma = L.ln2_w;
+      fc.beta = L.ln2_b;
+      fc.epilogue = kGelu;
+      fc.y = m_f;
+      launch_decode_gemv(fc, m_sms, pdl, m_stream);
+      break;
+    }
+    case Op::Out: {
+      DecodeGemv out = gemv(L.out);  // x += W f + b
+      out.x = m_f;
+      out.epilogue = kAddTo;
+      out.y = m_x;
+      launch_decode_gemv(out, m_sms, pdl, m_stream);
+      break;
+    }
+    case Op::Head: break;
+  }
 }
 
-void CudaDecoder::mark(const char* kind) {
-  if (!m_profiling) return;
-  cudaEvent_t e;
-  TL_CUDA_CHECK(cudaEventCreate(&e));
-  TL_CUDA_CHECK(cudaEventRecord(e, m_stream));
-  m_marks.emplace_back(kind, e);
+void CudaDecoder::enqueue_step() {
+  for (size_t l = 0; l < m_layers.size(); ++l)
+    for (const Op op : {Op::Qkv, Op::Attention, Op::Proj, Op::Fc, Op::Out}) launch_op(op, l, m_spec.pdl);
+  launch_op(Op::Head, 0, m_spec.pdl);
+}
+
+// Device microseconds of one kernel of each kind in isolation: `reps` launches of it (the last
+// layer's, the head's) captured as a graph and replayed, the time over the launches; times the
+// layers for a layer's kinds. With the weight bytes of the kind, its GB/s.
+std::vector<std::pair<std::string, double>> CudaDecoder::profile_kernels() {
+  constexpr int reps = 20, replays = 5;
+  const size_t l = m_layers.size() - 1;
+  static const std::pair<Op, const char*> kinds[] = {
+      {Op::Qkv, "qkv"}, {Op::Attention, "attention"}, {Op::Proj, "proj"}, {Op::Fc, "fc"}, {Op::Out, "out"}, {Op::Head, "head"}};
+  std::vector<std::pair<std::string, double>> out;
+  for (const auto& [op, name] : kinds) {
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    TL_CUDA_CHECK(cudaStreamBeginCapture(m_stream, cudaStreamCaptureModeThreadLocal));
+    try {
+      for (int i = 0; i < reps; ++i) launch_op(op, l, false);
+    } catch (...) {
+      cudaStreamEndCapture(m_stream, &graph);
+      if (graph) cudaGraphDestroy(graph);
+      throw;
+    }
+    TL_CUDA_CHECK(cudaStreamEndCapture(m_stream, &graph));
+    const cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    TL_CUDA_CHECK(e);
+    TL_CUDA_CHECK(cudaGraphLaunch(exec, m_stream));  // warm-up
+    TL_CUDA_CHECK(cudaEventRecord(m_step_start, m_stream));
+    for (int i = 0; i < replays; ++i) TL_CUDA_CHECK(cudaGraphLaunch(exec, m_stream));
+    TL_CUDA_CHECK(cudaEventRecord(m_step_stop, m_stream));
+    TL_CUDA_CHECK(cudaStreamSynchronize(m_stream));
+    cudaGraphExecDestroy(exec);
+    float ms = 0.0f;
+    TL_CUDA_CHECK(cudaEventElapsedTime(&ms, m_step_start, m_step_stop));
+    const double us = 1e3 * ms / (reps * replays);
+    const Layer& L = m_layers[l];
+    const Matrix* m = op == Op::Qkv ? &L.qkv : op == Op::Proj ? &L.proj : op == Op::Fc ? &L.fc : op == Op::Out ? &L.out
+                      : op == Op::Head ? &m_head : nullptr;
+    const double layers = op == Op::Head ? 1.0 : static_cast<double>(m_layers.size());
+    out.emplace_back(name, us * layers);
+    if (m) out.emplace_back(std::string(name) + " GB/s", static_cast<double>(matrix_bytes(m->format, m->rows, m->cols, m->group, m->bias != nullptr)) / (us * 1e3));
+  }
+  return out;
 }
 
 std::vector<std::pair<std::string, double>> CudaDecoder::profile_step() {
   if (m_len >= m_shape.context) return {};
   TL_CUDA_CHECK(cudaSetDevice(m_device));
   if (m_step_blocks > 0) {  // one kernel: its phases from block 0's time stamps, and the whole launch
-    const int64_t n = 3 * m_shape.layers + 2;
+    const int64_t n = 5 * m_shape.layers + 2;
     if (!m_stamps) m_stamps = static_cast<unsigned long long*>(device_alloc(static_cast<size_t>(n) * 8));
     DecodeStep st = m_step;
     st.stamps = m_stamps;
@@ -324,10 +398,10 @@ std::vector<std::pair<std::string, double>> CudaDecoder::profile_step() {
     TL_CUDA_CHECK(cudaEventElapsedTime(&ms, m_step_start, m_step_stop));
     std::vector<unsigned long long> t(static_cast<size_t>(n));
     TL_CUDA_CHECK(cudaMemcpy(t.data(), m_stamps, t.size() * 8, cudaMemcpyDeviceToHost));
-    static const char* kinds[] = {"qkv+attention+proj", "fc", "out"};
+    static const char* kinds[] = {"qkv", "attention", "proj", "fc", "out"};
     std::vector<std::pair<std::string, double>> out;
     for (int64_t i = 0; i + 1 < n; ++i) {
-      const std::string kind = i + 2 == n ? "head" : kinds[i % 3];
+      const std::string kind = i + 2 == n ? "head" : kinds[i % 5];
       const double us = 1e-3 * static_cast<double>(t[static_cast<size_t>(i + 1)] - t[static_cast<size_t>(i)]);
       auto it = std::find_if(out.begin(), out.end(), [&](const auto& p) { return p.first == kind; });
       if (it == out.end()) out.emplace_back(kind, us);
@@ -336,33 +410,16 @@ std::vector<std::pair<std::string, double>> CudaDecoder::profile_step() {
     out.emplace_back("launch", 1e3 * ms);  // the whole kernel by events: phases plus launch and drain
     return out;
   }
-  // One step at the next position, launched eagerly without PDL and with an event after every
-  // kernel. It writes the cache row and logits that the next push() rewrites: no lasting effect.
-  const bool pdl = m_spec.pdl;
-  m_spec.pdl = false;
-  m_profiling = true;
+  // Each kind of kernel alone at the next position: it writes the cache row and logits that the
+  // next push() rewrites (and the residual stream that the step's first kernel rewrites).
   m_state_host[0] = 0;
   m_state_host[1] = static_cast<int32_t>(m_len);
-  std::vector<std::pair<std::string, double>> out;
+  TL_CUDA_CHECK(cudaMemcpy(m_state_dev, m_state_host, 2 * sizeof(int32_t), cudaMemcpyHostToDevice));
   try {
-    mark("start");
-    enqueue_step();
-    TL_CUDA_CHECK(cudaStreamSynchronize(m_stream));
-    for (size_t i = 1; i < m_marks.size(); ++i) {
-      float ms = 0.0f;
-      TL_CUDA_CHECK(cudaEventElapsedTime(&ms, m_marks[i - 1].second, m_marks[i].second));
-      auto it = std::find_if(out.begin(), out.end(), [&](const auto& p) { return p.first == m_marks[i].first; });
-      if (it == out.end()) out.emplace_back(m_marks[i].first, 1e3 * ms);
-      else it->second += 1e3 * ms;
-    }
-  } catch (...) {
-    out.clear();
+    return profile_kernels();
+  } catch (const Error&) {
+    return {};
   }
-  for (auto& m : m_marks) cudaEventDestroy(m.second);
-  m_marks.clear();
-  m_profiling = false;
-  m_spec.pdl = pdl;
-  return out;
 }
 
 void CudaDecoder::push(int32_t token) {
@@ -409,7 +466,7 @@ void CudaDecoder::push(int32_t token) {
 std::string CudaDecoder::describe() const {
   if (m_step_blocks > 0)
     return "CUDA decoder, " + m_spec.label() + " weights, one cooperative kernel a token (" +
-           std::to_string(3 * m_shape.layers + 1) + " phases, grid barriers, " + std::to_string(m_step_blocks) + " blocks)";
+           std::to_string(5 * m_shape.layers + 1) + " phases, grid barriers, " + std::to_string(m_step_blocks) + " blocks)";
   return "CUDA decoder, " + m_spec.label() + " weights, " + std::to_string(5 * m_shape.layers + 1) + " kernels a token" +
          (m_spec.cuda_graph ? " in one CUDA graph" : " launched one by one") +
          (m_spec.pdl ? ", programmatic dependent launch" : "") +

@@ -65,9 +65,11 @@ class CudaDecoder final : public TokenDecoder {
   void* device_alloc(size_t bytes);
   float* upload_f32(const std::vector<float>& v);
   Matrix upload_matrix(const DecodeWeights& w, const std::string& name, const std::string& bias);
+  enum class Op { Qkv, Attention, Proj, Fc, Out, Head };
+  void launch_op(Op op, size_t layer, bool pdl);  // one kernel of the step
   void enqueue_step();  // one token's work on m_stream, a kernel per operation
+  std::vector<std::pair<std::string, double>> profile_kernels();  // each kind alone, graph-replayed
   void build_step_table();  // m_step: the one-kernel step's parameters and layer table
-  void mark(const char* kind);  // profile_step: an event after the kernel just launched
 
   DecoderShape m_shape;
   DecodeSpec m_spec;
@@ -82,6 +84,7 @@ class CudaDecoder final : public TokenDecoder {
   kern::DecodeStep m_step;  // one_kernel: the step kernel's parameters
   int m_step_blocks = 0;    // its grid (0: a kernel per operation)
   unsigned long long* m_stamps = nullptr;  // profile_step's time stamps (device memory)
+  kern::DecodeAttention m_attn;  // flash-decoding's split and scratch (q, caches and y set per layer)
   float *m_x = nullptr, *m_q = nullptr, *m_att = nullptr, *m_f = nullptr;
   int32_t* m_state_dev = nullptr;     // {token, position} for the kernels after the first
   int32_t* m_state_host = nullptr;    // mapped pinned: written by push()
@@ -93,8 +96,6 @@ class CudaDecoder final : public TokenDecoder {
   int64_t m_weight_bytes = 0;
   cudaEvent_t m_step_start = nullptr, m_step_stop = nullptr;  // around each graph replay
   double m_device_s = 0.0;
-  bool m_profiling = false;
-  std::vector<std::pair<const char*, cudaEvent_t>> m_marks;
 };
 
 }  // namespace trainlab::cuda
