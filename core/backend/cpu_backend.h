@@ -131,7 +131,6 @@ class CpuBackend final : public Backend {
 
   static constexpr int kSlots = 12;  // 0-5: the MLP ops, 6-11: the transformer ops (cpu_transformer_ops.cpp)
   std::array<Tensor, kSlots> m_workspace;
-  StepScalars m_scalars;
   std::map<const void*, Fp8LayerState> m_fp8_layers;
   int m_threads;
   HostKernelTimes m_times;

@@ -15,7 +15,7 @@
 #include "util/error.h"
 
 namespace {
-trainlab::Backend& cpu() {
+trainlab::Backend& cpu_backend() {
   static trainlab::CpuBackend be(1);
   return be;
 }
@@ -30,7 +30,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const SafeTensor& t : dense.tensors)
       if (t.bytes.size() != safetensors_element_size(t.dtype) * static_cast<uint64_t>(shape_numel(t.shape))) __builtin_trap();
     if (!md.config.is_null()) (void)weights_config(f, "fuzz", [](Config& c) { c.set("data.path", "user.csv"); });
-    if (!md.architecture.is_null()) (void)model_from_file(cpu(), f, "fuzz")->parameter_count();
+    if (!md.architecture.is_null()) (void)model_from_file(cpu_backend(), f, "fuzz")->parameter_count();
     if (!md.quantized) {
       QuantSpec spec;
       spec.bits = 4;
