@@ -99,6 +99,10 @@ class CudaBackend final : public Backend {
   void wait_transfer(int ticket) override;
   void copy_from_host_async(const Tensor& src, Tensor& dst) override;
   void join_transfers() override;
+  // The transfer stream (created on first use) made to wait for the work queued so far on the
+  // compute stream, and the next free transfer event (created as needed).
+  void xfer_wait_for_compute();
+  cudaEvent_t next_xfer_event();
 
   void set_step_scalars(const StepScalars& s) override;
 

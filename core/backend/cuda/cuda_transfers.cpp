@@ -32,21 +32,29 @@ Tensor CudaBackend::empty_host(const Shape& shape, DType dtype, MemCategory cate
   return Tensor(std::move(storage), shape, dtype);
 }
 
-int CudaBackend::copy_to_host_async(const Tensor& src, Tensor& dst) {
-  check_transfer(src, dst, DeviceKind::Cpu);
-  bind();  // pending gathers and scalars go first: the copy follows every queued kernel
-  if (!m_ctx.xfer) TL_CUDA_CHECK(cudaStreamCreateWithFlags(&m_ctx.xfer, cudaStreamNonBlocking));
-  while (static_cast<int>(m_ctx.xfer_events.size()) < m_ctx.xfer_used + 2) {
+cudaEvent_t CudaBackend::next_xfer_event() {
+  while (static_cast<int>(m_ctx.xfer_events.size()) <= m_ctx.xfer_used) {
     cudaEvent_t e;
     TL_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     m_ctx.xfer_events.push_back(e);
   }
-  cudaEvent_t ready = m_ctx.xfer_events[static_cast<size_t>(m_ctx.xfer_used++)];
+  return m_ctx.xfer_events[static_cast<size_t>(m_ctx.xfer_used++)];
+}
+
+void CudaBackend::xfer_wait_for_compute() {
+  if (!m_ctx.xfer) TL_CUDA_CHECK(cudaStreamCreateWithFlags(&m_ctx.xfer, cudaStreamNonBlocking));
+  cudaEvent_t ready = next_xfer_event();
   TL_CUDA_CHECK(cudaEventRecord(ready, m_ctx.stream));
   TL_CUDA_CHECK(cudaStreamWaitEvent(m_ctx.xfer, ready, 0));
+}
+
+int CudaBackend::copy_to_host_async(const Tensor& src, Tensor& dst) {
+  check_transfer(src, dst, DeviceKind::Cpu);
+  bind();  // pending gathers and scalars go first: the copy follows every queued kernel
+  xfer_wait_for_compute();
   TL_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), src.raw(), src.bytes(), cudaMemcpyDeviceToHost, m_ctx.xfer));
-  const int ticket = m_ctx.xfer_used++;
-  TL_CUDA_CHECK(cudaEventRecord(m_ctx.xfer_events[static_cast<size_t>(ticket)], m_ctx.xfer));
+  const int ticket = m_ctx.xfer_used;
+  TL_CUDA_CHECK(cudaEventRecord(next_xfer_event(), m_ctx.xfer));
   return ticket;
 }
 
@@ -58,16 +66,8 @@ void CudaBackend::wait_transfer(int ticket) {
 void CudaBackend::copy_from_host_async(const Tensor& src, Tensor& dst) {
   check_transfer(src, dst, DeviceKind::Cuda);
   bind();
-  if (!m_ctx.xfer) TL_CUDA_CHECK(cudaStreamCreateWithFlags(&m_ctx.xfer, cudaStreamNonBlocking));
   // The device's earlier work may still read dst (the last forward's weights): wait for it.
-  if (static_cast<int>(m_ctx.xfer_events.size()) < m_ctx.xfer_used + 1) {
-    cudaEvent_t e;
-    TL_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    m_ctx.xfer_events.push_back(e);
-  }
-  cudaEvent_t ready = m_ctx.xfer_events[static_cast<size_t>(m_ctx.xfer_used++)];
-  TL_CUDA_CHECK(cudaEventRecord(ready, m_ctx.stream));
-  TL_CUDA_CHECK(cudaStreamWaitEvent(m_ctx.xfer, ready, 0));
+  xfer_wait_for_compute();
   TL_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), src.raw(), src.bytes(), cudaMemcpyHostToDevice, m_ctx.xfer));
 }
 
