@@ -1,4 +1,6 @@
 // kernels/fp8.cu: see fp8.cuh for the math, layout and precision.
+#include <algorithm>
+
 #include "device_common.cuh"
 #include "fp8.cuh"
 
@@ -54,7 +56,21 @@ __global__ void __launch_bounds__(kTile * 8) cast_fp8_kernel(const void* x, int 
     if (fp8_amax_recordable(m)) atomicMax(reinterpret_cast<int*>(hist + slot), __float_as_int(m));
   }
 }
+
+__global__ void dequant_fp8_kernel(const void* q, int fdt, int64_t n, const float* f0, const float* f1, float* out) {
+  const float f = (f0 ? *f0 : 1.0f) * (f1 ? *f1 : 1.0f);
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = ld(q, i, fdt) * f;
+}
 }  // namespace
+
+void launch_dequant_fp8(const void* q, int fp8_dt, int64_t n, const float* f0, const float* f1, float* out,
+                        cudaStream_t s) {
+  if (n <= 0) return;
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 4096));
+  dequant_fp8_kernel<<<blocks, 256, 0, s>>>(q, fp8_dt, n, f0, f1, out);
+  TL_LAUNCH_CHECK("dequant_fp8");
+}
 
 void launch_cast_fp8(const void* x, int x_dt, const void* relu_mask, int64_t rows, int64_t cols, void* out,
                      void* out_t, int fp8_dt, float* history, float* inv_scale_out, const DevScalars* sc,

@@ -25,4 +25,9 @@ void launch_cast_fp8(const void* x, int x_dt, const void* relu_mask, int64_t row
                      void* out_t, int fp8_dt, float* history, float* inv_scale_out, const DevScalars* sc,
                      cudaStream_t s);
 
+// out[i] = fp8 code q[i] as fp32 (exact) x *f0 x *f1 (either factor may be null: 1), for the
+// emulated fp8 product where the GPU has no fp8 units or cuBLASLt refuses a shape (fp8_gemm.h).
+void launch_dequant_fp8(const void* q, int fp8_dt, int64_t n, const float* f0, const float* f1, float* out,
+                        cudaStream_t s);
+
 }  // namespace trainlab::kern

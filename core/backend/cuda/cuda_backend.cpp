@@ -97,7 +97,7 @@ CudaBackend::CudaBackend(int device, const DeviceOptions& options) : m_options(o
   const DevScalars init{0.0f, 1.0f, 1.0f, 1.0f};
   TL_CUDA_CHECK(cudaMemcpy(m_ctx.scalars, &init, sizeof(init), cudaMemcpyHostToDevice));
   m_fp8_units = supports(DType::F8E4M3);
-  m_fp8_gemm = std::make_unique<Fp8Gemm>(*this);
+  m_fp8_gemm = std::make_unique<Fp8Gemm>(*this, m_fp8_units);
   m_lt_gemm = std::make_unique<LtGemm>(*this, m_options.fp32_gemm, m_options.lt_autotune);
 }
 

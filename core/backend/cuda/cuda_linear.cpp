@@ -41,9 +41,9 @@ GemmProblem dw_problem(const Tensor& g, const Tensor& x, Tensor& dw, int64_t m, 
 }  // namespace
 
 // --- matrix products ---------------------------------------------------------------------------
-// Fp8 products run on the fp8 units (Fp8Gemm) in linear_forward / linear_backward where the GPU
-// has them (m_fp8_units); gemm and every product elsewhere compute Fp8 as Native on the stored
-// (bf16) values. Tf32 applies to fp32 inputs only (16-bit inputs already have fewer bits).
+// Fp8 products run through Fp8Gemm in linear_forward / linear_backward (on the fp8 units where
+// the GPU has them, emulated exactly otherwise); gemm and every product elsewhere compute Fp8 as
+// Native on the stored (bf16) values, as the CPU backend does. Tf32 applies to fp32 inputs only (16-bit inputs already have fewer bits).
 void CudaBackend::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha,
                        float beta, MatmulMode mode) {
   bind();
@@ -79,7 +79,7 @@ void CudaBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor*
   bind();
   const auto [m, n, k] = linear_dims(x, w, y);
   TL_TIMED_COST("linear_forward", linear_forward_cost(x, w, bias, y));
-  const bool fp8 = mode == MatmulMode::Fp8 && m_fp8_units;
+  const bool fp8 = mode == MatmulMode::Fp8;
   if (fp8) note_scalar_read();
   if (fp8 && m_fp8_gemm->forward(x, w, bias, act, y, pre)) return;
   const DType in = gemm_format(w.dtype()) ? w.dtype() : DType::F32;
@@ -122,7 +122,7 @@ void CudaBackend::linear_forward_residual(const Tensor& x, const Tensor& w, cons
   if (residual.numel() != y.numel() || residual.dtype() != y.dtype())
     throw Error("linear_forward_residual: residual " + std::string(dtype_name(residual.dtype())) + " " +
                 shape_str(residual.shape()) + " does not match y " + dtype_name(y.dtype()) + " " + shape_str(y.shape()));
-  if (mode == MatmulMode::Fp8 && m_fp8_units) {
+  if (mode == MatmulMode::Fp8) {
     linear_forward(x, w, bias, Activation::None, y, nullptr, mode);
     add(residual, y, y);
     return;
@@ -164,7 +164,7 @@ void CudaBackend::linear_backward(const Tensor& x, const Tensor& w, Tensor& dy, 
     throw Error("linear backward shape mismatch: dy " + shape_str(dy.shape()) + ", dw " + shape_str(dw.shape()));
   if (act != Activation::None && !saved) throw Error("linear backward with an activation needs the saved tensor");
   TL_TIMED_COST("linear_backward", linear_backward_cost(x, w, dy, dw, dbias, dx, accumulate));
-  const bool fp8 = mode == MatmulMode::Fp8 && m_fp8_units;
+  const bool fp8 = mode == MatmulMode::Fp8;
   if (fp8) note_scalar_read();
   if (fp8 && m_fp8_gemm->backward(x, w, dy, act, saved, dw, dbias, dx, accumulate)) return;
   const DType in = gemm_format(dy.dtype()) ? dy.dtype() : DType::F32;

@@ -3,6 +3,7 @@
 #include <cublasLt.h>
 
 #include <cstdio>
+#include <cstdlib>
 
 #include "backend/cuda/cuda_backend.h"
 #include "fp8.cuh"
@@ -36,14 +37,18 @@ cudaDataType_t cuda_type(DType t) {
 }
 }  // namespace
 
-Fp8Gemm::Fp8Gemm(CudaBackend& be) : m_be(be) {}
+// TRAINLAB_FP8_EMULATE=1 takes the emulated products on fp8 units too (the parity test checks both).
+Fp8Gemm::Fp8Gemm(CudaBackend& be, bool units) : m_be(be) {
+  const char* emulate = std::getenv("TRAINLAB_FP8_EMULATE");
+  m_units = units && !(emulate && std::string(emulate) == "1");
+}
 
 Fp8Gemm::~Fp8Gemm() {
   if (m_handle) cublasLtDestroy(static_cast<cublasLtHandle_t>(m_handle));
 }
 
 Fp8Gemm::Layer& Fp8Gemm::layer(const Tensor& w, int64_t m, int64_t k, int64_t n) {
-  if (!m_handle) {
+  if (!m_handle && m_units) {
     cublasLtHandle_t h;
     TL_CUBLAS_CHECK(cublasLtCreate(&h));
     m_handle = h;
@@ -65,7 +70,7 @@ Fp8Gemm::Layer& Fp8Gemm::layer(const Tensor& w, int64_t m, int64_t k, int64_t n)
   if (!L.hist.defined()) {
     L.hist = m_be.empty({3, kFp8History}, DType::F32, MemCategory::Workspace);
     m_be.fill(L.hist, 0.0f);
-    L.inv = m_be.empty({3}, DType::F32, MemCategory::Workspace);
+    L.inv = m_be.empty({3 * Layer::kInvStride}, DType::F32, MemCategory::Workspace);
     m_be.fill(L.inv, 1.0f);
   }
   return L;
@@ -76,7 +81,7 @@ bool Fp8Gemm::matmul_tn(const Tensor& a, const float* a_inv, const Tensor& b, co
                         const char* what) {
   const std::string key = std::string(what) + " " + std::to_string(rows) + "x" + std::to_string(cols) + "x" +
                           std::to_string(kdim) + (bias ? " bias" : "") + (relu ? " relu" : "");
-  if (m_refused.count(key)) return false;
+  if (!m_units || m_refused.count(key)) return false;
   auto refuse = [&](const char* why) {
     m_refused[key] = true;
     std::fprintf(stderr, "trainlab: cuBLASLt fp8 product %s: %s; falling back\n", key.c_str(), why);
@@ -144,18 +149,22 @@ bool Fp8Gemm::forward(const Tensor& x, const Tensor& w, const Tensor* bias, Acti
   if (y.dtype() != DType::BF16 || (bias && bias->dtype() != DType::BF16)) return false;
   Layer& L = layer(w, m, k, n);
   float* hist = L.hist.data<float>();
-  float* inv = L.inv.data<float>();
   cudaStream_t s = m_be.m_ctx.stream;
   launch_cast_fp8(x.raw(), dcode(x.dtype()), nullptr, m, k, L.xq.raw(), L.xtq.raw(), dcode(DType::F8E4M3), hist,
-                  inv + 0, m_be.m_ctx.scalars, s);
+                  L.inv_scale(0), m_be.m_ctx.scalars, s);
   launch_cast_fp8(w.raw(), dcode(w.dtype()), nullptr, n, k, L.wq.raw(), L.wtq.raw(), dcode(DType::F8E4M3),
-                  hist + kFp8History, inv + 1, m_be.m_ctx.scalars, s);
+                  hist + kFp8History, L.inv_scale(1), m_be.m_ctx.scalars, s);
   // y^T [n, m] (col-major) = wq [n, k] . xq^T
-  if (matmul_tn(L.wq, inv + 1, L.xq, inv + 0, n, m, k, y, 0.0f, bias, act == Activation::ReLU, "forward")) return true;
+  if (matmul_tn(L.wq, L.inv_scale(1), L.xq, L.inv_scale(0), n, m, k, y, 0.0f, bias, act == Activation::ReLU,
+                "forward"))
+    return true;
   // Epilogue refused: the plain fp8 product, then bias and activation in one small pass.
-  if (!matmul_tn(L.wq, inv + 1, L.xq, inv + 0, n, m, k, y, 0.0f, nullptr, false, "forward")) return false;
-  launch_bias_act(y.raw(), dcode(y.dtype()), bias ? bias->raw() : nullptr, bias ? dcode(bias->dtype()) : 0, m, n,
-                  act == Activation::ReLU ? 1 : 0, s);
+  if (matmul_tn(L.wq, L.inv_scale(1), L.xq, L.inv_scale(0), n, m, k, y, 0.0f, nullptr, false, "forward")) {
+    launch_bias_act(y.raw(), dcode(y.dtype()), bias ? bias->raw() : nullptr, bias ? dcode(bias->dtype()) : 0, m, n,
+                    act == Activation::ReLU ? 1 : 0, s);
+    return true;
+  }
+  emulate_forward(L, bias, act, y);
   return true;
 }
 
@@ -167,11 +176,10 @@ bool Fp8Gemm::backward(const Tensor& x, const Tensor& w, Tensor& dy, Activation 
   if (dy.dtype() != DType::BF16 || dw.dtype() != DType::BF16 || (dx && dx->dtype() != DType::BF16)) return false;
   Layer& L = it->second;
   float* hist = L.hist.data<float>();
-  float* inv = L.inv.data<float>();
   cudaStream_t s = m_be.m_ctx.stream;
   const void* mask = act == Activation::ReLU ? saved->raw() : nullptr;
   launch_cast_fp8(dy.raw(), dcode(dy.dtype()), mask, m, n, L.gq.raw(), L.gtq.raw(), dcode(DType::F8E5M2),
-                  hist + 2 * kFp8History, inv + 2, m_be.m_ctx.scalars, s);
+                  hist + 2 * kFp8History, L.inv_scale(2), m_be.m_ctx.scalars, s);
   if (dbias) {  // dbias (+)= column sums of the bf16 g, through the tiled kernel's ones column
     GemmProblem p;
     p.a = dy.raw(), p.sam = 1, p.sak = n;
@@ -185,27 +193,71 @@ bool Fp8Gemm::backward(const Tensor& x, const Tensor& w, Tensor& dy, Activation 
     launch_gemm(dcode(dy.dtype()), &p, 1, s);
   }
   // dW^T [k, n] (col-major) = xtq [k, m] . gtq [n, m]^T
-  if (!matmul_tn(L.xtq, inv + 0, L.gtq, inv + 2, k, n, m, dw, accumulate ? 1.0f : 0.0f, nullptr, false, "dW")) {
-    GemmProblem p;  // bf16 fallback: dW[n, k] (+)= g'^T x
-    p.a = dy.raw(), p.sam = 1, p.sak = n;
-    p.b = x.raw(), p.sbk = k, p.sbn = 1;
-    p.c = dw.raw(), p.ldc = k, p.c_dt = dcode(dw.dtype());
-    p.m = static_cast<int>(n), p.n = static_cast<int>(k), p.k = static_cast<int>(m);
-    p.beta = accumulate ? 1.0f : 0.0f;
-    if (mask) p.a_mask = mask, p.a_mask_act = 1;
-    launch_gemm(dcode(dy.dtype()), &p, 1, s);
-  }
+  if (!matmul_tn(L.xtq, L.inv_scale(0), L.gtq, L.inv_scale(2), k, n, m, dw, accumulate ? 1.0f : 0.0f, nullptr, false,
+                 "dW"))
+    emulate_dw(L, dw, accumulate);
   // dx^T [k, m] (col-major) = wtq [k, n] . gq [m, n]^T
-  if (dx && !matmul_tn(L.wtq, inv + 1, L.gq, inv + 2, k, m, n, *dx, 0.0f, nullptr, false, "dx")) {
-    GemmProblem p;  // bf16 fallback: dx[m, k] = g' w
-    p.a = dy.raw(), p.sam = n, p.sak = 1;
-    p.b = w.raw(), p.sbk = k, p.sbn = 1;
-    p.c = dx->raw(), p.ldc = k, p.c_dt = dcode(dx->dtype());
-    p.m = static_cast<int>(m), p.n = static_cast<int>(k), p.k = static_cast<int>(n);
-    if (mask) p.a_mask = mask, p.a_mask_act = 1;
-    launch_gemm(dcode(dy.dtype()), &p, 1, s);
-  }
+  if (dx && !matmul_tn(L.wtq, L.inv_scale(1), L.gq, L.inv_scale(2), k, m, n, *dx, 0.0f, nullptr, false, "dx"))
+    emulate_dx(L, *dx);
   return true;
+}
+
+// --- emulated products: fp8 codes decoded to fp32 (exact), one operand carrying both inverse
+// scales, the fp32 tiled GEMM (no tf32), one rounding into the bf16 output -------------------------
+Tensor& Fp8Gemm::operand(Tensor& t, int64_t rows, int64_t cols) {
+  if (!t.defined() || t.dim(0) != rows || t.dim(1) != cols) {
+    t = Tensor();
+    t = m_be.empty({rows, cols}, DType::F32, MemCategory::Workspace);
+  }
+  return t;
+}
+
+void Fp8Gemm::emulate_forward(Layer& L, const Tensor* bias, Activation act, Tensor& y) {
+  const int64_t m = L.xq.dim(0), k = L.xq.dim(1), n = L.wq.dim(0);
+  cudaStream_t s = m_be.m_ctx.stream;
+  Tensor& xd = operand(L.ea, m, k);
+  Tensor& wd = operand(L.eb, n, k);
+  launch_dequant_fp8(L.xq.raw(), dcode(DType::F8E4M3), m * k, nullptr, nullptr, xd.data<float>(), s);
+  launch_dequant_fp8(L.wq.raw(), dcode(DType::F8E4M3), n * k, L.inv_scale(0), L.inv_scale(1), wd.data<float>(), s);
+  GemmProblem p;  // y[m, n] = act(x w^T / (sx sw) + b)
+  p.a = xd.raw(), p.sam = k, p.sak = 1;
+  p.b = wd.raw(), p.sbk = 1, p.sbn = k;
+  p.c = y.raw(), p.ldc = n, p.c_dt = dcode(y.dtype());
+  p.m = static_cast<int>(m), p.n = static_cast<int>(n), p.k = static_cast<int>(k);
+  if (bias) p.bias = bias->raw(), p.bias_dt = dcode(bias->dtype());
+  p.act = act == Activation::ReLU ? 1 : 0;
+  launch_gemm(dcode(DType::F32), &p, 1, s);
+}
+
+void Fp8Gemm::emulate_dw(Layer& L, Tensor& dw, bool accumulate) {
+  const int64_t m = L.xq.dim(0), k = L.xq.dim(1), n = L.wq.dim(0);
+  cudaStream_t s = m_be.m_ctx.stream;
+  Tensor& gd = operand(L.eg, m, n);
+  Tensor& xd = operand(L.ea, m, k);
+  launch_dequant_fp8(L.gq.raw(), dcode(DType::F8E5M2), m * n, nullptr, nullptr, gd.data<float>(), s);
+  launch_dequant_fp8(L.xq.raw(), dcode(DType::F8E4M3), m * k, L.inv_scale(0), L.inv_scale(2), xd.data<float>(), s);
+  GemmProblem p;  // dW[n, k] (+)= g^T x / (sg sx)
+  p.a = gd.raw(), p.sam = 1, p.sak = n;
+  p.b = xd.raw(), p.sbk = k, p.sbn = 1;
+  p.c = dw.raw(), p.ldc = k, p.c_dt = dcode(dw.dtype());
+  p.m = static_cast<int>(n), p.n = static_cast<int>(k), p.k = static_cast<int>(m);
+  p.beta = accumulate ? 1.0f : 0.0f;
+  launch_gemm(dcode(DType::F32), &p, 1, s);
+}
+
+void Fp8Gemm::emulate_dx(Layer& L, Tensor& dx) {
+  const int64_t m = L.xq.dim(0), k = L.xq.dim(1), n = L.wq.dim(0);
+  cudaStream_t s = m_be.m_ctx.stream;
+  Tensor& gd = operand(L.eg, m, n);  // decoded by emulate_dw when it ran; cheap to repeat
+  Tensor& wd = operand(L.eb, n, k);
+  launch_dequant_fp8(L.gq.raw(), dcode(DType::F8E5M2), m * n, nullptr, nullptr, gd.data<float>(), s);
+  launch_dequant_fp8(L.wq.raw(), dcode(DType::F8E4M3), n * k, L.inv_scale(1), L.inv_scale(2), wd.data<float>(), s);
+  GemmProblem p;  // dx[m, k] = g w / (sg sw)
+  p.a = gd.raw(), p.sam = n, p.sak = 1;
+  p.b = wd.raw(), p.sbk = k, p.sbn = 1;
+  p.c = dx.raw(), p.ldc = k, p.c_dt = dcode(dx.dtype());
+  p.m = static_cast<int>(m), p.n = static_cast<int>(k), p.k = static_cast<int>(n);
+  launch_gemm(dcode(DType::F32), &p, 1, s);
 }
 
 }  // namespace trainlab::cuda
