@@ -41,8 +41,11 @@ if [ $sanitize -eq 1 ]; then
   # with ASAN_OPTIONS=detect_leaks=1. UBSan findings fail the test (halt_on_error).
   export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1:strict_string_checks=1}
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-  # The unit label without the longer trainings (those run in the optimised build above).
-  [ ${#ctest_args[@]} -eq 0 ] && ctest_args=(-L unit -LE slow)
+  # The unit label without the longer trainings (those run in the optimised build above) and
+  # without the tests labelled no-asan: those start hundreds of processes (every option's bad
+  # values, the planner's command line) or several ranks, where ASan's start-up is the cost and
+  # the code they reach is already covered here by other tests and the fuzz corpora.
+  [ ${#ctest_args[@]} -eq 0 ] && ctest_args=(-L unit -LE "slow|no-asan")
   dir=build-asan
 else
   dir=${TRAINLAB_BUILD_DIR:-build}

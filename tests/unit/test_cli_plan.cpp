@@ -1,3 +1,4 @@
+// ctest-labels: unit;no-asan
 // trainlab-cli plan as a user runs it (QProcess on the built binary): --help names every option;
 // --json prints one object whose per_gpu member holds the bytes by category (hand-worked values);
 // the table prints GB and GiB; --search lists fitting layouts fastest first; --check runs the lab's

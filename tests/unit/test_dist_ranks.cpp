@@ -1,4 +1,4 @@
-// ctest-labels: unit;dist
+// ctest-labels: unit;dist;no-asan
 // Several ranks for real: `mpirun --allow-run-as-root --oversubscribe -np 2` of trainlab-cli (and
 // of this executable as a communicator worker), on the CPU through MPI. Skipped when mpirun is
 // absent or the build has no MPI.

@@ -1,3 +1,4 @@
+// ctest-labels: unit;no-asan
 // Every numeric option of every trainlab-cli verb has a range (cli/option_ranges.h): NaN,
 // infinities and out-of-range values are refused while the command line is parsed, with one
 // "error:" line naming the option, its range and the value, and a non-zero exit (no crash, no run).

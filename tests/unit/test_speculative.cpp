@@ -1,3 +1,4 @@
+// ctest-labels: unit;no-asan
 // Speculative decoding (decode/speculative.h) on the CPU decoder: a batched pass is bit-identical
 // to one push a row and rolls back; at temperature 0 the text is the target's own greedy text
 // (several prompts, k 1..6, across window restarts, with a draft of other weights and an int4
