@@ -113,17 +113,13 @@ const std::vector<float>& DecodeWeights::at(const std::string& name) const {
 }
 
 namespace {
-bool ends_with(const std::string& name, const std::string& suffix) {
-  return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 // Elements of a tensor that is not a matrix (embeddings, biases, LayerNorm parameters).
 int64_t vector_numel(const DecoderShape& s, const std::string& name) {
   const int64_t d = s.dim;
   if (name == "tok.weight") return s.padded_vocab * d;
   if (name == "pos.weight") return s.context * d;
-  if (ends_with(name, ".qkv.bias")) return 3 * d;
-  if (ends_with(name, ".fc.bias")) return 4 * d;
+  if (name.ends_with(".qkv.bias")) return 3 * d;
+  if (name.ends_with(".fc.bias")) return 4 * d;
   return d;  // LayerNorm weights and biases, proj.bias, out.bias
 }
 }  // namespace
@@ -131,10 +127,10 @@ int64_t vector_numel(const DecoderShape& s, const std::string& name) {
 std::pair<int64_t, int64_t> DecodeWeights::matrix_shape(const std::string& name) const {
   const int64_t d = shape.dim;
   if (name == "head.weight") return {shape.padded_vocab, d};
-  if (ends_with(name, ".qkv.weight")) return {3 * d, d};
-  if (ends_with(name, ".proj.weight")) return {d, d};
-  if (ends_with(name, ".fc.weight")) return {4 * d, d};
-  if (ends_with(name, ".out.weight")) return {d, 4 * d};
+  if (name.ends_with(".qkv.weight")) return {3 * d, d};
+  if (name.ends_with(".proj.weight")) return {d, d};
+  if (name.ends_with(".fc.weight")) return {4 * d, d};
+  if (name.ends_with(".out.weight")) return {d, 4 * d};
   throw Error("internal: '" + name + "' is not a decoder matrix");
 }
 

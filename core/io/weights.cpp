@@ -10,14 +10,6 @@
 
 namespace trainlab {
 
-namespace {
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() > suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-}  // namespace
-
 // --- the quantized file format --------------------------------------------------------------------
 
 nlohmann::json QuantFileReport::to_json() const {
@@ -26,7 +18,7 @@ nlohmann::json QuantFileReport::to_json() const {
           {"bits_per_weight", bits_per_weight()}};
 }
 
-bool is_linear_weight(const std::string& name, const Shape& shape) { return shape.size() == 2 && ends_with(name, ".weight"); }
+bool is_linear_weight(const std::string& name, const Shape& shape) { return shape.size() == 2 && name.ends_with(".weight"); }
 
 bool is_quantized_file(const SafeTensorsFile& f) { return f.metadata.count("trainlab_quant") > 0; }
 
@@ -107,13 +99,13 @@ SafeTensorsFile dequantize_weights(const SafeTensorsFile& in, const std::string&
   for (const QuantEntry& e : md.quant) entries.emplace(e.name, &e);
   std::unordered_map<std::string_view, const SafeTensor*> scales;
   for (const SafeTensor& t : in.tensors)
-    if (ends_with(t.name, ".scales")) scales.emplace(std::string_view(t.name).substr(0, t.name.size() - 7), &t);
+    if (t.name.ends_with(".scales")) scales.emplace(std::string_view(t.name).substr(0, t.name.size() - 7), &t);
   SafeTensorsFile out;
   out.metadata = in.metadata;
   out.metadata.erase("trainlab_quant");
   for (const SafeTensor& t : in.tensors) {
-    if (ends_with(t.name, ".scales")) continue;
-    if (!ends_with(t.name, ".qweight")) {
+    if (t.name.ends_with(".scales")) continue;
+    if (!t.name.ends_with(".qweight")) {
       out.tensors.push_back(t);
       continue;
     }

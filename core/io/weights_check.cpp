@@ -20,10 +20,6 @@ constexpr int64_t kMaxMatrixDim = INT32_MAX;
 
 using TensorIndex = std::unordered_map<std::string_view, const SafeTensor*>;
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() > suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 const SafeTensor* find(const TensorIndex& index, const std::string& name) {
   const auto it = index.find(name);
   return it == index.end() ? nullptr : it->second;
@@ -185,7 +181,7 @@ WeightsMetadata validate_weights_metadata(const SafeTensorsFile& f, const std::s
     if (!index.emplace(t.name, &t).second) throw Error(path + ": tensor " + printable_name(t.name) + " appears twice");
   }
   for (const SafeTensor& t : f.tensors) {
-    const bool q = ends_with(t.name, ".qweight"), s = ends_with(t.name, ".scales");
+    const bool q = t.name.ends_with(".qweight"), s = t.name.ends_with(".scales");
     if (md.quantized && (q || s)) {
       const std::string name = t.name.substr(0, t.name.size() - (q ? 8 : 7));
       if (!qmeta.contains(name))

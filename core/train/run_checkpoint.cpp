@@ -14,6 +14,7 @@
 
 #include "io/safetensors.h"
 #include "util/error.h"
+#include "util/safe_file.h"
 
 namespace fs = std::filesystem;
 
@@ -111,24 +112,6 @@ void rename_durably(const std::string& from, const std::string& to, const std::s
   fs::rename(from, to, ec);
   if (ec) throw Error(to + ": cannot move into place (" + ec.message() + ")");
   sync_path(dir, true);
-}
-
-// Size and CRC-32 of a file's bytes.
-std::pair<uint64_t, uint32_t> size_and_crc(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot open the checkpoint's tensors");
-  uLong crc = crc32(0L, Z_NULL, 0);
-  uint64_t size = 0;
-  std::vector<char> buf(1 << 20);
-  while (in) {
-    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-    const auto got = in.gcount();
-    if (got <= 0) break;
-    crc = crc32(crc, reinterpret_cast<const Bytef*>(buf.data()), static_cast<uInt>(got));
-    size += static_cast<uint64_t>(got);
-  }
-  if (in.bad()) throw Error(path + ": read failed");
-  return {size, static_cast<uint32_t>(crc)};
 }
 
 SafeTensor f32_tensor(const std::string& name, const std::vector<float>& v) {
@@ -309,7 +292,7 @@ void write_run_checkpoint(const std::string& dir, const RunProgress& progress, c
   write_safetensors(tensors_path, f);
   sync_path(tensors_path, false);
   sync_path(dir, true);
-  const auto [bytes, crc] = size_and_crc(tensors_path);
+  const auto [bytes, crc] = file_size_and_crc32(tensors_path);
 
   const LossScaler::State ls = parts.scaler.state();
   Json j = {{"format", kFormat}, {"version", kVersion}};
@@ -359,7 +342,7 @@ RunProgress restore_run_checkpoint(const std::string& dir, const Config& config,
   const std::string path = dir + "/" + info->tensors_file;
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) throw Error(path + " is missing: " + origin + " needs it");
-  const auto [bytes, crc] = size_and_crc(path);
+  const auto [bytes, crc] = file_size_and_crc32(path);
   if (bytes != info->tensors_bytes || crc != info->tensors_crc32)
     throw Error(path + " does not match " + origin + " (its size or CRC-32 differs): the file was changed or damaged");
   const SafeTensorsFile f = read_safetensors(path);

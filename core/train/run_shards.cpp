@@ -10,6 +10,7 @@
 #include "config/dist_options.h"
 #include "io/safetensors.h"
 #include "util/error.h"
+#include "util/safe_file.h"
 
 namespace fs = std::filesystem;
 
@@ -41,23 +42,6 @@ std::vector<uint8_t> f32_bytes(const std::vector<float>& v) {
   std::vector<uint8_t> b(v.size() * sizeof(float));
   if (!v.empty()) std::memcpy(b.data(), v.data(), b.size());
   return b;
-}
-
-std::pair<uint64_t, uint32_t> size_and_crc(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot be opened");
-  uLong crc = crc32(0L, Z_NULL, 0);
-  uint64_t size = 0;
-  std::vector<char> buf(1 << 20);
-  while (in) {
-    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-    const auto got = in.gcount();
-    if (got <= 0) break;
-    crc = crc32(crc, reinterpret_cast<const Bytef*>(buf.data()), static_cast<uInt>(got));
-    size += static_cast<uint64_t>(got);
-  }
-  if (in.bad()) throw Error(path + ": read failed");
-  return {size, static_cast<uint32_t>(crc)};
 }
 
 // A shard file opened for reading parts of its F32 vectors: the header checked, each tensor's
@@ -185,7 +169,7 @@ ShardLayout write_state_shards(const std::string& dir, long step, dist::DataPara
     for (const auto& [buffer, values] : dp.optimizer_state(opt)) put("optim/" + buffer, values);
     f.metadata["format"] = "trainlab-checkpoint-shard";
     write_safetensors(dir + "/" + name, f);
-    const auto [bytes, crc] = size_and_crc(dir + "/" + name);
+    const auto [bytes, crc] = file_size_and_crc32(dir + "/" + name);
     mine[0] = 1.0;
     mine[1] = static_cast<double>(bytes);
     mine[2] = static_cast<double>(crc);
@@ -222,7 +206,7 @@ StateSlice read_state_slice(const std::string& dir, const ShardLayout& layout, d
     if (ec || size != f.bytes)
       throw Error(path + (size == 0 ? " is missing" : " does not have the size checkpoint.json gives") +
                   ": the checkpoint's shards need it as it was written");
-    if (lo == f.begin && hi == f.end && size_and_crc(path).second != f.crc32)
+    if (lo == f.begin && hi == f.end && file_size_and_crc32(path).second != f.crc32)
       throw Error(path + " does not match checkpoint.json (its CRC-32 differs): the file was changed or damaged");
     ShardReader reader(path, size, f.end - f.begin);
     std::vector<std::string> optim;

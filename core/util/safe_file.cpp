@@ -7,6 +7,10 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include <zlib.h>
 
 #include "util/error.h"
 
@@ -122,6 +126,23 @@ void AppendFile::append(std::string_view bytes) {
     throw_file_error(m_path, "cannot write", err);
   }
   m_size += static_cast<int64_t>(bytes.size());
+}
+
+std::pair<uint64_t, uint32_t> file_size_and_crc32(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path + ": cannot be opened");
+  uLong crc = crc32(0L, Z_NULL, 0);
+  uint64_t size = 0;
+  std::vector<char> buf(1 << 20);
+  while (in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    const auto got = in.gcount();
+    if (got <= 0) break;
+    crc = crc32(crc, reinterpret_cast<const Bytef*>(buf.data()), static_cast<uInt>(got));
+    size += static_cast<uint64_t>(got);
+  }
+  if (in.bad()) throw Error(path + ": read failed");
+  return {size, static_cast<uint32_t>(crc)};
 }
 
 }  // namespace trainlab

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace trainlab {
 
@@ -38,6 +39,10 @@ class AtomicFile {
 
 // The whole of `bytes` as `path`, atomically (AtomicFile).
 void write_file_atomic(const std::string& path, std::string_view bytes);
+
+// A file's size in bytes and the CRC-32 (zlib's) of its bytes, read in 1 MiB pieces. Throws
+// "<path>: cannot be opened" or "<path>: read failed".
+std::pair<uint64_t, uint32_t> file_size_and_crc32(const std::string& path);
 
 class AppendFile {
  public:
