@@ -194,6 +194,25 @@ void Report::write_events(QTextStream& o) const {
   }
 }
 
+// A run's mid-run changes of the live keys under `section` ("prune.", "quant."), read from its
+// events' labels ("bits: 4 -> 3": Trainer::apply_setting names a key by its last part, which no two
+// live keys share), each on a line of its own after the start value: "step 11: quant.bits = 3".
+// config.json holds the start values: a run switched to QAT mid-run started with "none".
+static QString mid_run_changes(const RunSeries& r, const QString& section) {
+  QString out;
+  for (const RunEvent& e : r.events)
+    for (const QString& part : e.label.split("; ")) {
+      if (!part.contains(" -> ")) continue;
+      const QString leaf = part.section(": ", 0, 0), value = part.section(" -> ", -1);
+      for (const ConfigKey& k : config_schema()) {
+        const QString key = QString::fromStdString(k.key);
+        if (k.mid_run && key.startsWith(section) && key.endsWith("." + leaf))
+          out += "<br>" + esc(QString("step %1: %2 = %3").arg(e.step).arg(key, value));
+      }
+    }
+  return out;
+}
+
 // Compression: final sparsity and bits per weight of the runs that pruned or quantized.
 void Report::write_compression(QTextStream& o) const {
   bool any_compression = false;
@@ -208,9 +227,10 @@ void Report::write_compression(QTextStream& o) const {
       const double sp = last_finite(r->sparsity), bits = last_finite(r->bits);
       o << "<tr><td>" << esc(r->name) << "</td><td class='num' align='right'>"
         << (std::isfinite(sp) ? QString::number(sp, 'f', 2) + " %" : QString("&ndash;")) << "</td><td class='num' align='right'>"
-        << (std::isfinite(bits) ? num(bits, 4) : QString("&ndash;")) << "</td><td>" << cv("prune.method") << "</td><td>"
-        << cv("quant.mode") << (flat.value("quant.mode", std::string()) == "qat" ? " int" + cv("quant.bits") + " " + cv("quant.granularity") : QString())
-        << "</td></tr>";
+        << (std::isfinite(bits) ? num(bits, 4) : QString("&ndash;")) << "</td><td>" << cv("prune.method")
+        << mid_run_changes(*r, "prune.") << "</td><td>" << cv("quant.mode")
+        << (flat.value("quant.mode", std::string()) == "qat" ? " int" + cv("quant.bits") + " " + cv("quant.granularity") : QString())
+        << mid_run_changes(*r, "quant.") << "</td></tr>";
     }
     o << "</table>";
   }

@@ -6,6 +6,7 @@
 #include <QToolTip>
 #include <QVBoxLayout>
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "plot_style.h"
@@ -20,6 +21,40 @@ QString rate(double v, const char* unit) {
   int i = 0;
   while (v >= 1000 && i < 5) v /= 1000, ++i;
   return QString::number(v, 'g', 3) + " " + prefix[i] + unit;
+}
+
+// Moves the kernels' labels (the plot's text items) apart: each takes the first side of its point
+// (right, left, below, above) where it overlaps no label placed before it and stays inside the
+// axes, else the right.
+void place_labels_apart(QCustomPlot* plot) {
+  const QRect inside = plot->axisRect()->rect();
+  std::vector<QRectF> taken;
+  for (int i = 0; i < plot->itemCount(); ++i) {
+    auto* t = qobject_cast<QCPItemText*>(plot->item(i));
+    if (!t) continue;
+    const QMargins m = t->padding();  // the point's radius and a gap, on the side of the point
+    const int pad = std::max({m.left(), m.right(), m.top(), m.bottom()});
+    const std::array<std::pair<Qt::Alignment, QMargins>, 4> sides = {{
+        {Qt::AlignLeft | Qt::AlignVCenter, QMargins(pad, 0, 0, 0)},
+        {Qt::AlignRight | Qt::AlignVCenter, QMargins(0, 0, pad, 0)},
+        {Qt::AlignHCenter | Qt::AlignTop, QMargins(0, pad, 0, 0)},
+        {Qt::AlignHCenter | Qt::AlignBottom, QMargins(0, 0, 0, pad)},
+    }};
+    QRectF rect;
+    for (const auto& [align, margins] : sides) {
+      t->setPositionAlignment(align);
+      t->setPadding(margins);
+      rect = QRectF(t->topLeft->pixelPosition(), t->bottomRight->pixelPosition()).normalized();
+      const bool clear = std::none_of(taken.begin(), taken.end(), [&](const QRectF& o) { return o.intersects(rect); });
+      if (clear && QRectF(inside).contains(rect)) break;
+      if (&margins == &sides.back().second) {  // nowhere clear: the right, as before
+        t->setPositionAlignment(sides.front().first);
+        t->setPadding(sides.front().second);
+        rect = QRectF(t->topLeft->pixelPosition(), t->bottomRight->pixelPosition()).normalized();
+      }
+    }
+    taken.push_back(rect);
+  }
 }
 
 // The colour of a kernel by what bounds it: memory-bound warm, compute-bound cool.
@@ -71,6 +106,20 @@ RooflineView::RooflineView(QWidget* parent) : QWidget(parent) {
     a->setNumberFormat("eb");
     a->setNumberPrecision(0);
   }
+  // The roofs' legend below the plot, in as many columns as fit (as the memory plot's): inside the
+  // axes it hid kernels (one above the memory roof sat under it). The kernels' labels are moved
+  // apart at every layout, the dock's size being known only then.
+  m_plot->axisRect()->insetLayout()->take(m_plot->legend);
+  m_plot->axisRect()->insetLayout()->simplify();
+  m_plot->legend->setFillOrder(QCPLayoutGrid::foColumnsFirst);
+  m_plot->legend->setWrap(2);
+  m_plot->plotLayout()->addElement(2, 0, m_plot->legend);
+  m_plot->plotLayout()->setRowStretchFactor(2, 0.001);
+  m_plot->legend->setMargins(QMargins(6, 2, 6, 4));
+  connect(m_plot, &QCustomPlot::afterLayout, m_plot, [p = m_plot] {
+    fit_legend_columns(p);
+    place_labels_apart(p);
+  });
   m_plot->xAxis->setLabel("arithmetic intensity (FLOP / byte)");
   m_plot->yAxis->setLabel("achieved FLOP/s");
   style_plot(m_plot, palette());
@@ -121,32 +170,25 @@ void RooflineView::draw_roofs(const Roofline& r, double x0, double x1) {
   double top = r.peak_flops_per_s;
   for (const CalibratedPeak& p : r.peaks) top = std::max(top, p.tflops * 1e12);
   const QColor text = palette().color(QPalette::Text);
+  // The roofs are named in the legend (top left: above the memory roof no kernel can be), not
+  // beside their lines: roofs of nearly equal peaks would print their names over each other.
   auto* mem = m_plot->addGraph();
-  mem->setName("memory roof");
+  mem->setName("memory " + rate(bw, "B/s"));
   mem->setPen(QPen(text, 2));
   mem->setData(QVector<double>{x0, top / bw}, QVector<double>{bw * x0, top});
-  auto* ml = new QCPItemText(m_plot);
-  ml->position->setCoords(x0 * 1.3, bw * x0 * 1.3);
-  ml->setPositionAlignment(Qt::AlignLeft | Qt::AlignBottom);
-  ml->setText("memory " + rate(bw, "B/s"));
-  ml->setColor(text);
   for (const CalibratedPeak& p : r.peaks) {
     const double P = p.tflops * 1e12;
     const QString label = QString::fromStdString(Calibration::precision_label(p.dtype, p.mode));
     const bool own = label.toStdString() == r.peak_label;
     auto* g = m_plot->addGraph();
-    g->setName(label + " roof");
+    g->setName(label + " " + rate(P, "FLOP/s") + (own ? " (this run)" : ""));
     QColor c = text;
     if (!own) c.setAlpha(110);  // the other precisions' roofs, for comparison
     const QPen pen(c, own ? 2 : 1, own ? Qt::SolidLine : Qt::DashLine);
     g->setPen(pen);
     g->setData(QVector<double>{P / bw, x1}, QVector<double>{P, P});
-    auto* t = new QCPItemText(m_plot);
-    t->position->setCoords(x1, P);
-    t->setPositionAlignment(Qt::AlignRight | Qt::AlignBottom);
-    t->setText(label + " " + rate(P, "FLOP/s") + (own ? " (this run)" : ""));
-    t->setColor(pen.color());
   }
+  m_plot->legend->setVisible(true);
 }
 
 void RooflineView::draw(const Roofline& r) {
@@ -168,6 +210,7 @@ void RooflineView::draw(const Roofline& r) {
   for (const RooflinePoint& p : m_placed) {
     auto* g = m_plot->addGraph();
     g->setName(QString::fromStdString(p.name));
+    g->removeFromLegend();  // named by its label
     g->setLineStyle(QCPGraph::lsNone);
     const double size = 6 + 26 * std::sqrt(p.time_share);
     QColor fill = bound_color(p);
@@ -186,7 +229,8 @@ void RooflineView::draw(const Roofline& r) {
   double total_ms = 0;
   for (const RooflinePoint& p : r.points) total_ms += p.ms;
   auto* title = qobject_cast<QCPTextElement*>(m_plot->plotLayout()->element(0, 0));
-  title->setText(QString("Roofline of %1 on %2 (%3): %4 kernels placed, %5 ms of kernel time")
+  // Three lines: a dock beside the plots is narrower than the whole sentence.
+  title->setText(QString("Roofline of %1 (%3)\n%2\n%4 kernels placed, %5 ms of kernel time")
                      .arg(m_run->name, QString::fromStdString(r.device), QString::fromStdString(r.precision))
                      .arg(m_placed.size())
                      .arg(QLocale::system().toString(total_ms, 'f', 1)));

@@ -133,6 +133,17 @@ QString RunSeries::display_name(const Json& config, const QString& dir) {
   return QFileInfo(dir).fileName();
 }
 
+// Room for `rows` steps in every per-step column of `s`: a long record's 100,000 rows are appended
+// without the columns growing, and copying, again and again.
+static void reserve_steps(RunSeries& s, size_t rows) {
+  const auto n = static_cast<qsizetype>(rows);
+  for (QVector<double>* v : {&s.step, &s.epoch, &s.loss, &s.train_acc, &s.lr, &s.samples_per_s, &s.mfu, &s.loss_scale,
+                             &s.skipped_steps, &s.wall_s, &s.elapsed_s, &s.sparsity, &s.bits, &s.mem_total,
+                             &s.mem_predicted, &s.mem_peak_total, &s.act_predicted})
+    v->reserve(n);
+  for (auto& v : s.mem) v.reserve(n);
+}
+
 RunSeries RunSeries::load(const QString& dir, size_t max_rows) {
   const LoadedRun r = load_run(dir.toStdString(), max_rows);
   RunSeries s;
@@ -140,6 +151,7 @@ RunSeries RunSeries::load(const QString& dir, size_t max_rows) {
   s.config = r.config;
   s.summary = r.summary;
   s.name = display_name(r.config, s.dir);
+  reserve_steps(s, r.steps.size());
   for (const auto& m : r.steps) s.append(m);
   for (const auto& w : r.warnings) s.warnings << QString::fromStdString(w);
   return s;

@@ -17,8 +17,6 @@
 #include <cblas.h>
 
 #include <algorithm>
-#include <functional>
-#include <thread>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -28,6 +26,7 @@
 #include "backend/cpu_numeric.h"
 #include "tensor/dropout_hash.h"
 #include "util/error.h"
+#include "util/parallel.h"
 
 extern "C" int openblas_get_num_threads(void);
 
@@ -146,8 +145,6 @@ TL_VECTOR_CLONES void gelu_grad_rows(const float* __restrict x, const float* dy,
     dx[i] = dy[i] * (normal_cdf(v) + v * pdf);
   }
 }
-
-void parallel_for(int64_t n, int threads, const std::function<void(int, int64_t, int64_t)>& fn);
 
 using cpu::tf32_round;
 
@@ -321,17 +318,6 @@ void CpuBackend::layernorm_backward(const Tensor& x, const Tensor& gamma, const 
 }
 
 namespace {
-// Splits [0, n) into `threads` contiguous parts run at once (the caller runs the first part).
-// Each index is computed by exactly one thread with the same arithmetic, so results do not
-// depend on the thread count.
-void parallel_for(int64_t n, int threads, const std::function<void(int, int64_t, int64_t)>& fn) {
-  const int t = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, n)));
-  std::vector<std::thread> pool;
-  for (int w = 1; w < t; ++w) pool.emplace_back(fn, w, n * w / t, n * (w + 1) / t);
-  fn(0, 0, n / t);
-  for (auto& th : pool) th.join();
-}
-
 inline void axpy(float* __restrict y, const float* __restrict x, float a, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }

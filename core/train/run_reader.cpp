@@ -13,6 +13,7 @@
 #include "train/run_record.h"
 #include "train/step_columns.h"
 #include "util/error.h"
+#include "util/huge_pages.h"
 
 namespace trainlab {
 
@@ -46,6 +47,9 @@ bool read_file(const std::string& path, int64_t limit, std::string& out, std::st
   }
   // One read of the size stat gave (a stream iterator goes a character at a time: seconds for a
   // long run's record), then whatever the file grew by since.
+  out.clear();
+  out.reserve(static_cast<size_t>(st.st_size));
+  advise_huge_pages(out.data(), out.capacity());
   out.resize(static_cast<size_t>(st.st_size));
   in.read(out.data(), static_cast<std::streamsize>(out.size()));
   out.resize(static_cast<size_t>(in.gcount()));
@@ -214,44 +218,26 @@ StepMetrics slow_fields_of(const StepMetrics& from) {
   return m;
 }
 
-// Which rows of steps.bin a read builds: all, or for at most about max_rows rows the lowest- and
-// highest-loss row of each of max_rows / 2 buckets (and the last row, where the curve ends).
-std::vector<char> pick_rows(const std::vector<StepRow>& rows, size_t max_rows) {
-  std::vector<char> pick(rows.size(), 1);
-  if (max_rows < 2 || rows.size() <= max_rows) return pick;
-  std::fill(pick.begin(), pick.end(), 0);
-  const size_t bucket = (rows.size() + max_rows / 2 - 1) / (max_rows / 2);
-  for (size_t b = 0; b < rows.size(); b += bucket) {
-    size_t lo = b, hi = b;
-    for (size_t i = b; i < std::min(b + bucket, rows.size()); ++i) {
-      if (rows[i].loss < rows[lo].loss || std::isnan(rows[lo].loss)) lo = i;
-      if (rows[i].loss > rows[hi].loss || std::isnan(rows[hi].loss)) hi = i;
-    }
-    pick[lo] = pick[hi] = 1;
-  }
-  pick.back() = 1;
-  return pick;
-}
-
 }  // namespace
 
-std::vector<StepMetrics> merge_step_rows(std::vector<StepMetrics> lines, const std::vector<StepRow>& rows,
-                                         size_t max_rows) {
-  const std::vector<char> pick = pick_rows(rows, max_rows);
+std::vector<StepMetrics> merge_step_rows(std::vector<StepMetrics> lines, const std::vector<StepRow>& rows) {
   std::vector<StepMetrics> out;
-  out.reserve(lines.size() + static_cast<size_t>(std::count(pick.begin(), pick.end(), 1)));
+  out.reserve(lines.size() + rows.size());
+  advise_huge_pages(out.data(), out.capacity() * sizeof(StepMetrics));  // 0.8 KB a row
   StepMetrics base;
+  bool line_last = false;  // the last row out is a line's: `base` takes its slow fields
   size_t j = 0;
   for (size_t i = 0; i < rows.size(); ++i) {
-    for (; j < lines.size() && lines[j].step < rows[i].step; ++j) out.push_back(std::move(lines[j]));
+    for (; j < lines.size() && lines[j].step < rows[i].step; ++j, line_last = true) out.push_back(std::move(lines[j]));
     if (!out.empty() && out.back().step >= rows[i].step) continue;  // not after the last row (a bad file)
     if (j < lines.size() && lines[j].step == rows[i].step) {
       rows[i].apply_to(lines[j]);
       out.push_back(std::move(lines[j++]));
+      line_last = true;
       continue;
     }
-    if (!pick[i]) continue;
-    if (!out.empty()) base = slow_fields_of(out.back());
+    if (line_last) base = slow_fields_of(out.back());
+    line_last = false;
     StepMetrics m = base;
     rows[i].apply_to(m);
     out.push_back(std::move(m));
@@ -272,22 +258,26 @@ LoadedRun load_run(const std::string& dir, size_t max_rows) {
   if (!r.config.is_object()) throw Error(config + ": expected a JSON object of config sections");
 
   // A record with steps.bin has its per-step scalars there; its metrics.jsonl is read whole (it
-  // holds only the lines that carry more, and the slow fields a thinned read would pass over).
-  const std::string columns = dir + "/steps.bin";
-  StepColumnsRead cols;
-  if (read_file(columns, kMaxMetricsBytes, bytes, why)) {
-    cols = parse_step_columns(bytes, columns);
-    r.warnings = std::move(cols.warnings);
-  } else if (why != "missing") {
-    r.warnings.push_back(columns + ": " + why + "; no steps read from it");
-  }
-  const std::string metrics = dir + "/metrics.jsonl";
+  // holds only the lines that carry more, and the slow fields a thinned read would pass over), and
+  // a thinned read of steps.bin keeps the rows of the lines' steps (their scalars).
+  const std::string columns = dir + "/steps.bin", metrics = dir + "/metrics.jsonl";
+  std::string column_bytes;
+  const bool has_columns = read_file(columns, kMaxMetricsBytes, column_bytes, why);
+  if (!has_columns && why != "missing") r.warnings.push_back(columns + ": " + why + "; no steps read from it");
   MetricsRead m;
   if (read_file(metrics, kMaxMetricsBytes, bytes, why))
-    m = parse_metrics_jsonl(bytes, metrics, cols.rows.empty() ? max_rows : 0);
+    m = parse_metrics_jsonl(bytes, metrics, has_columns ? 0 : max_rows);
   else if (why != "missing")
-    r.warnings.push_back(metrics + ": " + why + "; no steps read");
-  r.steps = cols.rows.empty() ? std::move(m.steps) : merge_step_rows(std::move(m.steps), cols.rows, max_rows);
+    m.warnings.push_back(metrics + ": " + why + "; no steps read");
+  if (has_columns) {
+    StepRowsWanted want{max_rows, {}};
+    for (const StepMetrics& s : m.steps) want.keep_steps.push_back(s.step);
+    std::sort(want.keep_steps.begin(), want.keep_steps.end());
+    StepColumnsRead cols = parse_step_columns(column_bytes, columns, want);
+    r.warnings.insert(r.warnings.end(), cols.warnings.begin(), cols.warnings.end());
+    if (!cols.rows.empty()) m.steps = merge_step_rows(std::move(m.steps), cols.rows);
+  }
+  r.steps = std::move(m.steps);
   r.warnings.insert(r.warnings.end(), m.warnings.begin(), m.warnings.end());
 
   const std::string summary = dir + "/summary.json";

@@ -166,7 +166,8 @@ struct LoadedRun {
   Json summary;                       // null while a run is unfinished (or when unreadable: warned)
   std::vector<std::string> warnings;  // e.g. "runs/x/metrics.jsonl line 17: not valid JSON; skipped"
 };
-// max_rows > 0: a thinned read for plots (parse_metrics_jsonl's max_rows); 0: every row.
+// max_rows > 0: a thinned read for plots (steps.bin: parse_step_columns' StepRowsWanted, every
+// metrics.jsonl line kept; a record of lines alone: parse_metrics_jsonl's max_rows); 0: every row.
 LoadedRun load_run(const std::string& dir, size_t max_rows = 0);
 
 // The bytes of a metrics.jsonl: a row for every line that is a metrics object. A torn last line

@@ -12,9 +12,12 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <optional>
 
 #include "train/run_record.h"
 #include "util/error.h"
+#include "util/huge_pages.h"
+#include "util/parallel.h"
 #include "util/safe_file.h"
 
 namespace trainlab {
@@ -69,21 +72,22 @@ uint64_t column_bits(const Column& c, const StepRow& r) {
   const double v = r.*c.field;
   return c.type == ColType::F64 ? std::bit_cast<uint64_t>(v) : std::bit_cast<uint32_t>(static_cast<float>(v));
 }
-void set_column(const Column& c, StepRow& r, uint64_t bits) {
-  if (!c.field) {
-    r.step = static_cast<long>(static_cast<uint32_t>(bits));
-    return;
-  }
-  if (c.type == ColType::F64) r.*c.field = std::bit_cast<double>(bits);
-  else if (c.type == ColType::F32) r.*c.field = std::bit_cast<float>(static_cast<uint32_t>(bits));
-  else r.*c.field = static_cast<double>(static_cast<uint32_t>(bits));
-}
-
 // The layout a file's header names: each column's type and, where this reader knows it, its field.
 struct FileColumn {
   ColType type = ColType::F32;
   const Column* known = nullptr;  // nullptr: a column of a later version, passed over
 };
+
+// A column value's bits read as the file's type says (a later version may narrow or widen one).
+double file_value(ColType t, uint64_t bits) {
+  if (t == ColType::F64) return std::bit_cast<double>(bits);
+  if (t == ColType::F32) return std::bit_cast<float>(static_cast<uint32_t>(bits));
+  return static_cast<double>(static_cast<uint32_t>(bits));
+}
+void set_column(const FileColumn& c, StepRow& r, uint64_t bits) {
+  if (c.known->field) r.*c.known->field = file_value(c.type, bits);
+  else r.step = static_cast<long>(static_cast<uint32_t>(bits));
+}
 
 bool parse_header(std::string_view bytes, size_t& pos, std::vector<FileColumn>& cols, std::string& why) {
   if (bytes.size() < 12 || std::memcmp(bytes.data(), kMagic, 8) != 0) {
@@ -134,31 +138,50 @@ bool parse_header(std::string_view bytes, size_t& pos, std::vector<FileColumn>& 
   return true;
 }
 
-// Rows from an inflated payload; false when its size does not fit the layout.
-bool decode_rows(std::string_view raw, uint32_t rows, const std::vector<FileColumn>& cols, std::vector<StepRow>& out) {
-  size_t row_bytes = 0;
-  for (const FileColumn& c : cols) row_bytes += width(c.type);
-  if (raw.size() != row_bytes * rows) return false;
-  const size_t first = out.size();
-  out.resize(first + rows);
-  constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
-  for (size_t i = first; i < out.size(); ++i) {  // what a column the file lacks reads as
-    out[i].mfu = 0;
-    out[i].grad_norm = out[i].sparsity = out[i].bits_per_weight = kNone;
+// Where each column of an inflated payload of `rows` rows starts, and the bytes the payload has.
+struct BlockLayout {
+  std::vector<size_t> at;  // per file column
+  size_t bytes = 0;
+  BlockLayout(const std::vector<FileColumn>& cols, size_t rows) {
+    for (const FileColumn& c : cols) {
+      at.push_back(bytes);
+      bytes += width(c.type) * rows;
+    }
   }
-  size_t at = 0;
-  for (const FileColumn& c : cols) {
-    const size_t w = width(c.type);
-    if (c.known)
-      for (uint32_t i = 0; i < rows; ++i) {
-        uint64_t bits = 0;
-        for (size_t b = 0; b < w; ++b)
-          bits |= static_cast<uint64_t>(static_cast<unsigned char>(raw[at + b * rows + i])) << (8 * b);
-        set_column(*c.known, out[first + i], bits);
-      }
-    at += w * rows;
-  }
-  return true;
+};
+
+// Value `i` of the byte-shuffled column at `col` (byte b of value i at col[b * rows + i]).
+uint64_t gather(const unsigned char* col, size_t w, size_t rows, size_t i) {
+  uint64_t bits = 0;
+  for (size_t b = 0; b < w; ++b) bits |= static_cast<uint64_t>(col[b * rows + i]) << (8 * b);
+  return bits;
+}
+
+// What a row reads as before its columns are set: a column the file lacks stays so.
+StepRow absent_row() {
+  StepRow r;
+  r.mfu = 0;
+  r.grad_norm = r.sparsity = r.bits_per_weight = std::numeric_limits<double>::quiet_NaN();
+  return r;
+}
+
+// Rows [0, rows) of an inflated payload into out[0, rows), column by column.
+void decode_all(const unsigned char* raw, size_t rows, const std::vector<FileColumn>& cols, StepRow* out) {
+  const BlockLayout l(cols, rows);
+  std::fill(out, out + rows, absent_row());
+  for (size_t c = 0; c < cols.size(); ++c)
+    if (cols[c].known)
+      for (size_t i = 0; i < rows; ++i)
+        set_column(cols[c], out[i], gather(raw + l.at[c], width(cols[c].type), rows, i));
+}
+
+// Row `i` of an inflated payload (a thinned read builds only the rows it keeps).
+StepRow decode_one(const unsigned char* raw, size_t rows, const std::vector<FileColumn>& cols, const BlockLayout& l,
+                   size_t i) {
+  StepRow r = absent_row();
+  for (size_t c = 0; c < cols.size(); ++c)
+    if (cols[c].known) set_column(cols[c], r, gather(raw + l.at[c], width(cols[c].type), rows, i));
+  return r;
 }
 
 double now_s() {
@@ -250,7 +273,132 @@ std::string encode_step_block(const std::vector<StepRow>& rows) {
   return out + payload;
 }
 
-StepColumnsRead parse_step_columns(std::string_view bytes, const std::string& origin) {
+namespace {
+
+// Deflate compresses at most 1032:1 (zlib.net/zlib_tech.html): a block announcing more rows than its
+// payload could inflate to is not read, and its rows are never allocated.
+constexpr size_t kMaxInflateRatio = 1032;
+
+// A whole block of the file: its header's place, rows and payload length, and the place of its
+// first row among the rows of the blocks before it (a thinned read's buckets count rows so).
+struct BlockRef {
+  size_t pos = 0;
+  uint32_t rows = 0, len = 0;
+  size_t first = 0;
+  bool fits = true;  // its rows fit what its payload can inflate to
+};
+
+// The lowest- and highest-loss rows of one bucket among the rows seen so far, in file order: a
+// lower (higher) loss replaces the one kept, ties keep the first, and a NaN loss gives way to the
+// next row (so a bucket of NaN keeps its last row).
+struct Extremes {
+  size_t bucket = 0, lo = 0, hi = 0;
+  double lo_loss = 0, hi_loss = 0;
+  void add(size_t place, double loss) { add(Extremes{bucket, place, place, loss, loss}); }
+  void add(const Extremes& later) {  // the same bucket's rows after these
+    if (later.lo_loss < lo_loss || std::isnan(lo_loss)) lo = later.lo, lo_loss = later.lo_loss;
+    if (later.hi_loss > hi_loss || std::isnan(hi_loss)) hi = later.hi, hi_loss = later.hi_loss;
+  }
+};
+
+// What one block gave: for a thinned read the rows that may be kept, with their places, and each
+// bucket's extremes among the block's rows; the choice over the blocks is made after them.
+struct BlockRead {
+  bool ok = false;
+  std::string why;  // when not ok: "checksum does not match; its rows skipped"...
+  std::vector<StepRow> rows;
+  std::vector<size_t> place;
+  std::vector<Extremes> extremes;
+};
+
+struct Thinning {
+  size_t bucket = 1;                      // rows a bucket
+  const std::vector<long>* keep_steps{};  // sorted
+};
+
+bool inflate_block(std::string_view bytes, const BlockRef& b, size_t raw_bytes, std::vector<unsigned char>& raw,
+                   std::string& why) {
+  const std::string_view payload = bytes.substr(b.pos + 16, b.len);
+  if (get_u32(bytes, b.pos + 12) != crc_of(payload)) {
+    why = "checksum does not match; its rows skipped";
+    return false;
+  }
+  raw.resize(std::max<size_t>(raw_bytes, 1));
+  uLongf size = static_cast<uLongf>(raw_bytes);
+  if (!b.fits || ::uncompress(raw.data(), &size, reinterpret_cast<const Bytef*>(payload.data()),
+                              static_cast<uLong>(b.len)) != Z_OK || size != raw_bytes) {
+    why = "not a zlib block of " + std::to_string(b.rows) + " rows; its rows skipped";
+    return false;
+  }
+  return true;
+}
+
+// A thinned read of one inflated block: the loss and step columns of every row give the buckets'
+// extremes and the rows of the steps asked for; only those rows and the block's last are built.
+void block_candidates(const unsigned char* raw, const BlockRef& b, const std::vector<FileColumn>& cols,
+                      const Thinning& t, BlockRead& out) {
+  const BlockLayout l(cols, b.rows);
+  size_t step_c = 0, loss_c = cols.size();  // the header has a step column; the loss may be absent (0)
+  for (size_t c = 0; c < cols.size(); ++c) {
+    if (cols[c].known && !cols[c].known->field) step_c = c;
+    if (cols[c].known && cols[c].known->field == &StepRow::loss) loss_c = c;
+  }
+  std::vector<char> keep(b.rows, 0);
+  for (size_t i = 0; i < b.rows; ++i) {
+    const auto step = static_cast<long>(static_cast<uint32_t>(gather(raw + l.at[step_c], 4, b.rows, i)));
+    keep[i] = std::binary_search(t.keep_steps->begin(), t.keep_steps->end(), step);
+    const double loss = loss_c == cols.size()
+                            ? 0.0
+                            : file_value(cols[loss_c].type, gather(raw + l.at[loss_c], width(cols[loss_c].type), b.rows, i));
+    const size_t place = b.first + i, bucket = place / t.bucket;
+    if (out.extremes.empty() || out.extremes.back().bucket != bucket)
+      out.extremes.push_back({bucket, place, place, loss, loss});
+    else
+      out.extremes.back().add(place, loss);
+  }
+  for (const Extremes& e : out.extremes) keep[e.lo - b.first] = keep[e.hi - b.first] = 1;
+  if (b.rows > 0) keep.back() = 1;  // where the curve ends, should this block be the last read
+  for (size_t i = 0; i < b.rows; ++i)
+    if (keep[i]) {
+      out.rows.push_back(decode_one(raw, b.rows, cols, l, i));
+      out.place.push_back(b.first + i);
+    }
+}
+
+// A thinned read's rows in file order: each bucket's extremes over all its blocks, the last row
+// read, and every row of a step asked for.
+std::vector<StepRow> chosen_rows(const std::vector<BlockRead>& reads, const std::vector<long>& keep_steps) {
+  std::vector<size_t> chosen;
+  std::optional<Extremes> cur;
+  for (const BlockRead& b : reads) {
+    for (const Extremes& e : b.extremes) {
+      if (cur && cur->bucket == e.bucket) {
+        cur->add(e);
+        continue;
+      }
+      if (cur) chosen.insert(chosen.end(), {cur->lo, cur->hi});
+      cur = e;
+    }
+  }
+  if (cur) chosen.insert(chosen.end(), {cur->lo, cur->hi});
+  for (auto b = reads.rbegin(); b != reads.rend(); ++b)
+    if (!b->place.empty()) {  // the last row read
+      chosen.push_back(b->place.back());
+      break;
+    }
+  std::sort(chosen.begin(), chosen.end());
+  std::vector<StepRow> out;
+  for (const BlockRead& b : reads)
+    for (size_t i = 0; i < b.rows.size(); ++i)
+      if (std::binary_search(chosen.begin(), chosen.end(), b.place[i]) ||
+          std::binary_search(keep_steps.begin(), keep_steps.end(), b.rows[i].step))
+        out.push_back(b.rows[i]);
+  return out;
+}
+
+}  // namespace
+
+StepColumnsRead parse_step_columns(std::string_view bytes, const std::string& origin, const StepRowsWanted& want) {
   StepColumnsRead r;
   std::vector<FileColumn> cols;
   size_t pos = 0;
@@ -261,34 +409,59 @@ StepColumnsRead parse_step_columns(std::string_view bytes, const std::string& or
   }
   r.has_header = true;
   r.end_of_whole = pos;
-  size_t total = 0;  // the rows the block headers announce: one allocation for a long run's rows
-  for (size_t at = pos; at + 16 <= bytes.size() && total < (size_t{1} << 32); at += 16 + get_u32(bytes, at + 8))
-    total += std::min(get_u32(bytes, at + 4), kMaxBlockRows);
-  r.rows.reserve(std::min(total, (bytes.size() - pos) * 8));  // a block holds no fewer than a row per 1/8 byte
-  std::string raw;
+  const size_t row_bytes = BlockLayout(cols, 1).bytes;
+  // The block headers first (cheap, in order), then the blocks' checksums, inflation and rows over
+  // the cores: each block is independent of the others.
+  std::vector<BlockRef> blocks;
+  std::string stop;  // a bad block header ends the file, warned after the blocks before it
+  size_t total = 0;
   while (pos + 16 <= bytes.size()) {
     const uint32_t magic = get_u32(bytes, pos), rows = get_u32(bytes, pos + 4), len = get_u32(bytes, pos + 8);
-    const std::string where = origin + " block at byte " + std::to_string(pos);
     if (magic != kBlockMagic || rows > kMaxBlockRows || len > kMaxPayload) {
-      r.warnings.push_back(where + ": not a block header; the rest of the file skipped");
-      return r;
+      stop = origin + " block at byte " + std::to_string(pos) + ": not a block header; the rest of the file skipped";
+      break;
     }
     if (pos + 16 + len > bytes.size()) break;  // torn: the write was cut
-    const std::string_view payload = bytes.substr(pos + 16, len);
-    if (get_u32(bytes, pos + 12) != crc_of(payload)) {
-      r.warnings.push_back(where + ": checksum does not match; its rows skipped");
-    } else {
-      uLongf size = 0;
-      for (const FileColumn& c : cols) size += static_cast<uLongf>(width(c.type) * rows);
-      raw.assign(size, '\0');
-      const int z = ::uncompress(reinterpret_cast<Bytef*>(raw.data()), &size,
-                                 reinterpret_cast<const Bytef*>(payload.data()), static_cast<uLong>(len));
-      if (z != Z_OK || !decode_rows(std::string_view(raw.data(), size), rows, cols, r.rows))
-        r.warnings.push_back(where + ": not a zlib block of " + std::to_string(rows) + " rows; its rows skipped");
-    }
+    const bool fits = size_t{rows} * row_bytes <= size_t{len} * kMaxInflateRatio + 64;
+    blocks.push_back({pos, rows, len, total, fits});
+    total += fits ? rows : 0;
     pos += 16 + len;
     r.end_of_whole = pos;
   }
+  const bool thin = want.max_rows >= 2 && total > want.max_rows;
+  const Thinning t{(total + want.max_rows / 2 - 1) / std::max<size_t>(1, want.max_rows / 2), &want.keep_steps};
+  if (!thin) {  // each block decodes into its place
+    r.rows.reserve(total);
+    advise_huge_pages(r.rows.data(), total * sizeof(StepRow));
+    r.rows.resize(total);
+  }
+  std::vector<BlockRead> reads(blocks.size());
+  const auto n = static_cast<int64_t>(blocks.size());
+  parallel_for(n, parallel_threads(n, 64), [&](int, int64_t begin, int64_t end) {
+    std::vector<unsigned char> raw;
+    for (int64_t k = begin; k < end; ++k) {
+      const BlockRef& b = blocks[static_cast<size_t>(k)];
+      BlockRead& out = reads[static_cast<size_t>(k)];
+      out.ok = inflate_block(bytes, b, b.rows * row_bytes, raw, out.why);
+      if (out.ok && thin) block_candidates(raw.data(), b, cols, t, out);
+      else if (out.ok) decode_all(raw.data(), b.rows, cols, r.rows.data() + b.first);
+    }
+  });
+  size_t kept = 0;  // a whole read: the rows of blocks not read are closed up
+  for (size_t k = 0; k < blocks.size(); ++k) {
+    if (!reads[k].ok) {
+      r.warnings.push_back(origin + " block at byte " + std::to_string(blocks[k].pos) + ": " + reads[k].why);
+      continue;
+    }
+    if (!thin && kept != blocks[k].first)
+      std::move(r.rows.begin() + static_cast<ptrdiff_t>(blocks[k].first),
+                r.rows.begin() + static_cast<ptrdiff_t>(blocks[k].first + blocks[k].rows),
+                r.rows.begin() + static_cast<ptrdiff_t>(kept));
+    kept += blocks[k].rows;
+  }
+  if (!stop.empty()) r.warnings.push_back(stop);
+  if (thin) r.rows = chosen_rows(reads, want.keep_steps);
+  else r.rows.resize(kept);
   return r;
 }
 

@@ -65,10 +65,21 @@ class StepColumnsWriter {
   double m_first_row_time = 0;  // steady clock seconds when the oldest row in memory was added
 };
 
-// The bytes of a steps.bin: every row of every whole block whose checksum matches, in file order.
-// A torn last block (a short header or payload: a write cut by a kill) is dropped silently; a block
-// that fails its CRC or does not inflate is skipped with a warning "<origin> block at byte N: ...";
-// a bad file header reads no rows, with a warning. Never throws for the bytes' sake (fuzz target
+// What a read of steps.bin builds. max_rows >= 2 and a file of more rows: a thinned read for plots
+// (load_run's): the rows are cut into max_rows / 2 buckets of consecutive rows (by their place in the
+// file), and of each bucket only the lowest- and highest-loss row is built (min/max, so a one-step
+// spike survives), with the last row and the row of every step in keep_steps (sorted). Else every row.
+struct StepRowsWanted {
+  size_t max_rows = 0;
+  std::vector<long> keep_steps;
+};
+
+// The bytes of a steps.bin: the rows `want` asks for of every whole block whose checksum matches, in
+// file order. A torn last block (a short header or payload: a write cut by a kill) is dropped
+// silently; a block that fails its CRC or does not inflate is skipped with a warning "<origin> block
+// at byte N: ..."; a bad file header reads no rows, with a warning. The blocks are checked, inflated
+// and decoded on several threads (util/parallel.h); a thinned read builds only the rows it keeps
+// (bench_record_load: an hour's 2 million steps). Never throws for the bytes' sake (fuzz target
 // tests/fuzz/fuzz_steps.cpp). `end_of_whole` gets the byte just after the last whole block.
 struct StepColumnsRead {
   std::vector<StepRow> rows;
@@ -76,16 +87,13 @@ struct StepColumnsRead {
   size_t end_of_whole = 0;
   bool has_header = false;
 };
-StepColumnsRead parse_step_columns(std::string_view bytes, const std::string& origin);
+StepColumnsRead parse_step_columns(std::string_view bytes, const std::string& origin, const StepRowsWanted& want = {});
 
 // The rows of a record with a steps.bin (load_run): every metrics.jsonl row (its scalars taken from
 // steps.bin where that has the step, so that a step reads the same whichever file carries it), and
-// the steps.bin rows between them with the slow fields of the line before. max_rows > 0: of the
-// steps.bin rows only the lowest- and highest-loss row of each of max_rows / 2 buckets and the
-// last row (a thinned read for plots). `lines` and `rows` in step order; a row whose step is not
-// after the one before it is passed over.
-std::vector<StepMetrics> merge_step_rows(std::vector<StepMetrics> lines, const std::vector<StepRow>& rows,
-                                         size_t max_rows);
+// the steps.bin rows between them with the slow fields of the line before. `lines` and `rows` in
+// step order; a row whose step is not after the one before it is passed over.
+std::vector<StepMetrics> merge_step_rows(std::vector<StepMetrics> lines, const std::vector<StepRow>& rows);
 
 // One block's bytes (header + payload) for `rows`; a file's header. Exposed for tests and the
 // benchmark, which write records without a trainer.

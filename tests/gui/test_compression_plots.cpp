@@ -1,6 +1,7 @@
 // Compression in the window: a run that prunes (one-shot magnitude, 50 %) with QAT (4 bits)
 // reports sparsity and bits per weight on its metrics lines; the "Sparsity and bits" plot appears
-// only for such runs and draws them; reports carry the values (HTML table, CSV columns).
+// only for such runs and draws them; reports carry the values (HTML table, CSV columns), and for a run
+// that switched QAT and pruning on mid-run the table names the switches, not just the start's "none".
 #include <QFile>
 #include <QtTest>
 #include <cmath>
@@ -39,6 +40,33 @@ class TestCompressionPlots : public QObject {
     Trainer t(c);
     QCOMPARE(QString::fromStdString(t.run().status), QString("completed"));
     m_plain = gui_test::make_run(m_tmp.path(), "plain", "fp32", 20, "plain");
+  }
+
+  // A run started without compression and switched to 4-bit QAT and 50 % pruning at step 11: its
+  // compression table read "none" twice beside 50 % and 4 bits (config.json keeps the start values).
+  void reportNamesMidRunCompression() {
+    Config c;
+    c.set_json("train.steps", int64_t{20});
+    c.set_json("device.name", std::string("cpu"));
+    c.set_json("run.save_weights", false);
+    const QString dir = m_tmp.filePath("switched");
+    c.set_json("run.out", dir.toStdString());
+    TrainerCallbacks cb;
+    Trainer* self = nullptr;
+    cb.on_step = [&](const StepMetrics& m) {
+      if (m.step != 10) return;
+      self->set("quant.mode", std::string("qat"));
+      self->set("prune.now", 0.5);
+    };
+    Trainer t(c, cb);
+    self = &t;
+    QCOMPARE(QString::fromStdString(t.run().status), QString("completed"));
+    const QString html = Report::from_dirs({dir}).summary_html(false);
+    const int at = html.indexOf("<h2>Compression</h2>");
+    QVERIFY(at >= 0);
+    const QString table = html.mid(at, html.indexOf("</table>", at) - at);
+    QVERIFY2(table.contains("none<br>step 11: prune.now = 0.5"), qPrintable(table));
+    QVERIFY2(table.contains("none<br>step 11: quant.mode = qat"), qPrintable(table));
   }
 
   void metricsCarrySparsityAndBits() {

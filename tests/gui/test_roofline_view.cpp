@@ -5,6 +5,7 @@
 // reports include the figure.
 #include <QDockWidget>
 #include <QMenuBar>
+#include <qcustomplot.h>
 #include <QtTest>
 #include <filesystem>
 
@@ -117,6 +118,32 @@ class TestRooflineView : public QObject {
     QVERIFY2(v.message().contains("device.kernel_timing"), qPrintable(v.message()));
     v.set_run(nullptr);
     QVERIFY(!v.message().isEmpty());
+  }
+
+  // In a dock beside the plots (480 px): no text over other text and none cut off. The roofs'
+  // names printed beside their lines lay over each other where peaks are alike (here all 1 TFLOP/s),
+  // kernels' labels over each other where kernels sit together, the title ran out of the plot.
+  void labelsApartInANarrowDock() {
+    RooflineView v;
+    v.resize(480, 420);
+    v.show();
+    v.set_run(std::make_shared<RunSeries>(RunSeries::load(m_run)));
+    QVERIFY(QTest::qWaitForWindowExposed(&v));
+    auto* plot = v.findChild<QCustomPlot*>("roofline_plot");
+    QVERIFY(plot);
+    std::vector<QRectF> rects;
+    for (int i = 0; i < plot->itemCount(); ++i)
+      if (auto* t = qobject_cast<QCPItemText*>(plot->item(i)))
+        rects.emplace_back(QRectF(t->topLeft->pixelPosition(), t->bottomRight->pixelPosition()).normalized());
+    QVERIFY(rects.size() >= 3);
+    for (size_t i = 0; i < rects.size(); ++i) {
+      QVERIFY2(QRectF(plot->rect()).contains(rects[i]), qPrintable(QString("label %1 cut off").arg(i)));
+      for (size_t j = 0; j < i; ++j) QVERIFY2(!rects[i].intersects(rects[j]), qPrintable(QString("labels %1 and %2").arg(j).arg(i)));
+    }
+    const QFontMetrics fm(qobject_cast<QCPTextElement*>(plot->plotLayout()->element(0, 0))->font());
+    for (const QString& line : v.plot_title().split('\n'))
+      QVERIFY2(fm.horizontalAdvance(line) <= plot->width(), qPrintable(line));
+    QVERIFY(plot->legend->visible() && plot->legend->itemCount() >= 2);  // the roofs, named there
   }
 
   void windowHasRooflineDockAndAction() {

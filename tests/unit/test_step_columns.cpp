@@ -199,6 +199,76 @@ class TestStepColumns : public QObject {
     QCOMPARE(run.steps.back().step, 20000L);
   }
 
+  // The thinned read decides block by block on several threads; it must keep exactly the rows a
+  // read of every row then cut into buckets keeps: buckets that straddle blocks, NaN losses (a
+  // NaN gives way to the next row), ties (the first stays), a corrupted block (its places left
+  // empty), the steps asked for and the last row. 260 blocks: more than one thread's share.
+  void thinnedReadKeepsTheBucketsOfTheWholeRead() {
+    std::string bytes = step_columns_file_header();
+    std::vector<StepRow> all, block;
+    std::vector<size_t> block_at;
+    for (long s = 1; s <= 260 * 77; ++s) {
+      StepRow r = StepRow::of(step_of(s));
+      if (s % 97 == 0 || (s >= 5000 && s < 5100)) r.loss = std::nan("");  // a whole bucket of NaN too
+      if (s >= 9000 && s < 9400) r.loss = 1.5;                             // ties
+      all.push_back(r);
+      block.push_back(r);
+      if (block.size() == 77) {
+        block_at.push_back(bytes.size());
+        bytes += encode_step_block(block);
+        block.clear();
+      }
+    }
+    const size_t bad_block = 100;
+    bytes[block_at[bad_block] + 20] ^= 0x21;
+    const std::vector<long> keep = {3, 7700, 15001, 99999};
+    const size_t max_rows = 1000, bucket = (all.size() + max_rows / 2 - 1) / (max_rows / 2);
+    std::vector<char> pick(all.size(), 0);  // the reference: the whole read's buckets
+    for (size_t b = 0; b < all.size(); b += bucket) {
+      size_t lo = SIZE_MAX, hi = SIZE_MAX;
+      for (size_t i = b; i < std::min(b + bucket, all.size()); ++i) {
+        if (i / 77 == bad_block) continue;
+        if (lo == SIZE_MAX || all[i].loss < all[lo].loss || std::isnan(all[lo].loss)) lo = i;
+        if (hi == SIZE_MAX || all[i].loss > all[hi].loss || std::isnan(all[hi].loss)) hi = i;
+      }
+      if (lo != SIZE_MAX) pick[lo] = pick[hi] = 1;
+    }
+    pick.back() = 1;
+    std::vector<long> want_steps;
+    for (size_t i = 0; i < all.size(); ++i)
+      if (i / 77 != bad_block && (pick[i] || std::binary_search(keep.begin(), keep.end(), all[i].step)))
+        want_steps.push_back(all[i].step);
+    const StepColumnsRead r = parse_step_columns(bytes, "steps.bin", StepRowsWanted{max_rows, keep});
+    QCOMPARE(r.warnings.size(), size_t(1));
+    std::vector<long> got;
+    for (const StepRow& x : r.rows) got.push_back(x.step);
+    QCOMPARE(got, want_steps);
+    for (const StepRow& x : r.rows) {  // every column of a kept row, not just its step
+      const StepRow& w = all[static_cast<size_t>(x.step - 1)];
+      QVERIFY(x.loss == w.loss || (std::isnan(x.loss) && std::isnan(w.loss)));
+      QCOMPARE(x.wall_s, w.wall_s);
+      QCOMPARE(std::isnan(x.sparsity), std::isnan(w.sparsity));
+    }
+    const StepColumnsRead whole = parse_step_columns(bytes, "steps.bin");  // the same file, every row
+    QCOMPARE(whole.rows.size(), all.size() - 77);
+    QCOMPARE(whole.rows[bad_block * 77].step, static_cast<long>((bad_block + 1) * 77 + 1));
+  }
+
+  // A block header announcing more rows than its payload could inflate to (zlib's 1032:1 at most)
+  // is skipped with a warning before any row of it is allocated; the blocks after it read.
+  void impossibleBlockIsSkippedUnread() {
+    std::string bytes = step_columns_file_header();
+    const size_t at = bytes.size();
+    bytes += encode_step_block({StepRow::of(step_of(1))});
+    bytes.replace(at + 4, 4, std::string("\x00\x00\x10\x00", 4));  // 1,048,576 rows in a few bytes
+    bytes += blocks_of(2, 10, 300).substr(step_columns_file_header().size());
+    const StepColumnsRead r = parse_step_columns(bytes, "steps.bin");
+    QCOMPARE(r.rows.size(), size_t(9));
+    QCOMPARE(r.rows.front().step, 2L);
+    QCOMPARE(q(r.warnings.at(0)),
+             QString("steps.bin block at byte %1: not a zlib block of 1048576 rows; its rows skipped").arg(at));
+  }
+
   // A record from before steps.bin (every step a line of metrics.jsonl) reads as before, and one
   // resumed by this version (old lines, then steps.bin) reads every step once.
   void oldRecordsStillRead() {
