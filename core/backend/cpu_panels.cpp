@@ -199,8 +199,9 @@ void panel_gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, f
             if (!c_direct) store_block(pc, ldc, c, i0, in, j0, jn);
           }
         };
-        // a thread for each 2^21 multiply-adds at least: less would not pay for starting it
-        const int64_t work = MB * NB * std::max<int64_t>(KB, 1) >> 21;
+        // a thread for each 2^23 multiply-adds at least: with less, starting it costs more than it
+        // saves on a loaded machine (the digits MLP's products took 2x longer split in two)
+        const int64_t work = MB * NB * std::max<int64_t>(KB, 1) >> 23;
         parallel_for(iblocks * jblocks, side_by_side ? static_cast<int>(std::clamp<int64_t>(work, 1, threads)) : 1, run);
         P0 += s.kb;
       } while (P0 < k);

@@ -6,9 +6,9 @@
 // sizes. Converting whole tensors would make the workspace grow with the batch, and a 16-bit run
 // would then hold more memory than the fp32 run it replaces. The elementwise loops split the
 // elements (kPanel at a time) and row reductions keep their row order, so they give the same bits
-// as whole-tensor conversions; the products split the inner dimension into panels of kGemmKPanel,
-// one sgemm a panel accumulated in fp32 in the result (see panel_gemm): that split, not the
-// blocks, fixes the order of the fp32 additions, so the blocks can be chosen for speed alone.
+// as whole-tensor conversions; the products make the same sgemm calls (64 x 64 blocks of the
+// result, panels of 64 of the inner dimension accumulated in fp32) however their operands are
+// converted or their calls spread over threads, so the results keep their bits (panel_gemm).
 #pragma once
 
 #include <cstddef>
@@ -60,7 +60,7 @@ using BlockEpilogue = std::function<void(float* block, int64_t ld, int64_t i0, i
 
 // C[m,n] = alpha op(A) op(B) + beta C through cblas_sgemm; with everything fp32 it is one sgemm on
 // the tensors. Otherwise C is computed in blocks, each as a sum over the inner dimension's panels
-// of kGemmKPanel (one sgemm each, beta for the first, then accumulated in fp32), converting
+// of 64 (one sgemm each, beta for the first, then accumulated in fp32), converting
 // whatever is not plain fp32 into workspace slots 1, 2, 3 (A, B and C) in blocks of up to
 // kGemmWork floats: each value of A and B is converted as few times as that allows (once for the
 // products of the lab's models), and the calls of a large product run on `threads` threads.
