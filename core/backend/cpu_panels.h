@@ -20,7 +20,7 @@
 namespace trainlab::cpu {
 
 constexpr int64_t kPanel = 4096;      // elements a step of the elementwise loops
-constexpr int64_t kGemmWork = 65536;  // floats at most in each of panel_gemm's three workspace slots
+constexpr int64_t kGemmWork = 4096;  // floats at most in each of panel_gemm's three slots (16 KiB, as before)
 
 // dst[i] = fp32 of n values of format t (exact widening; vectorised).
 void to_f32(DType t, const void* src, float* dst, size_t n);
