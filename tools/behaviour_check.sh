@@ -23,7 +23,8 @@ for m in read_record.steps(d):
     print(json.dumps({k: m[k] for k in keys if k in m}, sort_keys=True))
 s = json.load(open(d + "/summary.json"))
 print(json.dumps({k: s.get(k) for k in ["status", "steps", "test_loss", "test_accuracy", "final_train_loss", "skipped_steps"]}, sort_keys=True))
-PY}
+PY
+}
 run digits-fp32 --model digits-mlp --epochs 2 --seed 1
 cp "$work/digits-fp32/model.safetensors" "$work/teacher.safetensors"
 run digits-bf16 --model digits-mlp --epochs 1 --seed 2 --precision bf16

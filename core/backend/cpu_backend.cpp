@@ -116,6 +116,8 @@ Tensor CpuBackend::empty(const Shape& shape, DType dtype, MemCategory category) 
   return Tensor(std::move(storage), shape, dtype);
 }
 
+int CpuBackend::worker_threads() const { return std::max(1, m_threads > 0 ? m_threads : openblas_get_num_threads()); }
+
 float* CpuBackend::slot_buffer(int slot, size_t n) {
   Tensor& w = m_workspace[slot];
   if (!w.defined() || static_cast<size_t>(w.numel()) < n) {
@@ -228,7 +230,8 @@ void CpuBackend::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans
   TL_HOST_TIMED("gemm", gemm_cost(a, trans_a, b, c, beta));
   gemm_dims(a, trans_a, b, trans_b, c);  // the checks; panel_gemm derives the sizes itself
   const Scratch scratch = [this](int slot, size_t n) { return slot_buffer(slot, n); };
-  panel_gemm(a, trans_a, b, trans_b, c, alpha, beta, mode == MatmulMode::Tf32, scratch, nullptr);
+  panel_gemm(a, trans_a, b, trans_b, c, alpha, beta, mode == MatmulMode::Tf32, scratch, nullptr, nullptr, nullptr,
+             worker_threads());
 }
 
 void CpuBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, Tensor& y,
@@ -299,7 +302,8 @@ void CpuBackend::linear_forward_impl(const Tensor& x, const Tensor& w, const Ten
   };
   const Scratch scratch = [this](int slot, size_t len) { return slot_buffer(slot, len); };
   panel_gemm(x, false, w, true, y, f8.alpha, 0.0f, mode == MatmulMode::Tf32, scratch, &epilogue,
-             f8.active ? &f8.a : nullptr, f8.active ? &f8.b : nullptr);
+             f8.active ? &f8.a : nullptr, f8.active ? &f8.b : nullptr, worker_threads());
+  fp8_record(f8, x, w);
 }
 
 void CpuBackend::linear_backward(const Tensor& x, const Tensor& w, Tensor& dy, Activation act, const Tensor* saved,
@@ -338,12 +342,13 @@ void CpuBackend::linear_backward(const Tensor& x, const Tensor& w, Tensor& dy, A
                                                   : std::pair<Fp8Product, Fp8Product>{};
   // dw (=|+=) d(pre)^T x
   panel_gemm(dy, true, x, false, dw, f8w.alpha, accumulate ? 1.0f : 0.0f, tf32, scratch, nullptr,
-             f8w.active ? &f8w.a : nullptr, f8w.active ? &f8w.b : nullptr);
+             f8w.active ? &f8w.a : nullptr, f8w.active ? &f8w.b : nullptr, worker_threads());
   if (dbias) bias_grad_sums(dy, *dbias, accumulate);
   // dx = d(pre) w
   if (dx)
     panel_gemm(dy, false, w, false, *dx, f8x.alpha, 0.0f, tf32, scratch, nullptr, f8x.active ? &f8x.a : nullptr,
-               f8x.active ? &f8x.b : nullptr);
+               f8x.active ? &f8x.b : nullptr, worker_threads());
+  fp8_record(f8w, dy, x);
 }
 
 void CpuBackend::bias_grad_sums(const Tensor& g, Tensor& dbias, bool accumulate) {

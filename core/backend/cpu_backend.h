@@ -4,6 +4,7 @@
 // and results are rounded back to the output's format (round to nearest even).
 #pragma once
 #include <array>
+#include <functional>
 #include <map>
 #include <utility>
 
@@ -99,6 +100,12 @@ class CpuBackend final : public Backend {
   // Rounds the fp32 result back into t when t is not fp32.
   void finish_write(Tensor& t, const float* computed);
   float* slot_buffer(int slot, size_t n);
+  // The threads the backend's own loops use: its OpenBLAS threads (cpu_backend.cpp).
+  int worker_threads() const;
+  // out = fn(x[, y]) elementwise (fn(x, y, out, n) on fp32 values; y may be null, and may be out),
+  // in any float formats, split among the threads (cpu_transformer_ops.cpp).
+  using ElementwiseFn = std::function<void(const float*, const float*, float*, size_t)>;
+  void elementwise(const Tensor& x, const Tensor* y, Tensor& out, const ElementwiseFn& fn);
   // linear_forward with an optional residual added before the one rounding (the two public forms).
   void linear_forward_impl(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, Tensor& y, Tensor* pre,
                            const Tensor* residual, MatmulMode mode);
@@ -110,18 +117,26 @@ class CpuBackend final : public Backend {
   // MatmulMode::Fp8 (cpu_fp8.cpp): a linear layer's products with fp8 operands, cast with the
   // delayed scaling of tensor/fp8_scaling.h, whose state is kept per weight as the CUDA backend
   // keeps it: the three histories (input, weight, gradient) and the scales of the last casts.
+  // seen: the largest |x| (fp32 bits) the casts of this step have loaded so far (Fp8Cast::amax_bits).
   struct Fp8LayerState {
     float history[3][kFp8History] = {};
     float scale[3] = {1.0f, 1.0f, 1.0f};
+    uint32_t seen[3] = {0, 0, 0};
   };
   // The casts of a product's operands a and b, and alpha = the product of their inverse scales;
   // inactive when the layer computes in bf16 (where the CUDA backend does: fp8_linear_eligible,
-  // bf16 tensors).
+  // bf16 tensors). record_a / record_b: the history (0-2) that records the maximum of a / b once
+  // the product has loaded it (fp8_record), or -1.
   struct Fp8Product {
     bool active = false;
     cpu::Fp8Cast a, b;
     float alpha = 1.0f;
+    Fp8LayerState* layer = nullptr;
+    int record_a = -1, record_b = -1;
   };
+  // After the product of p: records the maxima of its operands a and b (as loaded by the casts;
+  // the exact tiled maximum of fp8_tiled_amax when a value was infinite) in the layer's histories.
+  void fp8_record(const Fp8Product& p, const Tensor& a, const Tensor& b);
   // y = x w^T: casts x and w (e4m3), recording their maxima.
   Fp8Product fp8_forward_product(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, const Tensor& y,
                                  const Tensor* pre);

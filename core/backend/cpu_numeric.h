@@ -3,8 +3,8 @@
 // rounding. Internal to core/backend; not part of the backend interface.
 #pragma once
 
+#include <bit>
 #include <cstdint>
-#include <cstring>
 
 #include "tensor/vector_clones.h"  // TL_VECTOR_CLONES
 
@@ -12,14 +12,12 @@ namespace trainlab::cpu {
 
 // f rounded to tf32 (10 mantissa bits): the low 13 bits rounded away, ties to even; inf/NaN kept.
 inline float tf32_round(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
+  uint32_t u = std::bit_cast<uint32_t>(f);
   if ((u & 0x7F800000u) != 0x7F800000u) {
     u += 0xFFFu + ((u >> 13) & 1u);
     u &= ~0x1FFFu;
   }
-  std::memcpy(&f, &u, 4);
-  return f;
+  return std::bit_cast<float>(u);
 }
 
 }  // namespace trainlab::cpu

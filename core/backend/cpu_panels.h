@@ -1,13 +1,14 @@
-// The CPU backend's format conversions and its panel-wise matrix product (cpu_panels.cpp).
+// The CPU backend's format conversions and its blocked matrix product (cpu_panels.cpp).
 //
 // Operands that are not plain fp32 (16-bit and fp8 formats, or fp32 with tf32 rounding) are converted
-// to fp32 a panel of at most kPanel elements at a time, and results are computed in panels and rounded
-// back, so the conversion workspace stays at a few panels (16 KiB each) whatever the batch or the
-// matrix sizes. Converting whole tensors would make the workspace grow with the batch, and a 16-bit run
-// would then hold more memory than the fp32 run it replaces. The elementwise loops split the elements
-// and row reductions keep their row order, so they give the same bits as whole-tensor conversions; the
-// products split the result into blocks and the inner dimension into panels (see panel_gemm), which
-// changes only the order of fp32 additions.
+// to fp32 a block at a time, and results are computed in blocks and rounded back, so the conversion
+// workspace of a product stays bounded (kGemmWork floats a slot) whatever the batch or the matrix
+// sizes. Converting whole tensors would make the workspace grow with the batch, and a 16-bit run
+// would then hold more memory than the fp32 run it replaces. The elementwise loops split the
+// elements (kPanel at a time) and row reductions keep their row order, so they give the same bits
+// as whole-tensor conversions; the products make the same sgemm calls (64 x 64 blocks of the
+// result, panels of 64 of the inner dimension accumulated in fp32) however their operands are
+// converted or their calls spread over threads, so the results keep their bits (panel_gemm).
 #pragma once
 
 #include <cstddef>
@@ -18,7 +19,8 @@
 
 namespace trainlab::cpu {
 
-constexpr int64_t kPanel = 4096;
+constexpr int64_t kPanel = 4096;      // elements a step of the elementwise loops
+constexpr int64_t kGemmWork = 4096;  // floats at most in each of panel_gemm's three slots (16 KiB, as before)
 
 // dst[i] = fp32 of n values of format t (exact widening; vectorised).
 void to_f32(DType t, const void* src, float* dst, size_t n);
@@ -34,10 +36,13 @@ char* elem_ptr(Tensor& t, int64_t elem);
 // An operand's fp8 cast inside a product (MatmulMode::Fp8): each value is multiplied by `scale`
 // and rounded to `format` (e4m3 or e5m2) as it is loaded into a panel. The panel holds the fp8
 // grid values (exact in fp32), not divided back: the product's alpha carries the inverse scales,
-// as cuBLASLt's scale pointers do.
+// as cuBLASLt's scale pointers do. With `amax_bits` set, the largest |x| of the values loaded
+// (before the scale) is max-ed into it as fp32 bits (convert_round_scaled: NaN left out, an inf
+// gives 0x7F800000), so the delayed scaling's maximum needs no pass of its own.
 struct Fp8Cast {
   DType format = DType::F8E4M3;
   float scale = 1.0f;
+  uint32_t* amax_bits = nullptr;
 };
 
 // dst[rows, cols] (dense) = fp32 of the block at (r0, c0) of the row-major matrix t (tf32-rounded
@@ -53,11 +58,15 @@ using Scratch = std::function<float*(int slot, size_t n)>;
 // block[rows, cols] with row stride ld, at (i0, j0) of C.
 using BlockEpilogue = std::function<void(float* block, int64_t ld, int64_t i0, int64_t rows, int64_t j0, int64_t cols)>;
 
-// C[m,n] = alpha op(A) op(B) + beta C through cblas_sgemm, converting in panels (slots 1, 2, 3 for
-// A, B and C) whatever is not plain fp32; with everything fp32 it is one sgemm on the tensors.
+// C[m,n] = alpha op(A) op(B) + beta C through cblas_sgemm; with everything fp32 it is one sgemm on
+// the tensors. Otherwise C is computed in blocks, each as a sum over the inner dimension's panels
+// of 64 (one sgemm each, beta for the first, then accumulated in fp32), converting
+// whatever is not plain fp32 into workspace slots 1, 2, 3 (A, B and C) in blocks of up to
+// kGemmWork floats: each value of A and B is converted as few times as that allows (once for the
+// products of the lab's models), and the calls of a large product run on `threads` threads.
 // cast_a / cast_b (optional): the operands' fp8 casts (then never read in place).
 void panel_gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, float alpha, float beta, bool tf32,
                 const Scratch& scratch, const BlockEpilogue* epilogue, const Fp8Cast* cast_a = nullptr,
-                const Fp8Cast* cast_b = nullptr);
+                const Fp8Cast* cast_b = nullptr, int threads = 1);
 
 }  // namespace trainlab::cpu

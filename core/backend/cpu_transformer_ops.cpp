@@ -17,6 +17,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <functional>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -28,7 +29,6 @@
 #include "util/error.h"
 #include "util/parallel.h"
 
-extern "C" int openblas_get_num_threads(void);
 
 namespace trainlab {
 
@@ -146,7 +146,11 @@ TL_VECTOR_CLONES void gelu_grad_rows(const float* __restrict x, const float* dy,
   }
 }
 
+using cpu::elem_ptr;
+using cpu::from_f32;
+using cpu::kPanel;
 using cpu::tf32_round;
+using cpu::to_f32;
 
 void check_fp32(const Tensor& t, const char* what, int64_t n) {
   if (t.dtype() != DType::F32 || t.numel() != n)
@@ -188,32 +192,40 @@ void CpuBackend::dropout(const Tensor& x, float p, uint64_t seed, Tensor& y) {
 void CpuBackend::gelu_forward(const Tensor& x, Tensor& y) {
   TL_HOST_TIMED("gelu_forward", stream_cost({&x}, {&y}, op_flops::kGelu));
   if (x.numel() != y.numel()) throw Error("gelu_forward: sizes differ");
-  const float* px = read_f32(x, 6);
-  float* py = write_f32(y, 7, false);
-  const int threads = std::max(1, m_threads > 0 ? m_threads : openblas_get_num_threads());
-  const int64_t n = x.numel();
-  parallel_for(n >= 65536 ? threads : 1, threads, [&](int, int64_t b, int64_t e) {  // elementwise: thread count free
-    const int64_t t = n >= 65536 ? threads : 1;
-    const int64_t lo = n * b / t, hi = n * e / t;
-    gelu_rows(px + lo, py + lo, static_cast<size_t>(hi - lo));
-  });
-  finish_write(y, py);
+  elementwise(x, nullptr, y, [](const float* px, const float*, float* py, size_t n) { gelu_rows(px, py, n); });
 }
 
 void CpuBackend::gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) {
   TL_HOST_TIMED("gelu_backward", stream_cost({&x, &dy}, {&dx}, op_flops::kGeluBackward));
   if (x.numel() != dy.numel() || x.numel() != dx.numel()) throw Error("gelu_backward: sizes differ");
-  const float* px = read_f32(x, 6);
-  const float* pd = read_f32(dy, 7);
-  float* pdx = write_f32(dx, 8, false);
-  const int threads = std::max(1, m_threads > 0 ? m_threads : openblas_get_num_threads());
+  elementwise(x, &dy, dx, [](const float* px, const float* pd, float* pdx, size_t n) { gelu_grad_rows(px, pd, pdx, n); });
+}
+
+// Split among the threads from 65,536 values (the parts' bounds do not change any value); each
+// part converted, computed and rounded kPanel values at a time in its own 3 kPanel floats of
+// slot 6 (fp32 tensors are used in place), so the conversions run on every thread and no
+// whole-tensor fp32 copy is made.
+void CpuBackend::elementwise(const Tensor& x, const Tensor* y, Tensor& out, const ElementwiseFn& fn) {
   const int64_t n = x.numel();
-  parallel_for(n >= 65536 ? threads : 1, threads, [&](int, int64_t b, int64_t e) {
-    const int64_t t = n >= 65536 ? threads : 1;
-    const int64_t lo = n * b / t, hi = n * e / t;
-    gelu_grad_rows(px + lo, pd + lo, pdx + lo, static_cast<size_t>(hi - lo));
+  const int threads = n >= 65536 ? worker_threads() : 1;
+  const bool all32 = x.dtype() == DType::F32 && (!y || y->dtype() == DType::F32) && out.dtype() == DType::F32;
+  float* scratch = all32 ? nullptr : slot_buffer(6, static_cast<size_t>(3 * kPanel * threads));
+  const auto in = [](const Tensor& t, int64_t off, size_t len, float* buf) -> const float* {
+    if (t.dtype() == DType::F32) return t.data<float>() + off;
+    to_f32(t.dtype(), elem_ptr(t, off), buf, len);
+    return buf;
+  };
+  parallel_for(threads, threads, [&](int w, int64_t b, int64_t e) {
+    float* buf = all32 ? nullptr : scratch + 3 * kPanel * w;
+    for (int64_t off = n * b / threads; off < n * e / threads; off += kPanel) {
+      const size_t len = static_cast<size_t>(std::min(kPanel, n * e / threads - off));
+      const float* px = in(x, off, len, buf);
+      const float* py = y ? in(*y, off, len, buf + kPanel) : nullptr;
+      float* po = out.dtype() == DType::F32 ? out.data<float>() + off : buf + 2 * kPanel;
+      fn(px, py, po, len);
+      if (out.dtype() != DType::F32) from_f32(po, out.dtype(), elem_ptr(out, off), len);
+    }
   });
-  finish_write(dx, pdx);
 }
 
 void CpuBackend::embedding_forward(const Tensor& tok, const Tensor& pos, const Tensor& idx, int64_t T, Tensor& out) {
@@ -464,7 +476,7 @@ void CpuBackend::attention_forward(const Tensor& qkv, int64_t B, int64_t T, int6
   const float* pq = read_f32(qkv, 6, mode == MatmulMode::Tf32);
   float* py = write_f32(y, 7, false);
   float* pl = lse.data<float>();
-  const int threads = std::max(1, m_threads > 0 ? m_threads : openblas_get_num_threads());
+  const int threads = worker_threads();
   const int64_t Tp = (T + 7) / 8 * 8;
   const int64_t per = hd * Tp + Tp;
   float* scratch = slot_buffer(8, static_cast<size_t>(threads * per));
@@ -501,7 +513,7 @@ void CpuBackend::attention_backward(const Tensor& qkv, const Tensor& y, const Te
   const float* pdy_mm = tf32 ? dyr.data() : pdy;
   const float* pl = lse.data<float>();
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const int threads = std::max(1, m_threads > 0 ? m_threads : openblas_get_num_threads());
+  const int threads = worker_threads();
   const int64_t Tp = (T + 7) / 8 * 8;
   const int64_t per = 2 * hd * Tp + 2 * T * Tp;
   float* scratch = slot_buffer(10, static_cast<size_t>(threads * per));

@@ -1,6 +1,7 @@
 #include "tensor/dtype.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #if defined(__x86_64__)
@@ -15,16 +16,8 @@
 namespace trainlab {
 
 namespace {
-uint32_t bits_of(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-float float_of(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
+constexpr uint32_t bits_of(float f) { return std::bit_cast<uint32_t>(f); }
+constexpr float float_of(uint32_t u) { return std::bit_cast<float>(u); }
 
 // Branch-free bit-level codecs (the bulk loops below vectorise them; one element at a time they
 // give the scalar functions' bits, which tests/unit/test_fp8.cpp checks). Selections are masks,
@@ -286,6 +279,21 @@ TL_VECTOR_CLONES void f16_to_f32_n(const uint16_t* __restrict s, float* __restri
 TL_VECTOR_CLONES void round_f16_n(float* p, size_t n) {
   for (size_t i = 0; i < n; ++i) p[i] = float_of(decode_f16(encode_f16(bits_of(p[i]))));
 }
+// bf16: widening is exact; narrowing rounds to nearest even and keeps NaNs quiet NaNs (the bits of
+// f32_to_bf16 / round_to).
+TL_VECTOR_CLONES void bf16_to_f32_n(const uint16_t* __restrict s, float* __restrict d, size_t n) {
+  for (size_t i = 0; i < n; ++i) d[i] = float_of(static_cast<uint32_t>(s[i]) << 16);
+}
+inline uint32_t bf16_code(uint32_t u) {
+  const uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+  return pick(mask_if((u & 0x7FFFFFFFu) > 0x7F800000u), (u >> 16) | 0x40u, rounded);
+}
+TL_VECTOR_CLONES void f32_to_bf16_n(const float* __restrict s, uint16_t* __restrict d, size_t n) {
+  for (size_t i = 0; i < n; ++i) d[i] = static_cast<uint16_t>(bf16_code(bits_of(s[i])));
+}
+TL_VECTOR_CLONES void round_bf16_n(float* p, size_t n) {
+  for (size_t i = 0; i < n; ++i) p[i] = float_of(bf16_code(bits_of(p[i])) << 16);
+}
 TL_VECTOR_CLONES void f32_to_e4m3_n(const float* __restrict s, uint8_t* __restrict d, size_t n) {
   for (size_t i = 0; i < n; ++i) d[i] = encode_e4m3(bits_of(s[i]));
 }
@@ -383,18 +391,80 @@ inline float fp8_value(uint32_t u, float magic) {
   out = pick(mask_if(a >= kOverBits), kOverValue, out) | sign;
   return float_of(pick(mask_if(a > 0x7F800000u), 0x7FC00000u, out));
 }
+// The fp8 value of x * scale (one fp32 product, then the saturating cast).
+inline float e4m3_scaled(float x, float scale) {
+  return fp8_value<3, 0x3C800000u, 0x43E00000u, 0x43E00000u>(bits_of(x * scale), 0x1.8p14f);
+}
+inline float e5m2_sat_scaled(float x, float scale) {
+  return fp8_value<2, 0x38800000u, 0x47600000u, 0x47600000u>(bits_of(x * scale), 0x1.8p7f);
+}
 // p[i] = the fp8 value of p[i] * scale (one fp32 product, then the cast: e4m3 saturating, e5m2
 // saturating when kSat, else as its storage cast).
 TL_VECTOR_CLONES void e4m3_round_scaled_n(float* p, float scale, size_t n) {
-  for (size_t i = 0; i < n; ++i) p[i] = fp8_value<3, 0x3C800000u, 0x43E00000u, 0x43E00000u>(bits_of(p[i] * scale), 0x1.8p14f);
+  for (size_t i = 0; i < n; ++i) p[i] = e4m3_scaled(p[i], scale);
 }
 TL_VECTOR_CLONES void e5m2_round_n(float* p, size_t n) {
   for (size_t i = 0; i < n; ++i) p[i] = fp8_value<2, 0x38800000u, 0x47700000u, 0x7F800000u>(bits_of(p[i]), 0x1.8p7f);
 }
 TL_VECTOR_CLONES void e5m2_sat_round_scaled_n(float* p, float scale, size_t n) {
-  for (size_t i = 0; i < n; ++i) p[i] = fp8_value<2, 0x38800000u, 0x47600000u, 0x47600000u>(bits_of(p[i] * scale), 0x1.8p7f);
+  for (size_t i = 0; i < n; ++i) p[i] = e5m2_sat_scaled(p[i], scale);
+}
+
+// The casts of a product's operand fused with the maximum |x| of its values (before the scale):
+// one pass instead of a conversion, a cast and a maximum. |x| is compared as its fp32 bits
+// (ordered as the values for everything but NaN, which counts as 0), an integer maximum the
+// loops vectorise.
+inline uint32_t abs_bits_no_nan(uint32_t u) {
+  const uint32_t a = u & 0x7FFFFFFFu;
+  return pick(mask_if(a > 0x7F800000u), 0u, a);
+}
+TL_VECTOR_CLONES uint32_t bf16_e4m3_scaled_n(const uint16_t* __restrict s, float scale, float* __restrict d, size_t n) {
+  uint32_t mx = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t u = static_cast<uint32_t>(s[i]) << 16;
+    mx = std::max(mx, abs_bits_no_nan(u));
+    d[i] = e4m3_scaled(float_of(u), scale);
+  }
+  return mx;
+}
+TL_VECTOR_CLONES uint32_t bf16_e5m2_scaled_n(const uint16_t* __restrict s, float scale, float* __restrict d, size_t n) {
+  uint32_t mx = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t u = static_cast<uint32_t>(s[i]) << 16;
+    mx = std::max(mx, abs_bits_no_nan(u));
+    d[i] = e5m2_sat_scaled(float_of(u), scale);
+  }
+  return mx;
+}
+TL_VECTOR_CLONES uint32_t e4m3_scaled_max_n(float* p, float scale, size_t n) {
+  uint32_t mx = 0;
+  for (size_t i = 0; i < n; ++i) {
+    mx = std::max(mx, abs_bits_no_nan(bits_of(p[i])));
+    p[i] = e4m3_scaled(p[i], scale);
+  }
+  return mx;
+}
+TL_VECTOR_CLONES uint32_t e5m2_scaled_max_n(float* p, float scale, size_t n) {
+  uint32_t mx = 0;
+  for (size_t i = 0; i < n; ++i) {
+    mx = std::max(mx, abs_bits_no_nan(bits_of(p[i])));
+    p[i] = e5m2_sat_scaled(p[i], scale);
+  }
+  return mx;
 }
 }  // namespace
+
+uint32_t convert_round_scaled(DType src_type, const void* src, DType t, float scale, float* dst, size_t n) {
+  if (t != DType::F8E4M3 && t != DType::F8E5M2)
+    throw Error(std::string("convert_round_scaled: expected an fp8 format, got ") + dtype_name(t));
+  const bool e4 = t == DType::F8E4M3;
+  if (src_type == DType::BF16) {
+    const auto* s = static_cast<const uint16_t*>(src);
+    return e4 ? bf16_e4m3_scaled_n(s, scale, dst, n) : bf16_e5m2_scaled_n(s, scale, dst, n);
+  }
+  convert_to_f32(src_type, src, dst, n);
+  return e4 ? e4m3_scaled_max_n(dst, scale, n) : e5m2_scaled_max_n(dst, scale, n);
+}
 
 void cast_fp8_saturating(const float* src, DType t, uint8_t* dst, size_t n) {
   if (t == DType::F8E4M3)
@@ -408,6 +478,7 @@ void cast_fp8_saturating(const float* src, DType t, uint8_t* dst, size_t n) {
 void round_to_n(DType t, float* p, size_t n) {
   switch (t) {
     case DType::F16: round_f16_bulk(p, n); return;
+    case DType::BF16: round_bf16_n(p, n); return;
     case DType::F8E4M3: e4m3_round_scaled_n(p, 1.0f, n); return;
     case DType::F8E5M2: e5m2_round_n(p, n); return;
     default:
@@ -429,11 +500,7 @@ void convert_to_f32(DType t, const void* src, float* dst, size_t n) {
   switch (t) {
     case DType::F32: std::memcpy(dst, src, n * 4); return;
     case DType::F16: f16_to_f32_bulk(static_cast<const uint16_t*>(src), dst, n); return;
-    case DType::BF16: {
-      auto* s = static_cast<const uint16_t*>(src);
-      for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
-      return;
-    }
+    case DType::BF16: bf16_to_f32_n(static_cast<const uint16_t*>(src), dst, n); return;
     case DType::F8E4M3: e4m3_to_f32_n(static_cast<const uint8_t*>(src), dst, n); return;
     case DType::F8E5M2: e5m2_to_f32_n(static_cast<const uint8_t*>(src), dst, n); return;
     case DType::I32: {
@@ -461,11 +528,7 @@ void convert_from_f32(const float* src, DType t, void* dst, size_t n) {
   switch (t) {
     case DType::F32: std::memcpy(dst, src, n * 4); return;
     case DType::F16: f32_to_f16_bulk(src, static_cast<uint16_t*>(dst), n); return;
-    case DType::BF16: {
-      auto* d = static_cast<uint16_t*>(dst);
-      for (size_t i = 0; i < n; ++i) d[i] = f32_to_bf16(src[i]);
-      return;
-    }
+    case DType::BF16: f32_to_bf16_n(src, static_cast<uint16_t*>(dst), n); return;
     case DType::F8E4M3: f32_to_e4m3_n(src, static_cast<uint8_t*>(dst), n); return;
     case DType::F8E5M2: f32_to_e5m2_n(src, static_cast<uint8_t*>(dst), n); return;
     case DType::I32: {

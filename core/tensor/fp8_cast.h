@@ -14,4 +14,10 @@ namespace trainlab {
 // dst[i] = the code of src[i] in fp8 format t (vectorised). Throws for formats other than fp8.
 void cast_fp8_saturating(const float* src, DType t, uint8_t* dst, size_t n);
 
+// dst[i] = round_scaled_n's value (tensor/dtype.h) of the fp32 of src[i], for n values of src_type:
+// a product's operand cast in one pass, which also returns the largest |x| of the values before
+// the scale as fp32 bits (NaNs left out; 0x7F800000 when a value is infinite), the maximum the
+// delayed scaling records. Throws for formats t other than fp8.
+uint32_t convert_round_scaled(DType src_type, const void* src, DType t, float scale, float* dst, size_t n);
+
 }  // namespace trainlab

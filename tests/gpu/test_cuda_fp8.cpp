@@ -19,6 +19,7 @@
 #include <cuda_runtime_api.h>
 #include <unistd.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -58,20 +59,10 @@ struct DevBuf {
   DevBuf& operator=(const DevBuf&) = delete;
 };
 
-float f_of(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-uint32_t u_of(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
 
 std::vector<float> sweep_inputs() {
   std::vector<float> v;
-  for (uint32_t b = 0; b < 0x10000; ++b) v.push_back(f_of(b << 16));  // every bf16 pattern
+  for (uint32_t b = 0; b < 0x10000; ++b) v.push_back(std::bit_cast<float>(b << 16));  // every bf16 pattern
   for (DType t : {DType::F8E4M3, DType::F8E5M2}) {
     for (uint32_t c = 0; c < 0x7F; ++c) {  // midpoints of neighbours, one fp32 step either side
       const float lo = t == DType::F8E4M3 ? e4m3_to_f32(static_cast<uint8_t>(c)) : e5m2_to_f32(static_cast<uint8_t>(c));
@@ -88,7 +79,7 @@ std::vector<float> sweep_inputs() {
                   3.4e38f, 1e-45f, -1e-45f})
     v.push_back(x);
   std::mt19937 rng(11);
-  for (int i = 0; i < (1 << 20); ++i) v.push_back(f_of(static_cast<uint32_t>(rng())));
+  for (int i = 0; i < (1 << 20); ++i) v.push_back(std::bit_cast<float>(static_cast<uint32_t>(rng())));
   return v;
 }
 
@@ -116,7 +107,7 @@ void cast_sweep(kern::DevScalars* sc_dev) {
       const float c = std::isnan(x[i]) ? x[i] : std::fmax(-57344.0f, std::fmin(57344.0f, x[i]));
       const uint8_t scalar = t == DType::F8E4M3 ? f32_to_e4m3(x[i]) : f32_to_e5m2(c);
       if (gpu[i] != bulk[i] && bad_bulk++ < 5)
-        std::printf("     %s input 0x%08x: cuda 0x%02x, cpu 0x%02x\n", dtype_name(t), u_of(x[i]), gpu[i], bulk[i]);
+        std::printf("     %s input 0x%08x: cuda 0x%02x, cpu 0x%02x\n", dtype_name(t), std::bit_cast<uint32_t>(x[i]), gpu[i], bulk[i]);
       bad_scalar += gpu[i] != scalar;
     }
     const std::string tag = std::string("cast ") + dtype_name(t) + " of " + std::to_string(in.size()) + " inputs";
@@ -168,8 +159,8 @@ void scaling_steps(kern::DevScalars* sc_dev, DType in_dt) {
       float gpu_hist[kFp8History], gpu_inv = 0.0f;
       CK(cudaMemcpy(gpu_hist, hist.p, sizeof gpu_hist, cudaMemcpyDeviceToHost));
       CK(cudaMemcpy(&gpu_inv, inv.p, 4, cudaMemcpyDeviceToHost));
-      for (int j = 0; j < kFp8History; ++j) bad_hist += u_of(gpu_hist[j]) != u_of(cpu_hist[j]);
-      if (u_of(gpu_inv) != u_of(1.0f / scale) && bad_inv++ < 3)
+      for (int j = 0; j < kFp8History; ++j) bad_hist += std::bit_cast<uint32_t>(gpu_hist[j]) != std::bit_cast<uint32_t>(cpu_hist[j]);
+      if (std::bit_cast<uint32_t>(gpu_inv) != std::bit_cast<uint32_t>(1.0f / scale) && bad_inv++ < 3)
         std::printf("     step %d: inverse scale cuda %.9g, cpu %.9g\n", step, gpu_inv, 1.0f / scale);
     }
     const std::string tag = std::string("delayed scaling ") + dtype_name(t) + " from " + dtype_name(in_dt) + ", 40 steps: ";

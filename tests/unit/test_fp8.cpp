@@ -4,8 +4,8 @@
 // bookkeeping (tensor/fp8_scaling.h); the CPU backend's fp8 linear layer (backend/cpu_fp8.cpp)
 // against the same product computed here from the casts.
 #include <QtTest>
+#include <bit>
 #include <cmath>
-#include <cstring>
 #include <random>
 #include <vector>
 
@@ -19,16 +19,6 @@
 using namespace trainlab;
 
 namespace {
-float f_of(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-uint32_t u_of(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
 float p2(int e) { return std::ldexp(1.0f, e); }
 
 // The code of the fp8 value nearest to x, ties to the even code, by a search over all finite
@@ -54,7 +44,7 @@ uint8_t nearest_code(DType t, float x) {
 
 std::vector<float> sweep() {
   std::vector<float> v;
-  for (uint32_t b = 0; b < 0x10000; ++b) v.push_back(f_of(b << 16));  // every bf16 bit pattern
+  for (uint32_t b = 0; b < 0x10000; ++b) v.push_back(std::bit_cast<float>(b << 16));  // every bf16 bit pattern
   for (DType t : {DType::F8E4M3, DType::F8E5M2})
     for (uint32_t c = 0; c < 0x7F; ++c) {
       const float lo = round_to(t, t == DType::F8E4M3 ? e4m3_to_f32(uint8_t(c)) : e5m2_to_f32(uint8_t(c)));
@@ -64,7 +54,7 @@ std::vector<float> sweep() {
       for (float x : {mid, std::nextafter(mid, 0.0f), std::nextafter(mid, INFINITY)}) v.insert(v.end(), {x, -x});
     }
   std::mt19937 rng(3);
-  for (int i = 0; i < 200000; ++i) v.push_back(f_of(static_cast<uint32_t>(rng())));
+  for (int i = 0; i < 200000; ++i) v.push_back(std::bit_cast<float>(static_cast<uint32_t>(rng())));
   return v;
 }
 }  // namespace
@@ -138,7 +128,7 @@ class TestFp8 : public QObject {
       convert_from_f32(values.data(), t, back.data(), 256);
       for (int c = 0; c < 256; ++c) {
         const float v = t == DType::F8E4M3 ? e4m3_to_f32(uint8_t(c)) : e5m2_to_f32(uint8_t(c));
-        QCOMPARE(u_of(values[size_t(c)]), u_of(v));
+        QCOMPARE(std::bit_cast<uint32_t>(values[size_t(c)]), std::bit_cast<uint32_t>(v));
         const uint8_t want = std::isnan(v) ? 0x7F : uint8_t(c);
         QCOMPARE(t == DType::F8E4M3 ? f32_to_e4m3(v) : f32_to_e5m2(v), want);
         QCOMPARE(back[size_t(c)], want);
@@ -157,7 +147,7 @@ class TestFp8 : public QObject {
         const uint8_t ref = nearest_code(t, in[i]);
         if (scalar != ref || bulk[i] != ref)
           QFAIL(qPrintable(QString("%1 of 0x%2: scalar 0x%3, bulk 0x%4, nearest 0x%5").arg(dtype_name(t))
-                               .arg(u_of(in[i]), 8, 16, QChar('0')).arg(scalar, 2, 16).arg(bulk[i], 2, 16).arg(ref, 2, 16)));
+                               .arg(std::bit_cast<uint32_t>(in[i]), 8, 16, QChar('0')).arg(scalar, 2, 16).arg(bulk[i], 2, 16).arg(ref, 2, 16)));
       }
     }
   }
@@ -168,7 +158,7 @@ class TestFp8 : public QObject {
     for (uint32_t h = 0; h < 0x10000; ++h) codes[h] = uint16_t(h);
     std::vector<float> wide(0x10000);
     convert_to_f32(DType::F16, codes.data(), wide.data(), wide.size());
-    for (uint32_t h = 0; h < 0x10000; ++h) QCOMPARE(u_of(wide[h]), u_of(f16_to_f32(uint16_t(h))));
+    for (uint32_t h = 0; h < 0x10000; ++h) QCOMPARE(std::bit_cast<uint32_t>(wide[h]), std::bit_cast<uint32_t>(f16_to_f32(uint16_t(h))));
     std::vector<float> in = sweep();
     for (uint32_t h = 0; h < 0x7BFF; ++h) {
       const float lo = f16_to_f32(uint16_t(h)), hi = f16_to_f32(uint16_t(h + 1));
@@ -181,7 +171,7 @@ class TestFp8 : public QObject {
     round_to_n(DType::F16, rounded.data(), rounded.size());
     for (size_t i = 0; i < in.size(); ++i) {
       QCOMPARE(narrow[i], f32_to_f16(in[i]));
-      QCOMPARE(u_of(rounded[i]), u_of(round_to(DType::F16, in[i])));
+      QCOMPARE(std::bit_cast<uint32_t>(rounded[i]), std::bit_cast<uint32_t>(round_to(DType::F16, in[i])));
     }
     for (DType t : {DType::F8E4M3, DType::F8E5M2}) {  // fp8 rounding in place, and scaled
       std::vector<float> r = in, s(in.size());
@@ -192,8 +182,8 @@ class TestFp8 : public QObject {
       const float fmax = t == DType::F8E4M3 ? 448.0f : 57344.0f;
       auto clamp = [&](float x) { return std::isnan(x) ? x : std::fmax(-fmax, std::fmin(fmax, x)); };
       for (size_t i = 0; i < in.size(); ++i) {
-        QCOMPARE(u_of(r[i]), u_of(round_to(t, in[i])));
-        QCOMPARE(u_of(s[i]), u_of(round_to(t, clamp(in[i] * 3.0f))));
+        QCOMPARE(std::bit_cast<uint32_t>(r[i]), std::bit_cast<uint32_t>(round_to(t, in[i])));
+        QCOMPARE(std::bit_cast<uint32_t>(s[i]), std::bit_cast<uint32_t>(round_to(t, clamp(in[i] * 3.0f))));
         QCOMPARE(sat[i], t == DType::F8E4M3 ? f32_to_e4m3(in[i]) : f32_to_e5m2(clamp(in[i])));
       }
     }
