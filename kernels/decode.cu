@@ -29,8 +29,9 @@ __device__ __forceinline__ void wait_for_previous_grid() {
 
 // The input vector x' [K] into shared memory (decode.cuh's prologues), with 16-byte loads; the
 // LayerNorm's gamma and beta are read where they are applied (no shared memory of their own, so
-// that more blocks fit an SM). `st` holds the token and position.
-__device__ void gemv_prologue(const DecodeGemv& g, const int32_t* st, float* xs, float* red) {
+// that more blocks fit an SM). `st` holds the token and position; `store` writes the embedding
+// sum into x_out.
+__device__ void gemv_prologue(const DecodeGemv& g, const int32_t* st, float* xs, float* red, bool store) {
   const int64_t K4 = g.cols / 4;
   float4* x4 = reinterpret_cast<float4*>(xs);
   if (g.prologue == kEmbedLayerNorm) {
@@ -40,7 +41,7 @@ __device__ void gemv_prologue(const DecodeGemv& g, const int32_t* st, float* xs,
       const float4 a = t4[k], b = p4[k];
       const float4 v = make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
       x4[k] = v;
-      if (blockIdx.x == 0) reinterpret_cast<float4*>(g.x_out)[k] = v;
+      if (store) reinterpret_cast<float4*>(g.x_out)[k] = v;
     }
   } else {
     for (int64_t k = threadIdx.x; k < K4; k += blockDim.x) x4[k] = __ldcg(reinterpret_cast<const float4*>(g.x) + k);
@@ -58,18 +59,20 @@ __device__ void gemv_prologue(const DecodeGemv& g, const int32_t* st, float* xs,
   for (int64_t k = threadIdx.x; k < K; k += blockDim.x) xs[k] = (xs[k] - mean) * rs * __ldg(g.gamma + k) + __ldg(g.beta + k);
 }
 
-// The GEMV's epilogue for one finished row (decode.cuh).
-__device__ __forceinline__ void gemv_epilogue(const DecodeGemv& g, int64_t row, float acc, int32_t position) {
+// The GEMV's epilogue for one finished row (decode.cuh) of sequence b (batched: y [batch, rows],
+// q [batch, d], the caches b * kv_stride apart).
+__device__ __forceinline__ void gemv_epilogue(const DecodeGemv& g, int64_t row, float acc, int32_t position, int b = 0) {
   const float v = acc + (g.bias ? g.bias[row] : 0.0f);
+  float* y = g.y + b * (g.epilogue == kQkvScatter ? g.rows / 3 : g.rows);
   switch (g.epilogue) {
-    case kStore: g.y[row] = v; break;
-    case kAddTo: g.y[row] += v; break;
-    case kGelu: g.y[row] = gelu_f(v); break;
+    case kStore: y[row] = v; break;
+    case kAddTo: y[row] += v; break;
+    case kGelu: y[row] = gelu_f(v); break;
     case kQkvScatter: {
-      const int64_t d = g.rows / 3, p = position;
-      if (row < d) g.y[row] = v;
-      else if (row < 2 * d) g.kcache[p * d + row - d] = v;
-      else g.vcache[p * d + row - 2 * d] = v;
+      const int64_t d = g.rows / 3, p = position, kv = b * g.kv_stride;
+      if (row < d) y[row] = v;
+      else if (row < 2 * d) g.kcache[kv + p * d + row - d] = v;
+      else g.vcache[kv + p * d + row - 2 * d] = v;
       break;
     }
   }
@@ -118,7 +121,7 @@ __global__ void __launch_bounds__(512) decode_gemv_kernel(DecodeGemv g, int slic
     if (g.state_out && blockIdx.x == 0) g.state_out[threadIdx.x] = st[threadIdx.x];
   }
   __syncthreads();
-  gemv_prologue(g, st, xs, red);
+  gemv_prologue(g, st, xs, red, blockIdx.x == 0);
   __syncthreads();
   const int32_t position = st[1];
   for (int64_t first = gw * rows_per_warp; first < g.rows; first += warps * rows_per_warp) {
@@ -146,21 +149,126 @@ __global__ void __launch_bounds__(512) decode_gemv_kernel(DecodeGemv g, int slic
   }
 }
 
+// The batched GEMV (decode.cuh, "Batched decoding"): decode_gemv_kernel's slices, rows and load
+// pipeline, each 16-byte weight load multiplied with the x of every sequence (read from global
+// memory, which L1 keeps for the block) and summed into one accumulator a sequence.
+template <int F>
+__global__ void __launch_bounds__(512) decode_gemv_batch_kernel(DecodeGemv g, int slice_log2) {
+  __shared__ int32_t position;
+  constexpr bool kScaled = F == kDecI8 || F == kDecI4;
+  constexpr int E = 4 * Fmt<F>::kPerWord;
+  const int64_t K = g.cols, nvec = K / E;
+  const int nb = g.batch;
+  const int S = 1 << slice_log2, rows_per_warp = 32 >> slice_log2;
+  const int lane = threadIdx.x & 31, sub = lane & (S - 1), slot = lane >> slice_log2;
+  const int64_t warps = int64_t{gridDim.x} * (blockDim.x >> 5);
+  const int64_t gw = int64_t{blockIdx.x} * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  uint4 u[kDepth];
+  float su[kDepth];
+  const uint4* wrow = nullptr;
+  const __half* sc = nullptr;
+  auto start_row = [&](int64_t row) {
+    const int64_t r = row < g.rows ? row : g.rows - 1;
+    wrow = reinterpret_cast<const uint4*>(g.w) + r * nvec;
+    sc = static_cast<const __half*>(g.scales) + (kScaled ? r * (K / g.group) : 0);
+  };
+  auto load = [&](int64_t v0) {
+#pragma unroll
+    for (int i = 0; i < kDepth; ++i) {
+      const int64_t v = v0 + int64_t{i} * S;
+      u[i] = v < nvec ? __ldg(wrow + v) : make_uint4(0u, 0u, 0u, 0u);
+      if constexpr (kScaled) su[i] = v < nvec ? __half2float(sc[v * E / g.group]) : 0.0f;
+    }
+  };
+  int64_t row = gw * rows_per_warp + slot;
+  start_row(row);
+  load(sub);  // before waiting for the previous kernel (PDL)
+  wait_for_previous_grid();
+  if (threadIdx.x == 0) position = g.state ? g.state[1] : 0;
+  __syncthreads();
+  for (int64_t first = gw * rows_per_warp; first < g.rows; first += warps * rows_per_warp) {
+    if (first != gw * rows_per_warp) {
+      row = first + slot;
+      start_row(row);
+      load(sub);
+    }
+    float acc[kMaxBatch];
+#pragma unroll
+    for (int b = 0; b < kMaxBatch; ++b) acc[b] = 0.0f;
+    for (int64_t v0 = sub;;) {
+#pragma unroll
+      for (int i = 0; i < kDepth; ++i) {
+        const int64_t v = v0 + int64_t{i} * S;
+        if (v >= nvec) break;
+#pragma unroll
+        for (int b = 0; b < kMaxBatch; ++b) {
+          if (b >= nb) break;
+          const float part = dot16<F>(u[i], g.x + b * K + v * E, sub);
+          if constexpr (kScaled) acc[b] += su[i] * part;
+          else acc[b] += part;
+        }
+      }
+      v0 += int64_t{kDepth} * S;
+      if (v0 >= nvec) break;
+      load(v0);
+    }
+#pragma unroll
+    for (int b = 0; b < kMaxBatch; ++b) {
+      if (b >= nb) break;
+      float a = acc[b];
+      for (int o = S >> 1; o > 0; o >>= 1) a += __shfl_xor_sync(0xffffffffu, a, o);
+      if (row < g.rows && sub == 0) gemv_epilogue(g, row, a, position, b);
+    }
+  }
+}
+
+// Batched LayerNorm (decode.cuh): block b normalises sequence b's x (or its embedding sum, stored
+// into x_out) into h, with the GEMV prologue's code and order.
+constexpr int kNormThreads = 256;
+__global__ void __launch_bounds__(kNormThreads) decode_batch_norm_kernel(DecodeBatchNorm n) {
+  extern __shared__ float4 sm4[];
+  float* xs = reinterpret_cast<float*>(sm4);
+  __shared__ float red[32];
+  __shared__ int32_t st[2];
+  wait_for_previous_grid();
+  const int b = blockIdx.x;
+  const volatile int32_t* state = n.state;  // host-written when mapped: no stale cache
+  if (threadIdx.x == 0) st[0] = state[2 + b], st[1] = state[1];
+  if (n.state_out && b == 0)
+    for (int i = threadIdx.x; i < 2 + n.batch; i += blockDim.x) n.state_out[i] = state[i];
+  __syncthreads();
+  DecodeGemv g;
+  g.cols = n.dim;
+  g.prologue = n.tok ? kEmbedLayerNorm : kLayerNorm;
+  g.x = n.x + b * n.dim;
+  g.x_out = n.x_out ? n.x_out + b * n.dim : nullptr;
+  g.tok = n.tok, g.pos = n.pos, g.gamma = n.gamma, g.beta = n.beta;
+  gemv_prologue(g, st, xs, red, n.tok != nullptr);
+  __syncthreads();
+  for (int64_t k = threadIdx.x; k < n.dim; k += blockDim.x) n.h[b * n.dim + k] = xs[k];
+}
+
 struct GemvShape {
   int slice_log2, threads;
   int64_t blocks;
 };
 
 // Blocks of decode_gemv_kernel<F> that fit one SM (cached: the decoder asks for every launch).
-int gemv_blocks_per_sm(int format, int threads, size_t shmem) {
+int gemv_blocks_per_sm(int format, int threads, size_t shmem, bool batched = false) {
   static std::mutex mu;
-  static std::map<std::tuple<int, int, size_t>, int> cache;
+  static std::map<std::tuple<int, int, size_t, bool>, int> cache;
   const std::lock_guard<std::mutex> lock(mu);
-  const auto key = std::make_tuple(format, threads, shmem);
+  const auto key = std::make_tuple(format, threads, shmem, batched);
   if (auto it = cache.find(key); it != cache.end()) return it->second;
   int n = 0;
   cudaError_t e = cudaSuccess;
-  switch (format) {
+  if (batched) switch (format) {
+      case kDecF32: e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_gemv_batch_kernel<kDecF32>, threads, shmem); break;
+      case kDecBF16: e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_gemv_batch_kernel<kDecBF16>, threads, shmem); break;
+      case kDecI8: e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_gemv_batch_kernel<kDecI8>, threads, shmem); break;
+      default: e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_gemv_batch_kernel<kDecI4>, threads, shmem); break;
+    }
+  else switch (format) {
     case kDecF32: e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_gemv_kernel<kDecF32>, threads, shmem); break;
     case kDecBF16: e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_gemv_kernel<kDecBF16>, threads, shmem); break;
     case kDecI8: e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_gemv_kernel<kDecI8>, threads, shmem); break;
@@ -172,7 +280,7 @@ int gemv_blocks_per_sm(int format, int threads, size_t shmem) {
   return n;
 }
 
-GemvShape gemv_shape(const DecodeGemv& g, int sm_count, size_t shmem) {
+GemvShape gemv_shape(const DecodeGemv& g, int sm_count, size_t shmem, bool batched = false) {
   const int per_vec = g.format == kDecF32 ? 4 : g.format == kDecBF16 ? 8 : g.format == kDecI8 ? 16 : 32;
   const int64_t nvec = g.cols / per_vec;
   const int slice_log2 = decode_slice_log2(nvec);
@@ -185,7 +293,7 @@ GemvShape gemv_shape(const DecodeGemv& g, int sm_count, size_t shmem) {
   };
   for (const int w : {4, 8, 16})
     if (blocks(w) <= sm_count) return {slice_log2, w * 32, blocks(w)};
-  const int64_t wave = int64_t{sm_count} * gemv_blocks_per_sm(g.format, 512, shmem);
+  const int64_t wave = int64_t{sm_count} * gemv_blocks_per_sm(g.format, 512, shmem, batched);
   return {slice_log2, 512, std::min(blocks(16), wave)};
 }
 
@@ -195,6 +303,11 @@ __global__ void __launch_bounds__(kAttnThreads) decode_attention_kernel(DecodeAt
   extern __shared__ float4 sm4[];
   __shared__ float red[32];
   wait_for_previous_grid();
+  if (blockIdx.z > 0) {  // sequence z of a batch (decode.cuh)
+    const int64_t z = blockIdx.z;
+    a.q += z * a.dim, a.y += z * a.dim, a.k += z * a.kv_stride, a.v += z * a.kv_stride;
+    a.part += z * a.splits * a.dim, a.stats += z * a.splits * a.heads * 2, a.tickets += z * a.heads;
+  }
   attention_run(a, static_cast<int64_t>(a.state[1]) + 1, blockIdx.x, blockIdx.y, reinterpret_cast<float*>(sm4), red);
 }
 
@@ -233,6 +346,11 @@ void prepare_decode_kernels() {
     same_carveout(decode_gemv_kernel<kDecI8>);
     same_carveout(decode_gemv_kernel<kDecI4>);
     same_carveout(decode_attention_kernel);
+    same_carveout(decode_gemv_batch_kernel<kDecF32>);
+    same_carveout(decode_gemv_batch_kernel<kDecBF16>);
+    same_carveout(decode_gemv_batch_kernel<kDecI8>);
+    same_carveout(decode_gemv_batch_kernel<kDecI4>);
+    same_carveout(decode_batch_norm_kernel);
     return true;
   }();
   (void)done;
@@ -256,6 +374,28 @@ void launch_decode_gemv(const DecodeGemv& g, int sm_count, bool pdl, cudaStream_
   TL_LAUNCH_CHECK("decode_gemv");
 }
 
+void prepare_decode_gemv_batch(int format) { gemv_blocks_per_sm(format, 512, 0, true); }
+
+void launch_decode_gemv_batch(const DecodeGemv& g, int sm_count, bool pdl, cudaStream_t s) {
+  if (g.batch < 1 || g.batch > kMaxBatch || g.prologue != kPlain) throw_cuda_error(cudaErrorInvalidValue, "decode_gemv_batch: batch 1..16, kPlain prologue", __FILE__, __LINE__);
+  const GemvShape sh = gemv_shape(g, sm_count, 0, true);
+  const cudaLaunchConfig_t cfg = launch_config(dim3(static_cast<unsigned>(sh.blocks)), dim3(static_cast<unsigned>(sh.threads)), 0, s, pdl);
+  switch (g.format) {
+    case kDecF32: TL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_gemv_batch_kernel<kDecF32>, g, sh.slice_log2)); break;
+    case kDecBF16: TL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_gemv_batch_kernel<kDecBF16>, g, sh.slice_log2)); break;
+    case kDecI8: TL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_gemv_batch_kernel<kDecI8>, g, sh.slice_log2)); break;
+    case kDecI4: TL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_gemv_batch_kernel<kDecI4>, g, sh.slice_log2)); break;
+  }
+  TL_LAUNCH_CHECK("decode_gemv_batch");
+}
+
+void launch_decode_batch_norm(const DecodeBatchNorm& n, bool pdl, cudaStream_t s) {
+  const cudaLaunchConfig_t cfg = launch_config(dim3(static_cast<unsigned>(n.batch)), dim3(kNormThreads),
+                                               static_cast<size_t>(n.dim) * sizeof(float), s, pdl);
+  TL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_batch_norm_kernel, n));
+  TL_LAUNCH_CHECK("decode_batch_norm");
+}
+
 int decode_attention_splits(int64_t heads, int64_t context, int sm_count) {
   const int64_t want = (2 * sm_count + heads - 1) / heads, most = std::max<int64_t>(1, (context + 15) / 16);
   return static_cast<int>(std::max<int64_t>(1, std::min(want, most)));
@@ -266,8 +406,9 @@ int64_t decode_attention_scratch_floats(int64_t heads, int64_t dim, int splits) 
 void launch_decode_attention(const DecodeAttention& a, bool pdl, cudaStream_t s) {
   const size_t shmem =
       static_cast<size_t>(attention_run_smem_floats(a.dim / a.heads, a.context, a.splits, kAttnThreads)) * sizeof(float);
-  const cudaLaunchConfig_t cfg = launch_config(dim3(static_cast<unsigned>(a.heads), static_cast<unsigned>(a.splits)),
-                                               dim3(kAttnThreads), shmem, s, pdl);
+  const cudaLaunchConfig_t cfg =
+      launch_config(dim3(static_cast<unsigned>(a.heads), static_cast<unsigned>(a.splits), static_cast<unsigned>(a.batch)),
+                    dim3(kAttnThreads), shmem, s, pdl);
   TL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_attention_kernel, a));
   TL_LAUNCH_CHECK("decode_attention");
 }

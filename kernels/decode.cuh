@@ -72,6 +72,34 @@ struct DecodeGemv {
   float* kcache = nullptr, * vcache = nullptr;  // kQkvScatter: [context, d], d = rows / 3
   const int32_t* state = nullptr;    // {token, position} (device memory, or mapped host memory)
   int32_t* state_out = nullptr;      // when set, block 0 copies the state here (device memory)
+  // batched (launch_decode_gemv_batch only): `batch` input vectors x [batch, cols] and outputs y
+  // [batch, rows] (kQkvScatter: q [batch, d]); sequence b's caches start at b * kv_stride floats.
+  int batch = 1;
+  int64_t kv_stride = 0;
+};
+
+// Batched decoding (DecodeSpec::batch > 1), a kernel per operation:
+//   LayerNorm:  h[b] = LN(x[b]) or, embedding, x[b] = tok[state[2 + b]] + pos[state[1]] then
+//               h[b] = LN(x[b]); one block a sequence (launch_decode_batch_norm).
+//   GEMV:       y[b] = W x[b] + bias for b < batch (at most kMaxBatch), each 16-byte weight load
+//               used for every sequence: the weights are read once for the whole batch. x comes
+//               from global memory (L1 / L2: at batch 16 it outgrows shared memory); rows are
+//               sliced and summed as decode_gemv_kernel sums them. Prologue kPlain only.
+//   Attention:  decode_attention_kernel with a third grid dimension over the sequences
+//               (DecodeAttention::batch, kv_stride).
+// State (mapped pinned host memory, copied to device memory by the embedding's LayerNorm):
+//   {unused, position, token of sequence 0, ..., token of sequence batch - 1}.
+constexpr int kMaxBatch = 16;
+struct DecodeBatchNorm {
+  const float* x = nullptr;             // [batch, dim] the residual stream (embedding: written)
+  float* x_out = nullptr;               // embedding: receives tok + pos (same buffer as x)
+  float* h = nullptr;                   // [batch, dim] LN(x)
+  const float *gamma = nullptr, *beta = nullptr;
+  const float *tok = nullptr, *pos = nullptr;  // embedding when tok is set
+  int64_t dim = 0;
+  int batch = 1;
+  const int32_t* state = nullptr;       // see above
+  int32_t* state_out = nullptr;         // when set, block 0 copies the 2 + batch ints here
 };
 
 // One matrix of the step (the fields of DecodeGemv's weights).
@@ -102,6 +130,11 @@ struct DecodeAttention {
   float* stats = nullptr;                              // [heads, splits, 2] max and sum of exponentials
   unsigned* tickets = nullptr;                         // [heads], zero before the first launch
   float* y = nullptr;                                  // [dim]
+  // Batched: `batch` sequences (grid z); sequence b's q and y at b * dim, its caches at
+  // b * kv_stride, its scratch at b * splits * dim (part) and b * splits * heads * 2 (stats),
+  // its tickets at b * heads.
+  int batch = 1;
+  int64_t kv_stride = 0;
 };
 
 struct DecodeStep {
@@ -137,6 +170,12 @@ void prepare_decode_gemv(int format, int64_t cols);
 // pdl: launch with programmatic dependent launch (the kernel may start while the previous one on
 // the stream finishes, and waits for it before reading; hides most of the launch gap).
 void launch_decode_gemv(const DecodeGemv& g, int sm_count, bool pdl, cudaStream_t s);
+
+// Batched decoding (see DecodeBatchNorm above).
+void launch_decode_batch_norm(const DecodeBatchNorm& n, bool pdl, cudaStream_t s);
+void launch_decode_gemv_batch(const DecodeGemv& g, int sm_count, bool pdl, cudaStream_t s);
+// As prepare_decode_gemv, for the batched GEMV of `format`.
+void prepare_decode_gemv_batch(int format);
 
 // Blocks a head for a device with sm_count SMs (about two blocks an SM over all heads, runs of
 // at least 16 positions); the scratch `part` + `stats` in floats.

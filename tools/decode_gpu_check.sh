@@ -1,31 +1,36 @@
 #!/bin/bash
-# tools/decode_gpu_check.sh: GPU decode at the memory-bandwidth ceiling (issue 20), run from the
-# repo root on the GPU machine with $OUT set. Every stage is independent (its own timeout and
-# log under $OUT/decode/), so one failure does not hide the others:
-#   build   trainlab-cli, trainlab_cuda, test_cuda_decode (sm_90, no app)
-#   test    test_cuda_decode (parity against the CPU decoder, batched and split attention)
-#   xl      trainlab-cli bench --case decode --preset xl: bf16/int8/int4, one kernel and a kernel
-#           per operation as a graph, batch 1; per-kernel timings (one kernel: its phases by block
-#           0's clock; graph: each kernel alone, graph-replayed) and each GEMV's GB/s; the copy
-#           bandwidth in the same run
-#   gpt2    the same at gpt2
-#   peer    .peer/peer_torch_decode.py (carried by the lead from shared/bench) at gpt2 and xl
-#   sparse  whether cuSPARSELt is present (for the 2:4 comparison)
-# After each bench a summary line per (preset, format) on stdout. The whole run fits about 170 s
-# (timeouts per stage; most important first).
+# tools/decode_gpu_check.sh: GPU decode (issue 20), round 3: batched decode and 2:4 sparsity. Run
+# from the repo root on the GPU machine with $OUT set. Every stage is independent (its own
+# timeout and log), the stages ordered by importance, and each timeout cut so that the whole
+# run ends by 285 s after the start (build included):
+#   build    trainlab-cli, trainlab_cuda, test_cuda_decode (sm_90, no app); meanwhile, on other
+#            cores, tools/sparse24_lab (nvcc, cuSPARSELt from wherever it is installed)
+#   test     test_cuda_decode (parity against the CPU decoder; batched decode at 4 and 16)
+#   gpt2     trainlab-cli bench --case decode --preset gpt2 --batch 1,4,16 (bf16/int8/int4 as a
+#            graph, and the one-kernel step at batch 1); per-kernel timings and GB/s
+#   xl       the same at xl for bf16 and int8 (int4 takes ~30 s a batch to quantize on the host)
+#   peer     .peer/peer_torch_decode.py (the lead carries it from shared/bench) --batches 1,4,16
+#            at gpt2, then at xl if time is left
+#   sparse   sparse24_lab: 2:4 (cuSPARSELt) against dense (cuBLAS) at the char-gpt sizes and 4096^2
+# Results: $OUT/decode.tgz (every log) and $OUT/summary.txt (the stages and one line a row).
 set -o pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PATH=/usr/local/cuda/bin:$PATH LD_LIBRARY_PATH=/usr/local/cuda/lib64:$LD_LIBRARY_PATH
 OUT=${OUT:-/tmp/decode_gpu_out}
 D="$OUT/decode"
 mkdir -p "$D"
+S="$OUT/summary.txt"
 B=/tmp/b-decode
 T0=$(date +%s)
-stamp() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a "$D/stages.txt"; }
+END=285
+stamp() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a "$S"; }
+# A stage's timeout: its own, cut to what is left before END (0: skip the stage).
+budget() { local left=$(( END - ($(date +%s) - T0) )); [ "$left" -lt "$1" ] && echo $(( left > 5 ? left : 0 )) || echo "$1"; }
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.memory --format=csv > "$D/device.txt" 2>&1
 git log --oneline -3 > "$D/commit.txt" 2>&1
+cat "$D/commit.txt" >> "$S"
 
-# One line per (preset, format) of a bench JSON file, with the per-kernel times and GB/s.
+# One line per bench row (preset, format, batch) with the per-kernel times and GB/s.
 summary() {
 python3 - "$1" <<'EOF'
 import json, sys
@@ -35,14 +40,21 @@ for line in open(f):
     if not line.startswith("{"): continue
     r = json.loads(line)
     if r.get("case") == "bandwidth":
-        print(f"{f.split('/')[-1]}: copy {r['copy_bytes_per_s']/1e9:.0f} GB/s"); continue
+        print(f"{f.split('/')[-1]}: copy {r.get('copy_bytes_per_s', r.get('copy_gb_per_s', 0)*1e9)/1e9:.0f} GB/s"); continue
     if "error" in r:
-        print(f"  {r.get('model')} {r.get('format')}: ERROR {r['error']}"); continue
+        print(f"  {r.get('model', r.get('shape'))} {r.get('format', '')} b={r.get('batch', '')}: ERROR {r['error']}"); continue
+    if r.get("case") == "sparse24":
+        print(f"  {r['shape']:<12} n={r['n']:<5} dense={r['dense_us']:8.1f}us sparse={r['sparse_us']:8.1f}us "
+              f"speedup={r['speedup']:.2f} tflops d/s={r['dense_tflops']:.0f}/{r['sparse_tflops_dense_equiv']:.0f} "
+              f"rel_diff={r['max_rel_diff']:.2g}"); continue
+    if "preset" in r:  # the PyTorch peer
+        print(f"  peer {r['preset']} {r['mode']:<11} b={r['batch']:<3} tok/s={r['tokens_per_s']:9.0f} "
+              f"weightGB/s={r.get('weight_gb_per_s', 0):6.0f}"); continue
     k = r.get("kernel_us", {})
     ks = " ".join(f"{n}={v:.0f}" for n, v in k.items())
-    print(f"  {r['model'][:5]} {r['format']:<10} graph={int(r['cuda_graph'])} one={int(r['one_kernel'])} "
-          f"tok/s={r['tokens_per_s']:9.0f} weightGB/s={r['weight_bytes_per_s']/1e9:6.0f} "
-          f"ceil%={100*r['weight_bytes_per_s']/r['copy_bytes_per_s']:5.1f} dev_us={r['device_us_per_token']:.0f} "
+    print(f"  {r['model'][:5]} {r['format']:<12} b={r.get('batch', 1):<3} graph={int(r['cuda_graph'])} one={int(r['one_kernel'])} "
+          f"tok/s={r['tokens_per_s']:9.0f} us/step={r.get('us_per_step', 0):6.0f} weightGB/s={r['weight_bytes_per_s']/1e9:6.0f} "
+          f"ceil%={100*r['weight_bytes_per_s']/r['copy_bytes_per_s']:5.1f} dev_us={r.get('device_us_per_step', 0):.0f} "
           f"prep_s={r.get('prepare_s', 0):.1f} | us: {ks}")
     g = r.get("kernel_gb_per_s", {})
     if g: print("      GB/s: " + " ".join(f"{n}={v:.0f}" for n, v in g.items()))
@@ -50,45 +62,57 @@ EOF
 }
 
 stamp "build start"
+# The sparse lab on its own (nvcc, a few cores) while the project builds.
+(BUILD=/tmp/b-sparse24 timeout 200 bash tools/sparse24_lab/run.sh --build-only > "$D/sparse24-build.log" 2>&1; echo "rc=$?" >> "$D/sparse24-build.log") &
+SPARSE_BUILD=$!
 (cmake -S ${SRC:-.} -B $B -G Ninja -DTRAINLAB_BUILD_APP=OFF -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
-  && ninja -C $B -j16 trainlab-cli trainlab_cuda test_cuda_decode) > "$D/build.log" 2>&1
+  && timeout "$(budget 170)" ninja -C $B -j16 trainlab-cli trainlab_cuda test_cuda_decode) > "$D/build.log" 2>&1
 stamp "build rc=$?"
-grep -E "error|FAILED" -A3 "$D/build.log" | head -40
+grep -E "error|FAILED" -A3 "$D/build.log" | head -40 | tee -a "$S"
 CLI=$(find $B -name trainlab-cli -type f -perm -u+x | head -1)
 TEST=$(find $B -name test_cuda_decode -type f -perm -u+x | head -1)
 
 if [ -n "$TEST" ]; then
-  timeout 30 "$TEST" > "$D/test_cuda_decode.log" 2>&1
+  timeout "$(budget 45)" "$TEST" > "$D/test_cuda_decode.log" 2>&1
   stamp "test_cuda_decode rc=$?"
-  grep -E "FAIL|fail|passed|[0-9]+ of 100|speculative" "$D/test_cuda_decode.log" | head -30
+  grep -E "FAIL|fail|passed|[0-9]+ of 100|speculative|batch|sequences" "$D/test_cuda_decode.log" | head -40 | tee -a "$S"
 else
   stamp "test_cuda_decode not built"
 fi
 
-bench() {  # preset modes label timeout
-  [ -z "$CLI" ] && { stamp "$3: no trainlab-cli"; return; }
-  timeout "$4" "$CLI" bench --case decode --device cuda --preset "$1" --modes "$2" --steps 128 \
-    > "$D/bench-$3.jsonl" 2> "$D/bench-$3.err"
-  stamp "bench $3 rc=$?"
-  tail -3 "$D/bench-$3.err"
-  summary "$D/bench-$3.jsonl"
+bench() {  # preset modes batches label timeout
+  [ -z "$CLI" ] && { stamp "$4: no trainlab-cli"; return; }
+  local t; t=$(budget "$5"); [ "$t" -eq 0 ] && { stamp "$4 skipped: out of time"; return; }
+  timeout "$t" "$CLI" bench --case decode --device cuda --preset "$1" --modes "$2" --batch "$3" --steps 128 \
+    > "$D/bench-$4.jsonl" 2> "$D/bench-$4.err"
+  stamp "bench $4 rc=$? (timeout $t)"
+  tail -3 "$D/bench-$4.err" | tee -a "$S"
+  summary "$D/bench-$4.jsonl" | tee -a "$S"
 }
-# xl: one command (the random model is made once; each format takes seconds to quantize and
-# upload), rows printed as they come, the most important first.
-bench xl bf16-graph,int4-graph,bf16,int4,int8-graph,int8 xl 100
-bench gpt2 bf16,int8,int4,bf16-graph,int8-graph,int4-graph gpt2 20
+bench gpt2 bf16-graph,int8-graph,int4-graph 1,4,16 gpt2 40
+bench gpt2 bf16 1 gpt2-onekernel 10
+bench xl bf16-graph,int8-graph 1,4,16 xl 60
 
-if [ -f .peer/peer_torch_decode.py ]; then
-  for p in xl; do  # (gpt2's peer: round 1)
-    timeout 35 python3 .peer/peer_torch_decode.py --preset $p --batches 1,4,16 --tokens 128 > "$D/peer-$p.jsonl" 2> "$D/peer-$p.err"
-    stamp "peer $p rc=$?"
-    cat "$D/peer-$p.jsonl"
-  done
-else
-  stamp "peer: .peer/peer_torch_decode.py not carried"
+peer() {  # preset timeout
+  [ -f .peer/peer_torch_decode.py ] || { stamp "peer: .peer/peer_torch_decode.py not carried"; return; }
+  local t; t=$(budget "$2"); [ "$t" -eq 0 ] && { stamp "peer $1 skipped: out of time"; return; }
+  timeout "$t" python3 .peer/peer_torch_decode.py --preset "$1" --batches 1,4,16 --tokens 128 > "$D/peer-$1.jsonl" 2> "$D/peer-$1.err"
+  stamp "peer $1 rc=$? (timeout $t)"
+  summary "$D/peer-$1.jsonl" | tee -a "$S"
+}
+peer gpt2 30
+
+wait $SPARSE_BUILD
+stamp "sparse24 build: $(tail -1 "$D/sparse24-build.log")"
+grep -iE "error|cuSPARSELt" "$D/sparse24-build.log" | head -10 | tee -a "$S"
+if [ -x /tmp/b-sparse24/sparse24_lab ]; then
+  t=$(budget 40)
+  [ "$t" -gt 0 ] && BUILD=/tmp/b-sparse24 timeout "$t" bash tools/sparse24_lab/run.sh --run-only > "$D/sparse24.jsonl" 2>&1
+  stamp "sparse24 rc=$?"
+  summary "$D/sparse24.jsonl" | tee -a "$S"
 fi
 
-{ ls /usr/lib/x86_64-linux-gnu | grep -i cusparselt; find / -name "*cusparseLt*" 2>/dev/null | head; } > "$D/cusparselt.txt" 2>&1
-stamp "cusparselt: $(wc -l < "$D/cusparselt.txt") hits"
+peer xl 60
 
 stamp "done"
+cd "$OUT" && tar czf decode.tgz decode && rm -rf decode

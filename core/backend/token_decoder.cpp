@@ -168,6 +168,14 @@ DecodeWeights DecodeWeights::as_format(const DecodeSpec& spec) const {
   return out;
 }
 
+std::vector<float> TokenDecoder::push_batch(const std::vector<int32_t>& tokens) {
+  if (static_cast<int64_t>(tokens.size()) != batch())
+    throw Error("push_batch: " + std::to_string(tokens.size()) + " tokens for a batch of " + std::to_string(batch()) +
+                " sequences (expected one token a sequence)");
+  push(tokens[0]);
+  return logits();
+}
+
 std::vector<float> TokenDecoder::push_rows(const std::vector<int32_t>& tokens) {
   const auto V = static_cast<size_t>(shape().padded_vocab);
   std::vector<float> rows;

@@ -44,6 +44,7 @@
 namespace trainlab {
 
 enum class DecodeFormat : uint8_t { F32, BF16, I8, I4 };
+constexpr int64_t kMaxDecodeBatch = 16;  // DecodeSpec::batch's upper bound (the batched GEMV's registers)
 // The storage format of a decoder's matrices, the DType that Backend::supports(Op::Decode, t) is asked with.
 DType decode_format_dtype(DecodeFormat f);
 
@@ -54,6 +55,9 @@ struct DecodeSpec {
                             // its phases); false: a kernel per operation, as a graph or one by one
   bool cuda_graph = true;   // (one_kernel false) devices that can replay the per-token step as one graph
   bool pdl = true;          // (one_kernel false) CUDA: kernels may launch while the previous one finishes (sm_90)
+  int batch = 1;            // sequences decoded side by side (push_batch), each with its own KV cache;
+                            // CUDA: batch > 1 runs a kernel per operation (batched GEMVs read each
+                            // weight once for all the sequences), never the one-kernel step
   // "fp32", "bf16", "int8", "int8-channel", "int4-g32" ... (parse accepts these names).
   std::string label() const;
   static DecodeSpec parse(const std::string& name, int group);  // "fp32|bf16|int8|int4"; group for int4
@@ -108,6 +112,14 @@ class TokenDecoder {
   // pushes one token at a time; a decoder that can read its weights once for all rows (the CPU
   // decoder) overrides it.
   virtual std::vector<float> push_rows(const std::vector<int32_t>& tokens);
+  // Batched decoding (DecodeSpec::batch sequences side by side, all at the same position
+  // length()): tokens[b] goes to sequence b, which attends over its own KV cache; returns the
+  // logits of every sequence, batch rows of [padded vocab] (logits() is then sequence 0's). With
+  // several sequences push() and push_rows() continue sequence 0 on the CPU and throw Error on
+  // CUDA. This default serves a batch of one (push); a decoder with several sequences overrides
+  // it. Throws Error unless tokens.size() == batch().
+  virtual std::vector<float> push_batch(const std::vector<int32_t>& tokens);
+  virtual int64_t batch() const { return 1; }
   // Bytes of weights a push reads: matrices in the decoder's format, their scales and biases, two
   // embedding rows and the LayerNorm parameters (the KV cache comes on top: kv_bytes).
   virtual int64_t weight_bytes_per_token() const = 0;

@@ -6,7 +6,10 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <exception>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "backend/backend.h"
 #include "decode/decode_bench.h"
@@ -39,7 +42,7 @@ std::vector<std::string> split_list(const std::string& s) {
 
 Runner add_bench_command(CLI::App& app) {
   struct Opts {
-    std::string cases = "digits", device = "auto", modes, weights, preset = "small";
+    std::string cases = "digits", device = "auto", modes, weights, preset = "small", batch = "1";
     long steps = 0, warmup = 0, epochs = 30;  // steps 0: the case's default; warmup: its default unless given
     int ranks = 2;
   };
@@ -66,6 +69,9 @@ Runner add_bench_command(CLI::App& app) {
   cmd->add_option("--preset", o->preset,
                   "decode: the random-initialised char-gpt without --weights (tiny, small, gpt2, or xl: 24 x 2048, 1.2 B "
                   "parameters); optim: the model whose parameters are updated (default gpt2)");
+  cmd->add_option("--batch", o->batch,
+                  "decode: comma-separated batch sizes, sequences decoded side by side with each weight read once a "
+                  "step for all of them (1..16; default 1), e.g. 1,4,16");
   const CLI::Option* warmup_given = cmd->get_option("--warmup");
   const CLI::Option* preset_given = cmd->get_option("--preset");
   return [o, cmd, warmup_given, preset_given]() -> int {
@@ -108,10 +114,23 @@ Runner add_bench_command(CLI::App& app) {
           return bench_optim_step(o->device, preset, mode, o->steps ? o->steps : 20, *warmup_given ? o->warmup : 3);
         });
       } else if (cs == "decode") {  // token-by-token generation per weight format: cmd_generate.cpp
+        std::vector<int64_t> batches;
+        for (const std::string& b : split_list(o->batch)) {
+          size_t used = 0;
+          long long v = 0;
+          try {
+            v = std::stoll(b, &used);
+          } catch (const std::exception&) {
+            used = 0;
+          }
+          if (used != b.size()) throw Error("--batch '" + o->batch + "': expected comma-separated integers 1..16, e.g. 1,4,16");
+          batches.push_back(v);
+        }
+        if (batches.empty()) throw Error("--batch '" + o->batch + "': expected comma-separated integers 1..16, e.g. 1,4,16");
         bench_decode(o->device, o->weights, o->preset, o->modes, o->steps ? o->steps : 200, 1, [&](const Json& r) {
           failures += r.contains("error");
           print_line(r);  // as each format finishes (xl takes seconds a format to prepare)
-        });
+        }, batches);
       } else {
         throw Error("unknown benchmark case '" + cs +
                     "': expected digits, digits-train, char-tiny, char-small, char-gpt2, decode, scaling or optim");

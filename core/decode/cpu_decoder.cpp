@@ -50,9 +50,12 @@ __attribute__((target_clones("avx2", "default"))) void matmul_rows(const std::ve
 
 CharGptGenerator::CharGptGenerator(Backend& be, CharGpt& model) : CharGptGenerator(decode_weights(be, model)) {}
 
-CharGptGenerator::CharGptGenerator(const DecodeWeights& w, std::string values)
-    : m_shape(w.shape), m_cache(w.shape.layers, w.shape.context, w.shape.dim), m_values(std::move(values)) {
+CharGptGenerator::CharGptGenerator(const DecodeWeights& w, std::string values, int64_t batch)
+    : m_shape(w.shape), m_values(std::move(values)) {
   w.validate();
+  if (batch < 1 || batch > kMaxDecodeBatch)
+    throw Error("decode batch " + std::to_string(batch) + ": expected 1.." + std::to_string(kMaxDecodeBatch) + " sequences");
+  for (int64_t b = 0; b < batch; ++b) m_caches.emplace_back(w.shape.layers, w.shape.context, w.shape.dim);
   m_tok = w.at("tok.weight");
   m_pos = w.at("pos.weight");
   m_ln_w = w.at("ln.weight");
@@ -90,7 +93,8 @@ int64_t CharGptGenerator::weight_bytes_per_token() const {
 }
 
 std::string CharGptGenerator::describe() const {
-  const std::string base = "CPU fp32 decoder (KV cache)";
+  std::string base = "CPU fp32 decoder (KV cache)";
+  if (batch() > 1) base = "CPU fp32 decoder, " + std::to_string(batch()) + " sequences a pass (a KV cache each)";
   return m_values == "fp32" ? base : base + " on the dequantised values of " + m_values + " weights";
 }
 
@@ -98,10 +102,10 @@ void CharGptGenerator::reset() { m_len = 0; }
 
 // Per head: s_j = q . k_j / sqrt(hd) for j = 0..pos, p = softmax(s) (max subtracted, fp32 sums
 // in position order), y = sum_j p_j v_j.
-void CharGptGenerator::attend(int64_t l, int64_t pos, const float* qkv, float* y) {
+void CharGptGenerator::attend(const KvCache& cache, int64_t l, int64_t pos, const float* qkv, float* y) {
   const int64_t D = m_shape.dim, H = m_shape.heads, hd = D / H;
-  const float* kc = m_cache.keys(l);
-  const float* vc = m_cache.values(l);
+  const float* kc = cache.keys(l);
+  const float* vc = cache.values(l);
   float* s = m_scores.data();
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   for (int64_t hh = 0; hh < H; ++hh) {
@@ -128,26 +132,38 @@ void CharGptGenerator::attend(int64_t l, int64_t pos, const float* qkv, float* y
 
 void CharGptGenerator::push(int32_t token) { push_rows({token}); }
 
+std::vector<float> CharGptGenerator::push_rows(const std::vector<int32_t>& tokens) { return forward(tokens, false); }
+
+std::vector<float> CharGptGenerator::push_batch(const std::vector<int32_t>& tokens) {
+  if (static_cast<int64_t>(tokens.size()) != batch())
+    throw Error("push_batch: " + std::to_string(tokens.size()) + " tokens for a batch of " + std::to_string(batch()) +
+                " sequences (expected one token a sequence)");
+  return forward(tokens, true);
+}
+
 // The rows go through every layer together: each matrix is read once for all of them (matmul_rows),
-// the keys and values of all rows are stored before attention, and row i attends over positions
-// 0..m_len + i (causal), so a row computes exactly what push() would at its position.
-std::vector<float> CharGptGenerator::push_rows(const std::vector<int32_t>& tokens) {
+// the keys and values of all rows are stored before attention. push_rows: row i attends over
+// positions 0..m_len + i of sequence 0 (causal); push_batch: row i over positions 0..m_len of
+// sequence i. Either way a row computes exactly what push() would at its position.
+std::vector<float> CharGptGenerator::forward(const std::vector<int32_t>& tokens, bool across) {
   const int64_t D = m_shape.dim, V = m_shape.padded_vocab, n = static_cast<int64_t>(tokens.size());
   if (n == 0) return {};
-  if (m_len + n > m_shape.context) throw Error("internal: generation window overflow");
+  if (m_len + (across ? 1 : n) > m_shape.context) throw Error("internal: generation window overflow");
+  auto pos = [&](int64_t r) { return across ? m_len : m_len + r; };
+  auto cache = [&](int64_t r) -> KvCache& { return m_caches[static_cast<size_t>(across ? r : 0)]; };
   for (int32_t token : tokens)
     if (token < 0 || token >= V) throw Error("token " + std::to_string(token) + " outside the vocabulary");
   const auto nd = static_cast<size_t>(n * D);
   std::vector<float> x(nd), h(nd), qkv(3 * nd), y(nd), a(nd), f(4 * nd);
   for (int64_t r = 0; r < n; ++r)
-    for (int64_t j = 0; j < D; ++j) x[r * D + j] = m_tok[tokens[static_cast<size_t>(r)] * D + j] + m_pos[(m_len + r) * D + j];
+    for (int64_t j = 0; j < D; ++j) x[r * D + j] = m_tok[tokens[static_cast<size_t>(r)] * D + j] + m_pos[pos(r) * D + j];
   for (size_t l = 0; l < m_layers.size(); ++l) {
     const Layer& L = m_layers[l];
     const auto li = static_cast<int64_t>(l);
     for (int64_t r = 0; r < n; ++r) layer_norm(&x[r * D], L.ln1_w, L.ln1_b, &h[r * D], D);
     matmul_rows(L.qkv_w, L.qkv_b, h.data(), qkv.data(), n, 3 * D, D);
-    for (int64_t r = 0; r < n; ++r) m_cache.store(li, m_len + r, &qkv[r * 3 * D + D], &qkv[r * 3 * D + 2 * D]);
-    for (int64_t r = 0; r < n; ++r) attend(li, m_len + r, &qkv[r * 3 * D], &y[r * D]);
+    for (int64_t r = 0; r < n; ++r) cache(r).store(li, pos(r), &qkv[r * 3 * D + D], &qkv[r * 3 * D + 2 * D]);
+    for (int64_t r = 0; r < n; ++r) attend(cache(r), li, pos(r), &qkv[r * 3 * D], &y[r * D]);
     matmul_rows(L.proj_w, L.proj_b, y.data(), a.data(), n, D, D);
     for (size_t j = 0; j < nd; ++j) x[j] += a[j];
     for (int64_t r = 0; r < n; ++r) layer_norm(&x[r * D], L.ln2_w, L.ln2_b, &h[r * D], D);
@@ -159,8 +175,9 @@ std::vector<float> CharGptGenerator::push_rows(const std::vector<int32_t>& token
   for (int64_t r = 0; r < n; ++r) layer_norm(&x[r * D], m_ln_w, m_ln_b, &h[r * D], D);
   std::vector<float> logits(static_cast<size_t>(n * V));
   matmul_rows(m_head, {}, h.data(), logits.data(), n, V, D);
-  m_logits.assign(logits.end() - V, logits.end());
-  m_len += n;
+  if (across) m_logits.assign(logits.begin(), logits.begin() + V);  // sequence 0's
+  else m_logits.assign(logits.end() - V, logits.end());
+  m_len += across ? 1 : n;
   return logits;
 }
 

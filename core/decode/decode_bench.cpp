@@ -15,27 +15,33 @@ namespace trainlab {
 namespace {
 using Json = nlohmann::json;
 
-// Decodes n tokens greedily from token 0 (after one untimed push that captures the graph).
+// Decodes n steps greedily from token b (sequence b of the batch; after one untimed step that
+// captures the graph): n * batch tokens.
 Json bench_format(Backend& be, const DecoderModel& m, const DecodeSpec& spec, int64_t n, double copy_bytes_per_s) {
   const DecoderShape& shape = m.weights.shape;
   n = std::min<int64_t>(n, shape.context - 1);
   const auto p0 = std::chrono::steady_clock::now();
   auto dec = make_decoder(be, m.weights, spec);  // converts, quantizes and uploads the weights
   const double prepare_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - p0).count();
+  const auto B = static_cast<size_t>(spec.batch), V = static_cast<size_t>(shape.padded_vocab);
+  std::vector<int32_t> next(B);
+  for (size_t b = 0; b < B; ++b) next[b] = static_cast<int32_t>(b % static_cast<size_t>(shape.vocab));
   dec->reset();
-  dec->push(0);
+  std::vector<float> z = dec->push_batch(next);
   int64_t kv = 0;
   const double dev0 = dec->device_seconds();
   const auto t0 = std::chrono::steady_clock::now();
   for (int64_t i = 0; i < n; ++i) {
-    const std::vector<float>& z = dec->logits();
-    const int32_t next = static_cast<int32_t>(std::max_element(z.begin(), z.begin() + shape.vocab) - z.begin());
+    for (size_t b = 0; b < B; ++b) {
+      const auto row = z.begin() + static_cast<std::ptrdiff_t>(b * V);
+      next[b] = static_cast<int32_t>(std::max_element(row, row + shape.vocab) - row);
+    }
     kv += dec->kv_bytes(dec->length());
-    dec->push(next);
+    z = dec->push_batch(next);
   }
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const double tps = s > 0 ? static_cast<double>(n) / s : 0.0;
-  const double dev_us = n > 0 ? 1e6 * (dec->device_seconds() - dev0) / static_cast<double>(n) : 0.0;
+  const double tps = s > 0 ? static_cast<double>(n) * static_cast<double>(B) / s : 0.0;  // tokens of all sequences
+  const double dev_us = n > 0 ? 1e6 * (dec->device_seconds() - dev0) / static_cast<double>(n) : 0.0;  // a step
   Json kernels = Json::object(), kernel_gbs = Json::object();  // device us a step by kernel kind, and GB/s
   for (const auto& [kind, v] : dec->profile_step()) {
     const std::string unit = " GB/s";
@@ -45,12 +51,16 @@ Json bench_format(Backend& be, const DecoderModel& m, const DecodeSpec& spec, in
       kernels[kind] = v;
   }
   const int64_t wbytes = dec->weight_bytes_per_token(), kv_mean = n > 0 ? kv / n : 0;
-  const double ceiling = copy_bytes_per_s / static_cast<double>(wbytes + kv_mean);
+  // A step reads the weights once and every sequence's cache: the ceiling on tokens/s is the
+  // batch times the steps a second the copy bandwidth allows.
+  const double ceiling = static_cast<double>(B) * copy_bytes_per_s / static_cast<double>(wbytes + kv_mean);
+  const double steps_per_s = tps / static_cast<double>(B);
   return Json{{"case", "decode"},
               {"model", m.name},
               {"params", m.params},
               {"device", be.info().name},
               {"format", spec.label()},
+              {"batch", spec.batch},
               {"one_kernel", spec.one_kernel},
               {"cuda_graph", spec.cuda_graph},
               {"pdl", spec.pdl},
@@ -59,13 +69,14 @@ Json bench_format(Backend& be, const DecoderModel& m, const DecodeSpec& spec, in
               {"prepare_s", prepare_s},
               {"tokens_per_s", tps},
               {"us_per_token", tps > 0 ? 1e6 / tps : 0.0},
-              {"device_us_per_token", dev_us},
+              {"us_per_step", steps_per_s > 0 ? 1e6 / steps_per_s : 0.0},
+              {"device_us_per_step", dev_us},
               {"kernel_us", kernels},
               {"kernel_gb_per_s", kernel_gbs},
               {"weight_bytes_per_token", wbytes},
               {"kv_bytes_per_token", kv_mean},
               {"bytes_per_token", wbytes + kv_mean},
-              {"weight_bytes_per_s", tps * static_cast<double>(wbytes)},
+              {"weight_bytes_per_s", steps_per_s * static_cast<double>(wbytes)},
               {"copy_bytes_per_s", copy_bytes_per_s},
               {"ceiling_tokens_per_s", ceiling},
               {"fraction_of_ceiling", tps / ceiling},
@@ -114,7 +125,10 @@ std::vector<DecodeSpec> bench_specs(const std::string& formats, const DecoderMod
 
 std::vector<Json> bench_decode(const std::string& device, const std::string& weights, const std::string& preset,
                                const std::string& formats, int64_t tokens, uint64_t seed,
-                               const std::function<void(const Json&)>& on_row) {
+                               const std::function<void(const Json&)>& on_row, const std::vector<int64_t>& batches) {
+  for (const int64_t b : batches)
+    if (b < 1 || b > kMaxDecodeBatch)
+      throw Error("--batch " + std::to_string(b) + ": expected 1.." + std::to_string(kMaxDecodeBatch) + " sequences");
   const DecoderModel m =
       weights.empty() ? random_decoder_model(preset.empty() ? "small" : preset, seed) : load_decoder_model(weights);
   auto be = create_backend(device);
@@ -126,14 +140,20 @@ std::vector<Json> bench_decode(const std::string& device, const std::string& wei
                      {"buffer_bytes", bw.buffer_bytes},
                      {"reps", bw.reps}});
   if (on_row) on_row(out.back());
-  for (const DecodeSpec& s : bench_specs(formats, m, be->info().kind == DeviceKind::Cpu)) {
-    try {
-      out.push_back(bench_format(*be, m, s, tokens, bw.bytes_per_s));
-    } catch (const Error& e) {
-      out.push_back(Json{{"case", "decode"}, {"model", m.name}, {"format", s.label()}, {"error", e.what()}});
+  for (const int64_t b : batches)
+    for (DecodeSpec s : bench_specs(formats, m, be->info().kind == DeviceKind::Cpu)) {
+      if (b > 1 && s.one_kernel) {  // a batch runs a kernel per operation (DecodeSpec::batch)
+        s.one_kernel = false;
+        s.cuda_graph = s.pdl = true;
+      }
+      s.batch = static_cast<int>(b);
+      try {
+        out.push_back(bench_format(*be, m, s, tokens, bw.bytes_per_s));
+      } catch (const Error& e) {
+        out.push_back(Json{{"case", "decode"}, {"model", m.name}, {"format", s.label()}, {"batch", b}, {"error", e.what()}});
+      }
+      if (on_row) on_row(out.back());
     }
-    if (on_row) on_row(out.back());
-  }
   return out;
 }
 

@@ -21,8 +21,14 @@ namespace trainlab {
 // only on the CPU). A format that fails gives {"case", "model", "format", "error"} instead.
 // on_row, when given, receives each object as soon as it is measured (a large model takes
 // seconds a format to prepare: a caller can print the rows as they come).
+// batches: the formats are measured at each batch size in turn (sequences decoded side by side,
+// each weight read once a step for all of them; 1..16, else Error naming --batch); a row's "batch"
+// says which, tokens_per_s counts the tokens of every sequence; weight_bytes_per_s, us_per_step,
+// device_us_per_step and the *bytes_per_token fields are a step's (every sequence's KV cache); a
+// batch above one runs the kernel-per-operation graph on CUDA (one_kernel false).
 std::vector<nlohmann::json> bench_decode(const std::string& device, const std::string& weights, const std::string& preset,
                                          const std::string& formats, int64_t tokens, uint64_t seed,
-                                         const std::function<void(const nlohmann::json&)>& on_row = {});
+                                         const std::function<void(const nlohmann::json&)>& on_row = {},
+                                         const std::vector<int64_t>& batches = {1});
 
 }  // namespace trainlab

@@ -37,7 +37,7 @@ std::unique_ptr<TokenDecoder> make_decoder(Backend& be, const DecodeWeights& w, 
   // A backend with a decoder of its own for the format (the CUDA module's GEMV decoder) runs it;
   // the CPU decodes with the fp32 reference over the values the format represents.
   if (be.supports(Op::Decode, decode_format_dtype(spec.format))) return be.create_decoder(w, spec);
-  if (be.info().kind == DeviceKind::Cpu) return std::make_unique<CharGptGenerator>(w.as_format(spec), spec.label());
+  if (be.info().kind == DeviceKind::Cpu) return std::make_unique<CharGptGenerator>(w.as_format(spec), spec.label(), spec.batch);
   return be.create_decoder(w, spec);  // throws: Decode is not supported on this device
 }
 

@@ -168,6 +168,55 @@ int main() {
             static_cast<double>(std::inner_product(a.begin(), a.end(), b.begin(), 0, std::plus<>(), std::not_equal_to<>())), 0.0);
     }
 
+    // Batched decoding (batched GEMVs, attention over a grid dimension of sequences, a KV cache a
+    // sequence): every row of every step against the CPU's batched decoder on the format's values
+    // (itself bit-identical to each sequence alone, tests/unit/test_decoder.cpp), the sequences fed
+    // different tokens; also over the 600-position window; graph replay == eager launches.
+    {
+      auto batch_spec = [&](const char* f, int b, bool graph = true) {
+        DecodeSpec s = spec(f);
+        s.batch = b;
+        s.cuda_graph = s.pdl = graph;
+        return s;
+      };
+      auto batch_error = [&](const DecodeWeights& wt, const DecodeSpec& s, int64_t steps, TokenDecoder* other = nullptr) {
+        CharGptGenerator ref(wt.as_format(s), s.label(), s.batch);
+        auto dec = make_decoder(*gpu, wt, s);
+        TokenDecoder& cmp = other ? *other : ref;
+        const auto V = static_cast<size_t>(wt.shape.padded_vocab), n = static_cast<size_t>(wt.shape.vocab);
+        double worst = 0.0;
+        cmp.reset();
+        for (int64_t i = 0; i < steps; ++i) {
+          std::vector<int32_t> t;
+          for (int64_t b = 0; b < s.batch; ++b) t.push_back(static_cast<int32_t>((i * 37 + b * 13 + 11) % wt.shape.vocab));
+          const std::vector<float> a = cmp.push_batch(t), g = dec->push_batch(t);
+          for (size_t b = 0; b < static_cast<size_t>(s.batch); ++b) {
+            const std::vector<float> ra(a.begin() + b * V, a.begin() + b * V + n), rg(g.begin() + b * V, g.begin() + b * V + n);
+            worst = std::max(worst, other ? static_cast<double>(ra != rg) : rel_err(rg, ra));
+          }
+        }
+        return worst;
+      };
+      for (const char* f : {"fp32", "bf16", "int8", "int4"})
+        for (const int b : {4, 16})
+          check(std::string("decode batch ") + std::to_string(b) + " " + f + ": every sequence's logits vs the CPU batch",
+                batch_error(w, batch_spec(f, b), shape.context), 1e-4);
+      check("decode batch 4 int4 over a 600-position window vs the CPU batch",
+            batch_error(model_weights(6, 600), batch_spec("int4", 4), 600), 1e-4);
+      auto eager = make_decoder(*gpu, w, batch_spec("int4", 4, false));
+      check("decode batch 4 int4: CUDA graph replay vs eager launches (rows differing)",
+            batch_error(w, batch_spec("int4", 4), shape.context, eager.get()), 0.0);
+      std::printf("     %s\n", eager->describe().c_str());
+      DecodeSpec too_big = batch_spec("bf16", 17);
+      bool refused = false;
+      try {
+        make_decoder(*gpu, w, too_big);
+      } catch (const Error&) {
+        refused = true;
+      }
+      check("decode batch 17 refused with an Error", refused ? 0.0 : 1.0, 0.0);
+    }
+
     // Bytes a token: int4 g32 reads 4.5 bits a weight for the matrices.
     auto d32 = make_decoder(*gpu, w, spec("fp32")), d4 = make_decoder(*gpu, w, spec("int4"));
     std::printf("     weight bytes a token: fp32 %lld, int4-g32 %lld\n", static_cast<long long>(d32->weight_bytes_per_token()),

@@ -112,6 +112,36 @@ class TestDecoder : public QObject {
     QVERIFY(d4->logits() != dec->logits());
   }
 
+  // Batched decoding on the CPU (DecodeSpec::batch): row b of every push_batch is bit-identical to
+  // sequence b decoded alone (the rows share each weight read, their sums keep their order); the KV
+  // bytes count every sequence's cache; a wrong token count or batch size is a clear error; the
+  // decode benchmark measures each batch (tokens of all sequences).
+  void cpuBatchedDecoding() {
+    RandomGpt model(6);
+    DecodeSpec spec = DecodeSpec::parse("int4", 32);
+    spec.batch = 3;
+    auto dec = make_decoder(model.be, model.w, spec);
+    QCOMPARE(dec->batch(), int64_t(3));
+    std::vector<std::unique_ptr<TokenDecoder>> alone;
+    for (int b = 0; b < 3; ++b) alone.push_back(make_decoder(model.be, model.w, DecodeSpec::parse("int4", 32)));
+    const auto V = static_cast<size_t>(model.w.shape.padded_vocab);
+    for (int i = 0; i < 10; ++i) {
+      const std::vector<int32_t> toks{int32_t(i % 17), int32_t((5 * i + 3) % 17), int32_t((11 * i + 7) % 17)};
+      const std::vector<float> rows = dec->push_batch(toks);
+      QCOMPARE(rows.size(), 3 * V);
+      for (size_t b = 0; b < 3; ++b) {
+        alone[b]->push(toks[b]);
+        QVERIFY(std::equal(alone[b]->logits().begin(), alone[b]->logits().end(), rows.begin() + static_cast<std::ptrdiff_t>(b * V)));
+      }
+    }
+    QCOMPARE(dec->length(), int64_t(10));
+    QCOMPARE(dec->kv_bytes(4), 3 * alone[0]->kv_bytes(4));
+    QVERIFY_THROWS_EXCEPTION(Error, dec->push_batch({1, 2}));
+    QVERIFY_THROWS_EXCEPTION(Error, alone[0]->push_batch({1, 2}));
+    spec.batch = 17;
+    QVERIFY_THROWS_EXCEPTION(Error, make_decoder(model.be, model.w, spec));
+  }
+
   // A set stop flag ends generation after the token in progress (the app's text panel sets it as
   // its window closes): the same tokens as without it while it is clear, none when it is set
   // before, and a long generation ends early when another thread sets it.

@@ -115,6 +115,16 @@ class TestGenerate : public QObject {
     QCOMPARE(i4.at(1).at("tokens").get<int64_t>(), int64_t(11));
     QVERIFY(i4.at(1).at("decoder").get<std::string>().find("int4-g64") != std::string::npos);
     QVERIFY_THROWS_EXCEPTION(Error, bench_decode("cpu", path, "", "int4-g48", 5, 1));
+    // Batches: a row each, tokens/s over every sequence's tokens, the ceiling batch times a step's.
+    const auto batched = bench_decode("cpu", path, "", "fp32", 4, 1, {}, {1, 4});
+    QCOMPARE(int(batched.size()), 3);
+    QCOMPARE(batched[1].at("batch").get<int64_t>(), int64_t(1));
+    QCOMPARE(batched[2].at("batch").get<int64_t>(), int64_t(4));
+    QVERIFY(!batched[2].contains("error"));
+    QCOMPARE(batched[2].at("kv_bytes_per_token").get<int64_t>(), 4 * batched[1].at("kv_bytes_per_token").get<int64_t>());
+    QCOMPARE(batched[2].at("ceiling_tokens_per_s").get<double>(),
+             4 * batched[0].at("copy_bytes_per_s").get<double>() / batched[2].at("bytes_per_token").get<double>());
+    QVERIFY_THROWS_EXCEPTION(Error, bench_decode("cpu", path, "", "fp32", 4, 1, {}, {17}));
   }
 };
 

@@ -42,8 +42,11 @@ std::unique_ptr<TokenDecoder> CudaBackend::create_decoder(const DecodeWeights& w
 }
 
 CudaDecoder::CudaDecoder(int device, const DecodeWeights& w, const DecodeSpec& spec)
-    : m_shape(w.shape), m_spec(spec), m_device(device) {
+    : m_shape(w.shape), m_spec(spec), m_device(device), m_batch(spec.batch) {
   w.validate();
+  if (m_batch < 1 || m_batch > kMaxBatch)
+    throw Error("GPU decoding: batch " + std::to_string(m_batch) + ", expected 1.." + std::to_string(kMaxBatch) + " sequences");
+  if (m_batch > 1) m_spec.one_kernel = false;  // the one-kernel step decodes one sequence
   const int64_t D = m_shape.dim, hd = D / m_shape.heads;
   if (hd > 256 || hd % 4 != 0)
     throw Error("GPU decoding: head dimension " + std::to_string(hd) + " must be a multiple of 4 and at most 256");
@@ -75,7 +78,7 @@ CudaDecoder::CudaDecoder(int device, const DecodeWeights& w, const DecodeSpec& s
       L.proj = upload_matrix(w, p + "proj.weight", p + "proj.bias");
       L.fc = upload_matrix(w, p + "fc.weight", p + "fc.bias");
       L.out = upload_matrix(w, p + "out.weight", p + "out.bias");
-      const size_t cache = static_cast<size_t>(m_shape.context * D) * sizeof(float);
+      const size_t cache = static_cast<size_t>(m_batch * m_shape.context * D) * sizeof(float);
       L.k = static_cast<float*>(device_alloc(cache));
       L.v = static_cast<float*>(device_alloc(cache));
       TL_CUDA_CHECK(cudaMemset(L.k, 0, cache));
@@ -83,28 +86,36 @@ CudaDecoder::CudaDecoder(int device, const DecodeWeights& w, const DecodeSpec& s
       m_layers.push_back(L);
     }
     const int64_t V = m_shape.padded_vocab;
-    m_x = static_cast<float*>(device_alloc(static_cast<size_t>(D) * 4));
-    m_q = static_cast<float*>(device_alloc(static_cast<size_t>(D) * 4));
-    m_att = static_cast<float*>(device_alloc(static_cast<size_t>(D) * 4));
-    m_f = static_cast<float*>(device_alloc(static_cast<size_t>(4 * D) * 4));
-    m_state_dev = static_cast<int32_t*>(device_alloc(2 * sizeof(int32_t)));
+    const auto BD = static_cast<size_t>(m_batch * D), nstate = static_cast<size_t>(2 + m_batch);
+    m_x = static_cast<float*>(device_alloc(BD * 4));
+    m_q = static_cast<float*>(device_alloc(BD * 4));
+    m_att = static_cast<float*>(device_alloc(BD * 4));
+    m_f = static_cast<float*>(device_alloc(4 * BD * 4));
+    if (m_batch > 1) m_h = static_cast<float*>(device_alloc(BD * 4));
+    m_state_dev = static_cast<int32_t*>(device_alloc(nstate * sizeof(int32_t)));
+    TL_CUDA_CHECK(cudaMemset(m_state_dev, 0, nstate * sizeof(int32_t)));
     m_attn.heads = m_shape.heads, m_attn.dim = D, m_attn.context = m_shape.context;
     m_attn.scale = 1.0f / std::sqrt(static_cast<float>(hd));  // as the CPU generator
-    m_attn.splits = decode_attention_splits(m_shape.heads, m_shape.context, m_sms);
-    const int64_t scratch = decode_attention_scratch_floats(m_shape.heads, D, m_attn.splits);
+    // A batch shares the SMs: about two blocks an SM over all sequences' heads.
+    m_attn.splits = decode_attention_splits(m_shape.heads, m_shape.context, std::max(1, m_sms / m_batch));
+    m_attn.batch = m_batch;
+    m_attn.kv_stride = m_shape.context * D;
+    const int64_t scratch = m_batch * decode_attention_scratch_floats(m_shape.heads, D, m_attn.splits);
     m_attn.part = static_cast<float*>(device_alloc(static_cast<size_t>(scratch) * sizeof(float)));
-    m_attn.stats = m_attn.part + m_attn.splits * D;
-    m_attn.tickets = static_cast<unsigned*>(device_alloc(static_cast<size_t>(m_shape.heads) * sizeof(unsigned)));
-    TL_CUDA_CHECK(cudaMemset(m_attn.tickets, 0, static_cast<size_t>(m_shape.heads) * sizeof(unsigned)));
+    m_attn.stats = m_attn.part + m_batch * m_attn.splits * D;
+    const auto tickets = static_cast<size_t>(m_batch * m_shape.heads) * sizeof(unsigned);
+    m_attn.tickets = static_cast<unsigned*>(device_alloc(tickets));
+    TL_CUDA_CHECK(cudaMemset(m_attn.tickets, 0, tickets));
     m_attn.state = m_state_dev;
     // Mapped pinned memory: the first kernel reads the token and position from it and the last
     // writes the logits into it, so a step needs no copies of its own.
-    TL_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&m_state_host), 2 * sizeof(int32_t), cudaHostAllocMapped));
-    TL_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&m_logits_host), static_cast<size_t>(V) * 4, cudaHostAllocMapped));
+    TL_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&m_state_host), nstate * sizeof(int32_t), cudaHostAllocMapped));
+    std::fill(m_state_host, m_state_host + nstate, 0);
+    TL_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&m_logits_host), static_cast<size_t>(m_batch * V) * 4, cudaHostAllocMapped));
     TL_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&m_state_mapped), m_state_host, 0));
     TL_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&m_logits_mapped), m_logits_host, 0));
     m_logits.assign(static_cast<size_t>(V), 0.0f);
-    if (spec.one_kernel) {
+    if (m_spec.one_kernel) {
       build_step_table();
       m_step_blocks = decode_step_blocks(m_step, device);  // 0: a kernel per operation (described as such)
     }
@@ -209,6 +220,7 @@ CudaDecoder::Matrix CudaDecoder::upload_matrix(const DecodeWeights& w, const std
   }
   m_weight_bytes += bytes;
   prepare_decode_gemv(m.format, cols);  // the grid's occupancy, cached outside graph capture
+  if (m_batch > 1) prepare_decode_gemv_batch(m.format);
   return m;
 }
 
@@ -253,6 +265,7 @@ void CudaDecoder::build_step_table() {
 
 // One kernel of the step: op `op` of layer l (the head: l ignored), on m_stream.
 void CudaDecoder::launch_op(Op op, size_t l, bool pdl) {
+  if (m_batch > 1) return launch_batch_op(op, l, pdl);
   auto gemv = [&](const Matrix& m) {
     DecodeGemv g;
     g.format = m.format;
@@ -423,15 +436,24 @@ std::vector<std::pair<std::string, double>> CudaDecoder::profile_step() {
 }
 
 void CudaDecoder::push(int32_t token) {
+  if (m_batch > 1)
+    throw Error("GPU decoding: this decoder decodes " + std::to_string(m_batch) +
+                " sequences a step; push_batch takes one token for each");
   if (m_len >= m_shape.context) throw Error("internal: generation window overflow");
   if (token < 0 || token >= m_shape.padded_vocab) throw Error("token " + std::to_string(token) + " outside the vocabulary");
   if (m_layers.empty()) throw Error("GPU decoding: a model without layers");
   TL_CUDA_CHECK(cudaSetDevice(m_device));
   m_state_host[0] = token;  // the previous step has finished (push synchronises), so the pinned
   m_state_host[1] = static_cast<int32_t>(m_len);  // buffer is free to rewrite
+  run_step();
+  std::memcpy(m_logits.data(), m_logits_host, m_logits.size() * sizeof(float));
+  ++m_len;
+}
+
+void CudaDecoder::run_step() {
   if (m_step_blocks > 0) {
     TL_CUDA_CHECK(cudaEventRecord(m_step_start, m_stream));
-    launch_decode_step(m_step, token, static_cast<int32_t>(m_len), m_step_blocks, m_stream);
+    launch_decode_step(m_step, m_state_host[0], m_state_host[1], m_step_blocks, m_stream);
     TL_CUDA_CHECK(cudaEventRecord(m_step_stop, m_stream));
   } else if (m_spec.cuda_graph) {
     if (!m_exec) {
@@ -459,11 +481,13 @@ void CudaDecoder::push(int32_t token) {
   float ms = 0.0f;
   TL_CUDA_CHECK(cudaEventElapsedTime(&ms, m_step_start, m_step_stop));
   m_device_s += 1e-3 * ms;
-  std::memcpy(m_logits.data(), m_logits_host, m_logits.size() * sizeof(float));
-  ++m_len;
 }
 
 std::string CudaDecoder::describe() const {
+  if (m_batch > 1)
+    return "CUDA decoder, " + m_spec.label() + " weights, " + std::to_string(m_batch) + " sequences a step: " +
+           std::to_string(7 * m_shape.layers + 2) + " kernels (batched GEMVs, LayerNorms, attention)" +
+           (m_spec.cuda_graph ? " in one CUDA graph" : " launched one by one") + (m_spec.pdl ? ", programmatic dependent launch" : "");
   if (m_step_blocks > 0)
     return "CUDA decoder, " + m_spec.label() + " weights, one cooperative kernel a token (" +
            std::to_string(5 * m_shape.layers + 1) + " phases, grid barriers, " + std::to_string(m_step_blocks) + " blocks)";

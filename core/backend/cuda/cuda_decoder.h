@@ -13,6 +13,11 @@
 // with grid-wide barriers between them, token and position as kernel arguments); otherwise the
 // kernels are captured once as a CUDA graph that reads the token and position from device
 // memory, and replayed for every token (or launched one by one).
+//
+// DecodeSpec::batch > 1 (cuda_decoder_batch.cpp): that many sequences side by side, all at the same
+// position, a KV cache each ([batch, context, d] per layer); a kernel per operation (graph-replayed
+// unless cuda_graph is off): the LayerNorms on their own, batched GEMVs that read each weight once
+// for all the sequences, attention over a third grid dimension (kernels/decode.cuh, "Batched").
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -33,7 +38,9 @@ class CudaDecoder final : public TokenDecoder {
 
   const DecoderShape& shape() const override { return m_shape; }
   void reset() override { m_len = 0; }
-  void push(int32_t token) override;
+  void push(int32_t token) override;  // a batch of one only (else: push_batch)
+  std::vector<float> push_batch(const std::vector<int32_t>& tokens) override;
+  int64_t batch() const override { return m_batch; }
   const std::vector<float>& logits() const override { return m_logits; }
   int64_t length() const override { return m_len; }
   // The position is uploaded with every push, so rolling back is setting it (the cache rows past
@@ -43,7 +50,7 @@ class CudaDecoder final : public TokenDecoder {
     m_len = length;
   }
   int64_t weight_bytes_per_token() const override { return m_weight_bytes; }
-  int64_t kv_bytes(int64_t pos) const override { return 2 * m_shape.layers * (pos + 1) * m_shape.dim * 4; }
+  int64_t kv_bytes(int64_t pos) const override { return m_batch * 2 * m_shape.layers * (pos + 1) * m_shape.dim * 4; }
   std::string describe() const override;
   double device_seconds() const override { return m_device_s; }
   std::vector<std::pair<std::string, double>> profile_step() override;
@@ -67,6 +74,8 @@ class CudaDecoder final : public TokenDecoder {
   Matrix upload_matrix(const DecodeWeights& w, const std::string& name, const std::string& bias);
   enum class Op { Qkv, Attention, Proj, Fc, Out, Head };
   void launch_op(Op op, size_t layer, bool pdl);  // one kernel of the step
+  void launch_batch_op(Op op, size_t layer, bool pdl);  // batch > 1: the op's kernels (LayerNorm, GEMV)
+  void run_step();  // the state is written: one step (graph, eager or one kernel), synchronised and timed
   void enqueue_step();  // one token's work on m_stream, a kernel per operation
   std::vector<std::pair<std::string, double>> profile_kernels();  // each kind alone, graph-replayed
   void build_step_table();  // m_step: the one-kernel step's parameters and layer table
@@ -85,8 +94,10 @@ class CudaDecoder final : public TokenDecoder {
   int m_step_blocks = 0;    // its grid (0: a kernel per operation)
   unsigned long long* m_stamps = nullptr;  // profile_step's time stamps (device memory)
   kern::DecodeAttention m_attn;  // flash-decoding's split and scratch (q, caches and y set per layer)
-  float *m_x = nullptr, *m_q = nullptr, *m_att = nullptr, *m_f = nullptr;
-  int32_t* m_state_dev = nullptr;     // {token, position} for the kernels after the first
+  float *m_x = nullptr, *m_q = nullptr, *m_att = nullptr, *m_f = nullptr;  // [batch, ...]
+  float* m_h = nullptr;  // batch > 1: the LayerNorms' output [batch, dim]
+  int m_batch = 1;
+  int32_t* m_state_dev = nullptr;     // {token, position, tokens of a batch...} for the kernels after the first
   int32_t* m_state_host = nullptr;    // mapped pinned: written by push()
   int32_t* m_state_mapped = nullptr;  // its device address
   float* m_logits_host = nullptr;     // mapped pinned: written by the head GEMV
