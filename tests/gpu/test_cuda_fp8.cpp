@@ -193,8 +193,13 @@ void linear_steps(Backend& gpu, const std::string& path) {
       auto [dw0, dw1] = P.zeros({n, k}, DType::BF16);
       auto [db0, db1] = P.zeros({n}, DType::BF16);
       auto [dx0, dx1] = P.zeros({m, k}, DType::BF16);
+      // Both backward passes take the CPU's y as the ReLU mask: where the two forward products
+      // differ in the last bits around 0 a different mask would move whole gradient elements.
+      const std::vector<float> y_cpu = host(cpu, y0);
+      Tensor y_mask = gpu.empty({m, n}, DType::BF16, MemCategory::Workspace);
+      gpu.upload(y_mask, y_cpu.data(), DType::F32);
       const Tensor* s0 = act == Activation::ReLU ? &y0 : nullptr;
-      const Tensor* s1 = act == Activation::ReLU ? &y1 : nullptr;
+      const Tensor* s1 = act == Activation::ReLU ? &y_mask : nullptr;
       cpu.linear_backward(x0, w0, dy0, act, s0, dw0, &db0, &dx0, false, MatmulMode::Fp8);
       gpu.linear_backward(x1, w1, dy1, act, s1, dw1, &db1, &dx1, false, MatmulMode::Fp8);
       worst_dw = std::max(worst_dw, rel_err(host(gpu, dw1), host(cpu, dw0)));
