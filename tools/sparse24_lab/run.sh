@@ -19,7 +19,7 @@ if [ "$1" != "--run-only" ]; then
   echo "cuSPARSELt: $HDR $LIB"
   mkdir -p "$BUILD"
   PATH=/usr/local/cuda/bin:$PATH nvcc -O2 -std=c++17 -gencode=arch=compute_90,code=sm_90 -I"$(dirname "$HDR")" \
-    tools/sparse24_lab/sparse24_lab.cu -lcublas "$LIB" -Xlinker -rpath -Xlinker "$LIBDIR" -o "$BUILD/sparse24_lab"
+    tools/sparse24_lab/sparse24_lab.cu -lcublas -Xlinker "$LIB" -Xlinker -rpath -Xlinker "$LIBDIR" -o "$BUILD/sparse24_lab"
 fi
 [ "$1" = "--build-only" ] && exit 0
 "$BUILD/sparse24_lab"
