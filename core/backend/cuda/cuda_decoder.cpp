@@ -263,21 +263,25 @@ void CudaDecoder::build_step_table() {
   m_step.logits = m_logits_mapped;
 }
 
+// The GEMV problem of matrix m (its format, weights, scales, shape and bias) on the step's state;
+// the caller sets the input, the output and the epilogue.
+DecodeGemv CudaDecoder::gemv_of(const Matrix& m) const {
+  DecodeGemv g;
+  g.format = m.format;
+  g.w = m.w;
+  g.scales = m.scales;
+  g.rows = m.rows;
+  g.cols = m.cols;
+  g.group = m.group;
+  g.bias = m.bias;
+  g.state = m_state_dev;
+  return g;
+}
+
 // One kernel of the step: op `op` of layer l (the head: l ignored), on m_stream.
 void CudaDecoder::launch_op(Op op, size_t l, bool pdl) {
   if (m_batch > 1) return launch_batch_op(op, l, pdl);
-  auto gemv = [&](const Matrix& m) {
-    DecodeGemv g;
-    g.format = m.format;
-    g.w = m.w;
-    g.scales = m.scales;
-    g.rows = m.rows;
-    g.cols = m.cols;
-    g.group = m.group;
-    g.bias = m.bias;
-    g.state = m_state_dev;
-    return g;
-  };
+  auto gemv = [&](const Matrix& m) { return gemv_of(m); };
   if (op == Op::Head) {
     DecodeGemv head = gemv(m_head);  // logits = W LN(x)
     head.prologue = kLayerNorm;

@@ -75,6 +75,7 @@ class CudaDecoder final : public TokenDecoder {
   enum class Op { Qkv, Attention, Proj, Fc, Out, Head };
   void launch_op(Op op, size_t layer, bool pdl);  // one kernel of the step
   void launch_batch_op(Op op, size_t layer, bool pdl);  // batch > 1: the op's kernels (LayerNorm, GEMV)
+  kern::DecodeGemv gemv_of(const Matrix& m) const;      // a matrix's GEMV problem (no x, y, epilogue)
   void run_step();  // the state is written: one step (graph, eager or one kernel), synchronised and timed
   void enqueue_step();  // one token's work on m_stream, a kernel per operation
   std::vector<std::pair<std::string, double>> profile_kernels();  // each kind alone, graph-replayed

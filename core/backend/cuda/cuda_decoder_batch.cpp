@@ -36,15 +36,7 @@ void CudaDecoder::launch_batch_op(Op op, size_t l, bool pdl) {
     launch_decode_batch_norm(n, p, m_stream);
   };
   auto gemv = [&](const Matrix& m, const float* x, int epilogue, float* y) {
-    DecodeGemv g;
-    g.format = m.format;
-    g.w = m.w;
-    g.scales = m.scales;
-    g.rows = m.rows;
-    g.cols = m.cols;
-    g.group = m.group;
-    g.bias = m.bias;
-    g.state = m_state_dev;
+    DecodeGemv g = gemv_of(m);
     g.batch = m_batch;
     g.x = x;
     g.epilogue = epilogue;
