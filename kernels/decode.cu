@@ -78,6 +78,38 @@ __device__ __forceinline__ void gemv_epilogue(const DecodeGemv& g, int64_t row, 
   }
 }
 
+// A lane's stream along one weight row: kDepth 16-byte loads in flight (and, for int8 / int4, the
+// scale of each load's group), issued ahead of the sums that use them. Rows past the last read the
+// last row (idle slices compute and write nothing). Both GEMV kernels below stream this way.
+template <int F>
+struct RowStream {
+  static constexpr bool kScaled = F == kDecI8 || F == kDecI4;
+  const DecodeGemv& g;
+  const int64_t nvec;
+  const int S;
+  uint4 u[kDepth];
+  float su[kDepth];
+  const uint4* wrow = nullptr;
+  const __half* sc = nullptr;
+  __device__ RowStream(const DecodeGemv& gemv, int64_t vectors, int stride) : g(gemv), nvec(vectors), S(stride) {}
+  __device__ __forceinline__ void start(int64_t row) {
+    const int64_t r = row < g.rows ? row : g.rows - 1;
+    wrow = reinterpret_cast<const uint4*>(g.w) + r * nvec;
+    sc = static_cast<const __half*>(g.scales) + (kScaled ? r * (g.cols / g.group) : 0);
+  }
+  __device__ __forceinline__ void load(int64_t v0) {
+#pragma unroll
+    for (int i = 0; i < kDepth; ++i) {
+      const int64_t v = v0 + int64_t{i} * S;
+      u[i] = v < nvec ? __ldg(wrow + v) : make_uint4(0u, 0u, 0u, 0u);
+      if constexpr (kScaled) {
+        constexpr int kWeights = 4 * Fmt<F>::kPerWord;  // weights per 16-byte load
+        su[i] = v < nvec ? __half2float(sc[v * kWeights / g.group]) : 0.0f;
+      }
+    }
+  }
+};
+
 // One wave of blocks (the grid is sized by occupancy, gemv_shape); each slice of S lanes takes
 // the row groups of its warp grid-stride: row = (warp_global + i * warps_in_grid) * (32 / S) +
 // slot. A row is summed as before (decode_slice_log2's slice, kDepth loads in flight a lane, the
@@ -95,26 +127,10 @@ __global__ void __launch_bounds__(512) decode_gemv_kernel(DecodeGemv g, int slic
   const int lane = threadIdx.x & 31, sub = lane & (S - 1), slot = lane >> slice_log2;
   const int64_t warps = int64_t{gridDim.x} * (blockDim.x >> 5);
   const int64_t gw = int64_t{blockIdx.x} * (blockDim.x >> 5) + (threadIdx.x >> 5);
-  uint4 u[kDepth];
-  float su[kDepth];
-  const uint4* wrow = nullptr;
-  const __half* sc = nullptr;
-  auto start_row = [&](int64_t row) {
-    const int64_t r = row < g.rows ? row : g.rows - 1;  // idle slices read a valid row and write nothing
-    wrow = reinterpret_cast<const uint4*>(g.w) + r * nvec;
-    sc = static_cast<const __half*>(g.scales) + (kScaled ? r * (K / g.group) : 0);
-  };
-  auto load = [&](int64_t v0) {
-#pragma unroll
-    for (int i = 0; i < kDepth; ++i) {
-      const int64_t v = v0 + int64_t{i} * S;
-      u[i] = v < nvec ? __ldg(wrow + v) : make_uint4(0u, 0u, 0u, 0u);
-      if constexpr (kScaled) su[i] = v < nvec ? __half2float(sc[v * E / g.group]) : 0.0f;
-    }
-  };
+  RowStream<F> w(g, nvec, S);
   int64_t row = gw * rows_per_warp + slot;
-  start_row(row);
-  load(sub);  // independent of earlier kernels: issued before waiting for them (PDL)
+  w.start(row);
+  w.load(sub);  // independent of earlier kernels: issued before waiting for them (PDL)
   wait_for_previous_grid();
   if (g.state && threadIdx.x < 2) {
     st[threadIdx.x] = static_cast<const volatile int32_t*>(g.state)[threadIdx.x];  // host-written: no stale cache
@@ -127,8 +143,8 @@ __global__ void __launch_bounds__(512) decode_gemv_kernel(DecodeGemv g, int slic
   for (int64_t first = gw * rows_per_warp; first < g.rows; first += warps * rows_per_warp) {
     if (first != gw * rows_per_warp) {
       row = first + slot;
-      start_row(row);
-      load(sub);
+      w.start(row);
+      w.load(sub);
     }
     float acc = 0.0f;
     for (int64_t v0 = sub;;) {
@@ -136,13 +152,13 @@ __global__ void __launch_bounds__(512) decode_gemv_kernel(DecodeGemv g, int slic
       for (int i = 0; i < kDepth; ++i) {
         const int64_t v = v0 + int64_t{i} * S;
         if (v >= nvec) break;
-        const float part = dot16<F>(u[i], xs + v * E, sub);
-        if constexpr (kScaled) acc += su[i] * part;
+        const float part = dot16<F>(w.u[i], xs + v * E, sub);
+        if constexpr (kScaled) acc += w.su[i] * part;
         else acc += part;
       }
       v0 += int64_t{kDepth} * S;
       if (v0 >= nvec) break;
-      load(v0);
+      w.load(v0);
     }
     for (int o = S >> 1; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
     if (row < g.rows && sub == 0) gemv_epilogue(g, row, acc, position);
@@ -163,34 +179,18 @@ __global__ void __launch_bounds__(512) decode_gemv_batch_kernel(DecodeGemv g, in
   const int lane = threadIdx.x & 31, sub = lane & (S - 1), slot = lane >> slice_log2;
   const int64_t warps = int64_t{gridDim.x} * (blockDim.x >> 5);
   const int64_t gw = int64_t{blockIdx.x} * (blockDim.x >> 5) + (threadIdx.x >> 5);
-  uint4 u[kDepth];
-  float su[kDepth];
-  const uint4* wrow = nullptr;
-  const __half* sc = nullptr;
-  auto start_row = [&](int64_t row) {
-    const int64_t r = row < g.rows ? row : g.rows - 1;
-    wrow = reinterpret_cast<const uint4*>(g.w) + r * nvec;
-    sc = static_cast<const __half*>(g.scales) + (kScaled ? r * (K / g.group) : 0);
-  };
-  auto load = [&](int64_t v0) {
-#pragma unroll
-    for (int i = 0; i < kDepth; ++i) {
-      const int64_t v = v0 + int64_t{i} * S;
-      u[i] = v < nvec ? __ldg(wrow + v) : make_uint4(0u, 0u, 0u, 0u);
-      if constexpr (kScaled) su[i] = v < nvec ? __half2float(sc[v * E / g.group]) : 0.0f;
-    }
-  };
+  RowStream<F> w(g, nvec, S);
   int64_t row = gw * rows_per_warp + slot;
-  start_row(row);
-  load(sub);  // before waiting for the previous kernel (PDL)
+  w.start(row);
+  w.load(sub);  // before waiting for the previous kernel (PDL)
   wait_for_previous_grid();
   if (threadIdx.x == 0) position = g.state ? g.state[1] : 0;
   __syncthreads();
   for (int64_t first = gw * rows_per_warp; first < g.rows; first += warps * rows_per_warp) {
     if (first != gw * rows_per_warp) {
       row = first + slot;
-      start_row(row);
-      load(sub);
+      w.start(row);
+      w.load(sub);
     }
     float acc[kMaxBatch];
 #pragma unroll
@@ -203,14 +203,14 @@ __global__ void __launch_bounds__(512) decode_gemv_batch_kernel(DecodeGemv g, in
 #pragma unroll
         for (int b = 0; b < kMaxBatch; ++b) {
           if (b >= nb) break;
-          const float part = dot16<F>(u[i], g.x + b * K + v * E, sub);
-          if constexpr (kScaled) acc[b] += su[i] * part;
+          const float part = dot16<F>(w.u[i], g.x + b * K + v * E, sub);
+          if constexpr (kScaled) acc[b] += w.su[i] * part;
           else acc[b] += part;
         }
       }
       v0 += int64_t{kDepth} * S;
       if (v0 >= nvec) break;
-      load(v0);
+      w.load(v0);
     }
 #pragma unroll
     for (int b = 0; b < kMaxBatch; ++b) {
