@@ -418,40 +418,40 @@ inline uint32_t abs_bits_no_nan(uint32_t u) {
   const uint32_t a = u & 0x7FFFFFFFu;
   return pick(mask_if(a > 0x7F800000u), 0u, a);
 }
-TL_VECTOR_CLONES uint32_t bf16_e4m3_scaled_n(const uint16_t* __restrict s, float scale, float* __restrict d, size_t n) {
+// One loop for both fp8 formats, inlined into each vector clone below (where it vectorises).
+template <bool kE4M3>
+[[gnu::always_inline]] inline float fp8_round_scaled(float v, float scale) {
+  if constexpr (kE4M3) return e4m3_scaled(v, scale);
+  else return e5m2_sat_scaled(v, scale);
+}
+template <bool kE4M3>
+[[gnu::always_inline]] inline uint32_t bf16_scaled_loop(const uint16_t* __restrict s, float scale, float* __restrict d,
+                                                        size_t n) {
   uint32_t mx = 0;
   for (size_t i = 0; i < n; ++i) {
     const uint32_t u = static_cast<uint32_t>(s[i]) << 16;
     mx = std::max(mx, abs_bits_no_nan(u));
-    d[i] = e4m3_scaled(float_of(u), scale);
+    d[i] = fp8_round_scaled<kE4M3>(float_of(u), scale);
   }
   return mx;
+}
+template <bool kE4M3>
+[[gnu::always_inline]] inline uint32_t scaled_max_loop(float* p, float scale, size_t n) {
+  uint32_t mx = 0;
+  for (size_t i = 0; i < n; ++i) {
+    mx = std::max(mx, abs_bits_no_nan(bits_of(p[i])));
+    p[i] = fp8_round_scaled<kE4M3>(p[i], scale);
+  }
+  return mx;
+}
+TL_VECTOR_CLONES uint32_t bf16_e4m3_scaled_n(const uint16_t* __restrict s, float scale, float* __restrict d, size_t n) {
+  return bf16_scaled_loop<true>(s, scale, d, n);
 }
 TL_VECTOR_CLONES uint32_t bf16_e5m2_scaled_n(const uint16_t* __restrict s, float scale, float* __restrict d, size_t n) {
-  uint32_t mx = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const uint32_t u = static_cast<uint32_t>(s[i]) << 16;
-    mx = std::max(mx, abs_bits_no_nan(u));
-    d[i] = e5m2_sat_scaled(float_of(u), scale);
-  }
-  return mx;
+  return bf16_scaled_loop<false>(s, scale, d, n);
 }
-TL_VECTOR_CLONES uint32_t e4m3_scaled_max_n(float* p, float scale, size_t n) {
-  uint32_t mx = 0;
-  for (size_t i = 0; i < n; ++i) {
-    mx = std::max(mx, abs_bits_no_nan(bits_of(p[i])));
-    p[i] = e4m3_scaled(p[i], scale);
-  }
-  return mx;
-}
-TL_VECTOR_CLONES uint32_t e5m2_scaled_max_n(float* p, float scale, size_t n) {
-  uint32_t mx = 0;
-  for (size_t i = 0; i < n; ++i) {
-    mx = std::max(mx, abs_bits_no_nan(bits_of(p[i])));
-    p[i] = e5m2_sat_scaled(p[i], scale);
-  }
-  return mx;
-}
+TL_VECTOR_CLONES uint32_t e4m3_scaled_max_n(float* p, float scale, size_t n) { return scaled_max_loop<true>(p, scale, n); }
+TL_VECTOR_CLONES uint32_t e5m2_scaled_max_n(float* p, float scale, size_t n) { return scaled_max_loop<false>(p, scale, n); }
 }  // namespace
 
 uint32_t convert_round_scaled(DType src_type, const void* src, DType t, float scale, float* dst, size_t n) {
