@@ -29,6 +29,16 @@ __device__ float block_all_reduce(float v, float* shared /* [32] */) {
   return v;
 }
 
+// A 16-byte weight load that streams: not kept in L1 (each weight is read once a step), and L2
+// asked to fetch the 256-byte line around it from DRAM (the lane reads on along the row).
+__device__ __forceinline__ uint4 load_stream(const uint4* p) {
+  uint4 r;
+  asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+      : "l"(p));
+  return r;
+}
+
 // The two's-complement field of `bits` bits at bit `lo` of w.
 template <int bits>
 __device__ __forceinline__ int32_t sext(uint32_t w, int lo) {

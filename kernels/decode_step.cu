@@ -48,7 +48,7 @@ struct GemvLane {
 #pragma unroll
     for (int i = 0; i < kDepth; ++i) {
       const int64_t v = v0 + int64_t{i} * S;
-      u[i] = v < nvec ? __ldg(wrow + v) : make_uint4(0u, 0u, 0u, 0u);
+      u[i] = v < nvec ? load_stream(wrow + v) : make_uint4(0u, 0u, 0u, 0u);
       if constexpr (kScaled) su[i] = v < nvec ? __half2float(sc[v * E / m->group]) : 0.0f;
     }
   }

