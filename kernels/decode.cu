@@ -85,13 +85,14 @@ template <int F>
 struct RowStream {
   static constexpr bool kScaled = F == kDecI8 || F == kDecI4;
   const DecodeGemv& g;
-  const int64_t nvec;
+  const int64_t nvec, end;  // a row's vectors; this lane reads those before `end`
   const int S;
   uint4 u[kDepth];
   float su[kDepth];
   const uint4* wrow = nullptr;
   const __half* sc = nullptr;
-  __device__ RowStream(const DecodeGemv& gemv, int64_t vectors, int stride) : g(gemv), nvec(vectors), S(stride) {}
+  __device__ RowStream(const DecodeGemv& gemv, int64_t vectors, int stride, int64_t stop)
+      : g(gemv), nvec(vectors), end(stop), S(stride) {}
   __device__ __forceinline__ void start(int64_t row) {
     const int64_t r = row < g.rows ? row : g.rows - 1;
     wrow = reinterpret_cast<const uint4*>(g.w) + r * nvec;
@@ -101,36 +102,49 @@ struct RowStream {
 #pragma unroll
     for (int i = 0; i < kDepth; ++i) {
       const int64_t v = v0 + int64_t{i} * S;
-      u[i] = v < nvec ? load_stream(wrow + v) : make_uint4(0u, 0u, 0u, 0u);
+      u[i] = v < end ? load_stream(wrow + v) : make_uint4(0u, 0u, 0u, 0u);
       if constexpr (kScaled) {
         constexpr int kWeights = 4 * Fmt<F>::kPerWord;  // weights per 16-byte load
-        su[i] = v < nvec ? __half2float(sc[v * kWeights / g.group]) : 0.0f;
+        su[i] = v < end ? __half2float(sc[v * kWeights / g.group]) : 0.0f;
       }
     }
   }
 };
 
-// One wave of blocks (the grid is sized by occupancy, gemv_shape); each slice of S lanes takes
-// the row groups of its warp grid-stride: row = (warp_global + i * warps_in_grid) * (32 / S) +
-// slot. A row is summed as before (decode_slice_log2's slice, kDepth loads in flight a lane, the
-// same order as decode_step.cu's phases). The first row's weights are loaded before the prologue.
+// One wave of blocks at most (the grid is sized by occupancy, gemv_shape), going round tiles of
+// rows. A row is summed by 2^wpr_log2 warps of the block (its vectors cut in that many pieces,
+// the pieces' sums added in piece order through shared memory), each piece as before: slices of
+// S lanes (decode_slice_log2), kDepth loads in flight a lane. Warp w of the block takes piece
+// w % wpr of the rows (w / wpr) * (32 / S) + slot of the tile. Rows with few, long vectors get
+// several warps so that the GPU has enough loads in flight; the tile's first weights are loaded
+// before the prologue.
+// Blocks of 512 threads an SM the compiler is held to (registers): two for fp32 and bf16, whose
+// loops fit 64 registers; int8 and int4 would spill, so one.
 template <int F>
-__global__ void __launch_bounds__(512) decode_gemv_kernel(DecodeGemv g, int slice_log2) {
+constexpr int kGemvBlocksPerSm = F == kDecF32 || F == kDecBF16 ? 2 : 1;
+
+template <int F>
+__global__ void __launch_bounds__(512, kGemvBlocksPerSm<F>) decode_gemv_kernel(DecodeGemv g, int slice_log2, int wpr_log2) {
   extern __shared__ float4 smem4[];
   float* xs = reinterpret_cast<float*>(smem4);  // x' [K]
   __shared__ float red[32];
+  __shared__ float piece_sum[16][32];  // [warp][slot] a piece's sums (wpr > 1)
   __shared__ int32_t st[2];
   constexpr bool kScaled = F == kDecI8 || F == kDecI4;
   constexpr int E = 4 * Fmt<F>::kPerWord;  // weights per 16-byte load
   const int64_t K = g.cols, nvec = K / E;
-  const int S = 1 << slice_log2, rows_per_warp = 32 >> slice_log2;
+  const int S = 1 << slice_log2, rows_per_warp = 32 >> slice_log2, wpr = 1 << wpr_log2;
   const int lane = threadIdx.x & 31, sub = lane & (S - 1), slot = lane >> slice_log2;
-  const int64_t warps = int64_t{gridDim.x} * (blockDim.x >> 5);
-  const int64_t gw = int64_t{blockIdx.x} * (blockDim.x >> 5) + (threadIdx.x >> 5);
-  RowStream<F> w(g, nvec, S);
-  int64_t row = gw * rows_per_warp + slot;
+  const int warp = threadIdx.x >> 5, piece = warp & (wpr - 1);
+  const int64_t tile_rows = int64_t{static_cast<int>(blockDim.x >> 5) >> wpr_log2} * rows_per_warp;
+  const int64_t tiles = (g.rows + tile_rows - 1) / tile_rows;
+  const int64_t per_piece = ((nvec + wpr - 1) / wpr + S - 1) / S * S;  // whole rounds of the slice
+  const int64_t v_begin = piece * per_piece, v_end = min(nvec, v_begin + per_piece);
+  const int64_t row_in_tile = int64_t{warp >> wpr_log2} * rows_per_warp + slot;
+  RowStream<F> w(g, nvec, S, v_end);
+  int64_t row = int64_t{blockIdx.x} * tile_rows + row_in_tile;
   w.start(row);
-  w.load(sub);  // independent of earlier kernels: issued before waiting for them (PDL)
+  w.load(v_begin + sub);  // independent of earlier kernels: issued before waiting for them (PDL)
   wait_for_previous_grid();
   if (g.state && threadIdx.x < 2) {
     st[threadIdx.x] = static_cast<const volatile int32_t*>(g.state)[threadIdx.x];  // host-written: no stale cache
@@ -140,28 +154,36 @@ __global__ void __launch_bounds__(512) decode_gemv_kernel(DecodeGemv g, int slic
   gemv_prologue(g, st, xs, red, blockIdx.x == 0);
   __syncthreads();
   const int32_t position = st[1];
-  for (int64_t first = gw * rows_per_warp; first < g.rows; first += warps * rows_per_warp) {
-    if (first != gw * rows_per_warp) {
-      row = first + slot;
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {  // block-uniform trip count
+    if (tile != blockIdx.x) {
+      row = tile * tile_rows + row_in_tile;
       w.start(row);
-      w.load(sub);
+      w.load(v_begin + sub);
     }
-    float acc = 0.0f;
-    for (int64_t v0 = sub;;) {
+    float acc[2] = {0.0f, 0.0f};  // two chains: even and odd loads
+    for (int64_t v0 = v_begin + sub; v0 < v_end;) {
 #pragma unroll
       for (int i = 0; i < kDepth; ++i) {
         const int64_t v = v0 + int64_t{i} * S;
-        if (v >= nvec) break;
+        if (v >= v_end) break;
         const float part = dot16<F>(w.u[i], xs + v * E, sub);
-        if constexpr (kScaled) acc += w.su[i] * part;
-        else acc += part;
+        if constexpr (kScaled) acc[i & 1] += w.su[i] * part;
+        else acc[i & 1] += part;
       }
       v0 += int64_t{kDepth} * S;
-      if (v0 >= nvec) break;
+      if (v0 >= v_end) break;
       w.load(v0);
     }
-    for (int o = S >> 1; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-    if (row < g.rows && sub == 0) gemv_epilogue(g, row, acc, position);
+    float sum = acc[0] + acc[1];
+    for (int o = S >> 1; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    if (wpr > 1) {
+      if (sub == 0) piece_sum[warp][slot] = sum;
+      __syncthreads();
+      if (piece == 0 && sub == 0)
+        for (int p = 1; p < wpr; ++p) sum += piece_sum[warp + p][slot];
+      __syncthreads();  // the sums are read before the next tile writes them
+    }
+    if (row < g.rows && sub == 0 && piece == 0) gemv_epilogue(g, row, sum, position);
   }
 }
 
@@ -179,7 +201,7 @@ __global__ void __launch_bounds__(512) decode_gemv_batch_kernel(DecodeGemv g, in
   const int lane = threadIdx.x & 31, sub = lane & (S - 1), slot = lane >> slice_log2;
   const int64_t warps = int64_t{gridDim.x} * (blockDim.x >> 5);
   const int64_t gw = int64_t{blockIdx.x} * (blockDim.x >> 5) + (threadIdx.x >> 5);
-  RowStream<F> w(g, nvec, S);
+  RowStream<F> w(g, nvec, S, nvec);
   int64_t row = gw * rows_per_warp + slot;
   w.start(row);
   w.load(sub);  // before waiting for the previous kernel (PDL)
@@ -251,6 +273,7 @@ __global__ void __launch_bounds__(kNormThreads) decode_batch_norm_kernel(DecodeB
 struct GemvShape {
   int slice_log2, threads;
   int64_t blocks;
+  int wpr_log2 = 0;  // log2 of the warps a row (decode_gemv_kernel)
 };
 
 // Blocks of decode_gemv_kernel<F> that fit one SM (cached: the decoder asks for every launch).
@@ -283,18 +306,27 @@ int gemv_blocks_per_sm(int format, int threads, size_t shmem, bool batched = fal
 GemvShape gemv_shape(const DecodeGemv& g, int sm_count, size_t shmem, bool batched = false) {
   const int per_vec = g.format == kDecF32 ? 4 : g.format == kDecBF16 ? 8 : g.format == kDecI8 ? 16 : 32;
   const int64_t nvec = g.cols / per_vec;
-  const int slice_log2 = decode_slice_log2(nvec);
-  // Small matrices: the fewest warps a block (4, 8 or 16) that brings the blocks down to one per
-  // SM (a token's kernels are latency-bound). Large ones: blocks of 16 warps, as many as fit the
-  // GPU at once (one wave, each block's prologue paid once), the warps going round the rows.
+  const int slice_log2 = decode_slice_log2(nvec), rows_per_warp = 32 >> slice_log2;
+  const int64_t row_warps = (g.rows + rows_per_warp - 1) / rows_per_warp;
+  const int per_sm = gemv_blocks_per_sm(g.format, 512, shmem, batched);
+  // Warps a row (not batched): doubled while the GPU holds that many warps at once and each
+  // lane keeps at least two loads; so that rows few and long still fill every SM with loads.
+  int wpr_log2 = 0;
+  if (!batched)
+    while (wpr_log2 < 3 && (row_warps << (wpr_log2 + 1)) <= int64_t{sm_count} * per_sm * 16 &&
+           nvec >= (int64_t{1} << (slice_log2 + wpr_log2 + 2)))
+      ++wpr_log2;
   auto blocks = [&](int w) {
-    const int64_t rows_per_block = int64_t{w} * (32 >> slice_log2);
+    const int64_t rows_per_block = int64_t{w >> wpr_log2} * rows_per_warp;
     return (g.rows + rows_per_block - 1) / rows_per_block;
   };
-  for (const int w : {4, 8, 16})
-    if (blocks(w) <= sm_count) return {slice_log2, w * 32, blocks(w)};
-  const int64_t wave = int64_t{sm_count} * gemv_blocks_per_sm(g.format, 512, shmem, batched);
-  return {slice_log2, 512, std::min(blocks(16), wave)};
+  // Small matrices, a warp a row: the fewest warps a block (4, 8 or 16) that brings the blocks
+  // down to one per SM (a token's kernels are latency-bound). Otherwise blocks of 16 warps, as
+  // many as fit the GPU at once (one wave, each block's prologue paid once), going round the rows.
+  if (wpr_log2 == 0)
+    for (const int w : {4, 8, 16})
+      if (blocks(w) <= sm_count) return {slice_log2, w * 32, blocks(w), 0};
+  return {slice_log2, 512, std::min(blocks(16), int64_t{sm_count} * per_sm), wpr_log2};
 }
 
 // Flash-decoding (decode.cuh, "Attention"): block (h, r) takes run r of head h
@@ -366,10 +398,10 @@ void launch_decode_gemv(const DecodeGemv& g, int sm_count, bool pdl, cudaStream_
   const dim3 grid(static_cast<unsigned>(sh.blocks));
   const cudaLaunchConfig_t cfg = launch_config(grid, dim3(static_cast<unsigned>(sh.threads)), shmem, s, pdl);
   switch (g.format) {
-    case kDecF32: TL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_gemv_kernel<kDecF32>, g, sh.slice_log2)); break;
-    case kDecBF16: TL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_gemv_kernel<kDecBF16>, g, sh.slice_log2)); break;
-    case kDecI8: TL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_gemv_kernel<kDecI8>, g, sh.slice_log2)); break;
-    case kDecI4: TL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_gemv_kernel<kDecI4>, g, sh.slice_log2)); break;
+    case kDecF32: TL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_gemv_kernel<kDecF32>, g, sh.slice_log2, sh.wpr_log2)); break;
+    case kDecBF16: TL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_gemv_kernel<kDecBF16>, g, sh.slice_log2, sh.wpr_log2)); break;
+    case kDecI8: TL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_gemv_kernel<kDecI8>, g, sh.slice_log2, sh.wpr_log2)); break;
+    case kDecI4: TL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_gemv_kernel<kDecI4>, g, sh.slice_log2, sh.wpr_log2)); break;
   }
   TL_LAUNCH_CHECK("decode_gemv");
 }

@@ -39,12 +39,6 @@ __device__ __forceinline__ uint4 load_stream(const uint4* p) {
   return r;
 }
 
-// The two's-complement field of `bits` bits at bit `lo` of w.
-template <int bits>
-__device__ __forceinline__ int32_t sext(uint32_t w, int lo) {
-  return static_cast<int32_t>(w << (32 - bits - lo)) >> (32 - bits);
-}
-
 // Per format: weights per 32-bit word and the dot product of one word with its x values.
 template <int F>
 struct Fmt;
@@ -62,25 +56,33 @@ struct Fmt<kDecBF16> {
     return __uint_as_float(w << 16) * a.x + __uint_as_float(w & 0xffff0000u) * a.y;
   }
 };
+// int8 and int4 codes become floats without I2F (a quarter-rate instruction on sm_90): a code
+// biased to n >= 0 and placed in the mantissa of 2^23 is the float 2^23 + n exactly, and taking
+// 2^23 + bias away leaves the code exactly (the sums pair up so that the chains stay short).
 template <>
 struct Fmt<kDecI8> {
   static constexpr int kPerWord = 4;
+  __device__ static float code(uint32_t biased, int i) {  // byte i of `biased` (code + 128)
+    return __uint_as_float(__byte_perm(biased, 0x4B000000u, 0x7540u + static_cast<unsigned>(i))) - 8388736.0f;
+  }
   __device__ static float word(uint32_t w, const float* x) {
     const float4 a = *reinterpret_cast<const float4*>(x);
-    return static_cast<float>(sext<8>(w, 0)) * a.x + static_cast<float>(sext<8>(w, 8)) * a.y +
-           static_cast<float>(sext<8>(w, 16)) * a.z + static_cast<float>(sext<8>(w, 24)) * a.w;
+    const uint32_t b = w ^ 0x80808080u;  // each byte's two's complement -> biased by 128
+    return (code(b, 0) * a.x + code(b, 1) * a.y) + (code(b, 2) * a.z + code(b, 3) * a.w);
   }
 };
 template <>
 struct Fmt<kDecI4> {
   static constexpr int kPerWord = 8;
+  __device__ static float code(uint32_t biased, int i) {  // nibble i of `biased` (code + 8)
+    return __uint_as_float(0x4B000000u | ((biased >> (4 * i)) & 0xFu)) - 8388616.0f;
+  }
   // Eight two's-complement nibbles, the lowest first.
   __device__ static float word(uint32_t w, const float* x) {
-    const float4 a = *reinterpret_cast<const float4*>(x), b = *reinterpret_cast<const float4*>(x + 4);
-    return static_cast<float>(sext<4>(w, 0)) * a.x + static_cast<float>(sext<4>(w, 4)) * a.y +
-           static_cast<float>(sext<4>(w, 8)) * a.z + static_cast<float>(sext<4>(w, 12)) * a.w +
-           static_cast<float>(sext<4>(w, 16)) * b.x + static_cast<float>(sext<4>(w, 20)) * b.y +
-           static_cast<float>(sext<4>(w, 24)) * b.z + static_cast<float>(sext<4>(w, 28)) * b.w;
+    const float4 a = *reinterpret_cast<const float4*>(x), c = *reinterpret_cast<const float4*>(x + 4);
+    const uint32_t b = w ^ 0x88888888u;  // each nibble's two's complement -> biased by 8
+    return ((code(b, 0) * a.x + code(b, 1) * a.y) + (code(b, 2) * a.z + code(b, 3) * a.w)) +
+           ((code(b, 4) * c.x + code(b, 5) * c.y) + (code(b, 6) * c.z + code(b, 7) * c.w));
   }
 };
 
@@ -94,22 +96,21 @@ __device__ __forceinline__ float dot16(const uint4 u, const float* x, int rot) {
     return __uint_as_float(u.x) * a.x + __uint_as_float(u.y) * a.y + __uint_as_float(u.z) * a.z +
            __uint_as_float(u.w) * a.w;
   } else {
-    float acc = 0.0f;
+    float p[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int jw = (j + rot) & 3;
       const uint32_t w = jw == 0 ? u.x : jw == 1 ? u.y : jw == 2 ? u.z : u.w;
-      acc += Fmt<F>::word(w, x + jw * Fmt<F>::kPerWord);
+      p[j] = Fmt<F>::word(w, x + jw * Fmt<F>::kPerWord);
     }
-    return acc;
+    return (p[0] + p[1]) + (p[2] + p[3]);
   }
 }
 
 constexpr int kDepth = 8;  // 16-byte weight loads in flight per lane
 
 // log2 of the lanes that share a row: a power of two up to 32, at most half the row's 16-byte
-// vectors so that every lane has loads in flight. Host and device use the same rule, so both
-// decoders sum a row in the same order (bit-identical results).
+// vectors so that every lane has loads in flight. Host and device use the same rule.
 __host__ __device__ inline int decode_slice_log2(int64_t nvec) {
   int s = 0;
   while (s < 5 && (int64_t{2} << s) <= nvec) ++s;
