@@ -6,11 +6,13 @@
 //   fp32, bf16, int8 (codes, one fp16 scale per `group` consecutive weights of a row) or packed
 //   int4 (two's-complement nibbles, low nibble first, element i of the matrix at bit 4i; fp16 scale
 //   per group). Codes are dequantised in registers: each 16-byte load gives 4 fp32, 8 bf16, 16
-//   int8 or 32 int4 weights, their products with x' are summed in fp32 and multiplied by the
-//   group's scale once. A row is read by a power-of-two slice of a warp (up to 32 lanes, fewer for
-//   short rows so that every lane has loads in flight), several rows per block; the grid is sized
-//   to cover the 132 SMs where the rows allow; larger matrices run one wave of 512-thread blocks
-//   (as many as fit the SMs, by occupancy) whose warps go round the rows.
+//   int8 or 32 int4 weights (codes through the mantissa of 2^23, exact, no I2F), their products
+//   with x' are summed in fp32 and multiplied by the group's scale once. Weights stream past L1
+//   with 256-byte L2 fetches. A row is read by a power-of-two slice of a warp (up to 32 lanes,
+//   fewer for short rows so that every lane has loads in flight), several rows per block; the
+//   grid is sized to cover the 132 SMs where the rows allow; larger matrices run one wave of
+//   512-thread blocks (as many as fit the SMs, by occupancy) going round tiles of rows, and rows
+//   few and long are cut into 2-8 pieces, a warp a piece, summed in piece order in the block.
 //   Prologue, x' =  x                          (kPlain)
 //                   LayerNorm(x; gamma, beta)  (kLayerNorm: mean, biased variance, eps 1e-5,
 //                                               recomputed by every block from x in L2)
@@ -33,7 +35,8 @@
 //   + residual; (D) LayerNorm + fc + GELU; (E) out + residual; then the head. Before each barrier
 //   a block already loads its first weights, scales and bias of the next phase, so that after it
 //   only the activations (read through L2) are on the critical path. Rows are summed in the GEMV
-//   kernel's order; attention's runs differ with the block size (results agree to rounding).
+//   kernel's order where it takes a row in one piece; attention's runs differ with the block size
+//   (results agree to rounding).
 // Latency: weights, scales and LayerNorm parameters are loaded before the kernel waits for the
 //   previous one (programmatic dependent launch), 8 16-byte loads in flight per lane.
 // Requirements (checked by the decoder): cols a multiple of the format's 16-byte vector (4, 8,
