@@ -17,16 +17,6 @@ namespace {
 
 using namespace decode_dev;
 
-// Programmatic dependent launch (sm_90): a kernel launched with the attribute may start while the
-// previous one finishes; it waits here, before touching global memory, until that grid has
-// completed and its writes are visible, and lets the next kernel start launching right away.
-__device__ __forceinline__ void wait_for_previous_grid() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-
 // The input vector x' [K] into shared memory (decode.cuh's prologues), with 16-byte loads; the
 // LayerNorm's gamma and beta are read where they are applied (no shared memory of their own, so
 // that more blocks fit an SM). `st` holds the token and position; `store` writes the embedding
@@ -57,25 +47,6 @@ __device__ void gemv_prologue(const DecodeGemv& g, const int32_t* st, float* xs,
   const float var = block_all_reduce<false>(v, red) / static_cast<float>(K);
   const float rs = 1.0f / sqrtf(var + 1e-5f);
   for (int64_t k = threadIdx.x; k < K; k += blockDim.x) xs[k] = (xs[k] - mean) * rs * __ldg(g.gamma + k) + __ldg(g.beta + k);
-}
-
-// The GEMV's epilogue for one finished row (decode.cuh) of sequence b (batched: y [batch, rows],
-// q [batch, d], the caches b * kv_stride apart).
-__device__ __forceinline__ void gemv_epilogue(const DecodeGemv& g, int64_t row, float acc, int32_t position, int b = 0) {
-  const float v = acc + (g.bias ? g.bias[row] : 0.0f);
-  float* y = g.y + b * (g.epilogue == kQkvScatter ? g.rows / 3 : g.rows);
-  switch (g.epilogue) {
-    case kStore: y[row] = v; break;
-    case kAddTo: y[row] += v; break;
-    case kGelu: y[row] = gelu_f(v); break;
-    case kQkvScatter: {
-      const int64_t d = g.rows / 3, p = position, kv = b * g.kv_stride;
-      if (row < d) y[row] = v;
-      else if (row < 2 * d) g.kcache[kv + p * d + row - d] = v;
-      else g.vcache[kv + p * d + row - 2 * d] = v;
-      break;
-    }
-  }
 }
 
 // A lane's stream along one weight row: kDepth 16-byte loads in flight (and, for int8 / int4, the
@@ -409,6 +380,7 @@ void launch_decode_gemv(const DecodeGemv& g, int sm_count, bool pdl, cudaStream_
 void prepare_decode_gemv_batch(int format) { gemv_blocks_per_sm(format, 512, 0, true); }
 
 void launch_decode_gemv_batch(const DecodeGemv& g, int sm_count, bool pdl, cudaStream_t s) {
+  if (g.layout == kTcChunks) return launch_decode_gemv_tc(g, pdl, s);
   if (g.batch < 1 || g.batch > kMaxBatch || g.prologue != kPlain) throw_cuda_error(cudaErrorInvalidValue, "decode_gemv_batch: batch 1..16, kPlain prologue", __FILE__, __LINE__);
   const GemvShape sh = gemv_shape(g, sm_count, 0, true);
   const cudaLaunchConfig_t cfg = launch_config(dim3(static_cast<unsigned>(sh.blocks)), dim3(static_cast<unsigned>(sh.threads)), 0, s, pdl);

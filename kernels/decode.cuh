@@ -53,6 +53,7 @@ namespace trainlab::kern {
 enum DecodeWeightFormat : int { kDecF32 = 0, kDecBF16 = 1, kDecI8 = 2, kDecI4 = 3 };
 enum DecodePrologue : int { kPlain = 0, kLayerNorm = 1, kEmbedLayerNorm = 2 };
 enum DecodeEpilogue : int { kStore = 0, kAddTo = 1, kGelu = 2, kQkvScatter = 3 };
+enum DecodeLayout : int { kRowMajor = 0, kTcChunks = 1 };
 
 struct DecodeGemv {
   // weights
@@ -79,6 +80,7 @@ struct DecodeGemv {
   // [batch, rows] (kQkvScatter: q [batch, d]); sequence b's caches start at b * kv_stride floats.
   int batch = 1;
   int64_t kv_stride = 0;
+  int layout = kRowMajor;  // kTcChunks: stored by decode_tc_column (launch_decode_gemv_tc)
 };
 
 // Batched decoding (DecodeSpec::batch > 1), a kernel per operation:
@@ -90,6 +92,15 @@ struct DecodeGemv {
 //               sliced and summed as decode_gemv_kernel sums them. Prologue kPlain only.
 //   Attention:  decode_attention_kernel with a third grid dimension over the sequences
 //               (DecodeAttention::batch, kv_stride).
+// Batched decoding, tensor cores (decode_tc.cu; bf16, int8 and int4 weights whose rows split into
+//   chunks of 64 bytes, groups a multiple of 16): the batched decoder stores each row's chunks in
+//   tensor-core order, position p = E t + 4 j + i of a chunk (E weights a 16-byte load, t < 4,
+//   j < E / 4, i < 4) holding the chunk's column 16 j + 4 t + i (decode_tc_column), so that the
+//   16 bytes thread t of a quad loads are its mma.sync m16n8k16 A fragments for the chunk's E / 4
+//   k-steps, each k-step 16 whole columns of one scale group. x is split into bf16 hi + lo
+//   (x = hi + lo to 2^-16 of x) and both are multiplied: products exact (the weights' values are
+//   bf16 numbers), sums in fp32. A block: 16 rows, its chunks dealt round 8 warps, the warps'
+//   sums added in warp order; weights stream ahead by one chunk a warp.
 // State (mapped pinned host memory, copied to device memory by the embedding's LayerNorm):
 //   {unused, position, token of sequence 0, ..., token of sequence batch - 1}.
 constexpr int kMaxBatch = 16;
@@ -179,6 +190,16 @@ void launch_decode_batch_norm(const DecodeBatchNorm& n, bool pdl, cudaStream_t s
 void launch_decode_gemv_batch(const DecodeGemv& g, int sm_count, bool pdl, cudaStream_t s);
 // As prepare_decode_gemv, for the batched GEMV of `format`.
 void prepare_decode_gemv_batch(int format);
+// Whether a matrix of `format` with rows of `cols` weights in groups of `group` takes the
+// tensor-core layout; the column stored at position p of a row in it.
+bool decode_tc_layout_fits(int format, int64_t cols, int64_t group);
+inline int64_t decode_tc_column(int format, int64_t p) {
+  const int64_t e = format == kDecBF16 ? 8 : format == kDecI8 ? 16 : 32, chunk = 4 * e, q = p % chunk;
+  const int64_t t = q / e, j = (q % e) / 4, i = q % 4;
+  return p - q + 16 * j + 4 * t + i;
+}
+// The batched GEMV of a kTcChunks matrix (launch_decode_gemv_batch calls it for such matrices).
+void launch_decode_gemv_tc(const DecodeGemv& g, bool pdl, cudaStream_t s);
 
 // Blocks a head for a device with sm_count SMs (about two blocks an SM over all heads, runs of
 // at least 16 positions); the scratch `part` + `stats` in floats.

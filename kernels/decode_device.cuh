@@ -10,6 +10,35 @@
 
 namespace trainlab::kern::decode_dev {
 
+// Programmatic dependent launch (sm_90): a kernel launched with the attribute may start while the
+// previous one finishes; it waits here, before touching global memory, until that grid has
+// completed and its writes are visible, and lets the next kernel start launching right away.
+__device__ __forceinline__ void wait_for_previous_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// The GEMV's epilogue for one finished row (decode.cuh) of sequence b (batched: y [batch, rows],
+// q [batch, d], the caches b * kv_stride apart).
+__device__ __forceinline__ void gemv_epilogue(const DecodeGemv& g, int64_t row, float acc, int32_t position, int b = 0) {
+  const float v = acc + (g.bias ? g.bias[row] : 0.0f);
+  float* y = g.y + b * (g.epilogue == kQkvScatter ? g.rows / 3 : g.rows);
+  switch (g.epilogue) {
+    case kStore: y[row] = v; break;
+    case kAddTo: y[row] += v; break;
+    case kGelu: y[row] = gelu_f(v); break;
+    case kQkvScatter: {
+      const int64_t d = g.rows / 3, p = position, kv = b * g.kv_stride;
+      if (row < d) y[row] = v;
+      else if (row < 2 * d) g.kcache[kv + p * d + row - d] = v;
+      else g.vcache[kv + p * d + row - 2 * d] = v;
+      break;
+    }
+  }
+}
+
 // Sum or max over the block (blockDim.x a multiple of 32); every thread gets the result.
 template <bool kMax>
 __device__ float block_all_reduce(float v, float* shared /* [32] */) {

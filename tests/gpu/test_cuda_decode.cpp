@@ -197,6 +197,9 @@ int main() {
         }
         return worst;
       };
+      for (const char* f : {"bf16", "int8", "int4"})  // these take the tensor-core GEMVs (decode_tc.cu)
+        check(std::string("decode batch 4 ") + f + ": batched GEMVs on tensor cores",
+              make_decoder(*gpu, w, batch_spec(f, 4))->describe().find("on tensor cores") != std::string::npos ? 0.0 : 1.0, 0.0);
       for (const char* f : {"fp32", "bf16", "int8", "int4"})
         for (const int b : {4, 16})
           check(std::string("decode batch ") + std::to_string(b) + " " + f + ": every sequence's logits vs the CPU batch",

@@ -34,6 +34,16 @@ int kernel_format(DecodeFormat f) {
   }
   return kDecF32;
 }
+
+// A matrix's elements (rows of `cols`) in the tensor-core order of the batched GEMV: position p
+// of a row holds column decode_tc_column(format, p) (kernels/decode.cuh).
+template <class T>
+std::vector<T> tc_order(const std::vector<T>& a, int format, int64_t cols) {
+  std::vector<T> out(a.size());
+  for (size_t r = 0; r < a.size(); r += static_cast<size_t>(cols))
+    for (int64_t p = 0; p < cols; ++p) out[r + static_cast<size_t>(p)] = a[r + static_cast<size_t>(decode_tc_column(format, p))];
+  return out;
+}
 }  // namespace
 
 std::unique_ptr<TokenDecoder> CudaBackend::create_decoder(const DecodeWeights& weights, const DecodeSpec& spec) {
@@ -182,6 +192,7 @@ CudaDecoder::Matrix CudaDecoder::upload_matrix(const DecodeWeights& w, const std
     case DecodeFormat::BF16: {
       std::vector<uint16_t> h(static_cast<size_t>(n));
       convert_from_f32(v.data(), DType::BF16, h.data(), h.size());
+      if (m_batch > 1 && decode_tc_layout_fits(m.format, cols, 0)) h = tc_order(h, m.format, cols), m.layout = kTcChunks;
       m.w = device_alloc(h.size() * 2);
       TL_CUDA_CHECK(cudaMemcpy(m.w, h.data(), h.size() * 2, cudaMemcpyHostToDevice));
       bytes = n * 2;
@@ -202,6 +213,7 @@ CudaDecoder::Matrix CudaDecoder::upload_matrix(const DecodeWeights& w, const std
         throw Error("GPU decoding in " + m_spec.label() + ": groups of " + std::to_string(m.group) + " weights in rows of " +
                     std::to_string(cols) + " ('" + name + "'); groups must divide the row and hold whole 16-byte loads (" +
                     std::to_string(per_load) + " weights)");
+      if (m_batch > 1 && decode_tc_layout_fits(m.format, cols, m.group)) codes = tc_order(codes, m.format, cols), m.layout = kTcChunks;
       std::vector<uint16_t> h(scales.size());
       convert_from_f32(scales.data(), DType::F16, h.data(), h.size());  // exact: the scales are fp16 values
       m.scales = device_alloc(h.size() * 2);
@@ -274,6 +286,7 @@ DecodeGemv CudaDecoder::gemv_of(const Matrix& m) const {
   g.cols = m.cols;
   g.group = m.group;
   g.bias = m.bias;
+  g.layout = m.layout;
   g.state = m_state_dev;
   return g;
 }
@@ -490,7 +503,8 @@ void CudaDecoder::run_step() {
 std::string CudaDecoder::describe() const {
   if (m_batch > 1)
     return "CUDA decoder, " + m_spec.label() + " weights, " + std::to_string(m_batch) + " sequences a step: " +
-           std::to_string(7 * m_shape.layers + 2) + " kernels (batched GEMVs, LayerNorms, attention)" +
+           std::to_string(7 * m_shape.layers + 2) + " kernels (batched GEMVs" +
+           (m_head.layout == kTcChunks ? " on tensor cores" : "") + ", LayerNorms, attention)" +
            (m_spec.cuda_graph ? " in one CUDA graph" : " launched one by one") + (m_spec.pdl ? ", programmatic dependent launch" : "");
   if (m_step_blocks > 0)
     return "CUDA decoder, " + m_spec.label() + " weights, one cooperative kernel a token (" +

@@ -62,6 +62,7 @@ class CudaDecoder final : public TokenDecoder {
     void* scales = nullptr;
     int64_t rows = 0, cols = 0, group = 0;
     float* bias = nullptr;
+    int layout = 0;  // kern::DecodeLayout: kTcChunks in a batched decoder where the matrix fits
   };
   struct Layer {
     float *ln1_w, *ln1_b, *ln2_w, *ln2_b;
