@@ -86,7 +86,8 @@ struct DecodeGemv {
 // Batched decoding (DecodeSpec::batch > 1), a kernel per operation:
 //   LayerNorm:  h[b] = LN(x[b]) or, embedding, x[b] = tok[state[2 + b]] + pos[state[1]] then
 //               h[b] = LN(x[b]); one block a sequence (launch_decode_batch_norm).
-//   GEMV:       y[b] = W x[b] + bias for b < batch (at most kMaxBatch), each 16-byte weight load
+//   GEMV:       (fp32 weights, and rows that do not take the tensor-core layout below)
+//               y[b] = W x[b] + bias for b < batch (at most kMaxBatch), each 16-byte weight load
 //               used for every sequence: the weights are read once for the whole batch. x comes
 //               from global memory (L1 / L2: at batch 16 it outgrows shared memory); rows are
 //               sliced and summed as decode_gemv_kernel sums them. Prologue kPlain only.
