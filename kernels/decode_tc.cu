@@ -18,6 +18,7 @@ using Mma = attn::Mma<__nv_bfloat16>;
 
 constexpr int kTcWarps = 8;  // a block: 16 rows, its chunks dealt round 8 warps
 constexpr int kTcRows = 16;
+constexpr int kTcAhead = 4;  // chunks a warp has in flight
 
 // Two weights as a bf16x2 (low first), exactly: bf16 weights as stored; int8 codes through fp32's
 // 2^23 mantissa (decode_device.cuh's Fmt); int4 codes through bf16's 2^7 mantissa.
@@ -57,19 +58,52 @@ __device__ __forceinline__ void split4(const float4 x, uint32_t (&hi)[2], uint32
   }
 }
 
+// One chunk's k-steps: A fragments from the two rows' 16-byte loads, x [sequence] at the k-step's
+// columns (16 j + 4 t on from chunk c's first), split hi + lo; scaled formats add each k-step's
+// sums times the rows' scales of its group.
+template <int F, int NT>
+__device__ __forceinline__ void chunk_product(const DecodeGemv& g, const uint4& ca, const uint4& cb, int64_t c,
+                                              const float* const (&xs)[NT], int64_t ra, int64_t rb, float (&acc)[NT][4]) {
+  constexpr bool kScaled = F == kDecI8 || F == kDecI4;
+  constexpr int E = F == kDecBF16 ? 8 : F == kDecI8 ? 16 : 32;
+#pragma unroll
+  for (int j = 0; j < E / 4; ++j) {
+    const uint32_t a[4] = {pair<F>(ca, j, 0), pair<F>(cb, j, 0), pair<F>(ca, j, 1), pair<F>(cb, j, 1)};
+    const int64_t col = c * 4 * E + 16 * j;
+    float step[NT][4] = {};
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      const float4 x = xs[nt] ? __ldg(reinterpret_cast<const float4*>(xs[nt] + col)) : make_float4(0.f, 0.f, 0.f, 0.f);
+      uint32_t hi[2], lo[2];
+      split4(x, hi, lo);
+      Mma::run(kScaled ? step[nt] : acc[nt], a, hi[0], hi[1]);
+      Mma::run(kScaled ? step[nt] : acc[nt], a, lo[0], lo[1]);
+    }
+    if constexpr (kScaled) {
+      const int64_t grp = col / g.group, per_row = g.cols / g.group;
+      const auto* sc = static_cast<const __half*>(g.scales);
+      const float sa = __half2float(sc[ra * per_row + grp]), sb = __half2float(sc[rb * per_row + grp]);
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        acc[nt][0] += sa * step[nt][0], acc[nt][1] += sa * step[nt][1];
+        acc[nt][2] += sb * step[nt][2], acc[nt][3] += sb * step[nt][3];
+      }
+    }
+  }
+}
+
 // Block: rows [16 b, 16 b + 16); warp w takes chunks w, w + 8, ... (a chunk: 64 bytes of each of
 // the 16 rows, 4E weights). In a chunk, thread (g = lane / 4, t = lane % 4) loads 16 bytes of rows
 // g and g + 8 at t * 16 bytes: k-step j's fragments for columns 16 j + 4 t .. + 3 (decode.cuh), with
 // x [sequence nt * 8 + g] at those columns (NT tiles of 8 sequences). Scaled formats sum each
 // k-step apart and add it times the rows' scales of its group. The warps' sums meet in shared
-// memory, added in warp order; warp 0 applies the epilogue.
+// memory, added in warp order; warp 0 applies the epilogue. Each warp keeps kTcAhead chunks'
+// loads in flight.
 template <int F, int NT>
 __global__ void __launch_bounds__(kTcWarps * 32) decode_gemv_tc_kernel(DecodeGemv g) {
   __shared__ float part[kTcWarps][NT][4][32];
   __shared__ int32_t position;
-  constexpr bool kScaled = F == kDecI8 || F == kDecI4;
   constexpr int E = F == kDecBF16 ? 8 : F == kDecI8 ? 16 : 32;  // weights per 16-byte load
-  constexpr int KS = E / 4;                                     // k-steps a chunk
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gq = lane >> 2, t = lane & 3;
   const int64_t K = g.cols, chunks = K / (4 * E), r0 = int64_t{blockIdx.x} * kTcRows;
   const int64_t ra = min(r0 + gq, g.rows - 1), rb = min(r0 + gq + 8, g.rows - 1);
@@ -82,36 +116,22 @@ __global__ void __launch_bounds__(kTcWarps * 32) decode_gemv_tc_kernel(DecodeGem
     xs[nt] = n < g.batch ? g.x + int64_t{n} * K + 4 * t : nullptr;
   }
   float acc[NT][4] = {};
-  int64_t c = warp;
-  uint4 ua = c < chunks ? load_stream(wa + 4 * c) : uint4{}, ub = c < chunks ? load_stream(wb + 4 * c) : uint4{};
+  uint4 ua[kTcAhead], ub[kTcAhead];  // chunk warp + 8 (i + p kTcAhead) waits in slot p
+#pragma unroll
+  for (int p = 0; p < kTcAhead; ++p) {
+    const int64_t c = warp + int64_t{p} * kTcWarps;
+    ua[p] = c < chunks ? load_stream(wa + 4 * c) : uint4{}, ub[p] = c < chunks ? load_stream(wb + 4 * c) : uint4{};
+  }
   decode_dev::wait_for_previous_grid();  // the weights above do not depend on earlier kernels
   if (threadIdx.x == 0) position = g.state ? g.state[1] : 0;
-  for (; c < chunks; c += kTcWarps) {
-    const uint4 ca = ua, cb = ub;
-    if (c + kTcWarps < chunks) ua = load_stream(wa + 4 * (c + kTcWarps)), ub = load_stream(wb + 4 * (c + kTcWarps));
+  for (int64_t c0 = warp; c0 < chunks; c0 += int64_t{kTcAhead} * kTcWarps) {
 #pragma unroll
-    for (int j = 0; j < KS; ++j) {
-      const uint32_t a[4] = {pair<F>(ca, j, 0), pair<F>(cb, j, 0), pair<F>(ca, j, 1), pair<F>(cb, j, 1)};
-      const int64_t col = c * 4 * E + 16 * j;  // of the k-step's 16 columns; this thread's x at + 4 t
-      float step[NT][4] = {};
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        const float4 x = xs[nt] ? __ldg(reinterpret_cast<const float4*>(xs[nt] + col)) : make_float4(0.f, 0.f, 0.f, 0.f);
-        uint32_t hi[2], lo[2];
-        split4(x, hi, lo);
-        Mma::run(kScaled ? step[nt] : acc[nt], a, hi[0], hi[1]);
-        Mma::run(kScaled ? step[nt] : acc[nt], a, lo[0], lo[1]);
-      }
-      if constexpr (kScaled) {
-        const int64_t grp = col / g.group, per_row = K / g.group;
-        const auto* sc = static_cast<const __half*>(g.scales);
-        const float sa = __half2float(sc[ra * per_row + grp]), sb = __half2float(sc[rb * per_row + grp]);
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-          acc[nt][0] += sa * step[nt][0], acc[nt][1] += sa * step[nt][1];
-          acc[nt][2] += sb * step[nt][2], acc[nt][3] += sb * step[nt][3];
-        }
-      }
+    for (int p = 0; p < kTcAhead; ++p) {
+      const int64_t c = c0 + int64_t{p} * kTcWarps, next = c + int64_t{kTcAhead} * kTcWarps;
+      if (c >= chunks) break;
+      const uint4 ca = ua[p], cb = ub[p];
+      if (next < chunks) ua[p] = load_stream(wa + 4 * next), ub[p] = load_stream(wb + 4 * next);
+      chunk_product<F, NT>(g, ca, cb, c, xs, ra, rb, acc);
     }
   }
 #pragma unroll
