@@ -166,6 +166,7 @@ class TestRooflineView : public QObject {
     QVERIFY(QTest::qWaitForWindowExposed(&v));
     auto* plot = v.findChild<QCustomPlot*>("roofline_plot");
     QVERIFY(plot);
+    plot->replot();  // labels are placed (or hidden) at each layout: the one of the dock's final size
     std::vector<QRectF> rects;
     for (int i = 0; i < plot->itemCount(); ++i)
       if (auto* t = qobject_cast<QCPItemText*>(plot->item(i)); t && t->visible())
