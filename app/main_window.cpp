@@ -523,17 +523,35 @@ bool MainWindow::export_report(const QStringList& dirs, const QString& path) {
 
 void MainWindow::show_message(const QString& kind, const QString& text) {
   m_message_kind = kind;
+  style_message_bar();
   // Icons every desktop font has (DejaVu Sans, Noto): U+2139 information source, U+26A0 warning sign.
   // (U+24D8, a circled i, is in none of Debian's default fonts: a box was shown instead.)
-  QString bg = "#e8f1fb", border = "#7aa7d8", icon = "&#8505;";
-  if (kind == "error") bg = "#fde8e8", border = "#d0302f", icon = "&#9888;";
-  if (kind == "warning") bg = "#fff4dc", border = "#e0a030", icon = "&#9888;";
-  m_message->setStyleSheet(QString("QFrame#message_bar{background:%1;border:1px solid %2;border-radius:4px}"
-                                   "QFrame#message_bar QLabel{color:#1b1b1b}QFrame#message_bar QToolButton{color:#1b1b1b}")
-                               .arg(bg, border));
+  const QString icon = kind == "info" ? "&#8505;" : "&#9888;";
   m_message_label->setText("<b>" + icon + "</b> " + text.toHtmlEscaped().replace("\n", "<br>"));
   m_message->show();
   statusBar()->showMessage(text.section('\n', 0, 0), 10000);
+}
+
+// The kind's accent (blue, amber, red) draws the border and tints the palette's window colour for
+// the background; the text takes the palette's colour: a light bar on the light palette, a dark one
+// on the dark palette (the bar's fixed light colours stayed light there).
+void MainWindow::style_message_bar() {
+  QColor accent(74, 134, 200);
+  if (m_message_kind == "error") accent = QColor(208, 48, 47);
+  if (m_message_kind == "warning") accent = QColor(224, 160, 48);
+  const QColor window = palette().color(QPalette::Window), text = palette().color(QPalette::WindowText);
+  constexpr double a = 0.18;  // of the accent in the background
+  const QColor bg = QColor::fromRgbF(static_cast<float>(window.redF() * (1 - a) + accent.redF() * a),
+                                     static_cast<float>(window.greenF() * (1 - a) + accent.greenF() * a),
+                                     static_cast<float>(window.blueF() * (1 - a) + accent.blueF() * a));
+  m_message->setStyleSheet(QString("QFrame#message_bar{background:%1;border:1px solid %2;border-radius:4px}"
+                                   "QFrame#message_bar QLabel{color:%3}QFrame#message_bar QToolButton{color:%3}")
+                               .arg(bg.name(), accent.name(), text.name()));
+}
+
+void MainWindow::changeEvent(QEvent* e) {
+  if (e->type() == QEvent::PaletteChange && m_message && !m_message_kind.isEmpty()) style_message_bar();
+  QMainWindow::changeEvent(e);
 }
 
 QString MainWindow::message_text() const { return m_message->isHidden() ? QString() : m_message_label->text(); }

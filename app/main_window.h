@@ -96,8 +96,11 @@ class MainWindow : public QMainWindow {
 
  protected:
   void closeEvent(QCloseEvent* e) override;
+  void changeEvent(QEvent* e) override;  // a palette change restyles the message bar
 
  private:
+  // The message bar's colours for its kind, from the window's palette (light or dark).
+  void style_message_bar();
   void build_ui();
   QWidget* build_controls();
   void build_run_buttons(QWidget* left, QVBoxLayout* lv);

@@ -401,6 +401,12 @@ QString Report::lessons_html() const {
   return h;
 }
 
+QPageLayout Report::pdf_page_layout() {
+  return QPageLayout(QPageSize(QPageSize::A4), QPageLayout::Landscape, QMarginsF(12, 12, 12, 12), QPageLayout::Millimeter);
+}
+
+QRectF Report::roofline_figure(const QRectF& page) { return QRectF(0, 0, page.width(), page.height() * 0.8); }
+
 void Report::write_pdf(const QString& path) const {
   PlotPanel panel;
   panel.resize(1200, 900);
@@ -409,7 +415,7 @@ void Report::write_pdf(const QString& path) const {
   panel.refresh();
 
   QPdfWriter writer(path);
-  writer.setPageLayout(QPageLayout(QPageSize(QPageSize::A4), QPageLayout::Landscape, QMarginsF(12, 12, 12, 12), QPageLayout::Millimeter));
+  writer.setPageLayout(pdf_page_layout());
   writer.setResolution(96);
   writer.setTitle("TrainLab report");
   writer.setCreator("TrainLab " TRAINLAB_VERSION);
@@ -456,7 +462,7 @@ void Report::write_pdf(const QString& path) const {
     roofline.resize(1200, 800);
     roofline.set_run(r);
     new_page();
-    roofline.render(&painter, QRectF(0, 0, w, h * 0.8));
+    roofline.render(&painter, roofline_figure(page));
   }
   for (const auto& r : m_runs) {  // each run over several ranks: the Ranks dock's two plots, a page
     if (!r->has_ranks()) continue;

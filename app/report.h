@@ -11,6 +11,8 @@
 // lines the reader skipped in a run's record are listed under the runs table.
 // Works headless (`trainlab report RUN_DIR... -o report.pdf`) under the offscreen platform.
 #pragma once
+#include <QPageLayout>
+#include <QRectF>
 #include <QString>
 #include <QStringList>
 #include <QTextStream>
@@ -34,6 +36,11 @@ class Report {
   void write_pdf(const QString& path) const;
   void write_html(const QString& path) const;
   void write_csv(const QString& path) const;
+
+  // The PDF's pages (A4 landscape, 96 dots an inch) and where a roofline page draws its figure
+  // on a page of paint rectangle `page` (the tests render it there).
+  static QPageLayout pdf_page_layout();
+  static QRectF roofline_figure(const QRectF& page);
 
   // The text part as HTML (without plots), shared by the PDF and the HTML file.
   QString summary_html(bool for_pdf) const;

@@ -6,7 +6,6 @@
 #include <QToolTip>
 #include <QVBoxLayout>
 #include <algorithm>
-#include <array>
 #include <cmath>
 
 #include "plot_style.h"
@@ -23,38 +22,69 @@ QString rate(double v, const char* unit) {
   return QString::number(v, 'g', 3) + " " + prefix[i] + unit;
 }
 
-// Moves the kernels' labels (the plot's text items) apart: each takes the first side of its point
-// (right, left, below, above) where it overlaps no label placed before it and stays inside the
-// axes, else the right.
-void place_labels_apart(QCustomPlot* plot) {
-  const QRect inside = plot->axisRect()->rect();
-  std::vector<QRectF> taken;
-  for (int i = 0; i < plot->itemCount(); ++i) {
-    auto* t = qobject_cast<QCPItemText*>(plot->item(i));
-    if (!t) continue;
-    const QMargins m = t->padding();  // the point's radius and a gap, on the side of the point
-    const int pad = std::max({m.left(), m.right(), m.top(), m.bottom()});
-    const std::array<std::pair<Qt::Alignment, QMargins>, 4> sides = {{
-        {Qt::AlignLeft | Qt::AlignVCenter, QMargins(pad, 0, 0, 0)},
-        {Qt::AlignRight | Qt::AlignVCenter, QMargins(0, 0, pad, 0)},
-        {Qt::AlignHCenter | Qt::AlignTop, QMargins(0, pad, 0, 0)},
-        {Qt::AlignHCenter | Qt::AlignBottom, QMargins(0, 0, 0, pad)},
-    }};
-    QRectF rect;
-    for (const auto& [align, margins] : sides) {
-      t->setPositionAlignment(align);
-      t->setPadding(margins);
-      rect = QRectF(t->topLeft->pixelPosition(), t->bottomRight->pixelPosition()).normalized();
-      const bool clear = std::none_of(taken.begin(), taken.end(), [&](const QRectF& o) { return o.intersects(rect); });
-      if (clear && QRectF(inside).contains(rect)) break;
-      if (&margins == &sides.back().second) {  // nowhere clear: the right, as before
-        t->setPositionAlignment(sides.front().first);
-        t->setPadding(sides.front().second);
-        rect = QRectF(t->topLeft->pixelPosition(), t->bottomRight->pixelPosition()).normalized();
-      }
+// Moves the kernels' labels (the plot's text items, each knowing its kernel's point and radius:
+// draw()) apart and returns where they are: each takes the first place beside its point (right,
+// left, below, above; then one to five lines up or down, right or left, tied to it by a line) where it overlaps no label
+// placed before it and no other kernel's point and stays inside the axes. A label with no such
+// place is hidden: clustered kernels (a transformer's LayerNorm and GELU passes at one intensity)
+// would otherwise print over each other; hovering the point still names it.
+std::vector<QRectF> place_labels_apart(QCustomPlot* plot) {
+  const QRectF inside = plot->axisRect()->rect();
+  std::vector<QCPItemText*> labels;
+  std::vector<QRectF> discs;  // the kernels' points, in the labels' order
+  for (int i = 0; i < plot->itemCount(); ++i)
+    if (auto* t = qobject_cast<QCPItemText*>(plot->item(i))) {
+      const QPointF at = t->property("point").toPointF();
+      const double r = t->property("radius").toDouble();
+      const QPointF c(plot->xAxis->coordToPixel(at.x()), plot->yAxis->coordToPixel(at.y()));
+      labels.push_back(t);
+      discs.emplace_back(c - QPointF(r, r), QSizeF(2 * r, 2 * r));
     }
-    taken.push_back(rect);
+  std::vector<QRectF> taken;
+  for (size_t i = 0; i < labels.size(); ++i) {
+    QCPItemText* t = labels[i];
+    const QPointF at = t->property("point").toPointF();
+    const int pad = static_cast<int>(t->property("radius").toDouble()) + 3;  // the point's radius and a gap
+    const double line = QFontMetrics(t->font()).height() + 2;
+    struct Place {
+      Qt::Alignment align;
+      QMargins margins;
+      double dy;  // pixels below the point
+    };
+    const Place right{Qt::AlignLeft | Qt::AlignVCenter, QMargins(pad, 0, 0, 0), 0};
+    const Place left{Qt::AlignRight | Qt::AlignVCenter, QMargins(0, 0, pad, 0), 0};
+    std::vector<Place> places{right, left, {Qt::AlignHCenter | Qt::AlignTop, QMargins(0, pad, 0, 0), 0},
+                              {Qt::AlignHCenter | Qt::AlignBottom, QMargins(0, 0, 0, pad), 0}};
+    for (const double k : {-1.0, 1.0, -2.0, 2.0, -3.0, 3.0, -4.0, 4.0, -5.0, 5.0})
+      for (Place p : {right, left}) places.push_back({p.align, p.margins, k * line});
+    auto put = [&](const Place& p) {
+      t->setPositionAlignment(p.align);
+      t->setPadding(p.margins);
+      t->position->setCoords(at.x(), plot->yAxis->pixelToCoord(plot->yAxis->coordToPixel(at.y()) + p.dy));
+      return QRectF(t->topLeft->pixelPosition(), t->bottomRight->pixelPosition()).normalized();
+    };
+    auto clear = [&](const QRectF& rect) {
+      if (!inside.contains(rect)) return false;
+      if (std::any_of(taken.begin(), taken.end(), [&](const QRectF& o) { return o.intersects(rect); })) return false;
+      for (size_t j = 0; j < discs.size(); ++j)
+        if (j != i && discs[j].intersects(rect)) return false;
+      return true;
+    };
+    const auto found = std::find_if(places.begin(), places.end(), [&](const Place& p) { return clear(put(p)); });
+    t->setVisible(found != places.end());
+    auto* leader = qobject_cast<QCPItemLine*>(t->property("leader").value<QObject*>());
+    if (found == places.end()) {
+      put(right);
+    } else {
+      taken.push_back(put(*found));
+      // A label moved up or down is tied to its point by a thin line to the near end of its text.
+      const QRectF& r = taken.back();
+      const double x = found->align & Qt::AlignLeft ? r.left() + pad : r.right() - pad;
+      if (leader) leader->end->setCoords(x, r.center().y());
+    }
+    if (leader) leader->setVisible(found != places.end() && found->dy != 0);
   }
+  return taken;
 }
 
 // The colour of a kernel by what bounds it: memory-bound warm, compute-bound cool.
@@ -116,9 +146,9 @@ RooflineView::RooflineView(QWidget* parent) : QWidget(parent) {
   m_plot->plotLayout()->addElement(2, 0, m_plot->legend);
   m_plot->plotLayout()->setRowStretchFactor(2, 0.001);
   m_plot->legend->setMargins(QMargins(6, 2, 6, 4));
-  connect(m_plot, &QCustomPlot::afterLayout, m_plot, [p = m_plot] {
-    fit_legend_columns(p);
-    place_labels_apart(p);
+  connect(m_plot, &QCustomPlot::afterLayout, m_plot, [this] {
+    fit_legend_columns(m_plot);
+    m_label_rects = place_labels_apart(m_plot);
   });
   m_plot->xAxis->setLabel("arithmetic intensity (FLOP / byte)");
   m_plot->yAxis->setLabel("achieved FLOP/s");
@@ -219,6 +249,16 @@ void RooflineView::draw(const Roofline& r) {
     g->setData(QVector<double>{p.intensity}, QVector<double>{p.flops_per_s});
     auto* t = new QCPItemText(m_plot);
     t->position->setCoords(p.intensity, p.flops_per_s);
+    t->setProperty("point", QPointF(p.intensity, p.flops_per_s));  // place_labels_apart moves the label
+    t->setProperty("radius", size / 2);
+    auto* leader = new QCPItemLine(m_plot);  // shown when the label moves off its point's line
+    leader->start->setCoords(p.intensity, p.flops_per_s);
+    leader->end->setType(QCPItemPosition::ptAbsolute);
+    QColor lc = palette().color(QPalette::Text);
+    lc.setAlpha(120);
+    leader->setPen(QPen(lc, 1));
+    leader->setVisible(false);
+    t->setProperty("leader", QVariant::fromValue<QObject*>(leader));
     t->setPositionAlignment(Qt::AlignLeft | Qt::AlignVCenter);
     t->setPadding(QMargins(static_cast<int>(size / 2) + 3, 0, 0, 0));
     t->setText(QString::fromStdString(p.name));
@@ -255,7 +295,10 @@ QString RooflineView::tooltip_at(const QPointF& pos) const {
       .arg(best->calls);
 }
 
-void RooflineView::render(QCPPainter* painter, const QRectF& target) { render_plot(m_plot, painter, target); }
+void RooflineView::render(QCPPainter* painter, const QRectF& target) {
+  render_plot(m_plot, painter, target);  // lays the plot out at the target's size: the labels are placed for it
+  m_rendered_labels = m_label_rects;
+}
 
 void RooflineView::changeEvent(QEvent* e) {
   if (e->type() == QEvent::PaletteChange && m_plot) {

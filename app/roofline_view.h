@@ -6,11 +6,13 @@
 // achieved FLOP/s, bandwidth, intensity and % of its roof. The numbers are train/roofline.h's
 // build_roofline, which `trainlab-cli roofline` prints. It follows a live run with kernel timing
 // (refresh() after new steps) and reads a finished run's record; a run without kernel times or
-// without roofs gets a sentence that says how to get them. The report draws it through render().
+// without roofs gets a sentence that says how to get them. The report draws it through render(),
+// which places the labels for the page as the dock places them for its size.
 #pragma once
 #include <QWidget>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "run_series.h"
 #include "train/roofline.h"
@@ -40,8 +42,13 @@ class RooflineView : public QWidget {
   int kernel_points() const { return static_cast<int>(m_placed.size()); }
   // The tooltip of the kernel drawn nearest to `pos` (widget pixels of the plot) within 14 px.
   QString tooltip_at(const QPointF& pos) const;
-  // For reports: draws the plot onto any painter (PDF page, SVG) at the given size.
+  // For reports: draws the plot onto any painter (PDF page, SVG) at the given size, its kernels'
+  // labels placed apart for that size as in the dock.
   void render(QCPPainter* painter, const QRectF& target);
+  // Where the shown kernel labels are (plot pixels, padding included): as the last layout placed
+  // them, and as the last render() drew them (in the plot's pixels before the painter's scale).
+  const std::vector<QRectF>& label_rects() const { return m_label_rects; }
+  const std::vector<QRectF>& rendered_labels() const { return m_rendered_labels; }
 
  protected:
   void changeEvent(QEvent* e) override;
@@ -55,6 +62,7 @@ class RooflineView : public QWidget {
   QLabel* m_empty = nullptr;
   QStackedLayout* m_stack = nullptr;
   std::vector<RooflinePoint> m_placed;  // the kernels drawn, in the plot's order
+  std::vector<QRectF> m_label_rects, m_rendered_labels;
   int m_shown_steps = -1;
 };
 

@@ -53,8 +53,18 @@ TextPanel::TextPanel(QWidget* parent) : QWidget(parent) {
   m_tokens = new QSpinBox(this);
   m_tokens->setRange(1, 100000);
   m_tokens->setValue(300);
+  m_tokens->setObjectName("characters");
   m_tokens->setToolTip("Characters to generate (one token is one character)");
-  form->addRow("Characters", m_tokens);
+  m_sample_count = new QSpinBox(this);
+  m_sample_count->setObjectName("samples");
+  m_sample_count->setRange(1, static_cast<int>(kMaxDecodeBatch));
+  m_sample_count->setToolTip("Continuations of the prompt decoded side by side by one batched decoder (a KV cache "
+                             "each, one read of the weights a step for all), each sampled with its own stream");
+  auto* trow = new QHBoxLayout;
+  trow->addWidget(m_tokens, 1);
+  trow->addWidget(new QLabel("Samples", this));
+  trow->addWidget(m_sample_count);
+  form->addRow("Characters", trow);
   auto* drow = new QHBoxLayout;
   m_draft = new QLineEdit(this);
   m_draft->setObjectName("draft");
@@ -114,6 +124,8 @@ void TextPanel::set_weights(const QString& path) {
 
 QString TextPanel::weights() const { return m_weights->text(); }
 
+void TextPanel::set_samples(int samples) { m_sample_count->setValue(samples); }
+
 void TextPanel::set_draft(const QString& path, int speculate) {
   QString p = path;
   if (!p.isEmpty() && QFileInfo(p).isDir()) p += "/model.safetensors";
@@ -124,7 +136,10 @@ void TextPanel::set_draft(const QString& path, int speculate) {
 namespace {
 // The line under the Generate button: tokens/s, and with a draft the speculative figures.
 QString speed_line(const GenerateResult& g) {
-  QString s = QString("%1 tokens/s (KV cache, CPU)").arg(g.tokens_per_s, 0, 'f', 0);
+  QString s = g.samples.size() > 1 ? QString("%1 tokens/s over all %2 samples (KV cache, CPU, batched)")
+                                         .arg(g.tokens_per_s, 0, 'f', 0)
+                                         .arg(g.samples.size())
+                                   : QString("%1 tokens/s (KV cache, CPU)").arg(g.tokens_per_s, 0, 'f', 0);
   if (!g.speculative) return s;
   const SpeculativeSummary& p = *g.speculative;
   return s + QString(" — speculative, K = %1, %2 draft: %3% accepted, %4 tokens a target pass, %5x the model alone "
@@ -136,6 +151,14 @@ QString speed_line(const GenerateResult& g) {
                  .arg(p.speedup, 0, 'f', 2)
                  .arg(p.baseline_tokens_per_s, 0, 'f', 0);
 }
+// The output box: the one text, or a labelled block a sample.
+QString sample_blocks(const QStringList& texts) {
+  if (texts.size() == 1) return texts.front();
+  QStringList blocks;
+  for (qsizetype b = 0; b < texts.size(); ++b)
+    blocks << QString("— sample %1 of %2 —\n%3").arg(b + 1).arg(texts.size()).arg(texts[b]);
+  return blocks.join("\n\n");
+}
 }  // namespace
 QString TextPanel::output() const { return m_out->toPlainText(); }
 
@@ -146,7 +169,7 @@ bool TextPanel::generate() {
   const float temperature = static_cast<float>(m_temperature->value());
   const int64_t n = m_tokens->value();
   const std::string draft = m_draft->text().toStdString();
-  const int speculate = m_speculate->value();
+  const int speculate = m_speculate->value(), samples = m_sample_count->value();
   if (weights.empty()) {
     m_out->setPlainText("Choose a trained char-gpt run first (train one with model.name = char-gpt, then reopen it).");
     return false;
@@ -157,8 +180,9 @@ bool TextPanel::generate() {
   QPointer<TextPanel> self(this);
   m_stop = false;
   const std::atomic<bool>* stop = &m_stop;  // the panel waits for this thread before it goes
-  QThread* t = QThread::create([self, weights, prompt, temperature, n, stop, draft, speculate] {
+  QThread* t = QThread::create([self, weights, prompt, temperature, n, stop, draft, speculate, samples] {
     QString result, speed;
+    QStringList texts;
     bool ok = false;
     double tps = 0, acceptance = 0, speedup = 0;
     try {
@@ -173,8 +197,10 @@ bool TextPanel::generate() {
       req.sample.stop = stop;
       req.draft = draft;
       req.speculate = speculate;
+      req.samples = samples;
       const GenerateResult out = generate_text(req);
-      result = QString::fromStdString(prompt + out.text);
+      for (const std::string& text : out.samples) texts << QString::fromStdString(prompt + text);
+      result = sample_blocks(texts);
       tps = out.tokens_per_s;
       speed = speed_line(out);
       if (out.speculative) acceptance = out.speculative->acceptance_rate, speedup = out.speculative->speedup;
@@ -184,13 +210,14 @@ bool TextPanel::generate() {
     }
     QMetaObject::invokeMethod(
         qApp,
-        [self, ok, result, tps, speed, acceptance, speedup] {
+        [self, ok, result, texts, tps, speed, acceptance, speedup] {
           if (!self) return;
           self->m_busy = false;
           self->m_go->setEnabled(true);
           self->m_tokens_per_s = tps;
           self->m_acceptance = acceptance;
           self->m_speedup = speedup;
+          self->m_samples = texts;
           self->m_out->setPlainText(ok ? result : "Cannot generate: " + result);
           self->m_speed->setText(ok ? speed : QString());
           emit self->generated(ok, result);

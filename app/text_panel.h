@@ -2,12 +2,15 @@
 // number of characters, Generate; the output and the tokens per second. With a draft weights file
 // (a smaller char-gpt trained on the same text, or `trainlab-cli quantize`'s int4 copy) and K, it
 // decodes speculatively (decode/speculative.h, as `trainlab-cli generate --draft --speculate`) and
-// shows the acceptance rate, tokens a target pass and the speed-up over the target alone. Generation runs on its own
+// shows the acceptance rate, tokens a target pass and the speed-up over the target alone. With
+// Samples B > 1 it decodes B continuations side by side (as `trainlab-cli generate --samples B`,
+// seed 1) and shows one labelled block a sample and the tokens/s of all samples. Generation runs on its own
 // thread (KV-cache sampling on the CPU, fp32 masters), so the window stays responsive; destroying
 // the panel stops the generation after its current token and waits for the thread, so it never
 // outlives the app.
 #pragma once
 #include <QPointer>
+#include <QStringList>
 #include <QWidget>
 #include <atomic>
 
@@ -36,6 +39,10 @@ class TextPanel : public QWidget {
   // Starts generating; returns false when busy or nothing to use. `generated` reports the result.
   bool generate();
   QString output() const;
+  // Continuations decoded side by side (1..kMaxDecodeBatch), and the texts of the last generation
+  // (prompt included), one a sample.
+  void set_samples(int samples);
+  const QStringList& samples() const { return m_samples; }
   double tokens_per_s() const { return m_tokens_per_s; }
   bool busy() const { return m_busy; }
 
@@ -47,7 +54,8 @@ class TextPanel : public QWidget {
   QSpinBox* m_speculate = nullptr;
   double m_acceptance = 0, m_speedup = 0;
   QDoubleSpinBox* m_temperature = nullptr;
-  QSpinBox* m_tokens = nullptr;
+  QSpinBox *m_tokens = nullptr, *m_sample_count = nullptr;
+  QStringList m_samples;
   QPushButton* m_go = nullptr;
   QPlainTextEdit* m_out = nullptr;
   QLabel* m_speed = nullptr;

@@ -10,6 +10,10 @@
 // --draft FILE --speculate K: speculative decoding (decode/speculative.h), the draft proposing K
 // tokens a round; the acceptance rate, tokens per target pass and the speed-up over the target
 // alone (timed first, same prompt and options) go to stderr (and into --json).
+//
+// --samples B: B continuations of the prompt decoded side by side (one batched decoder, a KV cache
+// each; sample b's stream seeded by sample_seed(--seed, b)), printed one labelled block each; the
+// tokens/s count every sample's tokens.
 #include <cstdio>
 #include <memory>
 
@@ -48,10 +52,20 @@ Json speculative_json(const GenerateResult& g) {
           {"speedup", s.speedup}};
 }
 
+// The seed of each sample's stream (decode/generate.h's sample_seed).
+std::vector<uint64_t> sample_seeds(const GenerateRequest& req) {
+  std::vector<uint64_t> out;
+  for (int b = 0; b < req.samples; ++b) out.push_back(sample_seed(req.sample.seed, b));
+  return out;
+}
+
 void print_generation(const GenerateRequest& req, const GenerateResult& g, bool json) {
   if (json) {
     std::printf("%s\n", Json{{"prompt", req.prompt},
                              {"text", g.text},
+                             {"samples", req.samples},
+                             {"texts", g.samples},
+                             {"seeds", sample_seeds(req)},
                              {"tokens", req.tokens},
                              {"kv_cache", req.sample.use_cache},
                              {"device", g.device},
@@ -62,11 +76,18 @@ void print_generation(const GenerateRequest& req, const GenerateResult& g, bool 
                              {"speculative", speculative_json(g)}}
                             .dump()
                             .c_str());
-  } else {
+  } else if (req.samples == 1) {
     std::printf("%s%s\n", req.prompt.c_str(), g.text.c_str());
+  } else {
+    const std::vector<uint64_t> seeds = sample_seeds(req);
+    for (size_t b = 0; b < g.samples.size(); ++b)
+      std::printf("--- sample %zu of %zu (seed %llu) ---\n%s%s\n", b + 1, g.samples.size(),
+                  static_cast<unsigned long long>(seeds[b]), req.prompt.c_str(), g.samples[b].c_str());
   }
-  std::fprintf(stderr, "%ld tokens, %.0f tokens/s (%s; %s)\n", static_cast<long>(req.tokens), g.tokens_per_s,
-               g.decoder.c_str(), req.sample.use_cache ? "KV cache" : "no KV cache: the window is rerun for every token");
+  const std::string count = req.samples == 1 ? "" : " x " + std::to_string(req.samples) + " samples";
+  std::fprintf(stderr, "%ld tokens%s, %.0f tokens/s%s (%s; %s)\n", static_cast<long>(req.tokens), count.c_str(),
+               g.tokens_per_s, req.samples == 1 ? "" : " over all samples", g.decoder.c_str(),
+               req.sample.use_cache ? "KV cache" : "no KV cache: the window is rerun for every token");
   if (g.speculative) {
     const SpeculativeSummary& s = *g.speculative;
     std::fprintf(stderr,
@@ -86,7 +107,7 @@ void print_generation(const GenerateRequest& req, const GenerateResult& g, bool 
 Runner add_generate_command(CLI::App& app) {
   struct Opts {
     std::string weights, prompt = "\n", device = "cpu", format, bench_preset, draft;
-    int speculate = 4;
+    int speculate = 4, samples = 1;
     long tokens = 200, top_k = 0, seed = 1;
     int group = 32;
     double temperature = 1.0;
@@ -117,6 +138,10 @@ Runner add_generate_command(CLI::App& app) {
                   "quantized copy of --weights) proposing --speculate tokens a round");
   cmd->add_option("--speculate", o->speculate, "With --draft: tokens the draft proposes a round (1..16)")
       ->check(in_range(integers(1, kMaxSpeculate)));
+  cmd->add_option("--samples", o->samples,
+                  "Continuations of the prompt decoded side by side by one batched decoder, each with its own "
+                  "sampling stream (from --seed and its number); 1..16")
+      ->check(in_range(integers(1, kMaxDecodeBatch)));
   cmd->add_flag("--kernels", o->kernels,
                 "GPU: a kernel per operation replayed as a CUDA graph, instead of the whole token in one cooperative kernel");
   cmd->add_flag("--no-graph", o->no_graph, "GPU: a kernel per operation, launched one by one (implies --kernels)");
@@ -135,6 +160,8 @@ Runner add_generate_command(CLI::App& app) {
     if (!o->draft.empty() && o->bench) throw Error("--draft is for generation, not --bench");
     if (!o->draft.empty() && o->no_cache) throw Error("--draft needs the KV cache (speculative decoding rolls it back)");
     if (o->draft.empty() && cmd->count("--speculate")) throw Error("--speculate needs --draft WEIGHTS");
+    if (o->bench && cmd->count("--samples"))
+      throw Error("--samples is for generation; --bench decodes one sequence (bench --case decode --batch B measures batches)");
     if (o->bench) {
       std::string formats = o->format.empty() ? "" : DecodeSpec::parse(o->format, o->group).label();
       if (!formats.empty() && o->no_graph) formats += "-nograph";
@@ -157,6 +184,7 @@ Runner add_generate_command(CLI::App& app) {
     req.sample.seed = static_cast<uint64_t>(o->seed);
     req.draft = o->draft;
     req.speculate = o->speculate;
+    req.samples = o->samples;
     const GenerateResult g = generate_text(req);
     if (!g.notice.empty()) std::fprintf(stderr, "%s\n", g.notice.c_str());
     print_generation(req, g, o->json);

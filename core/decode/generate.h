@@ -50,4 +50,15 @@ void window_append(std::vector<int32_t>& win, int32_t token, int64_t context, To
 std::vector<int32_t> generate_tokens(TokenDecoder& dec, const std::vector<int32_t>& prompt, int64_t n,
                                      const SampleOptions& opt, double* tokens_per_s = nullptr);
 
+// Several samples (decode/generate_samples.cpp): dec.batch() continuations of one prompt decoded
+// side by side (TokenDecoder::push_batch, a KV cache each), by the window rule above applied to
+// every sequence at once (all windows have the same length, so they restart together). Sample b
+// draws from its own stream, std::mt19937_64(sample_seed(opt.seed, b)): sample 0's is opt.seed
+// itself, so on a decoder whose rows equal one-sequence decoding (the CPU's) sample 0 is
+// generate_tokens' text, and at temperature 0 every sample is that greedy text. tokens_per_s
+// counts the tokens of all samples.
+uint64_t sample_seed(uint64_t seed, int64_t b);
+std::vector<std::vector<int32_t>> generate_samples(TokenDecoder& dec, const std::vector<int32_t>& prompt, int64_t n,
+                                                   const SampleOptions& opt, double* tokens_per_s = nullptr);
+
 }  // namespace trainlab

@@ -61,6 +61,16 @@ std::vector<int32_t> generate_speculative(Backend& be, const GenerateRequest& r,
   return tokens;
 }
 
+// The sample count is in range and goes with the other options (a draft verifies one sequence).
+void check_samples(const GenerateRequest& r) {
+  if (r.samples < 1 || r.samples > kMaxDecodeBatch)
+    throw Error("--samples " + std::to_string(r.samples) + ": expected 1.." + std::to_string(kMaxDecodeBatch) +
+                " (sequences one batched decoder holds)");
+  if (r.samples > 1 && !r.draft.empty())
+    throw Error("--samples " + std::to_string(r.samples) +
+                " with --draft: speculative decoding continues one sequence; expected --samples 1 or no --draft");
+}
+
 }  // namespace
 
 GenerateResult generate_text(const GenerateRequest& r) {
@@ -75,20 +85,30 @@ GenerateResult generate_text(const GenerateRequest& r) {
   if (m.vocab.empty()) throw Error(r.weights + ": the architecture does not store the vocabulary");
   const TextCorpus vocab = TextCorpus::from_vocabulary(m.vocab, r.weights + ": the stored vocabulary");
   const std::vector<int32_t> prompt = vocab.encode(r.prompt.empty() ? std::string("\n") : r.prompt, "the prompt");
+  check_samples(r);
+  spec.batch = r.samples;
+  if (spec.batch > 1) spec.one_kernel = false;  // a batch runs a kernel per operation (DecodeSpec::batch)
   auto dec = make_decoder(*be, m.weights, spec);
-  const std::vector<int32_t> tokens = r.draft.empty()
-                                          ? generate_tokens(*dec, prompt, r.tokens, r.sample, &out.tokens_per_s)
-                                          : generate_speculative(*be, r, m, *dec, prompt, out);
-  out.text = vocab.decode(tokens);
+  if (r.samples > 1) {
+    for (const auto& t : generate_samples(*dec, prompt, r.tokens, r.sample, &out.tokens_per_s))
+      out.samples.push_back(vocab.decode(t));
+  } else {
+    const std::vector<int32_t> tokens = r.draft.empty()
+                                            ? generate_tokens(*dec, prompt, r.tokens, r.sample, &out.tokens_per_s)
+                                            : generate_speculative(*be, r, m, *dec, prompt, out);
+    out.samples.push_back(vocab.decode(tokens));
+  }
+  out.text = out.samples.front();
   out.device = be->info().name;
   out.on_gpu = be->info().kind != DeviceKind::Cpu;
   out.format = spec.label();
   out.decoder = dec->describe();
   out.weight_bytes_per_token = dec->weight_bytes_per_token();
-  out.bytes_per_token =
+  const int64_t step_bytes =  // one read of the weights, and every sample's cache
       out.weight_bytes_per_token + dec->kv_bytes(std::min<int64_t>(m.weights.shape.context, dec->length()) / 2);
-  out.ceiling_tokens_per_s = kDecodeDramBytesPerS / static_cast<double>(out.bytes_per_token);
-  out.fits_l2 = out.bytes_per_token <= kDecodeL2Bytes;
+  out.bytes_per_token = step_bytes / r.samples;
+  out.ceiling_tokens_per_s = kDecodeDramBytesPerS * r.samples / static_cast<double>(step_bytes);
+  out.fits_l2 = step_bytes <= kDecodeL2Bytes;
   return out;
 }
 

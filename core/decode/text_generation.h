@@ -1,11 +1,13 @@
 // Text generation with a trained char-gpt weights file, as `trainlab-cli generate` runs it: load
 // the file, create the backend and its decoder (the file's own format for a quantized file unless
 // one is asked for), encode the prompt, generate with the KV cache or by rerunning the window,
-// and time it; with a draft, speculative decoding timed beside the target alone.
+// and time it; with a draft, speculative decoding timed beside the target alone; with several
+// samples, a batched decoder continuing the prompt in each of them side by side.
 #pragma once
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "backend/token_decoder.h"
 #include "decode/generate.h"
@@ -28,6 +30,10 @@ struct GenerateRequest {
   // baseline of the speed-up).
   std::string draft;
   int speculate = 4;
+  // Samples (1..kMaxDecodeBatch) decoded side by side by one batched decoder (DecodeSpec::batch;
+  // decode/generate.h's generate_samples), each from its own stream of sample_seed(seed, b);
+  // 1 is the one-sequence generation. Not with a draft.
+  int samples = 1;
 };
 
 struct SpeculativeSummary {
@@ -42,15 +48,17 @@ struct SpeculativeSummary {
 };
 
 struct GenerateResult {
-  std::string text;     // the generated characters (without the prompt)
+  std::string text;     // the generated characters (without the prompt); the first sample's
+  std::vector<std::string> samples;  // every sample's characters (request.samples of them)
   std::string notice;   // why "auto" fell back to the CPU; empty otherwise
   std::string device;   // the backend's device name
   bool on_gpu = false;  // the device is not the CPU
   std::string format;   // DecodeSpec::label() of the decoder's format
   std::string decoder;  // TokenDecoder::describe()
-  double tokens_per_s = 0.0;
+  double tokens_per_s = 0.0;  // the tokens of all samples a second
   int64_t weight_bytes_per_token = 0;
-  // Weights plus the KV cache at half the final window: the bytes of a typical token.
+  // Weights plus the KV cache at half the final window: the bytes of a typical token (with
+  // several samples a step's bytes over the samples: they share one read of the weights).
   int64_t bytes_per_token = 0;
   double ceiling_tokens_per_s = 0.0;  // kDecodeDramBytesPerS / bytes_per_token
   bool fits_l2 = false;               // bytes_per_token <= kDecodeL2Bytes

@@ -49,6 +49,41 @@ QString timed_run(const QString& root, const QString& folder) {
   qunsetenv("XDG_CACHE_HOME");
   return dir;
 }
+
+// A char-gpt step's kernels as a CPU run times them (one step of a real record): the LayerNorm and
+// GELU passes sit at one intensity, the products together at another, on made-up roofs.
+std::shared_ptr<RunSeries> crowded_run() {
+  auto run = std::make_shared<RunSeries>();
+  run->name = "crowded";
+  run->precision = "fp32";
+  run->kernel_steps = 1;
+  const struct {
+    const char* name;
+    double ms, flops, bytes;
+  } kernels[] = {{"linear_backward", 93.4, 5505024000, 122265600}, {"linear_forward", 53.6, 3289382912, 80274944},
+                 {"attention_backward", 32.9, 335544320, 33685504}, {"gelu_backward", 12.1, 50331648, 50331648},
+                 {"attention_forward", 11.6, 134217728, 16908288},  {"gemm", 11.5, 1073741824, 21495808},
+                 {"gelu_forward", 10.1, 33554432, 33554432},        {"layernorm_backward", 4.46, 31457280, 31628800},
+                 {"softmax_xent", 1.9, 1597440, 2146304},           {"layernorm_forward", 0.97, 20971520, 21140480},
+                 {"adamw", 0.48, 5902848, 11805812},                {"embedding_backward", 0.22, 8320, 2179584},
+                 {"embedding_forward", 0.079, 524288, 4210688}};
+  for (const auto& k : kernels) run->kernels.push_back({k.name, k.ms, 1, k.flops, k.bytes});
+  auto be = create_backend("cpu");
+  Calibration c;
+  c.device = be->info().name;
+  c.peaks = calibration_plan(be->info());
+  for (CalibratedPeak& p : c.peaks) p.tflops = 0.168, p.size = 64;
+  c.bandwidth_bytes_per_s = 25.4e9;
+  run->roofline = c;
+  return run;
+}
+
+// Labels apart: no two overlap; at most one a kernel.
+void check_apart(const std::vector<QRectF>& rects, const RooflineView& v) {
+  for (size_t i = 0; i < rects.size(); ++i)
+    for (size_t j = 0; j < i; ++j) QVERIFY2(!rects[i].intersects(rects[j]), qPrintable(QString("labels %1 and %2").arg(j).arg(i)));
+  QVERIFY(static_cast<int>(rects.size()) <= v.kernel_points());
+}
 }  // namespace
 
 class TestRooflineView : public QObject {
@@ -131,9 +166,10 @@ class TestRooflineView : public QObject {
     QVERIFY(QTest::qWaitForWindowExposed(&v));
     auto* plot = v.findChild<QCustomPlot*>("roofline_plot");
     QVERIFY(plot);
+    plot->replot();  // labels are placed (or hidden) at each layout: the one of the dock's final size
     std::vector<QRectF> rects;
     for (int i = 0; i < plot->itemCount(); ++i)
-      if (auto* t = qobject_cast<QCPItemText*>(plot->item(i)))
+      if (auto* t = qobject_cast<QCPItemText*>(plot->item(i)); t && t->visible())
         rects.emplace_back(QRectF(t->topLeft->pixelPosition(), t->bottomRight->pixelPosition()).normalized());
     QVERIFY(rects.size() >= 3);
     for (size_t i = 0; i < rects.size(); ++i) {
@@ -144,6 +180,34 @@ class TestRooflineView : public QObject {
     for (const QString& line : v.plot_title().split('\n'))
       QVERIFY2(fm.horizontalAdvance(line) <= plot->width(), qPrintable(line));
     QVERIFY(plot->legend->visible() && plot->legend->itemCount() >= 2);  // the roofs, named there
+  }
+
+  // The report's roofline page (issue 19): a char-gpt step's clustered kernels, rendered where
+  // the PDF draws the figure, every label shown and apart (they printed over each other: the
+  // placement then gave up on the right of the point); in the narrow dock apart too, hiding what
+  // does not fit.
+  void reportPageLabelsApart() {
+    RooflineView v;
+    v.resize(1200, 800);  // as Report::write_pdf
+    v.set_run(crowded_run());
+    QCOMPARE(v.kernel_points(), 13);
+    const QRectF fig = Report::roofline_figure(Report::pdf_page_layout().paintRectPixels(96));
+    QImage page(fig.size().toSize(), QImage::Format_ARGB32);
+    page.fill(Qt::white);
+    QCPPainter painter(&page);
+    v.render(&painter, fig);
+    painter.end();
+    check_apart(v.rendered_labels(), v);
+    QCOMPARE(int(v.rendered_labels().size()), 13);
+
+    RooflineView dock;
+    dock.resize(480, 420);
+    dock.show();
+    dock.set_run(crowded_run());
+    QVERIFY(QTest::qWaitForWindowExposed(&dock));
+    dock.plot()->replot();
+    check_apart(dock.label_rects(), dock);
+    QVERIFY2(dock.label_rects().size() >= 11, qPrintable(QString::number(dock.label_rects().size())));  // 13 here
   }
 
   void windowHasRooflineDockAndAction() {

@@ -1,10 +1,12 @@
 // The text panel generates with a trained char-gpt run (a few training steps suffice to exercise
 // loading, the vocabulary and KV-cache sampling), also of a run on non-ASCII text (whole
-// characters in the prompt and the output); a digits run gives a message, not a crash.
+// characters in the prompt and the output); several samples side by side; a digits run gives a
+// message, not a crash.
 #include <QFile>
 #include <QDoubleSpinBox>
 #include <QLabel>
 #include <QLineEdit>
+#include <QSpinBox>
 #include <QFileInfo>
 #include <QtTest>
 #include <fstream>
@@ -12,6 +14,7 @@
 #include "gui_support.h"
 #include "main_window.h"
 #include "text_panel.h"
+#include "decode/text_generation.h"
 
 using namespace trainlab::app;
 
@@ -20,18 +23,24 @@ class TestTextPanel : public QObject {
  private:
   QTemporaryDir m_tmp;
 
- private slots:
-  void initTestCase() { gui_test::isolate_settings("test_text_panel"); }
-
-  void generatesWithCharGpt() {
+  // A char-gpt run of a few steps on the CPU under runs/<name>: its folder.
+  QString train_char_gpt(const QString& name) {
     trainlab::Config c;
     c.set("model.name", "char-gpt");
     c.set("train.steps", "3");
     c.set("train.batch", "8");
     c.set("device.name", "cpu");
-    const QString dir = m_tmp.filePath("runs/cg");
+    const QString dir = m_tmp.filePath("runs/" + name);
     c.set_json("run.out", dir.toStdString());
     trainlab::Trainer(c).run();
+    return dir;
+  }
+
+ private slots:
+  void initTestCase() { gui_test::isolate_settings("test_text_panel"); }
+
+  void generatesWithCharGpt() {
+    const QString dir = train_char_gpt("cg");
     QVERIFY(QFile::exists(dir + "/model.safetensors"));
 
     MainWindow w(m_tmp.filePath("runs"));
@@ -68,6 +77,61 @@ class TestTextPanel : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT(spy.count() == 4, 30000);
     QVERIFY(!spy.at(3).at(0).toBool());
     QVERIFY(p.output().startsWith("Cannot generate"));
+  }
+
+  // Samples side by side: a labelled block each, the tokens/s of all of them, and the texts the
+  // library (and so `trainlab-cli generate --samples 3`, seed 1) gives; at temperature 0 every
+  // sample is the one greedy text; with a draft a message naming both options.
+  void generatesSamplesSideBySide() {
+    const QString dir = train_char_gpt("samples");
+    TextPanel p;
+    p.set_weights(dir);
+    auto* count = p.findChild<QSpinBox*>("samples");
+    QVERIFY(count);
+    QCOMPARE(count->minimum(), 1);
+    QCOMPARE(count->maximum(), 16);
+    QCOMPARE(count->value(), 1);
+    p.findChild<QSpinBox*>("characters")->setValue(60);
+    count->setValue(3);
+    QSignalSpy spy(&p, &TextPanel::generated);
+    QVERIFY(p.generate());
+    QTRY_VERIFY_WITH_TIMEOUT(spy.count() == 1, 30000);
+    QVERIFY2(spy.at(0).at(0).toBool(), qPrintable(spy.at(0).at(1).toString()));
+    QCOMPARE(p.samples().size(), 3);
+    trainlab::GenerateRequest r;
+    r.weights = p.weights().toStdString();
+    r.prompt = "ROMEO:";
+    r.tokens = 60;
+    r.sample.temperature = 0.8f;  // the panel's default
+    r.samples = 3;
+    const trainlab::GenerateResult want = trainlab::generate_text(r);
+    for (int b = 0; b < 3; ++b) {
+      QCOMPARE(p.samples()[b], QString::fromStdString("ROMEO:" + want.samples[static_cast<size_t>(b)]));
+      QVERIFY(p.output().contains(QString("sample %1 of 3").arg(b + 1)));
+      QVERIFY(p.output().contains(p.samples()[b]));
+    }
+    QVERIFY(p.samples()[0] != p.samples()[1]);
+    const QString speed = p.findChild<QLabel*>("speed")->text();
+    QVERIFY2(speed.contains("tokens/s over all 3 samples"), qPrintable(speed));
+    QVERIFY(p.tokens_per_s() > 0);
+
+    p.findChild<QDoubleSpinBox*>()->setValue(0.0);
+    QVERIFY(p.generate());
+    QTRY_VERIFY_WITH_TIMEOUT(spy.count() == 2, 30000);
+    const QStringList greedy = p.samples();
+    count->setValue(1);
+    QVERIFY(p.generate());
+    QTRY_VERIFY_WITH_TIMEOUT(spy.count() == 3, 30000);
+    QCOMPARE(p.samples().size(), 1);
+    QCOMPARE(p.output(), p.samples()[0]);  // one sample: the text alone, no label
+    for (const QString& g : greedy) QCOMPARE(g, p.output());
+
+    count->setValue(2);
+    p.set_draft(dir, 2);
+    QVERIFY(p.generate());
+    QTRY_VERIFY_WITH_TIMEOUT(spy.count() == 4, 30000);
+    QVERIFY(!spy.at(3).at(0).toBool());
+    QVERIFY2(p.output().contains("--samples 2 with --draft"), qPrintable(p.output()));
   }
 
   // A char-gpt run started in the window is offered for generation as soon as it ends, without

@@ -1,11 +1,14 @@
 // The first start and the window's messages (issue 21): with nothing remembered the window loads a
 // digits run that lasts tens of seconds on a CPU (presets/digits-first-run.json) and, once it
 // starts, suggests one setting to change while it trains (the message bar: non-modal); the message
-// bar's icons are glyphs the desktop's fonts have (the GPU notice showed a box); View > System
+// bar's icons are glyphs the desktop's fonts have (the GPU notice showed a box) and its colours
+// follow the palette (dark on the dark palette); View > System
 // metrics plots the run's CPU utilisation (and says there are no GPU metrics without a GPU).
 #include <QAction>
 #include <QDockWidget>
 #include <QFontMetrics>
+#include <QFrame>
+#include <QLabel>
 #include <QProgressBar>
 #include <QTextDocument>
 #include <QtTest>
@@ -13,6 +16,7 @@
 
 #include "gui_support.h"
 #include "main_window.h"
+#include "palette.h"
 #include "trainer_worker.h"
 
 using namespace trainlab::app;
@@ -34,6 +38,38 @@ class TestWindowHints : public QObject {
       const QFontMetrics fm(w.font());
       for (const uint c : doc.toPlainText().toUcs4())
         if (c > 127) QVERIFY2(fm.inFontUcs4(c), qPrintable(QString("%1: U+%2 is not in the font").arg(kind).arg(c, 4, 16)));
+    }
+  }
+
+  // The message bar (the first run's hint) takes its colours from the palette: on the dark palette
+  // a dark bar with light text (it stayed light, with dark text), and light again on the system's.
+  void messageBarFollowsThePalette() {
+    MainWindow w(m_tmp.filePath("runs"));
+    w.resize(1000, 700);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    w.show_message("info", MainWindow::first_run_hint());
+    auto* bar = w.findChild<QFrame*>("message_bar");
+    auto* label = bar->findChild<QLabel*>();
+    QVERIFY(bar && label);
+    auto background = [&] {
+      QApplication::processEvents();
+      return QColor(bar->grab().toImage().pixel(bar->width() / 2, 2)).lightness();
+    };
+    auto text = [&] {
+      label->ensurePolished();
+      return label->palette().color(QPalette::WindowText).lightness();
+    };
+    const int light_bg = background(), light_text = text();
+    QVERIFY2(light_bg > 170 && light_text < 90, qPrintable(QString("%1 %2").arg(light_bg).arg(light_text)));
+    use_dark_palette(true);
+    const int dark_bg = background(), dark_text = text();
+    use_dark_palette(false);
+    QVERIFY2(dark_bg < 90 && dark_text > 170, qPrintable(QString("%1 %2").arg(dark_bg).arg(dark_text)));
+    QCOMPARE(background(), light_bg);
+    for (const char* kind : {"warning", "error"}) {  // each kind keeps its own tint
+      w.show_message(kind, "a message");
+      QVERIFY(background() > 150);
     }
   }
 
