@@ -31,14 +31,18 @@ static void round_tf32(float* p, size_t n) {
   for (size_t i = 0; i < n; ++i) p[i] = tf32_round(p[i]);
 }
 
-// dst[rows, cols] (dense) = fp32 of the block at (r0, c0) of the row-major matrix t.
+// dst[rows, cols] (dense) = fp32 of the block at (r0, c0) of the row-major matrix t. A block of
+// whole rows is one run of memory and is converted in one call (the values are converted one by
+// one, so the bits are the same); otherwise row by row, the rows found by their stride.
 void load_block(const Tensor& t, int64_t r0, int64_t rows, int64_t c0, int64_t cols, float* dst, bool tf32,
                 const Fp8Cast* cast) {
   const int64_t ld = t.dim(1);
+  const size_t stride = dtype_bytes(t.dtype(), static_cast<size_t>(ld));
+  const char* src = elem_ptr(t, r0 * ld + c0);
+  if (cols == ld) cols *= rows, rows = 1;
   uint32_t amax = 0;
-  for (int64_t r = 0; r < rows; ++r) {
+  for (int64_t r = 0; r < rows; ++r, src += stride) {
     float* row = dst + r * cols;
-    const char* src = elem_ptr(t, (r0 + r) * ld + c0);
     if (cast) {  // converted, scaled and cast in one pass (with the maximum |x|)
       amax = std::max(amax, convert_round_scaled(t.dtype(), src, cast->format, cast->scale, row, static_cast<size_t>(cols)));
       continue;
@@ -52,8 +56,10 @@ void load_block(const Tensor& t, int64_t r0, int64_t rows, int64_t c0, int64_t c
 // The block at (r0, c0) of t = src[rows, cols] (row stride ld_src), rounded to t's format.
 void store_block(const float* src, int64_t ld_src, Tensor& t, int64_t r0, int64_t rows, int64_t c0, int64_t cols) {
   const int64_t ld = t.dim(1);
-  for (int64_t r = 0; r < rows; ++r)
-    from_f32(src + r * ld_src, t.dtype(), elem_ptr(t, (r0 + r) * ld + c0), static_cast<size_t>(cols));
+  const size_t stride = dtype_bytes(t.dtype(), static_cast<size_t>(ld));
+  char* dst = elem_ptr(t, r0 * ld + c0);
+  if (cols == ld && ld_src == cols) cols *= rows, rows = 1;
+  for (int64_t r = 0; r < rows; ++r, dst += stride) from_f32(src + r * ld_src, t.dtype(), dst, static_cast<size_t>(cols));
 }
 
 namespace {
@@ -80,34 +86,37 @@ CallBlocks call_blocks(int64_t m, int64_t n, int64_t k, bool a_direct, bool b_di
 }
 
 // The conversion blocks: MB x KB of A, KB x NB of B and MB x NB of C, multiples of the calls'
-// blocks within `work` floats each, chosen (over NB = all of n, half, ...) for the fewest
-// values converted: A once per column block, B once per row block unless one inner block
-// holds all of k (then once), and a little for each block's setup.
+// blocks (each dimension the call's block times a power of 2, or all of it) holding at most
+// `budget` floats together, chosen for the fewest values converted: A once per column block,
+// B once per row block unless one inner block holds all of k (then once), and a little for
+// each block's setup. The calls' own blocks are always allowed (3 x kGemmWork floats at most).
 struct SuperBlocks {
   int64_t mb = 1, nb = 1, kb = 1;
 };
 SuperBlocks super_blocks(int64_t m, int64_t n, int64_t k, const CallBlocks& g, bool a_direct, bool b_direct,
-                         bool c_direct, int64_t work) {
-  const auto up = [](int64_t x, int64_t q) { return std::max(q, (x + q - 1) / q * q); };
-  const auto fit = [](int64_t limit, int64_t q) { return std::max(q, limit / q * q); };
+                         bool c_direct, int64_t budget) {
   const auto ceil_div = [](int64_t x, int64_t y) { return (std::max<int64_t>(x, 1) + y - 1) / y; };
-  SuperBlocks best;
+  const auto sizes = [&](int64_t q, int64_t dim) {  // q, 2q, 4q, ... and the multiple of q covering dim
+    std::vector<int64_t> v;
+    const int64_t full = ceil_div(dim, q) * q;
+    for (int64_t x = q; x < full; x *= 2) v.push_back(x);
+    v.push_back(full);
+    return v;
+  };
+  const std::vector<int64_t> ms = sizes(g.mb, m), ns = sizes(g.nb, n), ks = sizes(g.kc, k);
+  SuperBlocks best{g.mb, g.nb, g.kc};
   int64_t best_cost = -1;
-  for (int64_t nb = up(n, g.nb);; nb = fit(nb / 2, g.nb)) {
-    SuperBlocks s;
-    s.nb = nb;
-    s.mb = up(m, g.mb);
-    if (!a_direct) s.mb = std::min(s.mb, fit(work / g.kc, g.mb));
-    if (!c_direct) s.mb = std::min(s.mb, fit(work / nb, g.mb));
-    s.kb = up(k, g.kc);
-    if (!a_direct) s.kb = std::min(s.kb, fit(work / s.mb, g.kc));
-    if (!b_direct) s.kb = std::min(s.kb, fit(work / nb, g.kc));
-    const bool fits = (c_direct || s.mb * nb <= work || nb == g.nb) && (b_direct || s.kb * nb <= work || nb == g.nb);
-    const int64_t ib = ceil_div(m, s.mb), jb = ceil_div(n, nb), kb = ceil_div(k, s.kb);
-    const int64_t cost = (a_direct ? 0 : m * k * jb) + (b_direct ? 0 : kb == 1 ? k * n : k * n * ib) + ib * jb * kb * 4096;
-    if (fits && (best_cost < 0 || cost < best_cost)) best = s, best_cost = cost;
-    if (nb <= g.nb) break;
-  }
+  for (int64_t mb : ms)
+    for (int64_t nb : ns)
+      for (int64_t kb : ks) {
+        const int64_t M = std::min(mb, std::max<int64_t>(m, 1)), N = std::min(nb, std::max<int64_t>(n, 1));
+        const int64_t K = std::min(kb, std::max<int64_t>(k, 1));
+        const int64_t floats = (a_direct ? 0 : M * K) + (b_direct ? 0 : K * N) + (c_direct ? 0 : M * N);
+        if (floats > budget && !(mb == g.mb && nb == g.nb && kb == g.kc)) continue;
+        const int64_t ib = ceil_div(m, mb), jb = ceil_div(n, nb), kn = ceil_div(k, kb);
+        const int64_t cost = (a_direct ? 0 : m * k * jb) + (b_direct ? 0 : kn == 1 ? k * n : k * n * ib) + ib * jb * kn * 4096;
+        if (best_cost < 0 || cost < best_cost) best = {mb, nb, kb}, best_cost = cost;
+      }
   return best;
 }
 
@@ -228,9 +237,9 @@ void panel_gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, f
   // products took 2x longer split in two).
   const bool side_by_side = g.mb * g.nb * g.kc <= 65536 * 4 && threads > 1;
   const int want = side_by_side ? static_cast<int>(std::clamp<int64_t>((m * n * std::max<int64_t>(k, 1)) >> 23, 1, threads)) : 1;
-  const int64_t work = std::max(kGemmWork, conversion_budget(a, b, c) / (3 * want));
+  const int64_t budget = std::max(3 * kGemmWork, conversion_budget(a, b, c) / want);  // a thread's floats
   const BlockedGemm p{a, b, c, ta, tb, tf32, alpha, beta, epilogue, m, n, k, a_direct, b_direct, c_direct, g,
-                      super_blocks(m, n, k, g, a_direct, b_direct, c_direct, work)};
+                      super_blocks(m, n, k, g, a_direct, b_direct, c_direct, budget)};
   const auto cap = [](int64_t blk, int64_t dim) { return std::min(blk, std::max<int64_t>(dim, 1)); };
   const int64_t asz = a_direct ? 0 : cap(p.s.mb, m) * cap(p.s.kb, k), bsz = b_direct ? 0 : cap(p.s.kb, k) * cap(p.s.nb, n);
   const int64_t per_thread = asz + bsz + (c_direct ? 0 : cap(p.s.mb, m) * cap(p.s.nb, n));
