@@ -90,11 +90,15 @@ CallBlocks call_blocks(int64_t m, int64_t n, int64_t k, bool a_direct, bool b_di
 // `budget` floats together, chosen for the fewest values converted: A once per column block,
 // B once per row block unless one inner block holds all of k (then once), and a little for
 // each block's setup. The calls' own blocks are always allowed (3 x kGemmWork floats at most).
+// `total` floats are shared by `threads` threads, each with its own blocks, or (shared_b) all of
+// B is converted once for every thread and each has its own A and C blocks.
 struct SuperBlocks {
   int64_t mb = 1, nb = 1, kb = 1;
+  bool shared_b = false;
 };
 SuperBlocks super_blocks(int64_t m, int64_t n, int64_t k, const CallBlocks& g, bool a_direct, bool b_direct,
-                         bool c_direct, int64_t budget) {
+                         bool c_direct, int64_t total, int threads) {
+  const int64_t budget = std::max(3 * kGemmWork, total / threads);  // a thread's floats
   const auto ceil_div = [](int64_t x, int64_t y) { return (std::max<int64_t>(x, 1) + y - 1) / y; };
   const auto sizes = [&](int64_t q, int64_t dim) {  // q, 2q, 4q, ... and the multiple of q covering dim
     std::vector<int64_t> v;
@@ -117,14 +121,23 @@ SuperBlocks super_blocks(int64_t m, int64_t n, int64_t k, const CallBlocks& g, b
         const int64_t cost = (a_direct ? 0 : m * k * jb) + (b_direct ? 0 : kn == 1 ? k * n : k * n * ib) + ib * jb * kn * 4096;
         if (best_cost < 0 || cost < best_cost) best = {mb, nb, kb}, best_cost = cost;
       }
+  const int64_t M0 = std::max<int64_t>(m, 1), N = std::max<int64_t>(n, 1), K = std::max<int64_t>(k, 1);
+  if (threads > 1 && !b_direct)
+    for (int64_t mb : ms) {  // all of B shared: A and B converted once
+      const int64_t M = std::min(mb, M0), ib = ceil_div(m, mb);
+      const int64_t floats = K * N + threads * ((a_direct ? 0 : M * K) + (c_direct ? 0 : M * N));
+      const int64_t cost = (a_direct ? 0 : m * k) + k * n + ib * 4096;
+      if (floats <= total && ib >= threads && cost < best_cost) best = {mb, ns.back(), ks.back(), true}, best_cost = cost;
+    }
   return best;
 }
 
-// The floats a product may hold converted, all slots and threads together: kGemmWork a slot, or
-// more for a larger product, but never more than what storing its two smaller tensors in 16 bits
-// saves (half a float an element). Of A, B and C, the largest may be a weight (whose 16-bit copy
-// sits beside its fp32 master); the other two are activations or gradients held in 16 bits, so
-// the workspace stays below what the 16-bit run saves on them.
+// The floats a product may hold converted, all threads together: 3 x kGemmWork, or more for a
+// larger product, but never more than what storing its two smaller tensors in 16 bits saves (half
+// a float an element). Two of a linear layer's three tensors are activations held in 16 bits (x
+// and y, dy and dx, or x and dy; the third is a weight or its gradient, whose savings the fp32
+// master takes back), and the two smaller tensors hold no more elements than those two, so the
+// workspace stays below what the 16-bit run saves on its activations.
 int64_t conversion_budget(const Tensor& a, const Tensor& b, const Tensor& c) {
   const Tensor* t[3] = {&a, &b, &c};
   std::sort(t, t + 3, [](const Tensor* x, const Tensor* y) { return x->numel() < y->numel(); });
@@ -237,30 +250,36 @@ void panel_gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, f
   // products took 2x longer split in two).
   const bool side_by_side = g.mb * g.nb * g.kc <= 65536 * 4 && threads > 1;
   const int want = side_by_side ? static_cast<int>(std::clamp<int64_t>((m * n * std::max<int64_t>(k, 1)) >> 23, 1, threads)) : 1;
-  const int64_t budget = std::max(3 * kGemmWork, conversion_budget(a, b, c) / want);  // a thread's floats
   const BlockedGemm p{a, b, c, ta, tb, tf32, alpha, beta, epilogue, m, n, k, a_direct, b_direct, c_direct, g,
-                      super_blocks(m, n, k, g, a_direct, b_direct, c_direct, budget)};
+                      super_blocks(m, n, k, g, a_direct, b_direct, c_direct, conversion_budget(a, b, c), want)};
   const auto cap = [](int64_t blk, int64_t dim) { return std::min(blk, std::max<int64_t>(dim, 1)); };
   const int64_t asz = a_direct ? 0 : cap(p.s.mb, m) * cap(p.s.kb, k), bsz = b_direct ? 0 : cap(p.s.kb, k) * cap(p.s.nb, n);
-  const int64_t per_thread = asz + bsz + (c_direct ? 0 : cap(p.s.mb, m) * cap(p.s.nb, n));
+  const int64_t shared = p.s.shared_b ? bsz : 0, per_thread = asz + bsz - shared + (c_direct ? 0 : cap(p.s.mb, m) * cap(p.s.nb, n));
   // The blocks of C, column strip by column strip; each thread takes a contiguous run of them (so
-  // converts a strip of B once per strip it enters) with its own buffers, all in slot 1.
+  // converts a strip of B once per strip it enters, or reads the shared B) with its own buffers,
+  // all in slot 1.
   const int64_t iblocks = (std::max<int64_t>(m, 1) + p.s.mb - 1) / p.s.mb, jblocks = (std::max<int64_t>(n, 1) + p.s.nb - 1) / p.s.nb;
   const int outer = static_cast<int>(std::min<int64_t>(want, iblocks * jblocks));
-  float* base = scratch(1, static_cast<size_t>(std::max<int64_t>(outer * per_thread, 1)));
+  float* base = scratch(1, static_cast<size_t>(std::max<int64_t>(shared + outer * per_thread, 1)));
+  if (p.s.shared_b) {
+    if (!tb)
+      load_block(b, 0, k, 0, n, base, tf32, cast_b);
+    else
+      load_block(b, 0, n, 0, k, base, tf32, cast_b);
+  }
   std::vector<uint32_t> amax(2 * static_cast<size_t>(outer), 0u);
   parallel_for(iblocks * jblocks, outer, [&](int t, int64_t first, int64_t end) {
     Buffers buf;
-    float* mine = base + t * per_thread;
+    float* mine = base + shared + t * per_thread;
     if (!a_direct) buf.a = mine;
-    if (!b_direct) buf.b = mine + asz;
-    if (!c_direct) buf.c = mine + asz + bsz;
+    if (!b_direct) buf.b = p.s.shared_b ? base : mine + asz;
+    if (!c_direct) buf.c = mine + asz + bsz - shared;
     Fp8Cast ca = cast_a ? *cast_a : Fp8Cast{}, cb = cast_b ? *cast_b : Fp8Cast{};  // maxima per thread
     ca.amax_bits = &amax[2 * static_cast<size_t>(t)];
     cb.amax_bits = &amax[2 * static_cast<size_t>(t) + 1];
-    bool b_held = false;
+    bool b_held = p.s.shared_b;
     for (int64_t blk = first; blk < end; ++blk) {
-      if (blk == first || blk % iblocks == 0) b_held = false;
+      if (!p.s.shared_b && (blk == first || blk % iblocks == 0)) b_held = false;
       p.run_block(blk % iblocks * p.s.mb, blk / iblocks * p.s.nb, buf, cast_a ? &ca : nullptr, cast_b ? &cb : nullptr,
                   b_held, outer == 1 ? want : 1);
     }
