@@ -219,7 +219,11 @@ void BlockedGemm::run_block(int64_t I0, int64_t J0, const Buffers& buf, const Fp
         if (!c_direct) store_block(pc, ldc, c, i0, in, j0, jn);
       }
     };
-    parallel_for((MB + g.mb - 1) / g.mb * jblocks, inner_threads, run);
+    const int64_t calls = (MB + g.mb - 1) / g.mb * jblocks;
+    if (inner_threads > 1)
+      parallel_for(calls, inner_threads, run);
+    else
+      run(0, 0, calls);  // no thread to start: called directly (a digits step makes ~100 of these)
     P0 += s.kb;
   } while (P0 < k);
 }
