@@ -1,10 +1,10 @@
 // The CPU backend's format conversions and its blocked matrix product (cpu_panels.cpp).
 //
 // Operands that are not plain fp32 (16-bit and fp8 formats, or fp32 with tf32 rounding) are converted
-// to fp32 a block at a time, and results are computed in blocks and rounded back, so the conversion
-// workspace of a product stays bounded (kGemmWork floats a slot) whatever the batch or the matrix
-// sizes. Converting whole tensors would make the workspace grow with the batch, and a 16-bit run
-// would then hold more memory than the fp32 run it replaces. The elementwise loops split the
+// to fp32 a block at a time, and results are computed in blocks and rounded back. The conversion
+// workspace of a product grows with the product but stays below what storing its two smaller
+// tensors in 16 bits saves (kGemmWork floats a slot at least), so a 16-bit run never holds more
+// memory than the fp32 run it replaces, whatever the batch. The elementwise loops split the
 // elements (kPanel at a time) and row reductions keep their row order, so they give the same bits
 // as whole-tensor conversions; the products make the same sgemm calls (64 x 64 blocks of the
 // result, panels of 64 of the inner dimension accumulated in fp32) however their operands are
@@ -20,7 +20,7 @@
 namespace trainlab::cpu {
 
 constexpr int64_t kPanel = 4096;      // elements a step of the elementwise loops
-constexpr int64_t kGemmWork = 4096;  // floats at most in each of panel_gemm's three slots (16 KiB, as before)
+constexpr int64_t kGemmWork = 4096;  // floats panel_gemm may always use for each of A, B and C (16 KiB)
 
 // dst[i] = fp32 of n values of format t (exact widening; vectorised).
 void to_f32(DType t, const void* src, float* dst, size_t n);
@@ -61,9 +61,11 @@ using BlockEpilogue = std::function<void(float* block, int64_t ld, int64_t i0, i
 // C[m,n] = alpha op(A) op(B) + beta C through cblas_sgemm; with everything fp32 it is one sgemm on
 // the tensors. Otherwise C is computed in blocks, each as a sum over the inner dimension's panels
 // of 64 (one sgemm each, beta for the first, then accumulated in fp32), converting
-// whatever is not plain fp32 into workspace slots 1, 2, 3 (A, B and C) in blocks of up to
-// kGemmWork floats: each value of A and B is converted as few times as that allows (once for the
-// products of the lab's models), and the calls of a large product run on `threads` threads.
+// whatever is not plain fp32 into blocks of A, B and C in workspace slot 1, within the budget
+// above: each value of A and B is converted as few times as that allows. A product of at least
+// 2^23 multiply-adds a thread runs on up to `threads` threads, each taking a run of C's blocks
+// with buffers of its own (B converted once for all of them where that fits); the sgemm calls,
+// and so the bits, are the same whatever the blocks or the threads.
 // cast_a / cast_b (optional): the operands' fp8 casts (then never read in place).
 void panel_gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, float alpha, float beta, bool tf32,
                 const Scratch& scratch, const BlockEpilogue* epilogue, const Fp8Cast* cast_a = nullptr,
