@@ -122,6 +122,7 @@ class CpuBackend final : public Backend {
     float history[3][kFp8History] = {};
     float scale[3] = {1.0f, 1.0f, 1.0f};
     uint32_t seen[3] = {0, 0, 0};
+    std::weak_ptr<Storage> owner;  // the weight it was made for (backend/per_weight.h)
   };
   // The casts of a product's operands a and b, and alpha = the product of their inverse scales;
   // inactive when the layer computes in bf16 (where the CUDA backend does: fp8_linear_eligible,

@@ -18,6 +18,7 @@
 #include "backend/cpu_fp8.h"
 
 #include "backend/cpu_backend.h"
+#include "backend/per_weight.h"
 
 namespace trainlab {
 
@@ -77,7 +78,7 @@ CpuBackend::Fp8Product CpuBackend::fp8_forward_product(const Tensor& x, const Te
   const int64_t m = x.dim(0), k = x.dim(1), n = w.dim(0);
   if (!fp8_linear_eligible(m, k, n, act == Activation::GELU, pre != nullptr)) return {};
   if (y.dtype() != DType::BF16 || (bias && bias->dtype() != DType::BF16)) return {};
-  Fp8LayerState& L = m_fp8_layers[w.raw()];
+  Fp8LayerState& L = per_weight_state(m_fp8_layers, w);
   const float step = m_scalars.step;
   Fp8Product p;
   p.active = true;
@@ -95,10 +96,10 @@ CpuBackend::Fp8Product CpuBackend::fp8_forward_product(const Tensor& x, const Te
 std::pair<CpuBackend::Fp8Product, CpuBackend::Fp8Product> CpuBackend::fp8_backward_products(
     const Tensor& x, const Tensor& w, const Tensor& g, Activation act, const Tensor& dw, const Tensor* dx) {
   const int64_t m = x.dim(0), k = x.dim(1), n = w.dim(0);
-  const auto it = m_fp8_layers.find(w.raw());
-  if (it == m_fp8_layers.end() || !fp8_linear_eligible(m, k, n, act == Activation::GELU, false)) return {};
+  Fp8LayerState* found = per_weight_find(m_fp8_layers, w);
+  if (!found || !fp8_linear_eligible(m, k, n, act == Activation::GELU, false)) return {};
   if (g.dtype() != DType::BF16 || dw.dtype() != DType::BF16 || (dx && dx->dtype() != DType::BF16)) return {};
-  Fp8LayerState& L = it->second;
+  Fp8LayerState& L = *found;
   const Fp8Cast cg = delayed_cast(L.history[2], m_scalars.step, false, L.seen[2]);
   L.scale[2] = cg.scale;
   const float inv_g = 1.0f / L.scale[2];

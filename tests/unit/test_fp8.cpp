@@ -267,6 +267,48 @@ class TestFp8 : public QObject {
       QVERIFY2(bf != got, "the fp8 product equals the bf16 one");
     }
   }
+  // A weight freed and another made at the same address (what the CUDA caching allocator does
+  // nearly every time; forced here with one buffer under both) gets scales of its own: its first
+  // fp8 step equals a fresh backend's, not one scaled by the freed weight's history.
+  void newWeightAtAFreedAddressStartsAfresh() {
+    const int64_t m = 16, k = 32, n = 16;
+    std::vector<uint16_t> bytes(size_t(n * k));
+    const auto weight_over = [&](CpuBackend& be, float scale) {
+      auto storage = std::make_shared<Storage>(bytes.data(), bytes.size() * 2, MemCategory::Weights, DeviceKind::Cpu,
+                                               nullptr, [](void*, size_t) {});
+      Tensor w(storage, {n, k}, DType::BF16);
+      std::vector<float> v(size_t(n * k));
+      std::mt19937 rng(3);
+      std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+      for (auto& e : v) e = u(rng) * scale;
+      be.upload(w, v.data(), DType::F32);
+      return w;
+    };
+    const auto step = [&](CpuBackend& be, const Tensor& w, int t) {
+      StepScalars sc;
+      sc.step = float(t);
+      be.set_step_scalars(sc);
+      Tensor x = be.empty({m, k}, DType::BF16, MemCategory::Workspace), y = be.empty({m, n}, DType::BF16, MemCategory::Workspace);
+      std::vector<float> xs(size_t(m * k));
+      for (size_t i = 0; i < xs.size(); ++i) xs[i] = std::sin(0.37f * float(i)) * 0.05f;
+      be.upload(x, xs.data(), DType::F32);
+      be.linear_forward(x, w, nullptr, Activation::None, y, nullptr, MatmulMode::Fp8);
+      std::vector<float> out(size_t(m * n));
+      be.download(y, out.data(), DType::F32);
+      return out;
+    };
+    CpuBackend be;
+    {
+      const Tensor old = weight_over(be, 40.0f);  // large maxima: its scales are far from 1
+      for (int t = 0; t < 3; ++t) step(be, old, t);
+    }
+    const Tensor w = weight_over(be, 0.02f);
+    const std::vector<float> reused = step(be, w, 3);
+    CpuBackend fresh_be;
+    const Tensor w2 = weight_over(fresh_be, 0.02f);
+    QCOMPARE(w.raw(), w2.raw());
+    QCOMPARE(reused, step(fresh_be, w2, 3));
+  }
 };
 
 QTEST_APPLESS_MAIN(TestFp8)

@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/per_weight.h"
 #include "fp8.cuh"
 #include "elementwise.cuh"
 #include "gemm.cuh"
@@ -54,7 +55,7 @@ Fp8Gemm::Layer& Fp8Gemm::layer(const Tensor& w, int64_t m, int64_t k, int64_t n)
     m_handle = h;
     m_workspace = m_be.empty({static_cast<int64_t>(kWorkspaceBytes)}, DType::I8, MemCategory::Workspace);
   }
-  Layer& L = m_layers[w.raw()];
+  Layer& L = per_weight_state(m_layers, w);
   auto ensure = [&](Tensor& t, Shape s, DType dt, MemCategory c) {
     if (!t.defined() || t.shape() != s || t.dtype() != dt) {
       t = Tensor();
@@ -171,10 +172,10 @@ bool Fp8Gemm::forward(const Tensor& x, const Tensor& w, const Tensor* bias, Acti
 bool Fp8Gemm::backward(const Tensor& x, const Tensor& w, Tensor& dy, Activation act, const Tensor* saved, Tensor& dw,
                        Tensor* dbias, Tensor* dx, bool accumulate) {
   const int64_t m = x.dim(0), k = x.dim(1), n = w.dim(0);
-  auto it = m_layers.find(w.raw());
-  if (it == m_layers.end() || act == Activation::GELU) return false;  // forward ran in bf16
+  Layer* found = per_weight_find(m_layers, w);
+  if (!found || act == Activation::GELU) return false;  // forward ran in bf16
   if (dy.dtype() != DType::BF16 || dw.dtype() != DType::BF16 || (dx && dx->dtype() != DType::BF16)) return false;
-  Layer& L = it->second;
+  Layer& L = *found;
   float* hist = L.hist.data<float>();
   cudaStream_t s = m_be.m_ctx.stream;
   const void* mask = act == Activation::ReLU ? saved->raw() : nullptr;

@@ -39,6 +39,7 @@ class Fp8Gemm {
     static constexpr int64_t kInvStride = 64;
     float* inv_scale(int i) { return inv.data<float>() + i * kInvStride; }
     Tensor ea, eb, eg;                  // fp32 [m, k], [n, k], [m, n]: emulated products' operands
+    std::weak_ptr<Storage> owner;       // the weight it was made for (backend/per_weight.h)
   };
   Layer& layer(const Tensor& w, int64_t m, int64_t k, int64_t n);
   // D[col-major rows x cols] = alpha * A^T B (+ beta C): cuBLASLt's fp8 TN product.
