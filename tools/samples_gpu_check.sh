@@ -26,7 +26,7 @@ cat "$D/commit.txt" >> "$S"
 (cmake -S ${SRC:-.} -B $B -G Ninja -DTRAINLAB_BUILD_APP=OFF -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
   && timeout 170 ninja -C $B -j16 trainlab-cli trainlab_cuda) > "$D/build.log" 2>&1
 stamp "build rc=$?"
-CLI=$(find $B -name trainlab-cli -type f -perm -u+x | head -1)
+CLI=$(find -L $B -name trainlab-cli -type f -perm -u+x | head -1)
 [ -z "$CLI" ] && { grep -E "error|FAILED" -A3 "$D/build.log" | head -30 | tee -a "$S"; exit 1; }
 
 W=$B/cg/model.safetensors Q=$B/cg/q4.safetensors
