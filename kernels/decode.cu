@@ -82,84 +82,9 @@ struct RowStream {
   }
 };
 
-// One wave of blocks at most (the grid is sized by occupancy, gemv_shape), going round tiles of
-// rows. A row is summed by 2^wpr_log2 warps of the block (its vectors cut in that many pieces,
-// the pieces' sums added in piece order through shared memory), each piece as before: slices of
-// S lanes (decode_slice_log2), kDepth loads in flight a lane. Warp w of the block takes piece
-// w % wpr of the rows (w / wpr) * (32 / S) + slot of the tile. Rows with few, long vectors get
-// several warps so that the GPU has enough loads in flight; the tile's first weights are loaded
-// before the prologue.
-// Blocks of 512 threads an SM the compiler is held to (registers): two for fp32 and bf16, whose
-// loops fit 64 registers; int8 and int4 would spill, so one.
-template <int F>
-constexpr int kGemvBlocksPerSm = F == kDecF32 || F == kDecBF16 ? 2 : 1;
-
-template <int F>
-__global__ void __launch_bounds__(512, kGemvBlocksPerSm<F>) decode_gemv_kernel(DecodeGemv g, int slice_log2, int wpr_log2) {
-  extern __shared__ float4 smem4[];
-  float* xs = reinterpret_cast<float*>(smem4);  // x' [K]
-  __shared__ float red[32];
-  __shared__ float piece_sum[16][32];  // [warp][slot] a piece's sums (wpr > 1)
-  __shared__ int32_t st[2];
-  constexpr bool kScaled = F == kDecI8 || F == kDecI4;
-  constexpr int E = 4 * Fmt<F>::kPerWord;  // weights per 16-byte load
-  const int64_t K = g.cols, nvec = K / E;
-  const int S = 1 << slice_log2, rows_per_warp = 32 >> slice_log2, wpr = 1 << wpr_log2;
-  const int lane = threadIdx.x & 31, sub = lane & (S - 1), slot = lane >> slice_log2;
-  const int warp = threadIdx.x >> 5, piece = warp & (wpr - 1);
-  const int64_t tile_rows = int64_t{static_cast<int>(blockDim.x >> 5) >> wpr_log2} * rows_per_warp;
-  const int64_t tiles = (g.rows + tile_rows - 1) / tile_rows;
-  const int64_t per_piece = ((nvec + wpr - 1) / wpr + S - 1) / S * S;  // whole rounds of the slice
-  const int64_t v_begin = piece * per_piece, v_end = min(nvec, v_begin + per_piece);
-  const int64_t row_in_tile = int64_t{warp >> wpr_log2} * rows_per_warp + slot;
-  RowStream<F> w(g, nvec, S, v_end);
-  int64_t row = int64_t{blockIdx.x} * tile_rows + row_in_tile;
-  w.start(row);
-  w.load(v_begin + sub);  // independent of earlier kernels: issued before waiting for them (PDL)
-  wait_for_previous_grid();
-  if (g.state && threadIdx.x < 2) {
-    st[threadIdx.x] = static_cast<const volatile int32_t*>(g.state)[threadIdx.x];  // host-written: no stale cache
-    if (g.state_out && blockIdx.x == 0) g.state_out[threadIdx.x] = st[threadIdx.x];
-  }
-  __syncthreads();
-  gemv_prologue(g, st, xs, red, blockIdx.x == 0);
-  __syncthreads();
-  const int32_t position = st[1];
-  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {  // block-uniform trip count
-    if (tile != blockIdx.x) {
-      row = tile * tile_rows + row_in_tile;
-      w.start(row);
-      w.load(v_begin + sub);
-    }
-    float acc[2] = {0.0f, 0.0f};  // two chains: even and odd loads
-    for (int64_t v0 = v_begin + sub; v0 < v_end;) {
-#pragma unroll
-      for (int i = 0; i < kDepth; ++i) {
-        const int64_t v = v0 + int64_t{i} * S;
-        if (v >= v_end) break;
-        const float part = dot16<F>(w.u[i], xs + v * E, sub);
-        if constexpr (kScaled) acc[i & 1] += w.su[i] * part;
-        else acc[i & 1] += part;
-      }
-      v0 += int64_t{kDepth} * S;
-      if (v0 >= v_end) break;
-      w.load(v0);
-    }
-    float sum = acc[0] + acc[1];
-    for (int o = S >> 1; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    if (wpr > 1) {
-      if (sub == 0) piece_sum[warp][slot] = sum;
-      __syncthreads();
-      if (piece == 0 && sub == 0)
-        for (int p = 1; p < wpr; ++p) sum += piece_sum[warp + p][slot];
-      __syncthreads();  // the sums are read before the next tile writes them
-    }
-    if (row < g.rows && sub == 0 && piece == 0) gemv_epilogue(g, row, sum, position);
-  }
-}
-
-// The batched GEMV (decode.cuh, "Batched decoding"): decode_gemv_kernel's slices, rows and load
-// pipeline, each 16-byte weight load multiplied with the x of every sequence (read from global
+// The batched GEMV (decode.cuh, "Batched decoding"): one wave of blocks at most (the grid is sized
+// by occupancy, gemv_shape), going round tiles of rows, slices of S lanes a row
+// (decode_slice_log2) with kDepth loads in flight a lane; each 16-byte weight load multiplied with the x of every sequence (read from global
 // memory, which L1 keeps for the block) and summed into one accumulator a sequence.
 template <int F>
 __global__ void __launch_bounds__(512) decode_gemv_batch_kernel(DecodeGemv g, int slice_log2) {
@@ -215,6 +140,64 @@ __global__ void __launch_bounds__(512) decode_gemv_batch_kernel(DecodeGemv g, in
   }
 }
 
+// The one-sequence GEMV on a normalised input (decode.cuh, "One sequence"): blocks of four warps,
+// as many as the rows need (the GPU starts each as another ends, so no block waits on a slow
+// one's tail), warp w taking piece w % wpr of rows (w / wpr) * (32 / S) + slot. A lane keeps D
+// 16-byte loads in flight and reissues each one as soon as it has taken it (rolling), so it never
+// waits with none in flight; x comes from global memory through L1 (no block-wide prologue). The
+// pieces' sums are added in piece order.
+constexpr int kRowsThreads = 128;
+template <int F, int D>
+__global__ void __launch_bounds__(kRowsThreads) decode_gemv_rows_kernel(DecodeGemv g, int slice_log2, int wpr_log2) {
+  __shared__ float piece_sum[kRowsThreads / 32][32];
+  constexpr bool kScaled = F == kDecI8 || F == kDecI4;
+  constexpr int E = 4 * Fmt<F>::kPerWord;  // weights per 16-byte load
+  const int64_t nvec = g.cols / E;
+  const int S = 1 << slice_log2, rows_per_warp = 32 >> slice_log2, wpr = 1 << wpr_log2;
+  const int lane = threadIdx.x & 31, sub = lane & (S - 1), slot = lane >> slice_log2;
+  const int warp = threadIdx.x >> 5, piece = warp & (wpr - 1);
+  const int64_t per_piece = ((nvec + wpr - 1) / wpr + S - 1) / S * S;
+  const int64_t v_begin = piece * per_piece, v_end = min(nvec, v_begin + per_piece);
+  const int64_t row = (int64_t{blockIdx.x} * ((kRowsThreads / 32) >> wpr_log2) + (warp >> wpr_log2)) * rows_per_warp + slot;
+  const int64_t r = row < g.rows ? row : g.rows - 1;  // rows past the last read the last (and write nothing)
+  const uint4* wrow = reinterpret_cast<const uint4*>(g.w) + r * nvec;
+  const __half* sc = static_cast<const __half*>(g.scales) + (kScaled ? r * (g.cols / g.group) : 0);
+  uint4 u[D];
+  float su[D];
+  const auto load = [&](int i, int64_t v) {
+    if (v >= v_end) return;
+    u[i] = load_stream(wrow + v);
+    if constexpr (kScaled) su[i] = __half2float(sc[v * E / g.group]);
+  };
+#pragma unroll
+  for (int i = 0; i < D; ++i) load(i, v_begin + sub + int64_t{i} * S);  // before waiting for the previous kernel (PDL)
+  wait_only_for_previous_grid();
+  float acc[2] = {0.0f, 0.0f};  // two chains: even and odd loads
+  for (int64_t v0 = v_begin + sub; v0 < v_end; v0 += int64_t{D} * S) {
+#pragma unroll
+    for (int i = 0; i < D; ++i) {
+      const int64_t v = v0 + int64_t{i} * S;
+      if (v >= v_end) break;
+      const uint4 w = u[i];
+      const float s = kScaled ? su[i] : 1.0f;
+      load(i, v + int64_t{D} * S);
+      const float part = dot16<F>(w, g.x + v * E, sub);
+      if constexpr (kScaled) acc[i & 1] += s * part;
+      else acc[i & 1] += part;
+    }
+  }
+  float sum = acc[0] + acc[1];
+  for (int o = S >> 1; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  if (wpr > 1) {
+    if (sub == 0) piece_sum[warp][slot] = sum;
+    __syncthreads();
+    if (piece == 0 && sub == 0)
+      for (int p = 1; p < wpr; ++p) sum += piece_sum[warp + p][slot];
+  }
+  if (row < g.rows && sub == 0 && piece == 0) gemv_epilogue(g, row, sum, g.state ? g.state[1] : 0);
+  let_next_grid_launch();
+}
+
 // Batched LayerNorm (decode.cuh): block b normalises sequence b's x (or its embedding sum, stored
 // into x_out) into h, with the GEMV prologue's code and order.
 constexpr int kNormThreads = 256;
@@ -244,60 +227,41 @@ __global__ void __launch_bounds__(kNormThreads) decode_batch_norm_kernel(DecodeB
 struct GemvShape {
   int slice_log2, threads;
   int64_t blocks;
-  int wpr_log2 = 0;  // log2 of the warps a row (decode_gemv_kernel)
 };
 
-// Blocks of decode_gemv_kernel<F> that fit one SM (cached: the decoder asks for every launch).
-int gemv_blocks_per_sm(int format, int threads, size_t shmem, bool batched = false) {
+// Blocks of decode_gemv_batch_kernel<F> that fit one SM (cached: the decoder asks for every launch).
+int gemv_blocks_per_sm(int format) {
   static std::mutex mu;
-  static std::map<std::tuple<int, int, size_t, bool>, int> cache;
+  static std::map<int, int> cache;
   const std::lock_guard<std::mutex> lock(mu);
-  const auto key = std::make_tuple(format, threads, shmem, batched);
-  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  if (auto it = cache.find(format); it != cache.end()) return it->second;
   int n = 0;
   cudaError_t e = cudaSuccess;
-  if (batched) switch (format) {
-      case kDecF32: e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_gemv_batch_kernel<kDecF32>, threads, shmem); break;
-      case kDecBF16: e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_gemv_batch_kernel<kDecBF16>, threads, shmem); break;
-      case kDecI8: e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_gemv_batch_kernel<kDecI8>, threads, shmem); break;
-      default: e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_gemv_batch_kernel<kDecI4>, threads, shmem); break;
-    }
-  else switch (format) {
-    case kDecF32: e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_gemv_kernel<kDecF32>, threads, shmem); break;
-    case kDecBF16: e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_gemv_kernel<kDecBF16>, threads, shmem); break;
-    case kDecI8: e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_gemv_kernel<kDecI8>, threads, shmem); break;
-    default: e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_gemv_kernel<kDecI4>, threads, shmem); break;
+  switch (format) {
+    case kDecF32: e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_gemv_batch_kernel<kDecF32>, 512, 0); break;
+    case kDecBF16: e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_gemv_batch_kernel<kDecBF16>, 512, 0); break;
+    case kDecI8: e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_gemv_batch_kernel<kDecI8>, 512, 0); break;
+    default: e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_gemv_batch_kernel<kDecI4>, 512, 0); break;
   }
   TL_CUDA_CHECK(e);
   n = std::max(n, 1);
-  cache[key] = n;
+  cache[format] = n;
   return n;
 }
 
-GemvShape gemv_shape(const DecodeGemv& g, int sm_count, size_t shmem, bool batched = false) {
+GemvShape gemv_shape(const DecodeGemv& g, int sm_count) {
   const int per_vec = g.format == kDecF32 ? 4 : g.format == kDecBF16 ? 8 : g.format == kDecI8 ? 16 : 32;
   const int64_t nvec = g.cols / per_vec;
   const int slice_log2 = decode_slice_log2(nvec), rows_per_warp = 32 >> slice_log2;
-  const int64_t row_warps = (g.rows + rows_per_warp - 1) / rows_per_warp;
-  const int per_sm = gemv_blocks_per_sm(g.format, 512, shmem, batched);
-  // Warps a row (not batched): doubled while the GPU holds that many warps at once and each
-  // lane keeps at least two loads; so that rows few and long still fill every SM with loads.
-  int wpr_log2 = 0;
-  if (!batched)
-    while (wpr_log2 < 3 && (row_warps << (wpr_log2 + 1)) <= int64_t{sm_count} * per_sm * 16 &&
-           nvec >= (int64_t{1} << (slice_log2 + wpr_log2 + 2)))
-      ++wpr_log2;
   auto blocks = [&](int w) {
-    const int64_t rows_per_block = int64_t{w >> wpr_log2} * rows_per_warp;
+    const int64_t rows_per_block = int64_t{w} * rows_per_warp;
     return (g.rows + rows_per_block - 1) / rows_per_block;
   };
-  // Small matrices, a warp a row: the fewest warps a block (4, 8 or 16) that brings the blocks
-  // down to one per SM (a token's kernels are latency-bound). Otherwise blocks of 16 warps, as
-  // many as fit the GPU at once (one wave, each block's prologue paid once), going round the rows.
-  if (wpr_log2 == 0)
-    for (const int w : {4, 8, 16})
-      if (blocks(w) <= sm_count) return {slice_log2, w * 32, blocks(w), 0};
-  return {slice_log2, 512, std::min(blocks(16), int64_t{sm_count} * per_sm), wpr_log2};
+  // Small matrices: the fewest warps a block (4, 8 or 16) that brings the blocks down to one per
+  // SM. Otherwise blocks of 16 warps, as many as fit the GPU at once (one wave), going round the rows.
+  for (const int w : {4, 8, 16})
+    if (blocks(w) <= sm_count) return {slice_log2, w * 32, blocks(w)};
+  return {slice_log2, 512, std::min(blocks(16), int64_t{sm_count} * gemv_blocks_per_sm(g.format))};
 }
 
 // Flash-decoding (decode.cuh, "Attention"): block (h, r) takes run r of head h
@@ -344,10 +308,10 @@ void same_carveout(Kernel k) {
 
 void prepare_decode_kernels() {
   static const bool done = [] {
-    same_carveout(decode_gemv_kernel<kDecF32>);
-    same_carveout(decode_gemv_kernel<kDecBF16>);
-    same_carveout(decode_gemv_kernel<kDecI8>);
-    same_carveout(decode_gemv_kernel<kDecI4>);
+    same_carveout(decode_gemv_rows_kernel<kDecF32, 4>);
+    same_carveout(decode_gemv_rows_kernel<kDecBF16, 4>);
+    same_carveout(decode_gemv_rows_kernel<kDecI8, 8>);
+    same_carveout(decode_gemv_rows_kernel<kDecI4, 8>);
     same_carveout(decode_attention_kernel);
     same_carveout(decode_gemv_batch_kernel<kDecF32>);
     same_carveout(decode_gemv_batch_kernel<kDecBF16>);
@@ -359,30 +323,42 @@ void prepare_decode_kernels() {
   (void)done;
 }
 
-void prepare_decode_gemv(int format, int64_t cols) {
-  gemv_blocks_per_sm(format, 512, static_cast<size_t>(cols) * sizeof(float));
+void prepare_decode_gemv_batch(int format) { gemv_blocks_per_sm(format); }
+
+RowsShape decode_rows_shape(int format, int64_t rows, int64_t cols) {
+  const int per_vec = format == kDecF32 ? 4 : format == kDecBF16 ? 8 : format == kDecI8 ? 16 : 32;
+  const int64_t nvec = cols / per_vec;
+  RowsShape sh;
+  // int8 and int4 (16 and 32 weights a load): 8 loads in flight a lane, int4 rows at most 16
+  // lanes (a sweep of the shapes of gpt2 and xl on the H200: BENCHMARKS.md, decoding).
+  sh.depth = format == kDecI8 || format == kDecI4 ? 8 : 4;
+  sh.slice_log2 = std::min(decode_slice_log2(nvec), format == kDecI4 ? 4 : 5);
+  // Warps a row: doubled (up to the block's four) while each lane keeps more than 2 D loads.
+  while (sh.wpr_log2 < 2 && nvec > (int64_t{2} * sh.depth << (sh.slice_log2 + sh.wpr_log2 + 1))) ++sh.wpr_log2;
+  const int64_t rows_per_block = int64_t{(kRowsThreads / 32) >> sh.wpr_log2} * (32 >> sh.slice_log2);
+  sh.blocks = (rows + rows_per_block - 1) / rows_per_block;
+  return sh;
 }
 
-void launch_decode_gemv(const DecodeGemv& g, int sm_count, bool pdl, cudaStream_t s) {
-  const size_t shmem = static_cast<size_t>(g.cols) * sizeof(float);
-  const GemvShape sh = gemv_shape(g, sm_count, shmem);
-  const dim3 grid(static_cast<unsigned>(sh.blocks));
-  const cudaLaunchConfig_t cfg = launch_config(grid, dim3(static_cast<unsigned>(sh.threads)), shmem, s, pdl);
+void launch_decode_gemv_rows(const DecodeGemv& g, const RowsShape& sh, bool pdl, cudaStream_t s) {
+  const cudaLaunchConfig_t cfg = launch_config(dim3(static_cast<unsigned>(sh.blocks)), dim3(kRowsThreads), 0, s, pdl);
+  const auto go = [&](auto kernel) { TL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, g, sh.slice_log2, sh.wpr_log2)); };
+  if (sh.depth != 4 && sh.depth != 8) throw_cuda_error(cudaErrorInvalidValue, "decode_gemv_rows: depth 4 or 8", __FILE__, __LINE__);
+  const bool d4 = sh.depth == 4;
   switch (g.format) {
-    case kDecF32: TL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_gemv_kernel<kDecF32>, g, sh.slice_log2, sh.wpr_log2)); break;
-    case kDecBF16: TL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_gemv_kernel<kDecBF16>, g, sh.slice_log2, sh.wpr_log2)); break;
-    case kDecI8: TL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_gemv_kernel<kDecI8>, g, sh.slice_log2, sh.wpr_log2)); break;
-    case kDecI4: TL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_gemv_kernel<kDecI4>, g, sh.slice_log2, sh.wpr_log2)); break;
+    case kDecF32: d4 ? go(decode_gemv_rows_kernel<kDecF32, 4>) : go(decode_gemv_rows_kernel<kDecF32, 8>); break;
+    case kDecBF16: d4 ? go(decode_gemv_rows_kernel<kDecBF16, 4>) : go(decode_gemv_rows_kernel<kDecBF16, 8>); break;
+    case kDecI8: d4 ? go(decode_gemv_rows_kernel<kDecI8, 4>) : go(decode_gemv_rows_kernel<kDecI8, 8>); break;
+    case kDecI4: d4 ? go(decode_gemv_rows_kernel<kDecI4, 4>) : go(decode_gemv_rows_kernel<kDecI4, 8>); break;
   }
-  TL_LAUNCH_CHECK("decode_gemv");
+  TL_LAUNCH_CHECK("decode_gemv_rows");
 }
-
-void prepare_decode_gemv_batch(int format) { gemv_blocks_per_sm(format, 512, 0, true); }
 
 void launch_decode_gemv_batch(const DecodeGemv& g, int sm_count, bool pdl, cudaStream_t s) {
   if (g.layout == kTcChunks) return launch_decode_gemv_tc(g, pdl, s);
   if (g.batch < 1 || g.batch > kMaxBatch || g.prologue != kPlain) throw_cuda_error(cudaErrorInvalidValue, "decode_gemv_batch: batch 1..16, kPlain prologue", __FILE__, __LINE__);
-  const GemvShape sh = gemv_shape(g, sm_count, 0, true);
+  if (g.batch == 1) return launch_decode_gemv_rows(g, decode_rows_shape(g.format, g.rows, g.cols), pdl, s);
+  const GemvShape sh = gemv_shape(g, sm_count);
   const cudaLaunchConfig_t cfg = launch_config(dim3(static_cast<unsigned>(sh.blocks)), dim3(static_cast<unsigned>(sh.threads)), 0, s, pdl);
   switch (g.format) {
     case kDecF32: TL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_gemv_batch_kernel<kDecF32>, g, sh.slice_log2)); break;

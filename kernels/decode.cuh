@@ -1,27 +1,28 @@
 // kernels/decode.cuh: the per-token kernels of the GPU char-gpt decoder
-// (core/backend/cuda/cuda_decoder.cpp): weight-only GEMVs with fused prologues and epilogues, and
-// single-query attention over the KV cache.
+// (core/backend/cuda/cuda_decoder.cpp): LayerNorms, weight-only GEMVs with fused epilogues, and
+// single-query attention over the KV cache; a kernel per operation (seven a layer), replayed as
+// one CUDA graph, or the whole token in one cooperative kernel (decode_step.cu).
 //
-// GEMV: y[r] = sum_k W[r, k] * x'[k] + bias[r] for one input vector, W [rows, cols] row-major in
-//   fp32, bf16, int8 (codes, one fp16 scale per `group` consecutive weights of a row) or packed
-//   int4 (two's-complement nibbles, low nibble first, element i of the matrix at bit 4i; fp16 scale
-//   per group). Codes are dequantised in registers: each 16-byte load gives 4 fp32, 8 bf16, 16
-//   int8 or 32 int4 weights (codes through the mantissa of 2^23, exact, no I2F), their products
-//   with x' are summed in fp32 and multiplied by the group's scale once. Weights stream past L1
-//   with 256-byte L2 fetches. A row is read by a power-of-two slice of a warp (up to 32 lanes,
-//   fewer for short rows so that every lane has loads in flight), several rows per block; the
-//   grid is sized to cover the 132 SMs where the rows allow; larger matrices run one wave of
-//   512-thread blocks (as many as fit the SMs, by occupancy) going round tiles of rows, and rows
-//   few and long are cut into 2-8 pieces, a warp a piece, summed in piece order in the block.
-//   Prologue, x' =  x                          (kPlain)
-//                   LayerNorm(x; gamma, beta)  (kLayerNorm: mean, biased variance, eps 1e-5,
-//                                               recomputed by every block from x in L2)
-//                   LayerNorm(tok[t] + pos[p]) (kEmbedLayerNorm: block 0 also stores the
-//                                               embedding sum into x_out, the residual stream)
+// GEMV: y[r] = sum_k W[r, k] * x[k] + bias[r], W [rows, cols] row-major in fp32, bf16, int8
+//   (codes, one fp16 scale per `group` consecutive weights of a row) or packed int4
+//   (two's-complement nibbles, low nibble first, element i of the matrix at bit 4i; fp16 scale per
+//   group). Codes are dequantised in registers: each 16-byte load gives 4 fp32, 8 bf16, 16 int8 or
+//   32 int4 weights (codes through the mantissa of 2^23, exact, no I2F), their products with x are
+//   summed in fp32 and multiplied by the group's scale once. Weights stream past L1 with 256-byte
+//   L2 fetches; x is read through L1.
+//   One sequence (decode_gemv_rows_kernel): blocks of four warps, as many as the rows need; a row
+//   is read by a power-of-two slice of a warp (up to 32 lanes; fewer for short rows) or, long
+//   rows, by 2 or 4 warps a piece each (summed in piece order); a lane keeps 4 (fp32, bf16) or 8
+//   (int8, int4) loads in flight, reissuing each as soon as it is taken. Each block lets the next
+//   kernel launch only as it ends (its blocks would otherwise hold the slots this one's later
+//   blocks need).
+//   LayerNorm, a kernel of its own before the GEMVs that take it (launch_decode_batch_norm):
+//                   h = LayerNorm(x; gamma, beta)  (mean, biased variance, eps 1e-5), or, the
+//                   step's first, x = tok[t] + pos[p] (stored: the residual stream), h = LN(x).
 //   Epilogue: y[r] = v | y[r] += v (residual add) | y[r] = GELU(v) (erf form) |
 //             qkv scatter: r < d -> q[r], r < 2d -> kcache[p, r - d], else vcache[p, r - 2d].
-//   The token t and position p are read from memory (state[0], state[1]) so a captured graph
-//   replays for every token: the step's first GEMV reads them from mapped pinned host memory and
+//   The token t and position p are read from memory (state[2], state[1]) so a captured graph
+//   replays for every token: the step's first kernel reads them from mapped pinned host memory and
 //   copies them to device memory (state_out) for the kernels after it.
 // Attention (flash-decoding): the positions 0..p of each head split into runs over several blocks
 //   (about two blocks an SM in all); a block computes q . k_j / sqrt(hd) (a warp a key), m = the
@@ -34,11 +35,11 @@
 //   LayerNorm + qkv (q to memory, k and v into the cache); (B) attention; (C) the projection
 //   + residual; (D) LayerNorm + fc + GELU; (E) out + residual; then the head. Before each barrier
 //   a block already loads its first weights, scales and bias of the next phase, so that after it
-//   only the activations (read through L2) are on the critical path. Rows are summed in the GEMV
-//   kernel's order where it takes a row in one piece; attention's runs differ with the block size
-//   (results agree to rounding).
-// Latency: weights, scales and LayerNorm parameters are loaded before the kernel waits for the
-//   previous one (programmatic dependent launch), 8 16-byte loads in flight per lane.
+//   only the activations (read through L2) are on the critical path. Its sums agree with the
+//   kernel-per-operation step's to rounding (the order of a row's sums and of attention's runs
+//   differs with the block size).
+// Latency: each GEMV's first weights and scales are loaded before the kernel waits for the
+//   previous one (programmatic dependent launch).
 // Requirements (checked by the decoder): cols a multiple of the format's 16-byte vector (4, 8,
 //   16, 32 weights), groups a multiple of it, 16-byte aligned rows, head dim <= 256 and a multiple of 4.
 #pragma once
@@ -83,14 +84,14 @@ struct DecodeGemv {
   int layout = kRowMajor;  // kTcChunks: stored by decode_tc_column (launch_decode_gemv_tc)
 };
 
-// Batched decoding (DecodeSpec::batch > 1), a kernel per operation:
+// Batched decoding (DecodeSpec::batch > 1), the same kernels over the sequences:
 //   LayerNorm:  h[b] = LN(x[b]) or, embedding, x[b] = tok[state[2 + b]] + pos[state[1]] then
 //               h[b] = LN(x[b]); one block a sequence (launch_decode_batch_norm).
 //   GEMV:       (fp32 weights, and rows that do not take the tensor-core layout below)
 //               y[b] = W x[b] + bias for b < batch (at most kMaxBatch), each 16-byte weight load
-//               used for every sequence: the weights are read once for the whole batch. x comes
-//               from global memory (L1 / L2: at batch 16 it outgrows shared memory); rows are
-//               sliced and summed as decode_gemv_kernel sums them. Prologue kPlain only.
+//               used for every sequence: the weights are read once for the whole batch. One wave
+//               of 512-thread blocks at most (by occupancy) going round tiles of rows, 8 loads in
+//               flight a lane; x from global memory (L1 / L2). Prologue kPlain only.
 //   Attention:  decode_attention_kernel with a third grid dimension over the sequences
 //               (DecodeAttention::batch, kv_stride).
 // Batched decoding, tensor cores (decode_tc.cu; bf16, int8 and int4 weights whose rows split into
@@ -178,19 +179,22 @@ void launch_decode_step(const DecodeStep& s, int32_t token, int32_t position, in
 // launch and outside stream capture.
 void prepare_decode_kernels();
 
-// Computes (and caches) the occupancy that sizes the GEMV grids of a matrix with `cols` columns:
-// call for every matrix outside stream capture, before its first launch.
-void prepare_decode_gemv(int format, int64_t cols);
-
-// pdl: launch with programmatic dependent launch (the kernel may start while the previous one on
-// the stream finishes, and waits for it before reading; hides most of the launch gap).
-void launch_decode_gemv(const DecodeGemv& g, int sm_count, bool pdl, cudaStream_t s);
-
-// Batched decoding (see DecodeBatchNorm above).
+// The kernel-per-operation step (see DecodeBatchNorm above), any batch from 1. pdl: launch with
+// programmatic dependent launch (the kernel may start while the previous one on the stream
+// finishes, and waits for it before reading; hides most of the launch gap).
 void launch_decode_batch_norm(const DecodeBatchNorm& n, bool pdl, cudaStream_t s);
 void launch_decode_gemv_batch(const DecodeGemv& g, int sm_count, bool pdl, cudaStream_t s);
-// As prepare_decode_gemv, for the batched GEMV of `format`.
+// Computes (and caches) the occupancy that sizes the batched GEMV's grid for `format`: call
+// outside stream capture, before the first launch.
 void prepare_decode_gemv_batch(int format);
+// The one-sequence GEMV (batch 1, kPlain, row-major weights; launch_decode_gemv_batch takes it):
+// lanes a row 2^slice_log2, warps a row 2^wpr_log2, loads in flight a lane `depth` (4 or 8).
+struct RowsShape {
+  int slice_log2 = 0, wpr_log2 = 0, depth = 4;
+  int64_t blocks = 0;
+};
+RowsShape decode_rows_shape(int format, int64_t rows, int64_t cols);
+void launch_decode_gemv_rows(const DecodeGemv& g, const RowsShape& shape, bool pdl, cudaStream_t s);
 // Whether a matrix of `format` with rows of `cols` weights in groups of `group` takes the
 // tensor-core layout; the column stored at position p of a row in it.
 bool decode_tc_layout_fits(int format, int64_t cols, int64_t group);

@@ -101,7 +101,7 @@ CudaDecoder::CudaDecoder(int device, const DecodeWeights& w, const DecodeSpec& s
     m_q = static_cast<float*>(device_alloc(BD * 4));
     m_att = static_cast<float*>(device_alloc(BD * 4));
     m_f = static_cast<float*>(device_alloc(4 * BD * 4));
-    if (m_batch > 1) m_h = static_cast<float*>(device_alloc(BD * 4));
+    m_h = static_cast<float*>(device_alloc(BD * 4));
     m_state_dev = static_cast<int32_t*>(device_alloc(nstate * sizeof(int32_t)));
     TL_CUDA_CHECK(cudaMemset(m_state_dev, 0, nstate * sizeof(int32_t)));
     m_attn.heads = m_shape.heads, m_attn.dim = D, m_attn.context = m_shape.context;
@@ -231,8 +231,7 @@ CudaDecoder::Matrix CudaDecoder::upload_matrix(const DecodeWeights& w, const std
     bytes += rows * 4;
   }
   m_weight_bytes += bytes;
-  prepare_decode_gemv(m.format, cols);  // the grid's occupancy, cached outside graph capture
-  if (m_batch > 1) prepare_decode_gemv_batch(m.format);
+  prepare_decode_gemv_batch(m.format);  // the grid's occupancy, cached outside graph capture
   return m;
 }
 
@@ -289,78 +288,6 @@ DecodeGemv CudaDecoder::gemv_of(const Matrix& m) const {
   g.layout = m.layout;
   g.state = m_state_dev;
   return g;
-}
-
-// One kernel of the step: op `op` of layer l (the head: l ignored), on m_stream.
-void CudaDecoder::launch_op(Op op, size_t l, bool pdl) {
-  if (m_batch > 1) return launch_batch_op(op, l, pdl);
-  auto gemv = [&](const Matrix& m) { return gemv_of(m); };
-  if (op == Op::Head) {
-    DecodeGemv head = gemv(m_head);  // logits = W LN(x)
-    head.prologue = kLayerNorm;
-    head.x = m_x;
-    head.gamma = m_ln_w;
-    head.beta = m_ln_b;
-    head.epilogue = kStore;
-    head.y = m_logits_mapped;
-    launch_decode_gemv(head, m_sms, pdl, m_stream);
-    return;
-  }
-  const Layer& L = m_layers[l];
-  switch (op) {
-    case Op::Qkv: {
-      DecodeGemv qkv = gemv(L.qkv);  // h = LN1(x); q | k | v = W h + b, k and v into the cache
-      qkv.prologue = l == 0 ? kEmbedLayerNorm : kLayerNorm;
-      qkv.x = m_x;
-      qkv.tok = m_tok;
-      qkv.pos = m_pos;
-      qkv.x_out = m_x;
-      qkv.gamma = L.ln1_w;
-      qkv.beta = L.ln1_b;
-      qkv.epilogue = kQkvScatter;
-      qkv.y = m_q;
-      qkv.kcache = L.k;
-      qkv.vcache = L.v;
-      // The step's first kernel reads what the host wrote: launched plainly, after the previous step.
-      if (l == 0) qkv.state = m_state_mapped, qkv.state_out = m_state_dev, pdl = false;
-      launch_decode_gemv(qkv, m_sms, pdl, m_stream);
-      break;
-    }
-    case Op::Attention: {
-      DecodeAttention att = m_attn;
-      att.q = m_q, att.k = L.k, att.v = L.v, att.y = m_att;
-      launch_decode_attention(att, pdl, m_stream);
-      break;
-    }
-    case Op::Proj: {
-      DecodeGemv proj = gemv(L.proj);  // x += W att + b
-      proj.x = m_att;
-      proj.epilogue = kAddTo;
-      proj.y = m_x;
-      launch_decode_gemv(proj, m_sms, pdl, m_stream);
-      break;
-    }
-    case Op::Fc: {
-      DecodeGemv fc = gemv(L.fc);  // f = GELU(W LN2(x) + b)
-      fc.prologue = kLayerNorm;
-      fc.x = m_x;
-      fc.gamma = L.ln2_w;
-      fc.beta = L.ln2_b;
-      fc.epilogue = kGelu;
-      fc.y = m_f;
-      launch_decode_gemv(fc, m_sms, pdl, m_stream);
-      break;
-    }
-    case Op::Out: {
-      DecodeGemv out = gemv(L.out);  // x += W f + b
-      out.x = m_f;
-      out.epilogue = kAddTo;
-      out.y = m_x;
-      launch_decode_gemv(out, m_sms, pdl, m_stream);
-      break;
-    }
-    case Op::Head: break;
-  }
 }
 
 void CudaDecoder::enqueue_step() {
@@ -462,6 +389,7 @@ void CudaDecoder::push(int32_t token) {
   TL_CUDA_CHECK(cudaSetDevice(m_device));
   m_state_host[0] = token;  // the previous step has finished (push synchronises), so the pinned
   m_state_host[1] = static_cast<int32_t>(m_len);  // buffer is free to rewrite
+  m_state_host[2] = token;                         // the sequence's token, as push_batch writes it
   run_step();
   std::memcpy(m_logits.data(), m_logits_host, m_logits.size() * sizeof(float));
   ++m_len;
@@ -501,15 +429,13 @@ void CudaDecoder::run_step() {
 }
 
 std::string CudaDecoder::describe() const {
-  if (m_batch > 1)
-    return "CUDA decoder, " + m_spec.label() + " weights, " + std::to_string(m_batch) + " sequences a step: " +
-           std::to_string(7 * m_shape.layers + 2) + " kernels (batched GEMVs" +
-           (m_head.layout == kTcChunks ? " on tensor cores" : "") + ", LayerNorms, attention)" +
-           (m_spec.cuda_graph ? " in one CUDA graph" : " launched one by one") + (m_spec.pdl ? ", programmatic dependent launch" : "");
   if (m_step_blocks > 0)
     return "CUDA decoder, " + m_spec.label() + " weights, one cooperative kernel a token (" +
            std::to_string(5 * m_shape.layers + 1) + " phases, grid barriers, " + std::to_string(m_step_blocks) + " blocks)";
-  return "CUDA decoder, " + m_spec.label() + " weights, " + std::to_string(5 * m_shape.layers + 1) + " kernels a token" +
+  const std::string seqs = m_batch > 1 ? ", " + std::to_string(m_batch) + " sequences a step" : "";
+  return "CUDA decoder, " + m_spec.label() + " weights" + seqs + ": " + std::to_string(7 * m_shape.layers + 2) +
+         " kernels a token (" + (m_batch > 1 ? "batched GEMVs" : "GEMVs") +
+         (m_head.layout == kTcChunks ? " on tensor cores" : "") + ", LayerNorms, attention)" +
          (m_spec.cuda_graph ? " in one CUDA graph" : " launched one by one") +
          (m_spec.pdl ? ", programmatic dependent launch" : "") +
          (m_spec.one_kernel ? " (the device cannot run the one-kernel step)" : "");

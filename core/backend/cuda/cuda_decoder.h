@@ -3,21 +3,21 @@
 //
 // The linear matrices live on the device in the decoder's format (fp32, bf16, int8 or packed
 // int4 with fp16 scales per group of a row; tensor/quant_format.h's codes), everything else in fp32;
-// the KV cache is fp32 [context, d] per layer. One token is 5 launches a layer plus one
-// (kernels/decode.cuh: LayerNorm fused into the GEMV that follows it, the embedding into the first
-// one, bias / residual add / GELU / the K,V cache writes into the GEMV epilogues, attention on its
-// own); the token and position come from mapped pinned host memory and the logits go back into it
-// (no copies). At the `small` size (10.7M
+// the KV cache is fp32 [context, d] per layer. One token is 7 launches a layer plus two
+// (kernels/decode.cuh, cuda_decoder_ops.cpp): the two LayerNorms (the first layer's with the
+// embedding), the GEMVs with bias / residual add / GELU / the K,V cache writes in their epilogues,
+// attention; then the final LayerNorm and the head. The token and position come from mapped
+// pinned host memory and the logits go back into it (no copies). At the `small` size (10.7M
 // parameters, under the H200's 50 MB L2) that step is launch-bound: by default (DecodeSpec::
-// one_kernel) the whole token is one cooperative kernel (kernels/decode_step.cu: the same phases
-// with grid-wide barriers between them, token and position as kernel arguments); otherwise the
-// kernels are captured once as a CUDA graph that reads the token and position from device
+// one_kernel) the whole token is one cooperative kernel (kernels/decode_step.cu: five phases a
+// layer with grid-wide barriers between them, token and position as kernel arguments); otherwise
+// the kernels are captured once as a CUDA graph that reads the token and position from device
 // memory, and replayed for every token (or launched one by one).
 //
-// DecodeSpec::batch > 1 (cuda_decoder_batch.cpp): that many sequences side by side, all at the same
-// position, a KV cache each ([batch, context, d] per layer); a kernel per operation (graph-replayed
-// unless cuda_graph is off): the LayerNorms on their own, batched GEMVs that read each weight once
-// for all the sequences, attention over a third grid dimension (kernels/decode.cuh, "Batched").
+// DecodeSpec::batch > 1: that many sequences side by side, all at the same position, a KV cache
+// each ([batch, context, d] per layer); the same kernels (one_kernel off), the GEMVs batched so
+// that each weight is read once for all the sequences, attention over a third grid dimension
+// (kernels/decode.cuh, "Batched").
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -74,8 +74,7 @@ class CudaDecoder final : public TokenDecoder {
   float* upload_f32(const std::vector<float>& v);
   Matrix upload_matrix(const DecodeWeights& w, const std::string& name, const std::string& bias);
   enum class Op { Qkv, Attention, Proj, Fc, Out, Head };
-  void launch_op(Op op, size_t layer, bool pdl);  // one kernel of the step
-  void launch_batch_op(Op op, size_t layer, bool pdl);  // batch > 1: the op's kernels (LayerNorm, GEMV)
+  void launch_op(Op op, size_t layer, bool pdl);  // the op's kernels (LayerNorm, GEMV; or attention)
   kern::DecodeGemv gemv_of(const Matrix& m) const;      // a matrix's GEMV problem (no x, y, epilogue)
   void run_step();  // the state is written: one step (graph, eager or one kernel), synchronised and timed
   void enqueue_step();  // one token's work on m_stream, a kernel per operation

@@ -1,5 +1,5 @@
-// CudaDecoder's batched step (DecodeSpec::batch > 1; see cuda_decoder.h): several sequences side
-// by side at the same position, each weight read once a step for all of them.
+// CudaDecoder's kernel-per-operation step (see cuda_decoder.h) for one sequence or several side by
+// side at the same position (DecodeSpec::batch), each weight read once a step for all of them.
 #include <cuda_runtime_api.h>
 
 #include <cstring>
@@ -14,9 +14,9 @@ using namespace trainlab::kern;
 
 // The kernels of op `op` of layer l for the whole batch (the head: l ignored): a LayerNorm kernel
 // before the GEMVs that take a normalised input (the embedding's, the step's first kernel, reads
-// the tokens and position from mapped host memory and copies them to device memory), then a batched
-// GEMV with the same epilogue as the one-sequence step.
-void CudaDecoder::launch_batch_op(Op op, size_t l, bool pdl) {
+// the tokens and position from mapped host memory and copies them to device memory), then the
+// GEMV with its epilogue (one sequence: decode_gemv_rows_kernel; several: the batched GEMV).
+void CudaDecoder::launch_op(Op op, size_t l, bool pdl) {
   const int64_t D = m_shape.dim;
   auto norm = [&](const float* gamma, const float* beta, bool embed) {
     DecodeBatchNorm n;
