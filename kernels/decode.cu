@@ -171,7 +171,7 @@ __global__ void __launch_bounds__(kRowsThreads) decode_gemv_rows_kernel(DecodeGe
   };
 #pragma unroll
   for (int i = 0; i < D; ++i) load(i, v_begin + sub + int64_t{i} * S);  // before waiting for the previous kernel (PDL)
-  wait_only_for_previous_grid();
+  wait_for_previous_grid();
   float acc[2] = {0.0f, 0.0f};  // two chains: even and odd loads
   for (int64_t v0 = v_begin + sub; v0 < v_end; v0 += int64_t{D} * S) {
 #pragma unroll
@@ -195,7 +195,6 @@ __global__ void __launch_bounds__(kRowsThreads) decode_gemv_rows_kernel(DecodeGe
       for (int p = 1; p < wpr; ++p) sum += piece_sum[warp + p][slot];
   }
   if (row < g.rows && sub == 0 && piece == 0) gemv_epilogue(g, row, sum, g.state ? g.state[1] : 0);
-  let_next_grid_launch();
 }
 
 // Batched LayerNorm (decode.cuh): block b normalises sequence b's x (or its embedding sum, stored
@@ -297,9 +296,11 @@ cudaLaunchConfig_t launch_config(dim3 grid, dim3 block, size_t shmem, cudaStream
   return c;
 }
 
-// Every decode kernel asks for the same split of the SM's memory between L1 and shared memory, so
-// that consecutive kernels (overlapping under PDL) never wait for an SM to drain and be
-// reconfigured. Set once per kernel; a hint, so an error is cleared rather than raised.
+// Every decode kernel that uses shared memory asks for the same split of the SM's memory between
+// L1 and shared memory, so that consecutive kernels (overlapping under PDL) never wait for an SM
+// to drain and be reconfigured. Set once per kernel; a hint, so an error is cleared rather than
+// raised. The one-sequence GEMV (next to no shared memory, x read through L1) keeps the driver's
+// choice: it was measured that way (BENCHMARKS.md, decoding, fourth measurement).
 template <class Kernel>
 void same_carveout(Kernel k) {
   if (cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, 50) != cudaSuccess) cudaGetLastError();
@@ -308,10 +309,6 @@ void same_carveout(Kernel k) {
 
 void prepare_decode_kernels() {
   static const bool done = [] {
-    same_carveout(decode_gemv_rows_kernel<kDecF32, 4>);
-    same_carveout(decode_gemv_rows_kernel<kDecBF16, 4>);
-    same_carveout(decode_gemv_rows_kernel<kDecI8, 8>);
-    same_carveout(decode_gemv_rows_kernel<kDecI4, 8>);
     same_carveout(decode_attention_kernel);
     same_carveout(decode_gemv_batch_kernel<kDecF32>);
     same_carveout(decode_gemv_batch_kernel<kDecBF16>);
@@ -329,10 +326,7 @@ RowsShape decode_rows_shape(int format, int64_t rows, int64_t cols) {
   const int per_vec = format == kDecF32 ? 4 : format == kDecBF16 ? 8 : format == kDecI8 ? 16 : 32;
   const int64_t nvec = cols / per_vec;
   RowsShape sh;
-  // int8 and int4 (16 and 32 weights a load): 8 loads in flight a lane, int4 rows at most 16
-  // lanes (a sweep of the shapes of gpt2 and xl on the H200: BENCHMARKS.md, decoding).
-  sh.depth = format == kDecI8 || format == kDecI4 ? 8 : 4;
-  sh.slice_log2 = std::min(decode_slice_log2(nvec), format == kDecI4 ? 4 : 5);
+  sh.slice_log2 = decode_slice_log2(nvec);
   // Warps a row: doubled (up to the block's four) while each lane keeps more than 2 D loads.
   while (sh.wpr_log2 < 2 && nvec > (int64_t{2} * sh.depth << (sh.slice_log2 + sh.wpr_log2 + 1))) ++sh.wpr_log2;
   const int64_t rows_per_block = int64_t{(kRowsThreads / 32) >> sh.wpr_log2} * (32 >> sh.slice_log2);

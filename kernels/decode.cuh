@@ -12,10 +12,8 @@
 //   L2 fetches; x is read through L1.
 //   One sequence (decode_gemv_rows_kernel): blocks of four warps, as many as the rows need; a row
 //   is read by a power-of-two slice of a warp (up to 32 lanes; fewer for short rows) or, long
-//   rows, by 2 or 4 warps a piece each (summed in piece order); a lane keeps 4 (fp32, bf16) or 8
-//   (int8, int4) loads in flight, reissuing each as soon as it is taken. Each block lets the next
-//   kernel launch only as it ends (its blocks would otherwise hold the slots this one's later
-//   blocks need).
+//   rows, by 2 or 4 warps a piece each (summed in piece order); a lane keeps 4 loads in flight,
+//   reissuing each as soon as it is taken.
 //   LayerNorm, a kernel of its own before the GEMVs that take it (launch_decode_batch_norm):
 //                   h = LayerNorm(x; gamma, beta)  (mean, biased variance, eps 1e-5), or, the
 //                   step's first, x = tok[t] + pos[p] (stored: the residual stream), h = LN(x).

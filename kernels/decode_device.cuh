@@ -19,20 +19,6 @@ __device__ __forceinline__ void wait_for_previous_grid() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
-// The two halves apart, for a kernel of more blocks than fit the GPU at once: blocks of the next
-// kernel that start early would sit in the slots its own later blocks need, so each block lets
-// the next kernel launch only as it ends (the next kernel starts during this one's last wave).
-__device__ __forceinline__ void wait_only_for_previous_grid() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void let_next_grid_launch() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-
 // The GEMV's epilogue for one finished row (decode.cuh) of sequence b (batched: y [batch, rows],
 // q [batch, d], the caches b * kv_stride apart).
 __device__ __forceinline__ void gemv_epilogue(const DecodeGemv& g, int64_t row, float acc, int32_t position, int b = 0) {
