@@ -288,10 +288,16 @@ void panel_gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, f
   // side on the backend's threads with the same bits. A thread for each 2^20 multiply-adds at
   // least (about 10 us of work): handing a part to parallel_for's waiting worker costs a few us
   // (2^18 and 2^20 measured alike on the digits MLP; threads started per product needed 2^23).
+  // Each thread has buffers of its own of at least the calls' blocks (3 x kGemmWork floats), so
+  // no more threads than the budget holds: a small product keeps one thread's workspace (sharing
+  // one thread's buffers instead, each block's conversions split by rows, was 2x slower there:
+  // its blocks are too small to split).
   const bool side_by_side = g.mb * g.nb * g.kc <= 65536 * 4 && threads > 1;
-  const int want = side_by_side ? static_cast<int>(std::clamp<int64_t>((m * n * std::max<int64_t>(k, 1)) >> 20, 1, threads)) : 1;
+  const int64_t budget = conversion_budget(a, b, c);
+  const int64_t worth = std::min((m * n * std::max<int64_t>(k, 1)) >> 20, budget / (3 * kGemmWork));
+  const int want = side_by_side ? static_cast<int>(std::clamp<int64_t>(worth, 1, threads)) : 1;
   const BlockedGemm p{a, b, c, ta, tb, tf32, alpha, beta, epilogue, m, n, k, a_direct, b_direct, c_direct, g,
-                      super_blocks(m, n, k, g, a_direct, b_direct, c_direct, conversion_budget(a, b, c), want)};
+                      super_blocks(m, n, k, g, a_direct, b_direct, c_direct, budget, want)};
   const auto cap = [](int64_t blk, int64_t dim) { return std::min(blk, std::max<int64_t>(dim, 1)); };
   const int64_t asz = a_direct ? 0 : cap(p.s.mb, m) * cap(p.s.kb, k), bsz = b_direct ? 0 : cap(p.s.kb, k) * cap(p.s.nb, n);
   const int64_t shared = p.s.shared_b ? bsz : 0, per_thread = asz + bsz - shared + (c_direct ? 0 : cap(p.s.mb, m) * cap(p.s.nb, n));
