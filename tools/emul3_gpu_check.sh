@@ -1,8 +1,9 @@
 #!/bin/bash
 # tools/emul3_gpu_check.sh: the CPU's emulated number formats against fp32 (issue 19) on the GPU
 # machine's CPU, 2 threads with the other cores idle; run from the repo root with $OUT set (logs
-# under $OUT/emul3/). Builds trainlab-cli (and trainlab_cuda, which it loads) of ${SRC:-.}, and of
-# $BEFORE_SRC too when set (a checkout of the tree to compare with, e.g. main), then runs, 3 rounds,
+# under $OUT/emul3/). Builds trainlab-cli of ${SRC:-.}, and of $BEFORE_SRC too when set (a
+# checkout of the tree to compare with, e.g. main): only the CLI, not trainlab_cuda, which it loads
+# for CUDA devices alone (the two builds stay short). Then it runs, 3 rounds,
 # the builds taking turns, at TRAINLAB_THREADS=2 pinned to cores 0-1:
 #   trainlab-cli bench --case digits --device cpu --modes fp32,bf16,fp16,fp8
 #   trainlab-cli bench --case char-tiny --device cpu --modes fp32,bf16,fp16,fp8 --steps 20
@@ -19,7 +20,7 @@ start=$(date +%s)
 build() {  # build NAME SRC
   local b=/tmp/b-emul3-$1
   (cmake -S "$2" -B $b -G Ninja -DTRAINLAB_BUILD_APP=OFF -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
-    && ninja -C $b -j16 trainlab-cli trainlab_cuda) > "$L/build-$1.log" 2>&1 || { tail -40 "$L/build-$1.log"; exit 1; }
+    && ninja -C $b -j16 trainlab-cli) > "$L/build-$1.log" 2>&1 || { tail -40 "$L/build-$1.log"; exit 1; }
 }
 build after "${SRC:-.}"
 builds=(after)
