@@ -147,6 +147,46 @@ int64_t conversion_budget(const Tensor& a, const Tensor& b, const Tensor& c) {
   return std::max<int64_t>(3 * kGemmWork, saved);
 }
 
+// One block to convert: load_block's arguments.
+struct BlockLoad {
+  const Tensor* t = nullptr;
+  int64_t r0 = 0, rows = 0, c0 = 0, cols = 0;
+  float* dst = nullptr;
+  bool tf32 = false;
+  const Fp8Cast* cast = nullptr;
+};
+
+// Converts n blocks, their rows split over `threads` parts (each value is converted on its own,
+// so the bits do not depend on the split); each part gathers its own fp8 maxima, merged after.
+void load_blocks(const BlockLoad* loads, int n, int threads) {
+  if (n == 0) return;
+  int64_t rows = 0;
+  for (int i = 0; i < n; ++i) rows = std::max(rows, loads[i].rows);
+  threads = static_cast<int>(std::clamp<int64_t>(rows, 1, threads));
+  if (threads == 1) {
+    for (int i = 0; i < n; ++i) {
+      const BlockLoad& l = loads[i];
+      load_block(*l.t, l.r0, l.rows, l.c0, l.cols, l.dst, l.tf32, l.cast);
+    }
+    return;
+  }
+  std::vector<uint32_t> amax(static_cast<size_t>(threads * n), 0u);
+  parallel_for(threads, threads, [&](int w, int64_t, int64_t) {
+    for (int i = 0; i < n; ++i) {
+      const BlockLoad& l = loads[i];
+      const int64_t r = l.rows * w / threads, re = l.rows * (w + 1) / threads;
+      if (r == re) continue;
+      Fp8Cast cast = l.cast ? *l.cast : Fp8Cast{};
+      cast.amax_bits = &amax[static_cast<size_t>(w * n + i)];
+      load_block(*l.t, l.r0 + r, re - r, l.c0, l.cols, l.dst + r * l.cols, l.tf32, l.cast ? &cast : nullptr);
+    }
+  });
+  for (int i = 0; i < n; ++i)
+    if (loads[i].cast && loads[i].cast->amax_bits)
+      for (int w = 0; w < threads; ++w)
+        *loads[i].cast->amax_bits = std::max(*loads[i].cast->amax_bits, amax[static_cast<size_t>(w * n + i)]);
+}
+
 // One thread's conversion buffers (null where the operand is read in place).
 struct Buffers {
   float *a = nullptr, *b = nullptr, *c = nullptr;
@@ -177,23 +217,19 @@ void BlockedGemm::run_block(int64_t I0, int64_t J0, const Buffers& buf, const Fp
   const int64_t MB = std::min(s.mb, m - I0), NB = std::min(s.nb, n - J0);
   float* cblk = c_direct ? c.data<float>() + I0 * n + J0 : buf.c;
   const int64_t ldc = c_direct ? n : NB;
-  if (!c_direct && beta != 0.0f) load_block(c, I0, MB, J0, NB, buf.c, false);
   int64_t P0 = 0;
   do {  // inner blocks in order; each call adds its panel to its block of C
     const int64_t KB = std::min(s.kb, k - P0);
-    if (!a_direct) {
-      if (!ta)
-        load_block(a, I0, MB, P0, KB, buf.a, tf32, cast_a);
-      else
-        load_block(a, P0, KB, I0, MB, buf.a, tf32, cast_a);
-    }
+    BlockLoad loads[3];
+    int n_loads = 0;
+    if (P0 == 0 && !c_direct && beta != 0.0f) loads[n_loads++] = {&c, I0, MB, J0, NB, buf.c, false, nullptr};
+    if (!a_direct)
+      loads[n_loads++] = ta ? BlockLoad{&a, P0, KB, I0, MB, buf.a, tf32, cast_a} : BlockLoad{&a, I0, MB, P0, KB, buf.a, tf32, cast_a};
     if (!b_direct && !b_held) {
-      if (!tb)
-        load_block(b, P0, KB, J0, NB, buf.b, tf32, cast_b);
-      else
-        load_block(b, J0, NB, P0, KB, buf.b, tf32, cast_b);
+      loads[n_loads++] = tb ? BlockLoad{&b, J0, NB, P0, KB, buf.b, tf32, cast_b} : BlockLoad{&b, P0, KB, J0, NB, buf.b, tf32, cast_b};
       b_held = KB == k;
     }
+    load_blocks(loads, n_loads, inner_threads);
     const bool last = P0 + KB >= k;
     const int64_t jblocks = (NB + g.nb - 1) / g.nb;
     const auto run = [&](int, int64_t first, int64_t end) {
@@ -249,13 +285,19 @@ void panel_gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, f
   const CallBlocks g = call_blocks(m, n, k, a_direct, b_direct, c_direct);
   // OpenBLAS computes a call of at most 65,536 x 4 multiply-adds on the calling thread alone
   // (interface/gemm.c: its default GEMM_MULTITHREAD_THRESHOLD), so such calls can run side by
-  // side on the backend's threads with the same bits. A thread for each 2^23 multiply-adds at
-  // least: with less, starting it costs more than it saves on a loaded machine (the digits MLP's
-  // products took 2x longer split in two).
+  // side on the backend's threads with the same bits. A thread for each 2^20 multiply-adds at
+  // least (about 10 us of work): handing a part to parallel_for's waiting worker costs a few us
+  // (2^18 and 2^20 measured alike on the digits MLP; threads started per product needed 2^23).
+  // Each thread has buffers of its own of at least the calls' blocks (3 x kGemmWork floats), so
+  // no more threads than the budget holds: a small product keeps one thread's workspace (sharing
+  // one thread's buffers instead, each block's conversions split by rows, was 2x slower there:
+  // its blocks are too small to split).
   const bool side_by_side = g.mb * g.nb * g.kc <= 65536 * 4 && threads > 1;
-  const int want = side_by_side ? static_cast<int>(std::clamp<int64_t>((m * n * std::max<int64_t>(k, 1)) >> 23, 1, threads)) : 1;
+  const int64_t budget = conversion_budget(a, b, c);
+  const int64_t worth = std::min((m * n * std::max<int64_t>(k, 1)) >> 20, budget / (3 * kGemmWork));
+  const int want = side_by_side ? static_cast<int>(std::clamp<int64_t>(worth, 1, threads)) : 1;
   const BlockedGemm p{a, b, c, ta, tb, tf32, alpha, beta, epilogue, m, n, k, a_direct, b_direct, c_direct, g,
-                      super_blocks(m, n, k, g, a_direct, b_direct, c_direct, conversion_budget(a, b, c), want)};
+                      super_blocks(m, n, k, g, a_direct, b_direct, c_direct, budget, want)};
   const auto cap = [](int64_t blk, int64_t dim) { return std::min(blk, std::max<int64_t>(dim, 1)); };
   const int64_t asz = a_direct ? 0 : cap(p.s.mb, m) * cap(p.s.kb, k), bsz = b_direct ? 0 : cap(p.s.kb, k) * cap(p.s.nb, n);
   const int64_t shared = p.s.shared_b ? bsz : 0, per_thread = asz + bsz - shared + (c_direct ? 0 : cap(p.s.mb, m) * cap(p.s.nb, n));
@@ -266,10 +308,8 @@ void panel_gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, f
   const int outer = static_cast<int>(std::min<int64_t>(want, iblocks * jblocks));
   float* base = scratch(1, static_cast<size_t>(std::max<int64_t>(shared + outer * per_thread, 1)));
   if (p.s.shared_b) {
-    if (!tb)
-      load_block(b, 0, k, 0, n, base, tf32, cast_b);
-    else
-      load_block(b, 0, n, 0, k, base, tf32, cast_b);
+    const BlockLoad all_b = tb ? BlockLoad{&b, 0, n, 0, k, base, tf32, cast_b} : BlockLoad{&b, 0, k, 0, n, base, tf32, cast_b};
+    load_blocks(&all_b, 1, want);
   }
   std::vector<uint32_t> amax(2 * static_cast<size_t>(outer), 0u);
   parallel_for(iblocks * jblocks, outer, [&](int t, int64_t first, int64_t end) {

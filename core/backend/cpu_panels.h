@@ -63,9 +63,11 @@ using BlockEpilogue = std::function<void(float* block, int64_t ld, int64_t i0, i
 // of 64 (one sgemm each, beta for the first, then accumulated in fp32), converting
 // whatever is not plain fp32 into blocks of A, B and C in workspace slot 1, within the budget
 // above: each value of A and B is converted as few times as that allows. A product of at least
-// 2^23 multiply-adds a thread runs on up to `threads` threads, each taking a run of C's blocks
-// with buffers of its own (B converted once for all of them where that fits); the sgemm calls,
-// and so the bits, are the same whatever the blocks or the threads.
+// 2^20 multiply-adds a thread runs on up to `threads` threads (no more than its budget holds
+// 3 x kGemmWork floats for), each taking a run of C's blocks with buffers of its own (B
+// converted once for all of them where that fits), or, where C is one block, splitting that
+// block's conversions by rows and its calls; the sgemm calls, and so the bits, are the same
+// whatever the blocks or the threads.
 // cast_a / cast_b (optional): the operands' fp8 casts (then never read in place).
 void panel_gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, float alpha, float beta, bool tf32,
                 const Scratch& scratch, const BlockEpilogue* epilogue, const Fp8Cast* cast_a = nullptr,

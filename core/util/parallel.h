@@ -1,36 +1,24 @@
-// Work split over threads, for loops whose iterations are independent: the CPU backend's row
-// loops and the reader of steps.bin's compressed blocks.
+// Work split over threads, for loops whose iterations are independent: the CPU backend's products
+// and row loops and the reader of steps.bin's compressed blocks (parallel.cpp).
 #pragma once
 #include <algorithm>
 #include <cstdint>
-#include <exception>
 #include <functional>
 #include <thread>
-#include <vector>
 
 namespace trainlab {
 
-// Splits [0, n) into `threads` contiguous parts run at once (the caller runs the first part) and
-// returns when all are done. Each index is computed by exactly one thread with the same
-// arithmetic, so results do not depend on the thread count. An exception thrown by a part is
-// rethrown here after every thread has ended (the first part's first), never left to terminate.
-inline void parallel_for(int64_t n, int threads, const std::function<void(int, int64_t, int64_t)>& fn) {
-  const int t = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, n)));
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(t));
-  auto part = [&](int w) {
-    try {
-      fn(w, n * w / t, n * (w + 1) / t);
-    } catch (...) {
-      errors[static_cast<size_t>(w)] = std::current_exception();
-    }
-  };
-  std::vector<std::thread> pool;
-  for (int w = 1; w < t; ++w) pool.emplace_back(part, w);
-  part(0);
-  for (auto& th : pool) th.join();
-  for (const auto& e : errors)
-    if (e) std::rethrow_exception(e);
-}
+// Splits [0, n) into `threads` contiguous parts, part w being [n w / t, n (w + 1) / t) with
+// t = min(threads, n), and returns when all are done. The calling thread runs part 0 and any part
+// no worker has taken; the others run on a pool of worker threads that lasts for the process (at
+// most the machine's hardware threads less one, started on first use), which wait a moment for
+// the next parts before they sleep, so a call costs a wake-up, not a thread start. Each part runs
+// exactly once, on one thread, with its index w, so results do not depend on the thread count
+// or on which thread ran which part. An exception thrown by a part is rethrown here after every
+// part has ended (the lowest part's), never left to terminate. Callers on several threads at once
+// and parts that call parallel_for themselves are served: a caller runs its own parts that are
+// still waiting rather than waiting for a worker.
+void parallel_for(int64_t n, int threads, const std::function<void(int, int64_t, int64_t)>& fn);
 
 // The threads a parallel_for over `n` items worth about `grain` items each should use: at least 1,
 // at most the machine's hardware threads.
@@ -38,5 +26,8 @@ inline int parallel_threads(int64_t n, int64_t grain) {
   const int64_t hw = std::max<unsigned>(1, std::thread::hardware_concurrency());
   return static_cast<int>(std::clamp<int64_t>(n / std::max<int64_t>(1, grain), 1, hw));
 }
+
+// The pool's worker threads started so far (for tests and the backend's description).
+int parallel_pool_workers();
 
 }  // namespace trainlab

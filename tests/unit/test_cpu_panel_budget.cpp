@@ -116,6 +116,44 @@ class TestCpuPanelBudget : public QObject {
         QVERIFY(codes(c) == first);
     }
   }
+  // A product whose C is one conversion block but large enough for several threads: the threads
+  // split the block's conversions by rows (A, B, and C where beta is not 0) and its calls. 1, 2
+  // and 3 threads give the same codes and the same fp8 maxima (those of the whole tensors).
+  void oneBlockSplitByRows_data() {
+    QTest::addColumn<int>("m");
+    QTest::addColumn<int>("n");
+    QTest::addColumn<int>("k");
+    QTest::newRow("one call a panel") << 64 << 64 << 1024;
+    QTest::newRow("four calls a panel") << 128 << 128 << 2048;
+  }
+  void oneBlockSplitByRows() {
+    QFETCH(int, m);
+    QFETCH(int, n);
+    QFETCH(int, k);
+    CpuBackend be(3);
+    const Tensor a = random_matrix(be, m, k, DType::BF16, 5), b = random_matrix(be, n, k, DType::BF16, 6);
+    const Tensor c0 = random_matrix(be, m, n, DType::BF16, 7);
+    for (const bool fp8 : {false, true}) {
+      std::vector<uint16_t> first;
+      for (int threads : {1, 2, 3}) {
+        Workspace ws;
+        Tensor c = be.empty({m, n}, DType::BF16, MemCategory::Workspace);
+        std::memcpy(c.raw(), c0.raw(), static_cast<size_t>(m) * static_cast<size_t>(n) * 2);
+        uint32_t seen_a = 0, seen_b = 0;
+        const cpu::Fp8Cast ca{DType::F8E4M3, 4.0f, &seen_a}, cb{DType::F8E5M2, 0.25f, &seen_b};
+        cpu::panel_gemm(a, false, b, true, c, 0.5f, 0.75f, false, ws.scratch(), nullptr, fp8 ? &ca : nullptr,
+                        fp8 ? &cb : nullptr, threads);
+        if (fp8) {
+          QCOMPARE(std::bit_cast<float>(seen_a), cpu::fp8_tiled_amax(a));
+          QCOMPARE(std::bit_cast<float>(seen_b), cpu::fp8_tiled_amax(b));
+        }
+        if (threads == 1)
+          first = codes(c);
+        else
+          QVERIFY2(codes(c) == first, qPrintable(QString("%1 threads differ from 1 (fp8 %2)").arg(threads).arg(fp8)));
+      }
+    }
+  }
 };
 
 QTEST_APPLESS_MAIN(TestCpuPanelBudget)
