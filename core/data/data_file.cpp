@@ -16,9 +16,10 @@ namespace trainlab {
 
 namespace {
 
-struct Fd {
+// Closes its descriptor (named apart from safetensors_read.cpp's Fd: one unity unit may hold both).
+struct OpenFile {
   int fd;
-  ~Fd() {
+  ~OpenFile() {
     if (fd >= 0) ::close(fd);
   }
 };
@@ -32,7 +33,7 @@ std::string too_large(const std::string& origin, const char* what, int64_t max_b
 
 std::string read_regular_file(const std::string& path, int64_t max_bytes) {
   // O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused just below).
-  Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)};
+  OpenFile f{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)};
   if (f.fd < 0) throw Error(path + ": cannot open (" + std::strerror(errno) + ")");
   struct stat st {};
   if (::fstat(f.fd, &st) != 0) throw Error(path + ": cannot read (" + std::strerror(errno) + ")");
