@@ -147,8 +147,10 @@ __global__ void __launch_bounds__(512) decode_gemv_batch_kernel(DecodeGemv g, in
 // waits with none in flight; x comes from global memory through L1 (no block-wide prologue). The
 // pieces' sums are added in piece order.
 constexpr int kRowsThreads = 128;
-template <int F, int D>
+constexpr int kRowsDepth = 4;  // loads in flight a lane (as measured: BENCHMARKS.md, decoding)
+template <int F>
 __global__ void __launch_bounds__(kRowsThreads) decode_gemv_rows_kernel(DecodeGemv g, int slice_log2, int wpr_log2) {
+  constexpr int D = kRowsDepth;
   __shared__ float piece_sum[kRowsThreads / 32][32];
   constexpr bool kScaled = F == kDecI8 || F == kDecI4;
   constexpr int E = 4 * Fmt<F>::kPerWord;  // weights per 16-byte load
@@ -305,6 +307,26 @@ template <class Kernel>
 void same_carveout(Kernel k) {
   if (cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, 50) != cudaSuccess) cudaGetLastError();
 }
+// The one-sequence GEMV's launch (decode_gemv_rows_kernel): lanes a row 2^slice_log2 (the slice
+// rule), warps a row 2^wpr_log2: doubled (up to the block's four) while each lane keeps more than
+// 2 kRowsDepth loads.
+void launch_decode_gemv_rows(const DecodeGemv& g, bool pdl, cudaStream_t s) {
+  const int per_vec = g.format == kDecF32 ? 4 : g.format == kDecBF16 ? 8 : g.format == kDecI8 ? 16 : 32;
+  const int64_t nvec = g.cols / per_vec;
+  const int slice_log2 = decode_slice_log2(nvec);
+  int wpr_log2 = 0;
+  while (wpr_log2 < 2 && nvec > (int64_t{2} * kRowsDepth << (slice_log2 + wpr_log2 + 1))) ++wpr_log2;
+  const int64_t rows_per_block = int64_t{(kRowsThreads / 32) >> wpr_log2} * (32 >> slice_log2);
+  const auto blocks = static_cast<unsigned>((g.rows + rows_per_block - 1) / rows_per_block);
+  const cudaLaunchConfig_t cfg = launch_config(dim3(blocks), dim3(kRowsThreads), 0, s, pdl);
+  switch (g.format) {
+    case kDecF32: TL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_gemv_rows_kernel<kDecF32>, g, slice_log2, wpr_log2)); break;
+    case kDecBF16: TL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_gemv_rows_kernel<kDecBF16>, g, slice_log2, wpr_log2)); break;
+    case kDecI8: TL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_gemv_rows_kernel<kDecI8>, g, slice_log2, wpr_log2)); break;
+    case kDecI4: TL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_gemv_rows_kernel<kDecI4>, g, slice_log2, wpr_log2)); break;
+  }
+  TL_LAUNCH_CHECK("decode_gemv_rows");
+}
 }  // namespace
 
 void prepare_decode_kernels() {
@@ -322,36 +344,10 @@ void prepare_decode_kernels() {
 
 void prepare_decode_gemv_batch(int format) { gemv_blocks_per_sm(format); }
 
-RowsShape decode_rows_shape(int format, int64_t rows, int64_t cols) {
-  const int per_vec = format == kDecF32 ? 4 : format == kDecBF16 ? 8 : format == kDecI8 ? 16 : 32;
-  const int64_t nvec = cols / per_vec;
-  RowsShape sh;
-  sh.slice_log2 = decode_slice_log2(nvec);
-  // Warps a row: doubled (up to the block's four) while each lane keeps more than 2 D loads.
-  while (sh.wpr_log2 < 2 && nvec > (int64_t{2} * sh.depth << (sh.slice_log2 + sh.wpr_log2 + 1))) ++sh.wpr_log2;
-  const int64_t rows_per_block = int64_t{(kRowsThreads / 32) >> sh.wpr_log2} * (32 >> sh.slice_log2);
-  sh.blocks = (rows + rows_per_block - 1) / rows_per_block;
-  return sh;
-}
-
-void launch_decode_gemv_rows(const DecodeGemv& g, const RowsShape& sh, bool pdl, cudaStream_t s) {
-  const cudaLaunchConfig_t cfg = launch_config(dim3(static_cast<unsigned>(sh.blocks)), dim3(kRowsThreads), 0, s, pdl);
-  const auto go = [&](auto kernel) { TL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, g, sh.slice_log2, sh.wpr_log2)); };
-  if (sh.depth != 4 && sh.depth != 8) throw_cuda_error(cudaErrorInvalidValue, "decode_gemv_rows: depth 4 or 8", __FILE__, __LINE__);
-  const bool d4 = sh.depth == 4;
-  switch (g.format) {
-    case kDecF32: d4 ? go(decode_gemv_rows_kernel<kDecF32, 4>) : go(decode_gemv_rows_kernel<kDecF32, 8>); break;
-    case kDecBF16: d4 ? go(decode_gemv_rows_kernel<kDecBF16, 4>) : go(decode_gemv_rows_kernel<kDecBF16, 8>); break;
-    case kDecI8: d4 ? go(decode_gemv_rows_kernel<kDecI8, 4>) : go(decode_gemv_rows_kernel<kDecI8, 8>); break;
-    case kDecI4: d4 ? go(decode_gemv_rows_kernel<kDecI4, 4>) : go(decode_gemv_rows_kernel<kDecI4, 8>); break;
-  }
-  TL_LAUNCH_CHECK("decode_gemv_rows");
-}
-
 void launch_decode_gemv_batch(const DecodeGemv& g, int sm_count, bool pdl, cudaStream_t s) {
   if (g.layout == kTcChunks) return launch_decode_gemv_tc(g, pdl, s);
   if (g.batch < 1 || g.batch > kMaxBatch || g.prologue != kPlain) throw_cuda_error(cudaErrorInvalidValue, "decode_gemv_batch: batch 1..16, kPlain prologue", __FILE__, __LINE__);
-  if (g.batch == 1) return launch_decode_gemv_rows(g, decode_rows_shape(g.format, g.rows, g.cols), pdl, s);
+  if (g.batch == 1) return launch_decode_gemv_rows(g, pdl, s);
   const GemvShape sh = gemv_shape(g, sm_count);
   const cudaLaunchConfig_t cfg = launch_config(dim3(static_cast<unsigned>(sh.blocks)), dim3(static_cast<unsigned>(sh.threads)), 0, s, pdl);
   switch (g.format) {

@@ -185,14 +185,6 @@ void launch_decode_gemv_batch(const DecodeGemv& g, int sm_count, bool pdl, cudaS
 // Computes (and caches) the occupancy that sizes the batched GEMV's grid for `format`: call
 // outside stream capture, before the first launch.
 void prepare_decode_gemv_batch(int format);
-// The one-sequence GEMV (batch 1, kPlain, row-major weights; launch_decode_gemv_batch takes it):
-// lanes a row 2^slice_log2, warps a row 2^wpr_log2, loads in flight a lane `depth` (4 or 8).
-struct RowsShape {
-  int slice_log2 = 0, wpr_log2 = 0, depth = 4;
-  int64_t blocks = 0;
-};
-RowsShape decode_rows_shape(int format, int64_t rows, int64_t cols);
-void launch_decode_gemv_rows(const DecodeGemv& g, const RowsShape& shape, bool pdl, cudaStream_t s);
 // Whether a matrix of `format` with rows of `cols` weights in groups of `group` takes the
 // tensor-core layout; the column stored at position p of a row in it.
 bool decode_tc_layout_fits(int format, int64_t cols, int64_t group);
