@@ -84,8 +84,9 @@ struct RowStream {
 
 // The batched GEMV (decode.cuh, "Batched decoding"): one wave of blocks at most (the grid is sized
 // by occupancy, gemv_shape), going round tiles of rows, slices of S lanes a row
-// (decode_slice_log2) with kDepth loads in flight a lane; each 16-byte weight load multiplied with the x of every sequence (read from global
-// memory, which L1 keeps for the block) and summed into one accumulator a sequence.
+// (decode_slice_log2) with kDepth loads in flight a lane; each 16-byte weight load multiplied
+// with the x of every sequence (read from global memory, which L1 keeps for the block) and summed
+// into one accumulator a sequence.
 template <int F>
 __global__ void __launch_bounds__(512) decode_gemv_batch_kernel(DecodeGemv g, int slice_log2) {
   __shared__ int32_t position;
@@ -251,8 +252,7 @@ int gemv_blocks_per_sm(int format) {
 }
 
 GemvShape gemv_shape(const DecodeGemv& g, int sm_count) {
-  const int per_vec = g.format == kDecF32 ? 4 : g.format == kDecBF16 ? 8 : g.format == kDecI8 ? 16 : 32;
-  const int64_t nvec = g.cols / per_vec;
+  const int64_t nvec = g.cols / decode_weights_per_load(g.format);
   const int slice_log2 = decode_slice_log2(nvec), rows_per_warp = 32 >> slice_log2;
   auto blocks = [&](int w) {
     const int64_t rows_per_block = int64_t{w} * rows_per_warp;
@@ -311,8 +311,7 @@ void same_carveout(Kernel k) {
 // rule), warps a row 2^wpr_log2: doubled (up to the block's four) while each lane keeps more than
 // 2 kRowsDepth loads.
 void launch_decode_gemv_rows(const DecodeGemv& g, bool pdl, cudaStream_t s) {
-  const int per_vec = g.format == kDecF32 ? 4 : g.format == kDecBF16 ? 8 : g.format == kDecI8 ? 16 : 32;
-  const int64_t nvec = g.cols / per_vec;
+  const int64_t nvec = g.cols / decode_weights_per_load(g.format);
   const int slice_log2 = decode_slice_log2(nvec);
   int wpr_log2 = 0;
   while (wpr_log2 < 2 && nvec > (int64_t{2} * kRowsDepth << (slice_log2 + wpr_log2 + 1))) ++wpr_log2;

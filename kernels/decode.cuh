@@ -54,6 +54,11 @@ enum DecodePrologue : int { kPlain = 0, kLayerNorm = 1, kEmbedLayerNorm = 2 };
 enum DecodeEpilogue : int { kStore = 0, kAddTo = 1, kGelu = 2, kQkvScatter = 3 };
 enum DecodeLayout : int { kRowMajor = 0, kTcChunks = 1 };
 
+// Weights a 16-byte load holds in `format` (host code; the kernels have it as Fmt<F>).
+inline int decode_weights_per_load(int format) {
+  return format == kDecF32 ? 4 : format == kDecBF16 ? 8 : format == kDecI8 ? 16 : 32;
+}
+
 struct DecodeGemv {
   // weights
   int format = kDecF32;
@@ -189,7 +194,7 @@ void prepare_decode_gemv_batch(int format);
 // tensor-core layout; the column stored at position p of a row in it.
 bool decode_tc_layout_fits(int format, int64_t cols, int64_t group);
 inline int64_t decode_tc_column(int format, int64_t p) {
-  const int64_t e = format == kDecBF16 ? 8 : format == kDecI8 ? 16 : 32, chunk = 4 * e, q = p % chunk;
+  const int64_t e = decode_weights_per_load(format), chunk = 4 * e, q = p % chunk;
   const int64_t t = q / e, j = (q % e) / 4, i = q % 4;
   return p - q + 16 * j + 4 * t + i;
 }

@@ -162,7 +162,7 @@ void launch_tc(const DecodeGemv& g, const cudaLaunchConfig_t& cfg) {
 
 bool decode_tc_layout_fits(int format, int64_t cols, int64_t group) {
   if (format != kDecBF16 && format != kDecI8 && format != kDecI4) return false;
-  const int64_t chunk = 4 * (format == kDecBF16 ? 8 : format == kDecI8 ? 16 : 32);
+  const int64_t chunk = 4 * decode_weights_per_load(format);
   return cols % chunk == 0 && (format == kDecBF16 || group % 16 == 0);
 }
 

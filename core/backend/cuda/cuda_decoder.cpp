@@ -24,7 +24,6 @@ int64_t matrix_bytes(int format, int64_t rows, int64_t cols, int64_t group, bool
   const int64_t codes = format == kDecF32 ? 4 * n : format == kDecBF16 ? 2 * n : format == kDecI8 ? n : n / 2;
   return codes + (group > 0 ? 2 * (n / group) : 0) + (bias ? 4 * rows : 0);
 }
-int weights_per_load(int format) { return format == kDecF32 ? 4 : format == kDecBF16 ? 8 : format == kDecI8 ? 16 : 32; }
 int kernel_format(DecodeFormat f) {
   switch (f) {
     case DecodeFormat::F32: return kDecF32;
@@ -178,7 +177,7 @@ CudaDecoder::Matrix CudaDecoder::upload_matrix(const DecodeWeights& w, const std
   m.format = kernel_format(m_spec.format);
   m.rows = rows;
   m.cols = cols;
-  const int per_load = weights_per_load(m.format);
+  const int per_load = decode_weights_per_load(m.format);
   if (cols % per_load != 0)
     throw Error("GPU decoding in " + m_spec.label() + ": rows of '" + name + "' have " + std::to_string(cols) +
                 " weights, not a multiple of " + std::to_string(per_load) + " (one 16-byte load)");
@@ -231,7 +230,7 @@ CudaDecoder::Matrix CudaDecoder::upload_matrix(const DecodeWeights& w, const std
     bytes += rows * 4;
   }
   m_weight_bytes += bytes;
-  prepare_decode_gemv_batch(m.format);  // the grid's occupancy, cached outside graph capture
+  if (m_batch > 1) prepare_decode_gemv_batch(m.format);  // the batched grid's occupancy, cached outside capture
   return m;
 }
 
