@@ -51,8 +51,9 @@ DType decode_format_dtype(DecodeFormat f);
 struct DecodeSpec {
   DecodeFormat format = DecodeFormat::F32;
   QuantSpec quant;          // I8 / I4: bits, granularity, group (bits 2..4 for I4, 2..8 for I8)
-  bool one_kernel = true;   // CUDA: the whole token in one cooperative kernel (grid barriers between
-                            // its phases); false: a kernel per operation, as a graph or one by one
+  bool one_kernel = false;  // CUDA: the whole token in one cooperative kernel (grid barriers between
+                            // its phases); false (default: faster from gpt2's size up, as fast at
+                            // `small`, BENCHMARKS.md): a kernel per operation, as a graph or one by one
   bool cuda_graph = true;   // (one_kernel false) devices that can replay the per-token step as one graph
   bool pdl = true;          // (one_kernel false) CUDA: kernels may launch while the previous one finishes (sm_90)
   int batch = 1;            // sequences decoded side by side (push_batch), each with its own KV cache;

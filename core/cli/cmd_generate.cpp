@@ -111,7 +111,7 @@ Runner add_generate_command(CLI::App& app) {
     long tokens = 200, top_k = 0, seed = 1;
     int group = 32;
     double temperature = 1.0;
-    bool no_cache = false, json = false, bench = false, no_graph = false, no_pdl = false, kernels = false;
+    bool no_cache = false, json = false, bench = false, no_graph = false, no_pdl = false, one_kernel = false;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* cmd = app.add_subcommand("generate", "Generate text with a trained char-gpt (KV cache; tokens per second on stderr)");
@@ -142,11 +142,12 @@ Runner add_generate_command(CLI::App& app) {
                   "Continuations of the prompt decoded side by side by one batched decoder, each with its own "
                   "sampling stream (from --seed and its number); 1..16")
       ->check(in_range(integers(1, kMaxDecodeBatch)));
-  cmd->add_flag("--kernels", o->kernels,
-                "GPU: a kernel per operation replayed as a CUDA graph, instead of the whole token in one cooperative kernel");
-  cmd->add_flag("--no-graph", o->no_graph, "GPU: a kernel per operation, launched one by one (implies --kernels)");
+  cmd->add_flag("--one-kernel", o->one_kernel,
+                "GPU: the whole token in one cooperative kernel (grid barriers between its phases), instead of a kernel "
+                "per operation replayed as a CUDA graph (the default)");
+  cmd->add_flag("--no-graph", o->no_graph, "GPU: a kernel per operation, launched one by one instead of replayed as a graph");
   cmd->add_flag("--no-pdl", o->no_pdl,
-                "GPU: a kernel per operation, each launched only after the previous one has finished (implies --kernels)");
+                "GPU: each kernel launched only after the previous one has finished (no programmatic dependent launch)");
   cmd->add_flag("--bench", o->bench,
                 "Measure decoding: one JSON line per format (fp32, bf16, int8, int4; or --weight-format) with tokens/s, "
                 "bytes a token and the DRAM-bandwidth ceiling");
@@ -160,12 +161,14 @@ Runner add_generate_command(CLI::App& app) {
     if (!o->draft.empty() && o->bench) throw Error("--draft is for generation, not --bench");
     if (!o->draft.empty() && o->no_cache) throw Error("--draft needs the KV cache (speculative decoding rolls it back)");
     if (o->draft.empty() && cmd->count("--speculate")) throw Error("--speculate needs --draft WEIGHTS");
+    if (o->one_kernel && (o->no_graph || o->no_pdl))
+      throw Error("--one-kernel runs the token as one kernel: --no-graph and --no-pdl are for the kernel-per-operation step");
     if (o->bench && cmd->count("--samples"))
       throw Error("--samples is for generation; --bench decodes one sequence (bench --case decode --batch B measures batches)");
     if (o->bench) {
       std::string formats = o->format.empty() ? "" : DecodeSpec::parse(o->format, o->group).label();
       if (!formats.empty() && o->no_graph) formats += "-nograph";
-      else if (!formats.empty() && o->kernels) formats += "-graph";
+      else if (!formats.empty() && !o->one_kernel) formats += "-graph";
       return print_bench(o->device, o->weights, o->bench_preset, formats, o->tokens, static_cast<uint64_t>(o->seed));
     }
 
@@ -175,7 +178,7 @@ Runner add_generate_command(CLI::App& app) {
     req.prompt = o->prompt;
     req.tokens = o->tokens;
     if (!o->format.empty()) req.format = DecodeSpec::parse(o->format, o->group);
-    req.one_kernel = !o->kernels && !o->no_graph && !o->no_pdl;
+    req.one_kernel = o->one_kernel;
     req.cuda_graph = !o->no_graph;
     req.pdl = !o->no_pdl;
     req.sample.temperature = static_cast<float>(o->temperature);

@@ -20,7 +20,7 @@ struct GenerateRequest {
   std::string prompt = "\n";         // characters of the model's vocabulary; empty: a newline
   int64_t tokens = 200;
   std::optional<DecodeSpec> format;  // the matrices' format; nullopt: the file's own, else fp32
-  bool one_kernel = true;            // DecodeSpec's launch choices, applied to whichever format
+  bool one_kernel = false;           // DecodeSpec's launch choices, applied to whichever format
   bool cuda_graph = true;
   bool pdl = true;
   SampleOptions sample;

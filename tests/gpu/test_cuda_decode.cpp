@@ -3,8 +3,8 @@
 //    per-tensor int8 / 3-bit codes against the CPU generator run on the values the format
 //    represents (DecodeWeights::as_format: the dequantised weights), tolerance 1e-4 relative
 //    (fp32 accumulation in another order), also over a 600-position window;
-//  * the default decoder is the one-kernel step (kernels/decode_step.cu); the kernel-per-operation
-//    decoder is checked against the CPU too, and the two agree to 1e-4 (their flash-decoding
+//  * the default decoder is a kernel per operation replayed as a CUDA graph; the one-kernel step
+//    (kernels/decode_step.cu) is checked against the CPU too, and the two agree to 1e-4 (their flash-decoding
 //    attention splits the positions into other runs: another order). Attention splits the
 //    positions over several blocks a head (3 runs at context 48, 38 over the 600-position window,
 //    most of them empty early in the window), so these checks cover the runs' combination;
@@ -91,16 +91,18 @@ int main() {
             logits_error(ref, *dec, toks, shape.vocab), 1e-4);
     }
     std::printf("     %s\n", make_decoder(*gpu, w, spec("int4"))->describe().c_str());
-    check("decode: the default GPU decoder runs a token as one cooperative kernel",
-          make_decoder(*gpu, w, spec("int4"))->describe().find("one cooperative kernel") == std::string::npos ? 1.0 : 0.0, 0.0);
+    check("decode: the default GPU decoder replays a kernel per operation as one CUDA graph",
+          make_decoder(*gpu, w, spec("int4"))->describe().find("in one CUDA graph") == std::string::npos ? 1.0 : 0.0, 0.0);
 
-    // The kernel per operation (graph replay): against the CPU, and against the one-kernel step.
+    // The one-kernel step: against the CPU, and against the kernel per operation (graph replay).
     for (const char* f : {"fp32", "bf16", "int4"}) {
-      DecodeSpec k = spec(f);
-      k.one_kernel = false;
-      CharGptGenerator ref(w.as_format(k));
-      auto dk = make_decoder(*gpu, w, k), d1 = make_decoder(*gpu, w, spec(f));
-      check(std::string("decode logits ") + f + ", a kernel per operation, vs CPU", logits_error(ref, *dk, toks, shape.vocab), 1e-4);
+      DecodeSpec one = spec(f);
+      one.one_kernel = true;
+      CharGptGenerator ref(w.as_format(one));
+      auto dk = make_decoder(*gpu, w, spec(f)), d1 = make_decoder(*gpu, w, one);
+      check(std::string("decode: ") + f + " with one_kernel runs a token as one cooperative kernel",
+            d1->describe().find("one cooperative kernel") == std::string::npos ? 1.0 : 0.0, 0.0);
+      check(std::string("decode logits ") + f + ", the one-kernel step, vs CPU", logits_error(ref, *d1, toks, shape.vocab), 1e-4);
       check(std::string("decode logits ") + f + ": one-kernel step vs a kernel per operation", logits_error(*dk, *d1, toks, shape.vocab),
             1e-4);
     }
@@ -109,10 +111,13 @@ int main() {
     {
       const DecodeWeights wl = model_weights(6, 600);
       const std::vector<int32_t> long_toks = token_sequence(600, shape.vocab);
-      for (const DecodeSpec& s : {spec("fp32"), spec("int4")}) {
+      DecodeSpec one = spec("int4");
+      one.one_kernel = true;
+      for (const DecodeSpec& s : {spec("fp32"), spec("int4"), one}) {
         CharGptGenerator ref(wl.as_format(s));
         auto dec = make_decoder(*gpu, wl, s);
-        check("decode logits " + s.label() + " over a 600-position window", logits_error(ref, *dec, long_toks, shape.vocab), 1e-4);
+        check("decode logits " + s.label() + (s.one_kernel ? " (one kernel)" : "") + " over a 600-position window",
+              logits_error(ref, *dec, long_toks, shape.vocab), 1e-4);
       }
     }
 

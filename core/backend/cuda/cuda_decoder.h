@@ -7,12 +7,13 @@
 // (kernels/decode.cuh, cuda_decoder_ops.cpp): the two LayerNorms (the first layer's with the
 // embedding), the GEMVs with bias / residual add / GELU / the K,V cache writes in their epilogues,
 // attention; then the final LayerNorm and the head. The token and position come from mapped
-// pinned host memory and the logits go back into it (no copies). At the `small` size (10.7M
-// parameters, under the H200's 50 MB L2) that step is launch-bound: by default (DecodeSpec::
-// one_kernel) the whole token is one cooperative kernel (kernels/decode_step.cu: five phases a
-// layer with grid-wide barriers between them, token and position as kernel arguments); otherwise
-// the kernels are captured once as a CUDA graph that reads the token and position from device
-// memory, and replayed for every token (or launched one by one).
+// pinned host memory and the logits go back into it (no copies). By default the kernels are
+// captured once as a CUDA graph that reads the token and position from device memory, and
+// replayed for every token (or launched one by one: DecodeSpec::cuda_graph false). With
+// DecodeSpec::one_kernel the whole token is one cooperative kernel instead (kernels/
+// decode_step.cu: five phases a layer with grid-wide barriers between them, token and position
+// as kernel arguments): as fast at the `small` size (10.7M parameters, launch-bound), slower from
+// gpt2's size up (BENCHMARKS.md, decoding).
 //
 // DecodeSpec::batch > 1: that many sequences side by side, all at the same position, a KV cache
 // each ([batch, context, d] per layer); the same kernels (one_kernel off), the GEMVs batched so
