@@ -211,7 +211,7 @@ __global__ void __launch_bounds__(kNormThreads) decode_batch_norm_kernel(DecodeB
   wait_for_previous_grid();
   const int b = blockIdx.x;
   const volatile int32_t* state = n.state;  // host-written when mapped: no stale cache
-  if (threadIdx.x == 0) st[0] = state[2 + b], st[1] = state[1];
+  if (threadIdx.x == 0) st[0] = state[2 + b], st[1] = state[1] + b * n.pos_step;
   if (n.state_out && b == 0)
     for (int i = threadIdx.x; i < 2 + n.batch; i += blockDim.x) n.state_out[i] = state[i];
   __syncthreads();
@@ -276,7 +276,7 @@ __global__ void __launch_bounds__(kAttnThreads) decode_attention_kernel(DecodeAt
     a.q += z * a.dim, a.y += z * a.dim, a.k += z * a.kv_stride, a.v += z * a.kv_stride;
     a.part += z * a.splits * a.dim, a.stats += z * a.splits * a.heads * 2, a.tickets += z * a.heads;
   }
-  attention_run(a, static_cast<int64_t>(a.state[1]) + 1, blockIdx.x, blockIdx.y, reinterpret_cast<float*>(sm4), red);
+  attention_run(a, static_cast<int64_t>(a.state[1]) + int64_t{blockIdx.z} * a.pos_step + 1, blockIdx.x, blockIdx.y, reinterpret_cast<float*>(sm4), red);
 }
 
 // The launch, with programmatic dependent launch allowed when `pdl` (the attribute array lives
@@ -346,7 +346,7 @@ void prepare_decode_gemv_batch(int format) { gemv_blocks_per_sm(format); }
 void launch_decode_gemv_batch(const DecodeGemv& g, int sm_count, bool pdl, cudaStream_t s) {
   if (g.layout == kTcChunks) return launch_decode_gemv_tc(g, pdl, s);
   if (g.batch < 1 || g.batch > kMaxBatch || g.prologue != kPlain) throw_cuda_error(cudaErrorInvalidValue, "decode_gemv_batch: batch 1..16, kPlain prologue", __FILE__, __LINE__);
-  if (g.batch == 1) return launch_decode_gemv_rows(g, pdl, s);
+  if (g.batch == 1 && !g.batch_sums) return launch_decode_gemv_rows(g, pdl, s);
   const GemvShape sh = gemv_shape(g, sm_count);
   const cudaLaunchConfig_t cfg = launch_config(dim3(static_cast<unsigned>(sh.blocks)), dim3(static_cast<unsigned>(sh.threads)), 0, s, pdl);
   switch (g.format) {

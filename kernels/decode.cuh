@@ -84,6 +84,12 @@ struct DecodeGemv {
   // [batch, rows] (kQkvScatter: q [batch, d]); sequence b's caches start at b * kv_stride floats.
   int batch = 1;
   int64_t kv_stride = 0;
+  // Rows of one sequence (a verification pass): row b is at position state[1] + b * pos_step
+  // (0: every sequence at state[1]); with kv_stride 0 all rows write one cache.
+  int pos_step = 0;
+  // A batch of one through the batched kernel all the same (not the one-sequence kernel), so that
+  // a row's sums are those of any batch: a verifying decoder's pushes equal its rows bit for bit.
+  bool batch_sums = false;
   int layout = kRowMajor;  // kTcChunks: stored by decode_tc_column (launch_decode_gemv_tc)
 };
 
@@ -106,8 +112,15 @@ struct DecodeGemv {
 //   (x = hi + lo to 2^-16 of x) and both are multiplied: products exact (the weights' values are
 //   bf16 numbers), sums in fp32. A block: 16 rows, its chunks dealt round 8 warps, the warps'
 //   sums added in warp order; weights stream ahead by one chunk a warp.
+// Verification rows (a speculative pass, CudaDecoder with DecodeSpec::verify_rows): the same
+//   kernels over `batch` rows of ONE sequence, row b at position state[1] + b (pos_step 1), all
+//   rows writing and reading one KV cache (kv_stride 0): row b attends over keys 0..state[1] + b,
+//   the rows before it written by the same pass's qkv kernel. A row's sums do not depend on the
+//   number of rows (each sequence of a batched GEMV has its own accumulators; the attention split
+//   is fixed by the decoder), so a pass of n rows equals n pushes bit for bit when the pushes run
+//   the same kernels (DecodeGemv::batch_sums).
 // State (mapped pinned host memory, copied to device memory by the embedding's LayerNorm):
-//   {unused, position, token of sequence 0, ..., token of sequence batch - 1}.
+//   {unused, position, token of sequence (or row) 0, ..., token of sequence batch - 1}.
 constexpr int kMaxBatch = 16;
 struct DecodeBatchNorm {
   const float* x = nullptr;             // [batch, dim] the residual stream (embedding: written)
@@ -117,6 +130,7 @@ struct DecodeBatchNorm {
   const float *tok = nullptr, *pos = nullptr;  // embedding when tok is set
   int64_t dim = 0;
   int batch = 1;
+  int pos_step = 0;                     // row b's position: state[1] + b * pos_step (DecodeGemv)
   const int32_t* state = nullptr;       // see above
   int32_t* state_out = nullptr;         // when set, block 0 copies the 2 + batch ints here
 };
@@ -154,6 +168,7 @@ struct DecodeAttention {
   // its tickets at b * heads.
   int batch = 1;
   int64_t kv_stride = 0;
+  int pos_step = 0;  // rows of one sequence (kv_stride 0): row b attends over keys 0..state[1] + b
 };
 
 struct DecodeStep {

@@ -20,7 +20,7 @@ __device__ __forceinline__ void wait_for_previous_grid() {
 #endif
 }
 // The GEMV's epilogue for one finished row (decode.cuh) of sequence b (batched: y [batch, rows],
-// q [batch, d], the caches b * kv_stride apart).
+// q [batch, d], the caches b * kv_stride apart, sequence b at position + b * pos_step).
 __device__ __forceinline__ void gemv_epilogue(const DecodeGemv& g, int64_t row, float acc, int32_t position, int b = 0) {
   const float v = acc + (g.bias ? g.bias[row] : 0.0f);
   float* y = g.y + b * (g.epilogue == kQkvScatter ? g.rows / 3 : g.rows);
@@ -29,7 +29,7 @@ __device__ __forceinline__ void gemv_epilogue(const DecodeGemv& g, int64_t row, 
     case kAddTo: y[row] += v; break;
     case kGelu: y[row] = gelu_f(v); break;
     case kQkvScatter: {
-      const int64_t d = g.rows / 3, p = position, kv = b * g.kv_stride;
+      const int64_t d = g.rows / 3, p = position + int64_t{b} * g.pos_step, kv = b * g.kv_stride;
       if (row < d) y[row] = v;
       else if (row < 2 * d) g.kcache[kv + p * d + row - d] = v;
       else g.vcache[kv + p * d + row - 2 * d] = v;

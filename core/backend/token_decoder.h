@@ -59,6 +59,11 @@ struct DecodeSpec {
   int batch = 1;            // sequences decoded side by side (push_batch), each with its own KV cache;
                             // CUDA: batch > 1 runs a kernel per operation (batched GEMVs read each
                             // weight once for all the sequences), never the one-kernel step
+  int verify_rows = 1;      // CUDA, one sequence: rows a push_rows pass runs at once (up to
+                            // kMaxDecodeBatch; speculative decoding's target: K + 1), each weight
+                            // read once for all of them; push() then runs the same kernels (a row
+                            // equals a push bit for bit). 1: push_rows is a push a row. The CPU
+                            // decoder reads each weight once for any number of rows already.
   // "fp32", "bf16", "int8", "int8-channel", "int4-g32" ... (parse accepts these names).
   std::string label() const;
   static DecodeSpec parse(const std::string& name, int group);  // "fp32|bf16|int8|int4"; group for int4

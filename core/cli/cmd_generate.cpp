@@ -49,7 +49,9 @@ Json speculative_json(const GenerateResult& g) {
           {"acceptance_rate", s.acceptance_rate}, {"tokens_per_target_pass", s.tokens_per_pass},
           {"proposed", s.proposed},               {"accepted", s.accepted},
           {"target_passes", s.target_passes},     {"baseline_tokens_per_s", s.baseline_tokens_per_s},
-          {"speedup", s.speedup}};
+          {"speedup", s.speedup},                 {"draft_decoder", s.draft_decoder},
+          {"target_decoder", s.target_decoder},   {"draft_seconds", s.draft_seconds},
+          {"target_seconds", s.target_seconds}};
 }
 
 // The seed of each sample's stream (decode/generate.h's sample_seed).
@@ -91,10 +93,12 @@ void print_generation(const GenerateRequest& req, const GenerateResult& g, bool 
   if (g.speculative) {
     const SpeculativeSummary& s = *g.speculative;
     std::fprintf(stderr,
-                 "speculative decoding, k = %d (draft: %s): %.1f%% of %ld proposals accepted, %.2f tokens a target pass, "
-                 "%.0f tokens/s vs %.0f for the target alone: %.2fx\n",
-                 s.speculate, s.draft_decoder.c_str(), 100.0 * s.acceptance_rate, static_cast<long>(s.proposed),
-                 s.tokens_per_pass, g.tokens_per_s, s.baseline_tokens_per_s, s.speedup);
+                 "speculative decoding, k = %d (draft: %s; target: %s): %.1f%% of %ld proposals accepted, %.2f tokens a "
+                 "target pass, %.0f tokens/s vs %.0f for the target alone: %.2fx (draft %.1f ms, target passes %.1f ms)\n",
+                 s.speculate, s.draft_decoder.c_str(), s.target_decoder.c_str(), 100.0 * s.acceptance_rate,
+                 static_cast<long>(s.proposed),
+                 s.tokens_per_pass, g.tokens_per_s, s.baseline_tokens_per_s, s.speedup, 1e3 * s.draft_seconds,
+                 1e3 * s.target_seconds);
   }
   if (g.on_gpu)  // (the H200's bandwidth: a GPU number)
     std::fprintf(stderr,

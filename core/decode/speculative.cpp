@@ -116,10 +116,17 @@ std::vector<int32_t> speculative_generate(TokenDecoder& target, TokenDecoder& dr
   const auto t0 = std::chrono::steady_clock::now();
   while (static_cast<int64_t>(out.size()) < n) {
     if (opt.stop && opt.stop->load(std::memory_order_relaxed)) break;
+    auto tick = std::chrono::steady_clock::now();
+    const auto lap = [&tick](double& into) {
+      const auto now = std::chrono::steady_clock::now();
+      into += std::chrono::duration<double>(now - tick).count();
+      tick = now;
+    };
     if (static_cast<int64_t>(win.size()) == ctx) {  // full: restart from its last ctx/2 tokens
       win = window_after(win, ctx);
       target.reset();
       target.push_rows(win);
+      lap(st.target_seconds);
     }
     const int64_t room = ctx - static_cast<int64_t>(win.size()) - 1;
     const int64_t kk = std::min<int64_t>({k, room, n - static_cast<int64_t>(out.size()) - 1});
@@ -127,10 +134,12 @@ std::vector<int32_t> speculative_generate(TokenDecoder& target, TokenDecoder& dr
     if (kk > 0) {
       sync_draft(draft, dwin, win, st);
       xs = propose(draft, dwin, pending, kk, opt, rng, qs, st);
+      lap(st.draft_seconds);
     }
     std::vector<int32_t> rows = {pending};
     rows.insert(rows.end(), xs.begin(), xs.end());
     const std::vector<float> logits = target.push_rows(rows);
+    lap(st.target_seconds);
     int32_t next = 0;
     const int64_t a = verify(logits, PV, V, xs, qs, opt, rng, next);
     ++st.target_passes;

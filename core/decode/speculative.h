@@ -36,6 +36,8 @@ struct SpeculativeStats {
   int64_t tokens = 0;         // tokens emitted
   int64_t draft_pushes = 0;   // tokens the draft ran (proposals and catching up with the window)
   double seconds = 0.0;       // wall time of the generation (prefill excluded)
+  double draft_seconds = 0.0;   // of it: the draft's pushes (proposals, catching up)
+  double target_seconds = 0.0;  // the target's verification passes (and window restarts)
   double acceptance_rate() const { return proposed ? static_cast<double>(accepted) / static_cast<double>(proposed) : 0.0; }
   double tokens_per_pass() const {
     return target_passes ? static_cast<double>(tokens) / static_cast<double>(target_passes) : 0.0;

@@ -38,16 +38,22 @@ std::unique_ptr<TokenDecoder> make_draft(Backend& be, const GenerateRequest& r, 
   return make_decoder(be, d.weights, spec);
 }
 
-// Speculative decoding with `dec` as the target, after timing the target alone (the baseline).
+// Speculative decoding: the target alone (`dec`, one push a token) timed first as the baseline,
+// then a verifying decoder of the same weights and format (DecodeSpec::verify_rows = K + 1: on a
+// GPU its pass over the K + 1 rows reads each weight once) checking the draft's proposals.
 std::vector<int32_t> generate_speculative(Backend& be, const GenerateRequest& r, const DecoderModel& m, TokenDecoder& dec,
-                                          const std::vector<int32_t>& prompt, GenerateResult& out) {
+                                          const DecodeSpec& spec, const std::vector<int32_t>& prompt, GenerateResult& out) {
   if (r.speculate < 1 || r.speculate > kMaxSpeculate)
     throw Error("--speculate must be 1.." + std::to_string(kMaxSpeculate) + ", got " + std::to_string(r.speculate));
   SpeculativeSummary s;
   auto draft = make_draft(be, r, m, s.draft_format);
   generate_tokens(dec, prompt, r.tokens, r.sample, &s.baseline_tokens_per_s);
+  DecodeSpec vspec = spec;
+  vspec.verify_rows = std::min<int>(r.speculate + 1, static_cast<int>(kMaxDecodeBatch));
+  auto target = make_decoder(be, m.weights, vspec);
+  s.target_decoder = target->describe();
   SpeculativeStats st;
-  std::vector<int32_t> tokens = speculative_generate(dec, *draft, prompt, r.tokens, r.speculate, r.sample, &st);
+  std::vector<int32_t> tokens = speculative_generate(*target, *draft, prompt, r.tokens, r.speculate, r.sample, &st);
   out.tokens_per_s = st.tokens_per_s();
   s.draft_decoder = draft->describe();
   s.speculate = r.speculate;
@@ -57,6 +63,8 @@ std::vector<int32_t> generate_speculative(Backend& be, const GenerateRequest& r,
   s.proposed = st.proposed;
   s.accepted = st.accepted;
   s.target_passes = st.target_passes;
+  s.draft_seconds = st.draft_seconds;
+  s.target_seconds = st.target_seconds;
   out.speculative = s;
   return tokens;
 }
@@ -95,7 +103,7 @@ GenerateResult generate_text(const GenerateRequest& r) {
   } else {
     const std::vector<int32_t> tokens = r.draft.empty()
                                             ? generate_tokens(*dec, prompt, r.tokens, r.sample, &out.tokens_per_s)
-                                            : generate_speculative(*be, r, m, *dec, prompt, out);
+                                            : generate_speculative(*be, r, m, *dec, spec, prompt, out);
     out.samples.push_back(vocab.decode(tokens));
   }
   out.text = out.samples.front();

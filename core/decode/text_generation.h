@@ -37,6 +37,7 @@ struct GenerateRequest {
 };
 
 struct SpeculativeSummary {
+  std::string target_decoder;      // the verifying target's TokenDecoder::describe() (DecodeSpec::verify_rows)
   std::string draft_decoder;       // the draft's TokenDecoder::describe()
   std::string draft_format;        // its format's label
   int speculate = 0;
@@ -45,6 +46,7 @@ struct SpeculativeSummary {
   double baseline_tokens_per_s = 0.0;  // the target alone, one push a token
   double speedup = 0.0;            // tokens_per_s / baseline_tokens_per_s
   int64_t proposed = 0, accepted = 0, target_passes = 0;
+  double draft_seconds = 0.0, target_seconds = 0.0;  // SpeculativeStats': the draft's pushes, the target's passes
 };
 
 struct GenerateResult {

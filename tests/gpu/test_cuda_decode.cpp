@@ -11,7 +11,8 @@
 //  * the replayed CUDA graph gives the same logits as launching the kernels one by one, also
 //    after reset() (a new window reuses the graph);
 //  * greedy generation over window restarts gives the CPU's tokens (first 60 at least);
-//  * speculative decoding (a bf16 target, its int4 copy as the draft) gives the target's greedy tokens.
+//  * speculative decoding (a bf16 target, its int4 copy as the draft) gives the target's greedy tokens;
+//  * verification rows (DecodeSpec::verify_rows): a pass of rows equals the pushes bit for bit.
 #include <functional>
 #include <numeric>
 
@@ -171,6 +172,66 @@ int main() {
                   100.0 * st.acceptance_rate(), st.tokens_per_pass());
       check("decode speculative greedy tokens: bf16 target + int4 draft vs the target alone (tokens differing)",
             static_cast<double>(std::inner_product(a.begin(), a.end(), b.begin(), 0, std::plus<>(), std::not_equal_to<>())), 0.0);
+    }
+
+    // Verification rows (DecodeSpec::verify_rows, speculative decoding's target pass): push_rows
+    // of 1..7 rows (5 a pass: 6 and 7 take two) equals pushing the tokens one by one on the same
+    // decoder bit for bit, after a rollback too, in every format (fp32: the batched GEMV, the others
+    // on tensor cores); against the CPU on the format's values to 1e-4; and speculative decoding
+    // with the verifying target gives its own greedy tokens over window restarts.
+    for (const char* f : {"fp32", "bf16", "int8", "int4"}) {
+      DecodeSpec v = spec(f);
+      v.verify_rows = 5;
+      auto rows = make_decoder(*gpu, w, v), ones = make_decoder(*gpu, w, v);
+      CharGptGenerator ref(w.as_format(v));
+      const auto V = static_cast<size_t>(shape.padded_vocab), n = static_cast<size_t>(shape.vocab);
+      double differ = 0.0, worst = 0.0;
+      int64_t pos = 0;
+      for (int64_t len = 1; pos + len <= shape.context && len <= 7; ++len) {
+        std::vector<int32_t> t;
+        for (int64_t i = 0; i < len; ++i) t.push_back(static_cast<int32_t>((pos * 29 + i * 7 + 3) % shape.vocab));
+        const std::vector<float> a = rows->push_rows(t), c = ref.push_rows(t);
+        for (size_t i = 0; i < t.size(); ++i) {
+          ones->push(t[i]);
+          const std::vector<float> ra(a.begin() + i * V, a.begin() + i * V + n), ro(ones->logits().begin(), ones->logits().begin() + n),
+              rc(c.begin() + i * V, c.begin() + i * V + n);
+          differ += ra != ro;
+          worst = std::max(worst, rel_err(ra, rc));
+        }
+        pos += len;
+        if (len == 4) {  // roll all three back by two positions and go on from there
+          rows->truncate(pos - 2), ones->truncate(pos - 2), ref.truncate(pos - 2);
+          pos -= 2;
+        }
+      }
+      check(std::string("decode verification rows ") + f + ": push_rows rows vs pushes on the same decoder (rows differing)",
+            differ, 0.0);
+      check(std::string("decode verification rows ") + f + ": vs the CPU on the format's values", worst, 1e-4);
+    }
+    {
+      DecodeSpec v = spec("bf16");
+      v.verify_rows = 5;
+      auto target = make_decoder(*gpu, w, v), draft = make_decoder(*gpu, w, spec("int4"));
+      std::printf("     %s\n", target->describe().c_str());
+      SampleOptions greedy;
+      greedy.temperature = 0.0f;
+      const std::vector<int32_t> prompt{1, 2, 3};
+      const auto a = generate_tokens(*target, prompt, 100, greedy);
+      SpeculativeStats st;
+      const auto b = speculative_generate(*target, *draft, prompt, 100, 4, greedy, &st);
+      std::printf("     speculative, verifying bf16 target (5 rows a pass), int4 draft, k 4: %.0f%% accepted, %.2f tokens a pass\n",
+                  100.0 * st.acceptance_rate(), st.tokens_per_pass());
+      check("decode speculative greedy tokens with a verifying target vs the target alone (tokens differing)",
+            static_cast<double>(std::inner_product(a.begin(), a.end(), b.begin(), 0, std::plus<>(), std::not_equal_to<>())), 0.0);
+      DecodeSpec bad = spec("bf16");
+      bad.verify_rows = 3, bad.batch = 2;
+      bool refused = false;
+      try {
+        make_decoder(*gpu, w, bad);
+      } catch (const Error&) {
+        refused = true;
+      }
+      check("decode verification rows with a batch of 2 refused with an Error", refused ? 0.0 : 1.0, 0.0);
     }
 
     // Batched decoding (batched GEMVs, attention over a grid dimension of sequences, a KV cache a

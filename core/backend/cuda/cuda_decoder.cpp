@@ -51,11 +51,18 @@ std::unique_ptr<TokenDecoder> CudaBackend::create_decoder(const DecodeWeights& w
 }
 
 CudaDecoder::CudaDecoder(int device, const DecodeWeights& w, const DecodeSpec& spec)
-    : m_shape(w.shape), m_spec(spec), m_device(device), m_batch(spec.batch) {
+    : m_shape(w.shape), m_spec(spec), m_device(device), m_batch(spec.batch), m_rows(spec.verify_rows) {
   w.validate();
   if (m_batch < 1 || m_batch > kMaxBatch)
     throw Error("GPU decoding: batch " + std::to_string(m_batch) + ", expected 1.." + std::to_string(kMaxBatch) + " sequences");
-  if (m_batch > 1) m_spec.one_kernel = false;  // the one-kernel step decodes one sequence
+  if (m_rows < 1 || m_rows > kMaxBatch)
+    throw Error("GPU decoding: " + std::to_string(m_rows) + " verification rows, expected 1.." + std::to_string(kMaxBatch));
+  if (m_rows > 1 && m_batch > 1)
+    throw Error("GPU decoding: verification rows (" + std::to_string(m_rows) + ") continue one sequence, not a batch of " +
+                std::to_string(m_batch));
+  m_width = std::max(m_batch, m_rows);
+  if (m_width > 1) m_spec.one_kernel = false;  // the one-kernel step decodes one sequence, one row
+  m_execs.assign(static_cast<size_t>(m_width + 1), nullptr);
   const int64_t D = m_shape.dim, hd = D / m_shape.heads;
   if (hd > 256 || hd % 4 != 0)
     throw Error("GPU decoding: head dimension " + std::to_string(hd) + " must be a multiple of 4 and at most 256");
@@ -95,7 +102,7 @@ CudaDecoder::CudaDecoder(int device, const DecodeWeights& w, const DecodeSpec& s
       m_layers.push_back(L);
     }
     const int64_t V = m_shape.padded_vocab;
-    const auto BD = static_cast<size_t>(m_batch * D), nstate = static_cast<size_t>(2 + m_batch);
+    const auto BD = static_cast<size_t>(m_width * D), nstate = static_cast<size_t>(2 + m_width);
     m_x = static_cast<float*>(device_alloc(BD * 4));
     m_q = static_cast<float*>(device_alloc(BD * 4));
     m_att = static_cast<float*>(device_alloc(BD * 4));
@@ -106,13 +113,15 @@ CudaDecoder::CudaDecoder(int device, const DecodeWeights& w, const DecodeSpec& s
     m_attn.heads = m_shape.heads, m_attn.dim = D, m_attn.context = m_shape.context;
     m_attn.scale = 1.0f / std::sqrt(static_cast<float>(hd));  // as the CPU generator
     // A batch shares the SMs: about two blocks an SM over all sequences' heads.
-    m_attn.splits = decode_attention_splits(m_shape.heads, m_shape.context, std::max(1, m_sms / m_batch));
-    m_attn.batch = m_batch;
-    m_attn.kv_stride = m_shape.context * D;
-    const int64_t scratch = m_batch * decode_attention_scratch_floats(m_shape.heads, D, m_attn.splits);
+    // (A fixed split whatever the rows of a step: a verification row's sums are a push's.)
+    m_attn.splits = decode_attention_splits(m_shape.heads, m_shape.context, std::max(1, m_sms / m_width));
+    m_attn.batch = m_width;
+    m_attn.kv_stride = m_rows > 1 ? 0 : m_shape.context * D;  // verification rows share one cache
+    m_attn.pos_step = m_rows > 1 ? 1 : 0;
+    const int64_t scratch = m_width * decode_attention_scratch_floats(m_shape.heads, D, m_attn.splits);
     m_attn.part = static_cast<float*>(device_alloc(static_cast<size_t>(scratch) * sizeof(float)));
-    m_attn.stats = m_attn.part + m_batch * m_attn.splits * D;
-    const auto tickets = static_cast<size_t>(m_batch * m_shape.heads) * sizeof(unsigned);
+    m_attn.stats = m_attn.part + m_width * m_attn.splits * D;
+    const auto tickets = static_cast<size_t>(m_width * m_shape.heads) * sizeof(unsigned);
     m_attn.tickets = static_cast<unsigned*>(device_alloc(tickets));
     TL_CUDA_CHECK(cudaMemset(m_attn.tickets, 0, tickets));
     m_attn.state = m_state_dev;
@@ -120,7 +129,7 @@ CudaDecoder::CudaDecoder(int device, const DecodeWeights& w, const DecodeSpec& s
     // writes the logits into it, so a step needs no copies of its own.
     TL_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&m_state_host), nstate * sizeof(int32_t), cudaHostAllocMapped));
     std::fill(m_state_host, m_state_host + nstate, 0);
-    TL_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&m_logits_host), static_cast<size_t>(m_batch * V) * 4, cudaHostAllocMapped));
+    TL_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&m_logits_host), static_cast<size_t>(m_width * V) * 4, cudaHostAllocMapped));
     TL_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&m_state_mapped), m_state_host, 0));
     TL_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&m_logits_mapped), m_logits_host, 0));
     m_logits.assign(static_cast<size_t>(V), 0.0f);
@@ -139,15 +148,16 @@ CudaDecoder::~CudaDecoder() { release(); }
 void CudaDecoder::release() {
   cudaSetDevice(m_device);
   if (m_stream) cudaStreamSynchronize(m_stream);
-  if (m_exec) cudaGraphExecDestroy(m_exec);
-  if (m_graph) cudaGraphDestroy(m_graph);
+  for (cudaGraphExec_t e : m_execs)
+    if (e) cudaGraphExecDestroy(e);
   for (void* p : m_allocs) cudaFree(p);
   if (m_state_host) cudaFreeHost(m_state_host);
   if (m_logits_host) cudaFreeHost(m_logits_host);
   if (m_step_start) cudaEventDestroy(m_step_start);
   if (m_step_stop) cudaEventDestroy(m_step_stop);
   if (m_stream) cudaStreamDestroy(m_stream);
-  m_exec = nullptr, m_graph = nullptr, m_state_host = nullptr, m_logits_host = nullptr, m_stream = nullptr;
+  m_execs.assign(m_execs.size(), nullptr);
+  m_state_host = nullptr, m_logits_host = nullptr, m_stream = nullptr;
   m_step_start = m_step_stop = nullptr;
   m_allocs.clear();
 }
@@ -191,7 +201,7 @@ CudaDecoder::Matrix CudaDecoder::upload_matrix(const DecodeWeights& w, const std
     case DecodeFormat::BF16: {
       std::vector<uint16_t> h(static_cast<size_t>(n));
       convert_from_f32(v.data(), DType::BF16, h.data(), h.size());
-      if (m_batch > 1 && decode_tc_layout_fits(m.format, cols, 0)) h = tc_order(h, m.format, cols), m.layout = kTcChunks;
+      if (m_width > 1 && decode_tc_layout_fits(m.format, cols, 0)) h = tc_order(h, m.format, cols), m.layout = kTcChunks;
       m.w = device_alloc(h.size() * 2);
       TL_CUDA_CHECK(cudaMemcpy(m.w, h.data(), h.size() * 2, cudaMemcpyHostToDevice));
       bytes = n * 2;
@@ -212,7 +222,7 @@ CudaDecoder::Matrix CudaDecoder::upload_matrix(const DecodeWeights& w, const std
         throw Error("GPU decoding in " + m_spec.label() + ": groups of " + std::to_string(m.group) + " weights in rows of " +
                     std::to_string(cols) + " ('" + name + "'); groups must divide the row and hold whole 16-byte loads (" +
                     std::to_string(per_load) + " weights)");
-      if (m_batch > 1 && decode_tc_layout_fits(m.format, cols, m.group)) codes = tc_order(codes, m.format, cols), m.layout = kTcChunks;
+      if (m_width > 1 && decode_tc_layout_fits(m.format, cols, m.group)) codes = tc_order(codes, m.format, cols), m.layout = kTcChunks;
       std::vector<uint16_t> h(scales.size());
       convert_from_f32(scales.data(), DType::F16, h.data(), h.size());  // exact: the scales are fp16 values
       m.scales = device_alloc(h.size() * 2);
@@ -230,7 +240,7 @@ CudaDecoder::Matrix CudaDecoder::upload_matrix(const DecodeWeights& w, const std
     bytes += rows * 4;
   }
   m_weight_bytes += bytes;
-  if (m_batch > 1) prepare_decode_gemv_batch(m.format);  // the batched grid's occupancy, cached outside capture
+  if (m_width > 1) prepare_decode_gemv_batch(m.format);  // the batched grid's occupancy, cached outside capture
   return m;
 }
 
@@ -289,10 +299,10 @@ DecodeGemv CudaDecoder::gemv_of(const Matrix& m) const {
   return g;
 }
 
-void CudaDecoder::enqueue_step() {
+void CudaDecoder::enqueue_step(int n) {
   for (size_t l = 0; l < m_layers.size(); ++l)
-    for (const Op op : {Op::Qkv, Op::Attention, Op::Proj, Op::Fc, Op::Out}) launch_op(op, l, m_spec.pdl);
-  launch_op(Op::Head, 0, m_spec.pdl);
+    for (const Op op : {Op::Qkv, Op::Attention, Op::Proj, Op::Fc, Op::Out}) launch_op(op, l, n, m_spec.pdl);
+  launch_op(Op::Head, 0, n, m_spec.pdl);
 }
 
 // Device microseconds of one kernel of each kind in isolation: `reps` launches of it (the last
@@ -309,7 +319,7 @@ std::vector<std::pair<std::string, double>> CudaDecoder::profile_kernels() {
     cudaGraphExec_t exec = nullptr;
     TL_CUDA_CHECK(cudaStreamBeginCapture(m_stream, cudaStreamCaptureModeThreadLocal));
     try {
-      for (int i = 0; i < reps; ++i) launch_op(op, l, false);
+      for (int i = 0; i < reps; ++i) launch_op(op, l, m_batch, false);
     } catch (...) {
       cudaStreamEndCapture(m_stream, &graph);
       if (graph) cudaGraphDestroy(graph);
@@ -385,40 +395,51 @@ void CudaDecoder::push(int32_t token) {
   if (m_len >= m_shape.context) throw Error("internal: generation window overflow");
   if (token < 0 || token >= m_shape.padded_vocab) throw Error("token " + std::to_string(token) + " outside the vocabulary");
   if (m_layers.empty()) throw Error("GPU decoding: a model without layers");
+  if (m_rows > 1) {  // the verification kernels, one row (a pass's row equals it bit for bit)
+    run_rows({token});
+    return;
+  }
   TL_CUDA_CHECK(cudaSetDevice(m_device));
   m_state_host[0] = token;  // the previous step has finished (push synchronises), so the pinned
   m_state_host[1] = static_cast<int32_t>(m_len);  // buffer is free to rewrite
   m_state_host[2] = token;                         // the sequence's token, as push_batch writes it
-  run_step();
+  run_step(1);
   std::memcpy(m_logits.data(), m_logits_host, m_logits.size() * sizeof(float));
   ++m_len;
 }
 
-void CudaDecoder::run_step() {
+cudaGraphExec_t CudaDecoder::step_graph(int n) {
+  cudaGraphExec_t& exec = m_execs.at(static_cast<size_t>(n));
+  if (exec) return exec;
+  cudaGraph_t graph = nullptr;
+  TL_CUDA_CHECK(cudaStreamBeginCapture(m_stream, cudaStreamCaptureModeThreadLocal));
+  try {
+    enqueue_step(n);
+  } catch (...) {
+    cudaStreamEndCapture(m_stream, &graph);
+    if (graph) cudaGraphDestroy(graph);
+    throw;
+  }
+  TL_CUDA_CHECK(cudaStreamEndCapture(m_stream, &graph));
+  const cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);  // the executable graph keeps what it needs
+  TL_CUDA_CHECK(e);
+  return exec;
+}
+
+void CudaDecoder::run_step(int n) {
   if (m_step_blocks > 0) {
     TL_CUDA_CHECK(cudaEventRecord(m_step_start, m_stream));
     launch_decode_step(m_step, m_state_host[0], m_state_host[1], m_step_blocks, m_stream);
     TL_CUDA_CHECK(cudaEventRecord(m_step_stop, m_stream));
   } else if (m_spec.cuda_graph) {
-    if (!m_exec) {
-      TL_CUDA_CHECK(cudaStreamBeginCapture(m_stream, cudaStreamCaptureModeThreadLocal));
-      try {
-        enqueue_step();
-      } catch (...) {
-        cudaGraph_t g = nullptr;
-        cudaStreamEndCapture(m_stream, &g);
-        if (g) cudaGraphDestroy(g);
-        throw;
-      }
-      TL_CUDA_CHECK(cudaStreamEndCapture(m_stream, &m_graph));
-      TL_CUDA_CHECK(cudaGraphInstantiate(&m_exec, m_graph, 0));
-    }
+    const cudaGraphExec_t exec = step_graph(n);
     TL_CUDA_CHECK(cudaEventRecord(m_step_start, m_stream));
-    TL_CUDA_CHECK(cudaGraphLaunch(m_exec, m_stream));
+    TL_CUDA_CHECK(cudaGraphLaunch(exec, m_stream));
     TL_CUDA_CHECK(cudaEventRecord(m_step_stop, m_stream));
   } else {
     TL_CUDA_CHECK(cudaEventRecord(m_step_start, m_stream));
-    enqueue_step();
+    enqueue_step(n);
     TL_CUDA_CHECK(cudaEventRecord(m_step_stop, m_stream));
   }
   TL_CUDA_CHECK(cudaStreamSynchronize(m_stream));
@@ -427,13 +448,48 @@ void CudaDecoder::run_step() {
   m_device_s += 1e-3 * ms;
 }
 
+std::vector<float> CudaDecoder::push_rows(const std::vector<int32_t>& tokens) {
+  if (m_rows == 1) return TokenDecoder::push_rows(tokens);
+  if (m_len + static_cast<int64_t>(tokens.size()) > m_shape.context) throw Error("internal: generation window overflow");
+  std::vector<float> out;
+  out.reserve(tokens.size() * static_cast<size_t>(m_shape.padded_vocab));
+  for (size_t i = 0; i < tokens.size(); i += static_cast<size_t>(m_rows)) {
+    const std::vector<int32_t> part(tokens.begin() + static_cast<std::ptrdiff_t>(i),
+                                    tokens.begin() + static_cast<std::ptrdiff_t>(std::min(tokens.size(), i + m_rows)));
+    const std::vector<float> rows = run_rows(part);
+    out.insert(out.end(), rows.begin(), rows.end());
+  }
+  return out;
+}
+
+// One pass of 1..m_rows rows of the sequence at positions m_len.. (verify_rows decoders).
+std::vector<float> CudaDecoder::run_rows(const std::vector<int32_t>& tokens) {
+  const int n = static_cast<int>(tokens.size());
+  if (n < 1 || n > m_rows) throw Error("internal: " + std::to_string(n) + " rows for a pass of at most " + std::to_string(m_rows));
+  if (m_len + n > m_shape.context) throw Error("internal: generation window overflow");
+  for (int32_t t : tokens)
+    if (t < 0 || t >= m_shape.padded_vocab) throw Error("token " + std::to_string(t) + " outside the vocabulary");
+  TL_CUDA_CHECK(cudaSetDevice(m_device));
+  m_state_host[0] = tokens[0];
+  m_state_host[1] = static_cast<int32_t>(m_len);  // row b at m_len + b
+  for (int b = 0; b < n; ++b) m_state_host[2 + b] = tokens[static_cast<size_t>(b)];
+  run_step(n);
+  const auto V = static_cast<size_t>(m_shape.padded_vocab);
+  std::vector<float> out(m_logits_host, m_logits_host + static_cast<size_t>(n) * V);
+  std::memcpy(m_logits.data(), out.data() + (static_cast<size_t>(n) - 1) * V, V * sizeof(float));  // the last row's
+  m_len += n;
+  return out;
+}
+
 std::string CudaDecoder::describe() const {
   if (m_step_blocks > 0)
     return "CUDA decoder, " + m_spec.label() + " weights, one cooperative kernel a token (" +
            std::to_string(5 * m_shape.layers + 1) + " phases, grid barriers, " + std::to_string(m_step_blocks) + " blocks)";
-  const std::string seqs = m_batch > 1 ? ", " + std::to_string(m_batch) + " sequences a step" : "";
+  const std::string seqs = m_batch > 1  ? ", " + std::to_string(m_batch) + " sequences a step"
+                           : m_rows > 1 ? ", up to " + std::to_string(m_rows) + " rows a pass (verification)"
+                                        : "";
   return "CUDA decoder, " + m_spec.label() + " weights" + seqs + ": " + std::to_string(7 * m_shape.layers + 2) +
-         " kernels a token (" + (m_batch > 1 ? "batched GEMVs" : "GEMVs") +
+         " kernels a token (" + (m_width > 1 ? "batched GEMVs" : "GEMVs") +
          (m_head.layout == kTcChunks ? " on tensor cores" : "") + ", LayerNorms, attention)" +
          (m_spec.cuda_graph ? " in one CUDA graph" : " launched one by one") +
          (m_spec.pdl ? ", programmatic dependent launch" : "") +

@@ -19,6 +19,12 @@
 // each ([batch, context, d] per layer); the same kernels (one_kernel off), the GEMVs batched so
 // that each weight is read once for all the sequences, attention over a third grid dimension
 // (kernels/decode.cuh, "Batched").
+//
+// DecodeSpec::verify_rows > 1 (one sequence): push_rows runs up to that many rows of the sequence
+// in one pass of the batched kernels (each weight read once for all of them, row b at the next
+// position + b, one KV cache; kernels/decode.cuh, "Verification rows"), the target's pass of
+// speculative decoding; push() is a pass of one row through the same kernels, so that a row of a
+// pass equals the push of its token bit for bit. A graph is captured per row count, when first used.
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -40,12 +46,13 @@ class CudaDecoder final : public TokenDecoder {
   const DecoderShape& shape() const override { return m_shape; }
   void reset() override { m_len = 0; }
   void push(int32_t token) override;  // a batch of one only (else: push_batch)
+  std::vector<float> push_rows(const std::vector<int32_t>& tokens) override;  // verify_rows at a time
   std::vector<float> push_batch(const std::vector<int32_t>& tokens) override;
   int64_t batch() const override { return m_batch; }
   const std::vector<float>& logits() const override { return m_logits; }
   int64_t length() const override { return m_len; }
   // The position is uploaded with every push, so rolling back is setting it (the cache rows past
-  // it are rewritten by the next pushes). push_rows is the base class's one push a row.
+  // it are rewritten by the next pushes).
   void truncate(int64_t length) override {
     check_truncate(*this, length);
     m_len = length;
@@ -75,10 +82,15 @@ class CudaDecoder final : public TokenDecoder {
   float* upload_f32(const std::vector<float>& v);
   Matrix upload_matrix(const DecodeWeights& w, const std::string& name, const std::string& bias);
   enum class Op { Qkv, Attention, Proj, Fc, Out, Head };
-  void launch_op(Op op, size_t layer, bool pdl);  // the op's kernels (LayerNorm, GEMV; or attention)
+  // The op's kernels (LayerNorm, GEMV; or attention) for n sequences (batch) or rows (verify_rows).
+  void launch_op(Op op, size_t layer, int n, bool pdl);
   kern::DecodeGemv gemv_of(const Matrix& m) const;      // a matrix's GEMV problem (no x, y, epilogue)
-  void run_step();  // the state is written: one step (graph, eager or one kernel), synchronised and timed
-  void enqueue_step();  // one token's work on m_stream, a kernel per operation
+  // The state is written: one step of n sequences or rows (graph, eager or one kernel),
+  // synchronised and timed.
+  void run_step(int n);
+  void enqueue_step(int n);  // one step's work on m_stream, a kernel per operation
+  cudaGraphExec_t step_graph(int n);  // the step of n captured (first use) as a graph
+  std::vector<float> run_rows(const std::vector<int32_t>& tokens);  // verify_rows: one pass, <= m_rows rows
   std::vector<std::pair<std::string, double>> profile_kernels();  // each kind alone, graph-replayed
   void build_step_table();  // m_step: the one-kernel step's parameters and layer table
 
@@ -86,8 +98,7 @@ class CudaDecoder final : public TokenDecoder {
   DecodeSpec m_spec;
   int m_device = 0, m_sms = 132;
   cudaStream_t m_stream = nullptr;
-  cudaGraph_t m_graph = nullptr;
-  cudaGraphExec_t m_exec = nullptr;
+  std::vector<cudaGraphExec_t> m_execs;  // [n]: the step of n sequences or rows as a graph (or null)
   std::vector<void*> m_allocs;
   float *m_tok = nullptr, *m_pos = nullptr, *m_ln_w = nullptr, *m_ln_b = nullptr;
   Matrix m_head;
@@ -99,6 +110,8 @@ class CudaDecoder final : public TokenDecoder {
   float *m_x = nullptr, *m_q = nullptr, *m_att = nullptr, *m_f = nullptr;  // [batch, ...]
   float* m_h = nullptr;  // batch > 1: the LayerNorms' output [batch, dim]
   int m_batch = 1;
+  int m_rows = 1;   // DecodeSpec::verify_rows: rows of one sequence a push_rows pass takes
+  int m_width = 1;  // the most sequences or rows a step holds: max(batch, rows)
   int32_t* m_state_dev = nullptr;     // {token, position, tokens of a batch...} for the kernels after the first
   int32_t* m_state_host = nullptr;    // mapped pinned: written by push()
   int32_t* m_state_mapped = nullptr;  // its device address

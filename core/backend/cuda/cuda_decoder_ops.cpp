@@ -12,11 +12,11 @@ namespace trainlab::cuda {
 
 using namespace trainlab::kern;
 
-// The kernels of op `op` of layer l for the whole batch (the head: l ignored): a LayerNorm kernel
+// The kernels of op `op` of layer l for n sequences or verification rows (the head: l ignored): a LayerNorm kernel
 // before the GEMVs that take a normalised input (the embedding's, the step's first kernel, reads
 // the tokens and position from mapped host memory and copies them to device memory), then the
 // GEMV with its epilogue (one sequence: decode_gemv_rows_kernel; several: the batched GEMV).
-void CudaDecoder::launch_op(Op op, size_t l, bool pdl) {
+void CudaDecoder::launch_op(Op op, size_t l, int rows, bool pdl) {
   const int64_t D = m_shape.dim;
   auto norm = [&](const float* gamma, const float* beta, bool embed) {
     DecodeBatchNorm n;
@@ -25,7 +25,8 @@ void CudaDecoder::launch_op(Op op, size_t l, bool pdl) {
     n.gamma = gamma;
     n.beta = beta;
     n.dim = D;
-    n.batch = m_batch;
+    n.batch = rows;
+    n.pos_step = m_attn.pos_step;
     n.state = m_state_dev;
     bool p = pdl;
     if (embed) {  // reads what the host wrote: launched plainly, after the previous step
@@ -37,7 +38,9 @@ void CudaDecoder::launch_op(Op op, size_t l, bool pdl) {
   };
   auto gemv = [&](const Matrix& m, const float* x, int epilogue, float* y) {
     DecodeGemv g = gemv_of(m);
-    g.batch = m_batch;
+    g.batch = rows;
+    g.pos_step = m_attn.pos_step;
+    g.batch_sums = m_rows > 1;  // a verifying decoder's one row: the batched sums of its passes
     g.x = x;
     g.epilogue = epilogue;
     g.y = y;
@@ -55,13 +58,14 @@ void CudaDecoder::launch_op(Op op, size_t l, bool pdl) {
       DecodeGemv g = gemv(L.qkv, m_h, kQkvScatter, m_q);
       g.kcache = L.k;
       g.vcache = L.v;
-      g.kv_stride = m_shape.context * D;
+      g.kv_stride = m_attn.kv_stride;
       launch_decode_gemv_batch(g, m_sms, pdl, m_stream);
       break;
     }
     case Op::Attention: {
       DecodeAttention att = m_attn;
       att.q = m_q, att.k = L.k, att.v = L.v, att.y = m_att;
+      att.batch = rows;
       launch_decode_attention(att, pdl, m_stream);
       break;
     }
@@ -88,7 +92,7 @@ std::vector<float> CudaDecoder::push_batch(const std::vector<int32_t>& tokens) {
   m_state_host[0] = tokens[0];  // the previous step has finished: the pinned buffer is free
   m_state_host[1] = static_cast<int32_t>(m_len);
   for (int b = 0; b < m_batch; ++b) m_state_host[2 + b] = tokens[static_cast<size_t>(b)];
-  run_step();
+  run_step(m_batch);
   const auto V = static_cast<size_t>(m_shape.padded_vocab);
   std::vector<float> out(m_logits_host, m_logits_host + static_cast<size_t>(m_batch) * V);
   std::memcpy(m_logits.data(), out.data(), V * sizeof(float));  // sequence 0's
