@@ -60,7 +60,7 @@ void window_append(std::vector<int32_t>& win, int32_t token, int64_t ctx, TokenD
     dec.push(token);
   } else {
     dec.reset();
-    for (int32_t t : w) dec.push(t);
+    dec.push_rows(w);  // one pass where the decoder can (the same logits as a push a token)
   }
   win = std::move(w);
 }

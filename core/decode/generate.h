@@ -40,7 +40,8 @@ int32_t greedy_token(const float* logits, int64_t vocab);
 
 // The window rule above: the window that remains before a token is appended to `win` (win itself
 // while it has room; its last context/2 tokens when it is full). window_append appends `token` to
-// `win` by the rule and brings `dec` along: one push, or a reset and the whole new window.
+// `win` by the rule and brings `dec` along: one push, or a reset and the whole new window in one
+// push_rows pass.
 std::vector<int32_t> window_after(const std::vector<int32_t>& win, int64_t context);
 void window_append(std::vector<int32_t>& win, int32_t token, int64_t context, TokenDecoder& dec, bool cache);
 
