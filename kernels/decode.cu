@@ -17,38 +17,6 @@ namespace {
 
 using namespace decode_dev;
 
-// The input vector x' [K] into shared memory (decode.cuh's prologues), with 16-byte loads; the
-// LayerNorm's gamma and beta are read where they are applied (no shared memory of their own, so
-// that more blocks fit an SM). `st` holds the token and position; `store` writes the embedding
-// sum into x_out.
-__device__ void gemv_prologue(const DecodeGemv& g, const int32_t* st, float* xs, float* red, bool store) {
-  const int64_t K4 = g.cols / 4;
-  float4* x4 = reinterpret_cast<float4*>(xs);
-  if (g.prologue == kEmbedLayerNorm) {
-    const float4* t4 = reinterpret_cast<const float4*>(g.tok + int64_t{st[0]} * g.cols);
-    const float4* p4 = reinterpret_cast<const float4*>(g.pos + int64_t{st[1]} * g.cols);
-    for (int64_t k = threadIdx.x; k < K4; k += blockDim.x) {
-      const float4 a = t4[k], b = p4[k];
-      const float4 v = make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
-      x4[k] = v;
-      if (store) reinterpret_cast<float4*>(g.x_out)[k] = v;
-    }
-  } else {
-    for (int64_t k = threadIdx.x; k < K4; k += blockDim.x) x4[k] = __ldcg(reinterpret_cast<const float4*>(g.x) + k);
-  }
-  if (g.prologue == kPlain) return;  // the caller's barrier publishes xs
-  const int64_t K = g.cols;
-  __syncthreads();
-  float s = 0.0f;
-  for (int64_t k = threadIdx.x; k < K; k += blockDim.x) s += xs[k];
-  const float mean = block_all_reduce<false>(s, red) / static_cast<float>(K);
-  float v = 0.0f;
-  for (int64_t k = threadIdx.x; k < K; k += blockDim.x) v += (xs[k] - mean) * (xs[k] - mean);
-  const float var = block_all_reduce<false>(v, red) / static_cast<float>(K);
-  const float rs = 1.0f / sqrtf(var + 1e-5f);
-  for (int64_t k = threadIdx.x; k < K; k += blockDim.x) xs[k] = (xs[k] - mean) * rs * __ldg(g.gamma + k) + __ldg(g.beta + k);
-}
-
 // A lane's stream along one weight row: kDepth 16-byte loads in flight (and, for int8 / int4, the
 // scale of each load's group), issued ahead of the sums that use them. Rows past the last read the
 // last row (idle slices compute and write nothing). Both GEMV kernels below stream this way.
@@ -201,13 +169,21 @@ __global__ void __launch_bounds__(kRowsThreads) decode_gemv_rows_kernel(DecodeGe
 }
 
 // Batched LayerNorm (decode.cuh): block b normalises sequence b's x (or its embedding sum, stored
-// into x_out) into h, with the GEMV prologue's code and order.
+// into x_out) into h. A thread holds the values k = t, t + 256, ... in registers (sums in that
+// order, then the block's, for the mean and then the biased variance); its gamma and beta are
+// loaded before waiting for the previous kernel, so only x is on the critical path.
 constexpr int kNormThreads = 256;
+constexpr int kNormPer = 12;  // values a thread: dims up to 3072 (the decoder's limit)
 __global__ void __launch_bounds__(kNormThreads) decode_batch_norm_kernel(DecodeBatchNorm n) {
-  extern __shared__ float4 sm4[];
-  float* xs = reinterpret_cast<float*>(sm4);
   __shared__ float red[32];
   __shared__ int32_t st[2];
+  const int64_t D = n.dim;
+  float gm[kNormPer], bt[kNormPer], x[kNormPer];
+#pragma unroll
+  for (int i = 0; i < kNormPer; ++i) {
+    const int64_t k = threadIdx.x + int64_t{i} * kNormThreads;
+    gm[i] = k < D ? __ldg(n.gamma + k) : 0.0f, bt[i] = k < D ? __ldg(n.beta + k) : 0.0f;
+  }
   wait_for_previous_grid();
   const int b = blockIdx.x;
   const volatile int32_t* state = n.state;  // host-written when mapped: no stale cache
@@ -215,15 +191,36 @@ __global__ void __launch_bounds__(kNormThreads) decode_batch_norm_kernel(DecodeB
   if (n.state_out && b == 0)
     for (int i = threadIdx.x; i < 2 + n.batch; i += blockDim.x) n.state_out[i] = state[i];
   __syncthreads();
-  DecodeGemv g;
-  g.cols = n.dim;
-  g.prologue = n.tok ? kEmbedLayerNorm : kLayerNorm;
-  g.x = n.x + b * n.dim;
-  g.x_out = n.x_out ? n.x_out + b * n.dim : nullptr;
-  g.tok = n.tok, g.pos = n.pos, g.gamma = n.gamma, g.beta = n.beta;
-  gemv_prologue(g, st, xs, red, n.tok != nullptr);
-  __syncthreads();
-  for (int64_t k = threadIdx.x; k < n.dim; k += blockDim.x) n.h[b * n.dim + k] = xs[k];
+  const float* tok = n.tok ? n.tok + int64_t{st[0]} * D : nullptr;
+  const float* pos = n.tok ? n.pos + int64_t{st[1]} * D : nullptr;
+  float s = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kNormPer; ++i) {
+    const int64_t k = threadIdx.x + int64_t{i} * kNormThreads;
+    if (k >= D) break;
+    if (tok) {
+      x[i] = tok[k] + pos[k];
+      n.x_out[b * D + k] = x[i];
+    } else {
+      x[i] = __ldcg(n.x + b * D + k);
+    }
+    s += x[i];
+  }
+  const float mean = block_all_reduce<false>(s, red) / static_cast<float>(D);
+  float v = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kNormPer; ++i) {
+    if (threadIdx.x + int64_t{i} * kNormThreads >= D) break;
+    v += (x[i] - mean) * (x[i] - mean);
+  }
+  const float var = block_all_reduce<false>(v, red) / static_cast<float>(D);
+  const float rs = 1.0f / sqrtf(var + 1e-5f);
+#pragma unroll
+  for (int i = 0; i < kNormPer; ++i) {
+    const int64_t k = threadIdx.x + int64_t{i} * kNormThreads;
+    if (k >= D) break;
+    n.h[b * D + k] = (x[i] - mean) * rs * gm[i] + bt[i];
+  }
 }
 
 struct GemvShape {
@@ -345,7 +342,7 @@ void prepare_decode_gemv_batch(int format) { gemv_blocks_per_sm(format); }
 
 void launch_decode_gemv_batch(const DecodeGemv& g, int sm_count, bool pdl, cudaStream_t s) {
   if (g.layout == kTcChunks) return launch_decode_gemv_tc(g, pdl, s);
-  if (g.batch < 1 || g.batch > kMaxBatch || g.prologue != kPlain) throw_cuda_error(cudaErrorInvalidValue, "decode_gemv_batch: batch 1..16, kPlain prologue", __FILE__, __LINE__);
+  if (g.batch < 1 || g.batch > kMaxBatch) throw_cuda_error(cudaErrorInvalidValue, "decode_gemv_batch: batch 1..16", __FILE__, __LINE__);
   if (g.batch == 1 && !g.batch_sums) return launch_decode_gemv_rows(g, pdl, s);
   const GemvShape sh = gemv_shape(g, sm_count);
   const cudaLaunchConfig_t cfg = launch_config(dim3(static_cast<unsigned>(sh.blocks)), dim3(static_cast<unsigned>(sh.threads)), 0, s, pdl);
@@ -359,8 +356,9 @@ void launch_decode_gemv_batch(const DecodeGemv& g, int sm_count, bool pdl, cudaS
 }
 
 void launch_decode_batch_norm(const DecodeBatchNorm& n, bool pdl, cudaStream_t s) {
-  const cudaLaunchConfig_t cfg = launch_config(dim3(static_cast<unsigned>(n.batch)), dim3(kNormThreads),
-                                               static_cast<size_t>(n.dim) * sizeof(float), s, pdl);
+  if (n.dim > int64_t{kNormThreads} * kNormPer)
+    throw_cuda_error(cudaErrorInvalidValue, "decode_batch_norm: dim above 3072", __FILE__, __LINE__);
+  const cudaLaunchConfig_t cfg = launch_config(dim3(static_cast<unsigned>(n.batch)), dim3(kNormThreads), 0, s, pdl);
   TL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_batch_norm_kernel, n));
   TL_LAUNCH_CHECK("decode_batch_norm");
 }

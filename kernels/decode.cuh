@@ -50,7 +50,6 @@
 namespace trainlab::kern {
 
 enum DecodeWeightFormat : int { kDecF32 = 0, kDecBF16 = 1, kDecI8 = 2, kDecI4 = 3 };
-enum DecodePrologue : int { kPlain = 0, kLayerNorm = 1, kEmbedLayerNorm = 2 };
 enum DecodeEpilogue : int { kStore = 0, kAddTo = 1, kGelu = 2, kQkvScatter = 3 };
 enum DecodeLayout : int { kRowMajor = 0, kTcChunks = 1 };
 
@@ -66,20 +65,13 @@ struct DecodeGemv {
   const void* scales = nullptr;      // fp16, rows * cols / group (int8 / int4)
   int64_t rows = 0, cols = 0, group = 0;
   const float* bias = nullptr;       // [rows] or null
-  // prologue
-  int prologue = kPlain;
-  const float* x = nullptr;          // [cols] input (kPlain, kLayerNorm)
-  const float* gamma = nullptr;      // LayerNorm weight and bias [cols]
-  const float* beta = nullptr;
-  const float* tok = nullptr;        // kEmbedLayerNorm: embeddings [vocab, cols], [context, cols]
-  const float* pos = nullptr;
-  float* x_out = nullptr;            // kEmbedLayerNorm: receives tok[t] + pos[p]
+  // input (a LayerNorm's output: launch_decode_batch_norm before the GEMV)
+  const float* x = nullptr;          // [cols]
   // epilogue
   int epilogue = kStore;
   float* y = nullptr;                // [rows] (kQkvScatter: q [d])
   float* kcache = nullptr, * vcache = nullptr;  // kQkvScatter: [context, d], d = rows / 3
   const int32_t* state = nullptr;    // {token, position} (device memory, or mapped host memory)
-  int32_t* state_out = nullptr;      // when set, block 0 copies the state here (device memory)
   // batched (launch_decode_gemv_batch only): `batch` input vectors x [batch, cols] and outputs y
   // [batch, rows] (kQkvScatter: q [batch, d]); sequence b's caches start at b * kv_stride floats.
   int batch = 1;
@@ -100,7 +92,7 @@ struct DecodeGemv {
 //               y[b] = W x[b] + bias for b < batch (at most kMaxBatch), each 16-byte weight load
 //               used for every sequence: the weights are read once for the whole batch. One wave
 //               of 512-thread blocks at most (by occupancy) going round tiles of rows, 8 loads in
-//               flight a lane; x from global memory (L1 / L2). Prologue kPlain only.
+//               flight a lane; x from global memory (L1 / L2).
 //   Attention:  decode_attention_kernel with a third grid dimension over the sequences
 //               (DecodeAttention::batch, kv_stride).
 // Batched decoding, tensor cores (decode_tc.cu; bf16, int8 and int4 weights whose rows split into

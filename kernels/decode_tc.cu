@@ -167,8 +167,8 @@ bool decode_tc_layout_fits(int format, int64_t cols, int64_t group) {
 }
 
 void launch_decode_gemv_tc(const DecodeGemv& g, bool pdl, cudaStream_t s) {
-  if (g.batch < 1 || g.batch > kMaxBatch || g.prologue != kPlain || !decode_tc_layout_fits(g.format, g.cols, g.group))
-    throw_cuda_error(cudaErrorInvalidValue, "decode_gemv_tc: batch 1..16, kPlain, a tensor-core layout", __FILE__, __LINE__);
+  if (g.batch < 1 || g.batch > kMaxBatch || !decode_tc_layout_fits(g.format, g.cols, g.group))
+    throw_cuda_error(cudaErrorInvalidValue, "decode_gemv_tc: batch 1..16, a tensor-core layout", __FILE__, __LINE__);
   cudaLaunchAttribute attr{};
   attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr.val.programmaticStreamSerializationAllowed = 1;

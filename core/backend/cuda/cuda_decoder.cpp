@@ -307,12 +307,14 @@ void CudaDecoder::enqueue_step(int n) {
 
 // Device microseconds of one kernel of each kind in isolation: `reps` launches of it (the last
 // layer's, the head's) captured as a graph and replayed, the time over the launches; times the
-// layers for a layer's kinds. With the weight bytes of the kind, its GB/s.
+// layers for a layer's kinds. With the weight bytes of the kind, its GB/s. "layernorm": the
+// LayerNorm kernel alone, times the 2 layers + 1 of a step (the qkv, fc and head kinds include theirs).
 std::vector<std::pair<std::string, double>> CudaDecoder::profile_kernels() {
   constexpr int reps = 20, replays = 5;
   const size_t l = m_layers.size() - 1;
   static const std::pair<Op, const char*> kinds[] = {
-      {Op::Qkv, "qkv"}, {Op::Attention, "attention"}, {Op::Proj, "proj"}, {Op::Fc, "fc"}, {Op::Out, "out"}, {Op::Head, "head"}};
+      {Op::Qkv, "qkv"}, {Op::Attention, "attention"}, {Op::Proj, "proj"}, {Op::Fc, "fc"}, {Op::Out, "out"}, {Op::Head, "head"},
+      {Op::Norm, "layernorm"}};
   std::vector<std::pair<std::string, double>> out;
   for (const auto& [op, name] : kinds) {
     cudaGraph_t graph = nullptr;
@@ -341,7 +343,8 @@ std::vector<std::pair<std::string, double>> CudaDecoder::profile_kernels() {
     const Layer& L = m_layers[l];
     const Matrix* m = op == Op::Qkv ? &L.qkv : op == Op::Proj ? &L.proj : op == Op::Fc ? &L.fc : op == Op::Out ? &L.out
                       : op == Op::Head ? &m_head : nullptr;
-    const double layers = op == Op::Head ? 1.0 : static_cast<double>(m_layers.size());
+    const double layers = op == Op::Head ? 1.0 : op == Op::Norm ? 2.0 * static_cast<double>(m_layers.size()) + 1.0
+                                                                : static_cast<double>(m_layers.size());
     out.emplace_back(name, us * layers);
     if (m) out.emplace_back(std::string(name) + " GB/s", static_cast<double>(matrix_bytes(m->format, m->rows, m->cols, m->group, m->bias != nullptr)) / (us * 1e3));
   }

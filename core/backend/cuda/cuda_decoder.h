@@ -81,7 +81,7 @@ class CudaDecoder final : public TokenDecoder {
   void* device_alloc(size_t bytes);
   float* upload_f32(const std::vector<float>& v);
   Matrix upload_matrix(const DecodeWeights& w, const std::string& name, const std::string& bias);
-  enum class Op { Qkv, Attention, Proj, Fc, Out, Head };
+  enum class Op { Qkv, Attention, Proj, Fc, Out, Head, Norm };  // Norm: a LayerNorm alone (the profile's)
   // The op's kernels (LayerNorm, GEMV; or attention) for n sequences (batch) or rows (verify_rows).
   void launch_op(Op op, size_t layer, int n, bool pdl);
   kern::DecodeGemv gemv_of(const Matrix& m) const;      // a matrix's GEMV problem (no x, y, epilogue)

@@ -46,6 +46,10 @@ void CudaDecoder::launch_op(Op op, size_t l, int rows, bool pdl) {
     g.y = y;
     return g;
   };
+  if (op == Op::Norm) {  // the LayerNorm kernel alone (profile_kernels: the qkv and fc kinds include one each)
+    norm(m_layers[l].ln1_w, m_layers[l].ln1_b, false);
+    return;
+  }
   if (op == Op::Head) {  // logits = W LN(x), into mapped host memory [batch, padded vocab]
     norm(m_ln_w, m_ln_b, false);
     launch_decode_gemv_batch(gemv(m_head, m_h, kStore, m_logits_mapped), m_sms, pdl, m_stream);
@@ -75,7 +79,8 @@ void CudaDecoder::launch_op(Op op, size_t l, int rows, bool pdl) {
       launch_decode_gemv_batch(gemv(L.fc, m_h, kGelu, m_f), m_sms, pdl, m_stream);
       break;
     case Op::Out: launch_decode_gemv_batch(gemv(L.out, m_f, kAddTo, m_x), m_sms, pdl, m_stream); break;
-    case Op::Head: break;
+    case Op::Head:
+    case Op::Norm: break;
   }
 }
 
