@@ -4,9 +4,9 @@
 # about 4 minutes (build included). Stages, each with its own timeout and log under $OUT/samples/:
 #   build    trainlab-cli and trainlab_cuda (sm_90, no app)
 #   train    a tiny char-gpt on the GPU (300 steps) -> $B/cg/model.safetensors; its int4 copy
-#   greedy   --temperature 0: --samples 1 (the one-kernel step) and --samples 4 and 16 (the batched
-#            decoder): every sample must be the same text; whether it is also the --samples 1 text
-#            is printed (the batched GEMVs may round differently from the one-kernel step)
+#   greedy   --temperature 0: --samples 1 (the one-sequence kernels) and --samples 4 and 16 (the
+#            batched decoder): every sample must be the same text; whether it is also the --samples 1
+#            text is printed (the batched GEMVs may round differently from the one-sequence GEMV)
 #   speed    --samples 1, 4, 16 at temperature 1 (fp32 file and the int4 copy): tokens/s of all
 #            samples, and 4 and 16 over 1
 # Results: $OUT/samples/*.log and $OUT/summary.txt (one line a check).
