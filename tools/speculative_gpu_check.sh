@@ -8,7 +8,7 @@
 #                         --speculate K --tokens N --temperature T --prompt "ROMEO:" --json
 # over drafts, K, T and target formats, one line each in $OUT/summary.txt: acceptance, tokens a
 # target pass, speculative and target-alone tokens/s, the speed-up, the draft's and the target's
-# wall time. Logs and JSON under $OUT/spec/.
+# wall time. Logs and JSON under $OUT/spec/. CLI=path/to/trainlab-cli skips the build.
 set -o pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PATH=/usr/local/cuda/bin:$PATH LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
@@ -16,10 +16,14 @@ export TRAINLAB_DATA_DIR=$PWD/resources/data
 S="$OUT/summary.txt"; B=${BUILD:-/tmp/b-spec}; D=$OUT/spec; W=/tmp/spec-models; T0=$(date +%s)
 mkdir -p "$D"; rm -rf $W; mkdir -p $W/q4
 stamp() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a "$S"; }
-(cmake -S . -B $B -G Ninja -DTRAINLAB_BUILD_APP=OFF -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
-  && timeout 300 ninja -C $B -j16 trainlab-cli trainlab_cuda) > "$D/build.log" 2>&1
-stamp "build rc=$?"
-C=$(find $B -name trainlab-cli -type f -perm -u+x | head -1)
+if [ -n "${CLI:-}" ]; then  # a trainlab-cli built already (with trainlab_cuda beside it or on LD_LIBRARY_PATH)
+  C=$CLI
+else
+  (cmake -S . -B $B -G Ninja -DTRAINLAB_BUILD_APP=OFF -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
+    && timeout 300 ninja -C $B -j16 trainlab-cli trainlab_cuda) > "$D/build.log" 2>&1
+  stamp "build rc=$?"
+  C=$(find $B -name trainlab-cli -type f -perm -u+x | head -1)
+fi
 [ -z "$C" ] && { tail -30 "$D/build.log"; exit 1; }
 P=resources/presets/char-small-shakespeare.json
 train_run() { # name steps lr sets...
