@@ -1,6 +1,7 @@
 #include "text_panel.h"
 
 #include <QApplication>
+#include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QFileDialog>
 #include <QFileInfo>
@@ -88,6 +89,25 @@ TextPanel::TextPanel(QWidget* parent) : QWidget(parent) {
   drow->addWidget(dbrowse);
   drow->addWidget(m_speculate);
   form->addRow("Draft", drow);
+  auto* frow = new QHBoxLayout;
+  m_device = new QComboBox(this);
+  m_device->setObjectName("device");
+  m_device->addItem("CPU", "cpu");
+  m_device->addItem("GPU if there is one", "auto");
+  m_device->addItem("GPU", "cuda");
+  m_device->setToolTip("Where to decode (trainlab-cli generate --device): the GPU decoder keeps the matrices in the "
+                       "format below and runs a token as a CUDA graph of kernels");
+  m_format = new QComboBox(this);
+  m_format->setObjectName("format");
+  m_format->addItem("the file's own", "");
+  for (const char* f : {"fp32", "bf16", "int8", "int4"}) m_format->addItem(f, f);
+  m_format->setToolTip("The matrices' format while decoding (--weight-format): a quantized file decodes in its own "
+                       "format by default, a trained file in fp32; bf16, int8 and int4 read fewer bytes a token "
+                       "(on the CPU the decoder computes with the values the format represents)");
+  frow->addWidget(m_device, 1);
+  frow->addWidget(new QLabel("Format", this));
+  frow->addWidget(m_format);
+  form->addRow("Device", frow);
   v->addLayout(form);
   auto* row = new QHBoxLayout;
   m_go = new QPushButton("Generate", this);
@@ -126,6 +146,20 @@ QString TextPanel::weights() const { return m_weights->text(); }
 
 void TextPanel::set_samples(int samples) { m_sample_count->setValue(samples); }
 
+bool TextPanel::set_device(const QString& device) {
+  const int i = m_device->findData(device);
+  if (i < 0) return false;
+  m_device->setCurrentIndex(i);
+  return true;
+}
+
+bool TextPanel::set_format(const QString& format) {
+  const int i = m_format->findData(format);
+  if (i < 0) return false;
+  m_format->setCurrentIndex(i);
+  return true;
+}
+
 void TextPanel::set_draft(const QString& path, int speculate) {
   QString p = path;
   if (!p.isEmpty() && QFileInfo(p).isDir()) p += "/model.safetensors";
@@ -134,12 +168,18 @@ void TextPanel::set_draft(const QString& path, int speculate) {
 }
 
 namespace {
-// The line under the Generate button: tokens/s, and with a draft the speculative figures.
+// The line under the Generate button: tokens/s, the device, format and decoder (and why "GPU if
+// there is one" fell back to the CPU), and with a draft the speculative figures.
 QString speed_line(const GenerateResult& g) {
-  QString s = g.samples.size() > 1 ? QString("%1 tokens/s over all %2 samples (KV cache, CPU, batched)")
+  const QString where = QString("%1, %2: %3")
+                            .arg(QString::fromStdString(g.device), QString::fromStdString(g.format),
+                                 QString::fromStdString(g.decoder));
+  QString s = g.samples.size() > 1 ? QString("%1 tokens/s over all %2 samples (%3)")
                                          .arg(g.tokens_per_s, 0, 'f', 0)
                                          .arg(g.samples.size())
-                                   : QString("%1 tokens/s (KV cache, CPU)").arg(g.tokens_per_s, 0, 'f', 0);
+                                         .arg(where)
+                                   : QString("%1 tokens/s (%2)").arg(g.tokens_per_s, 0, 'f', 0).arg(where);
+  if (!g.notice.empty()) s += " — " + QString::fromStdString(g.notice);
   if (!g.speculative) return s;
   const SpeculativeSummary& p = *g.speculative;
   return s + QString(" — speculative, K = %1, %2 draft: %3% accepted, %4 tokens a target pass, %5x the model alone "
@@ -170,6 +210,8 @@ bool TextPanel::generate() {
   const int64_t n = m_tokens->value();
   const std::string draft = m_draft->text().toStdString();
   const int speculate = m_speculate->value(), samples = m_sample_count->value();
+  const std::string device = m_device->currentData().toString().toStdString();
+  const std::string format = m_format->currentData().toString().toStdString();
   if (weights.empty()) {
     m_out->setPlainText("Choose a trained char-gpt run first (train one with model.name = char-gpt, then reopen it).");
     return false;
@@ -180,7 +222,7 @@ bool TextPanel::generate() {
   QPointer<TextPanel> self(this);
   m_stop = false;
   const std::atomic<bool>* stop = &m_stop;  // the panel waits for this thread before it goes
-  QThread* t = QThread::create([self, weights, prompt, temperature, n, stop, draft, speculate, samples] {
+  QThread* t = QThread::create([self, weights, prompt, temperature, n, stop, draft, speculate, samples, device, format] {
     QString result, speed;
     QStringList texts;
     bool ok = false;
@@ -190,7 +232,8 @@ bool TextPanel::generate() {
       // the same tokens for the same file, prompt and sampling options.
       GenerateRequest req;
       req.weights = weights;
-      req.device = "cpu";
+      req.device = device;
+      if (!format.empty()) req.format = DecodeSpec::parse(format, 32);
       req.prompt = prompt;
       req.tokens = n;
       req.sample.temperature = temperature;

@@ -4,8 +4,10 @@
 // decodes speculatively (decode/speculative.h, as `trainlab-cli generate --draft --speculate`) and
 // shows the acceptance rate, tokens a target pass and the speed-up over the target alone. With
 // Samples B > 1 it decodes B continuations side by side (as `trainlab-cli generate --samples B`,
-// seed 1) and shows one labelled block a sample and the tokens/s of all samples. Generation runs on its own
-// thread (KV-cache sampling on the CPU, fp32 masters), so the window stays responsive; destroying
+// seed 1) and shows one labelled block a sample and the tokens/s of all samples. Device (CPU, GPU
+// if there is one, GPU) and Format (the file's own, fp32, bf16, int8, int4) choose the decoder as
+// `generate --device --weight-format` do; the line under Generate names the device, format and
+// decoder. Generation runs on its own thread (KV-cache sampling), so the window stays responsive; destroying
 // the panel stops the generation after its current token and waits for the thread, so it never
 // outlives the app.
 #pragma once
@@ -14,6 +16,7 @@
 #include <QWidget>
 #include <atomic>
 
+class QComboBox;
 class QLineEdit;
 class QPlainTextEdit;
 class QDoubleSpinBox;
@@ -42,6 +45,10 @@ class TextPanel : public QWidget {
   // Continuations decoded side by side (1..kMaxDecodeBatch), and the texts of the last generation
   // (prompt included), one a sample.
   void set_samples(int samples);
+  // The decoding device ("cpu", "auto" or "cuda", as --device) and the matrices' format ("" = the
+  // file's own, or fp32, bf16, int8, int4 as --weight-format); unknown values are refused (false).
+  bool set_device(const QString& device);
+  bool set_format(const QString& format);
   const QStringList& samples() const { return m_samples; }
   double tokens_per_s() const { return m_tokens_per_s; }
   bool busy() const { return m_busy; }
@@ -55,6 +62,7 @@ class TextPanel : public QWidget {
   double m_acceptance = 0, m_speedup = 0;
   QDoubleSpinBox* m_temperature = nullptr;
   QSpinBox *m_tokens = nullptr, *m_sample_count = nullptr;
+  QComboBox *m_device = nullptr, *m_format = nullptr;
   QStringList m_samples;
   QPushButton* m_go = nullptr;
   QPlainTextEdit* m_out = nullptr;

@@ -2,6 +2,7 @@
 // loading, the vocabulary and KV-cache sampling), also of a run on non-ASCII text (whole
 // characters in the prompt and the output); several samples side by side; a digits run gives a
 // message, not a crash.
+#include <QComboBox>
 #include <QFile>
 #include <QDoubleSpinBox>
 #include <QLabel>
@@ -132,6 +133,48 @@ class TestTextPanel : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT(spy.count() == 4, 30000);
     QVERIFY(!spy.at(3).at(0).toBool());
     QVERIFY2(p.output().contains("--samples 2 with --draft"), qPrintable(p.output()));
+  }
+
+  // Device and Format choose the decoder as `generate --device --weight-format` do: int4 on the
+  // CPU gives the library's int4 text (greedy), the line names the format; "GPU if there is one"
+  // runs where the library runs it (and says why when that is the CPU); unknown choices refused.
+  void decodesOnTheChosenDeviceAndFormat() {
+    const QString dir = train_char_gpt("formats");
+    TextPanel p;
+    p.set_weights(dir);
+    QCOMPARE(p.findChild<QComboBox*>("device")->currentData().toString(), QString("cpu"));
+    QCOMPARE(p.findChild<QComboBox*>("format")->currentData().toString(), QString(""));
+    QVERIFY(!p.set_device("tpu"));
+    QVERIFY(!p.set_format("int3"));
+    p.findChild<QSpinBox*>("characters")->setValue(40);
+    p.findChild<QDoubleSpinBox*>()->setValue(0.0);
+    QVERIFY(p.set_format("int4"));
+    QSignalSpy spy(&p, &TextPanel::generated);
+    QVERIFY(p.generate());
+    QTRY_VERIFY_WITH_TIMEOUT(spy.count() == 1, 30000);
+    QVERIFY2(spy.at(0).at(0).toBool(), qPrintable(spy.at(0).at(1).toString()));
+    trainlab::GenerateRequest r;
+    r.weights = p.weights().toStdString();
+    r.prompt = "ROMEO:";
+    r.tokens = 40;
+    r.sample.temperature = 0.0f;
+    r.format = trainlab::DecodeSpec::parse("int4", 32);
+    const trainlab::GenerateResult want = trainlab::generate_text(r);
+    QCOMPARE(p.output(), QString::fromStdString("ROMEO:" + want.text));
+    QString speed = p.findChild<QLabel*>("speed")->text();
+    QVERIFY2(speed.contains("int4-g32"), qPrintable(speed));
+
+    QVERIFY(p.set_device("auto"));
+    QVERIFY(p.set_format(""));
+    QVERIFY(p.generate());
+    QTRY_VERIFY_WITH_TIMEOUT(spy.count() == 2, 30000);
+    QVERIFY2(spy.at(1).at(0).toBool(), qPrintable(spy.at(1).at(1).toString()));
+    r.device = "auto";
+    r.format.reset();
+    const trainlab::GenerateResult lib = trainlab::generate_text(r);
+    speed = p.findChild<QLabel*>("speed")->text();
+    QVERIFY2(speed.contains(QString::fromStdString(lib.device)) && speed.contains("fp32"), qPrintable(speed));
+    if (!lib.notice.empty()) QVERIFY2(speed.contains(QString::fromStdString(lib.notice)), qPrintable(speed));
   }
 
   // A char-gpt run started in the window is offered for generation as soon as it ends, without
