@@ -157,28 +157,31 @@ int main() {
             static_cast<double>(std::max<int64_t>(0, 60 - same)), 0.0);
     }
 
-    // Speculative decoding on the GPU decoder (truncate; push_rows one push a row): a bf16 target
-    // with its int4 copy as the draft, k = 4, gives the target's own greedy tokens (window restarts
-    // included), and the int4 draft agrees with it on most proposals.
-    {
-      auto target = make_decoder(*gpu, w, spec("bf16")), draft = make_decoder(*gpu, w, spec("int4"));
+    // Speculative decoding on the GPU decoder (truncate; push_rows one push a row, or one pass of
+    // verification rows): a bf16 target with its int4 copy as the draft, k = 4, gives the target's
+    // own greedy tokens (window restarts included), and the int4 draft agrees with it on most proposals.
+    for (const int rows : {1, 5}) {
+      DecodeSpec t = spec("bf16");
+      t.verify_rows = rows;
+      auto target = make_decoder(*gpu, w, t), draft = make_decoder(*gpu, w, spec("int4"));
       SampleOptions greedy;
       greedy.temperature = 0.0f;
       const std::vector<int32_t> prompt{1, 2, 3};
       const auto a = generate_tokens(*target, prompt, 100, greedy);
       SpeculativeStats st;
       const auto b = speculative_generate(*target, *draft, prompt, 100, 4, greedy, &st);
-      std::printf("     speculative bf16 target, int4 draft, k 4: %.0f%% accepted, %.2f tokens a target pass\n",
-                  100.0 * st.acceptance_rate(), st.tokens_per_pass());
-      check("decode speculative greedy tokens: bf16 target + int4 draft vs the target alone (tokens differing)",
+      std::printf("     speculative, %s, int4 draft, k 4: %.0f%% accepted, %.2f tokens a target pass\n",
+                  target->describe().c_str(), 100.0 * st.acceptance_rate(), st.tokens_per_pass());
+      check("decode speculative greedy tokens, bf16 target verifying " + std::to_string(rows) +
+                " rows a pass + int4 draft, vs the target alone (tokens differing)",
             static_cast<double>(std::inner_product(a.begin(), a.end(), b.begin(), 0, std::plus<>(), std::not_equal_to<>())), 0.0);
     }
 
     // Verification rows (DecodeSpec::verify_rows, speculative decoding's target pass): push_rows
     // of 1..7 rows (5 a pass: 6 and 7 take two) equals pushing the tokens one by one on the same
     // decoder bit for bit, after a rollback too, in every format (fp32: the batched GEMV, the others
-    // on tensor cores); against the CPU on the format's values to 1e-4; and speculative decoding
-    // with the verifying target gives its own greedy tokens over window restarts.
+    // on tensor cores); against the CPU on the format's values to 1e-4 (speculative decoding with
+    // a verifying target: above).
     for (const char* f : {"fp32", "bf16", "int8", "int4"}) {
       DecodeSpec v = spec(f);
       v.verify_rows = 5;
@@ -209,20 +212,6 @@ int main() {
       check(std::string("decode verification rows ") + f + ": vs the CPU on the format's values", worst, 1e-4);
     }
     {
-      DecodeSpec v = spec("bf16");
-      v.verify_rows = 5;
-      auto target = make_decoder(*gpu, w, v), draft = make_decoder(*gpu, w, spec("int4"));
-      std::printf("     %s\n", target->describe().c_str());
-      SampleOptions greedy;
-      greedy.temperature = 0.0f;
-      const std::vector<int32_t> prompt{1, 2, 3};
-      const auto a = generate_tokens(*target, prompt, 100, greedy);
-      SpeculativeStats st;
-      const auto b = speculative_generate(*target, *draft, prompt, 100, 4, greedy, &st);
-      std::printf("     speculative, verifying bf16 target (5 rows a pass), int4 draft, k 4: %.0f%% accepted, %.2f tokens a pass\n",
-                  100.0 * st.acceptance_rate(), st.tokens_per_pass());
-      check("decode speculative greedy tokens with a verifying target vs the target alone (tokens differing)",
-            static_cast<double>(std::inner_product(a.begin(), a.end(), b.begin(), 0, std::plus<>(), std::not_equal_to<>())), 0.0);
       DecodeSpec bad = spec("bf16");
       bad.verify_rows = 3, bad.batch = 2;
       bool refused = false;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 
 #include "backend/cuda/cuda_backend.h"
 #include "tensor/quant_format.h"
@@ -317,20 +318,9 @@ std::vector<std::pair<std::string, double>> CudaDecoder::profile_kernels() {
       {Op::Norm, "layernorm"}};
   std::vector<std::pair<std::string, double>> out;
   for (const auto& [op, name] : kinds) {
-    cudaGraph_t graph = nullptr;
-    cudaGraphExec_t exec = nullptr;
-    TL_CUDA_CHECK(cudaStreamBeginCapture(m_stream, cudaStreamCaptureModeThreadLocal));
-    try {
+    const cudaGraphExec_t exec = capture([&] {
       for (int i = 0; i < reps; ++i) launch_op(op, l, m_batch, false);
-    } catch (...) {
-      cudaStreamEndCapture(m_stream, &graph);
-      if (graph) cudaGraphDestroy(graph);
-      throw;
-    }
-    TL_CUDA_CHECK(cudaStreamEndCapture(m_stream, &graph));
-    const cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
-    cudaGraphDestroy(graph);
-    TL_CUDA_CHECK(e);
+    });
     TL_CUDA_CHECK(cudaGraphLaunch(exec, m_stream));  // warm-up
     TL_CUDA_CHECK(cudaEventRecord(m_step_start, m_stream));
     for (int i = 0; i < replays; ++i) TL_CUDA_CHECK(cudaGraphLaunch(exec, m_stream));
@@ -411,13 +401,12 @@ void CudaDecoder::push(int32_t token) {
   ++m_len;
 }
 
-cudaGraphExec_t CudaDecoder::step_graph(int n) {
-  cudaGraphExec_t& exec = m_execs.at(static_cast<size_t>(n));
-  if (exec) return exec;
+cudaGraphExec_t CudaDecoder::capture(const std::function<void()>& enqueue) {
   cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
   TL_CUDA_CHECK(cudaStreamBeginCapture(m_stream, cudaStreamCaptureModeThreadLocal));
   try {
-    enqueue_step(n);
+    enqueue();
   } catch (...) {
     cudaStreamEndCapture(m_stream, &graph);
     if (graph) cudaGraphDestroy(graph);
@@ -427,6 +416,12 @@ cudaGraphExec_t CudaDecoder::step_graph(int n) {
   const cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
   cudaGraphDestroy(graph);  // the executable graph keeps what it needs
   TL_CUDA_CHECK(e);
+  return exec;
+}
+
+cudaGraphExec_t CudaDecoder::step_graph(int n) {
+  cudaGraphExec_t& exec = m_execs.at(static_cast<size_t>(n));
+  if (!exec) exec = capture([&] { enqueue_step(n); });
   return exec;
 }
 

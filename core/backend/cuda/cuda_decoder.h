@@ -28,6 +28,7 @@
 #pragma once
 #include <cuda_runtime_api.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -90,6 +91,7 @@ class CudaDecoder final : public TokenDecoder {
   void run_step(int n);
   void enqueue_step(int n);  // one step's work on m_stream, a kernel per operation
   cudaGraphExec_t step_graph(int n);  // the step of n captured (first use) as a graph
+  cudaGraphExec_t capture(const std::function<void()>& enqueue);  // what enqueue launches, as an executable graph
   std::vector<float> run_rows(const std::vector<int32_t>& tokens);  // verify_rows: one pass, <= m_rows rows
   std::vector<std::pair<std::string, double>> profile_kernels();  // each kind alone, graph-replayed
   void build_step_table();  // m_step: the one-kernel step's parameters and layer table
