@@ -1,5 +1,7 @@
 #include "backend/calibration.h"
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <cctype>
 #include <chrono>
@@ -86,6 +88,7 @@ std::string foreign(const Calibration& c, const DeviceInfo& info, int64_t size) 
   if (c.device != info.name) return "measured on '" + c.device + "'";
   if (c.software != info.software) return "measured with '" + c.software + "'";
   if (c.lab_version != lab_version()) return "measured by TrainLab " + c.lab_version;
+  if (c.build != lab_build()) return "measured by another build of TrainLab (" + (c.build.empty() ? "unknown" : c.build) + ")";
   const std::vector<CalibratedPeak> want = calibration_plan(info);
   if (c.peaks.size() != want.size()) return "it lists other precisions";
   for (size_t i = 0; i < want.size(); ++i) {
@@ -109,6 +112,20 @@ std::string read_cache(const std::string& path) {
 }  // namespace
 
 const char* lab_version() { return TRAINLAB_VERSION; }
+
+std::string lab_build() {
+  Dl_info where{};
+  if (dladdr(reinterpret_cast<void*>(&lab_build), &where) == 0 || !where.dli_fname) return {};
+  std::error_code ec;
+  const fs::path file = fs::canonical(where.dli_fname, ec);
+  if (ec) return {};
+  const auto size = fs::file_size(file, ec);
+  if (ec) return {};
+  const auto mtime = fs::last_write_time(file, ec);
+  if (ec) return {};
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(mtime.time_since_epoch()).count();
+  return std::to_string(size) + " bytes, modified " + std::to_string(ns);
+}
 
 std::string Calibration::precision_label(DType dtype, MatmulMode mode) {
   if (mode == MatmulMode::Fp8) return "fp8";
@@ -149,6 +166,7 @@ Calibration measure_calibration(Backend& be, int64_t size) {
   c.device = info.name;
   c.software = info.software;
   c.lab_version = lab_version();
+  c.build = lab_build();
   c.peaks = calibration_plan(info);
   for (CalibratedPeak& p : c.peaks) {
     // fp8 products take bf16 tensors (backend.h's MatmulMode::Fp8).
@@ -172,7 +190,8 @@ std::string calibration_to_json(const Calibration& c) {
                      {"size", p.size}});
   const Json j = {{"format", kFormat},         {"version", kFormatVersion},
                   {"device", c.device},        {"software", c.software},
-                  {"lab_version", c.lab_version}, {"bandwidth_bytes_per_s", c.bandwidth_bytes_per_s},
+                  {"lab_version", c.lab_version}, {"build", c.build},
+                  {"bandwidth_bytes_per_s", c.bandwidth_bytes_per_s},
                   {"seconds", c.seconds},      {"peaks", peaks}};
   return j.dump(2) + "\n";
 }
@@ -192,6 +211,7 @@ Calibration parse_calibration(const std::string& text_in) {
   c.device = text(j, "device");
   c.software = text(j, "software");
   c.lab_version = text(j, "lab_version");
+  if (j.contains("build")) c.build = text(j, "build");  // absent in files of earlier builds: measured again
   c.bandwidth_bytes_per_s = positive(j, "bandwidth_bytes_per_s");
   c.seconds = positive(j, "seconds");
   const auto it = j.find("peaks");

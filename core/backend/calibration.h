@@ -34,6 +34,7 @@ struct Calibration {
   std::string device;    // DeviceInfo::name
   std::string software;  // DeviceInfo::software
   std::string lab_version;
+  std::string build;  // lab_build(): a rebuilt or reinstalled lab measures again
   std::vector<CalibratedPeak> peaks;
   double bandwidth_bytes_per_s = 0.0;
   double seconds = 0.0;     // how long the measurement took
@@ -67,5 +68,10 @@ Calibration parse_calibration(const std::string& text);
 std::string calibration_file(const std::string& cache_dir, const DeviceInfo& info);
 // The lab version compiled in (the cache's key).
 const char* lab_version();
+// The build of the library this code is in: its file's size and modification time ("" where
+// they cannot be read). The version alone stays the same across builds, and a build's products
+// may be faster or slower (a new kernel, the CPU's emulation): a cache measured by another build
+// would give wrong MFUs, above 100 % even.
+std::string lab_build();
 
 }  // namespace trainlab

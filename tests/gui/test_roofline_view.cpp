@@ -30,6 +30,7 @@ QString timed_run(const QString& root, const QString& folder) {
   c.device = be->info().name;
   c.software = be->info().software;
   c.lab_version = lab_version();
+  c.build = lab_build();
   c.peaks = calibration_plan(be->info());
   for (CalibratedPeak& p : c.peaks) p.tflops = 1.0, p.size = 64;
   c.bandwidth_bytes_per_s = 10e9;

@@ -28,6 +28,7 @@ Calibration made_up(Backend& be) {
   c.device = info.name;
   c.software = info.software;
   c.lab_version = lab_version();
+  c.build = lab_build();
   c.peaks = calibration_plan(info);
   for (CalibratedPeak& p : c.peaks) {
     p.tflops = p.dtype == DType::F32 ? 1.0 : 2.0;
@@ -126,6 +127,15 @@ class TestRoofline : public QObject {
     c = calibrate(be, CalibrationMode::Cached, dir.path().toStdString(), 64);
     QVERIFY(!c.from_cache);
     QVERIFY2(c.note.find("measured on 'NVIDIA H200'") != std::string::npos, c.note.c_str());
+    // Another build of the same version (a stale cache gave MFUs of 300 %): measured again.
+    QVERIFY(!lab_build().empty());
+    other = made_up(be);
+    other.build = "1 bytes, modified 0";
+    write_text(path, calibration_to_json(other));
+    c = calibrate(be, CalibrationMode::Cached, dir.path().toStdString(), 64);
+    QVERIFY(!c.from_cache);
+    QVERIFY2(c.note.find("another build of TrainLab (1 bytes, modified 0)") != std::string::npos, c.note.c_str());
+    QCOMPARE(c.build, lab_build());
     other = made_up(be);
     other.peaks[0].tflops = -1;  // a value out of range
     write_text(path, calibration_to_json(other));
