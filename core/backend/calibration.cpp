@@ -123,8 +123,9 @@ std::string lab_build() {
   if (ec) return {};
   const auto mtime = fs::last_write_time(file, ec);
   if (ec) return {};
-  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(mtime.time_since_epoch()).count();
-  return std::to_string(size) + " bytes, modified " + std::to_string(ns);
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::file_clock::to_sys(mtime).time_since_epoch()).count();
+  return std::to_string(size) + " bytes, modified " + std::to_string(ns) + " ns after 1970";
 }
 
 std::string Calibration::precision_label(DType dtype, MatmulMode mode) {
