@@ -40,17 +40,17 @@ void load_block(const Tensor& t, int64_t r0, int64_t rows, int64_t c0, int64_t c
   const size_t stride = dtype_bytes(t.dtype(), static_cast<size_t>(ld));
   const char* src = elem_ptr(t, r0 * ld + c0);
   if (cols == ld) cols *= rows, rows = 1;
-  uint32_t amax = 0;
+  if (cast) {  // converted, scaled and cast in one pass (with the maximum |x|), all rows in one call
+    const uint32_t amax = convert_round_scaled_rows(t.dtype(), src, stride, static_cast<size_t>(rows),
+                                                    static_cast<size_t>(cols), cast->format, cast->scale, dst);
+    if (cast->amax_bits) *cast->amax_bits = std::max(*cast->amax_bits, amax);
+    return;
+  }
   for (int64_t r = 0; r < rows; ++r, src += stride) {
     float* row = dst + r * cols;
-    if (cast) {  // converted, scaled and cast in one pass (with the maximum |x|)
-      amax = std::max(amax, convert_round_scaled(t.dtype(), src, cast->format, cast->scale, row, static_cast<size_t>(cols)));
-      continue;
-    }
     to_f32(t.dtype(), src, row, static_cast<size_t>(cols));
     if (tf32) round_tf32(row, static_cast<size_t>(cols));
   }
-  if (cast && cast->amax_bits) *cast->amax_bits = std::max(*cast->amax_bits, amax);
 }
 
 // The block at (r0, c0) of t = src[rows, cols] (row stride ld_src), rounded to t's format.

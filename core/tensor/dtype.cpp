@@ -465,10 +465,11 @@ TL_VECTOR_CLONES uint32_t e5m2_scaled_max_n(float* p, float scale, size_t n) { r
 // selections as compares and byte blends, about 1.4x the operations): fp8_value's steps, the
 // saturation as vminps (a NaN lane gives the maximum, then the canonical NaN) and |x|'s maximum
 // as vmaxps (a NaN lane keeps the running maximum; non-negative floats order as their bits).
-// Returns how many values it did (whole groups of 8); the loop above does the rest.
+// `rows` rows of cols8 values (a multiple of 8), row r at s + r * ld_s and d + r * ld_d, in one
+// call (a product's blocks are rows of 64: a call a row cost as much again as the casts).
 template <bool kE4M3>
-__attribute__((target("avx2"))) size_t bf16_scaled_avx2(const uint16_t* s, float scale, float* d, size_t n,
-                                                         uint32_t& amax) {
+__attribute__((target("avx2"))) uint32_t bf16_scaled_avx2(const uint16_t* s, size_t ld_s, float* d, size_t ld_d,
+                                                           size_t rows, size_t cols8, float scale) {
   constexpr int kMant = kE4M3 ? 3 : 2;
   const __m256i abs_mask = _mm256_set1_epi32(0x7FFFFFFF), exp_mask = _mm256_set1_epi32(0x7F800000);
   const __m256i q_lo = _mm256_set1_epi32(kE4M3 ? 0x3C800000 : 0x38800000), q_hi = _mm256_set1_epi32(0x5F000000);
@@ -476,49 +477,65 @@ __attribute__((target("avx2"))) size_t bf16_scaled_avx2(const uint16_t* s, float
   const __m256 vmax = _mm256_set1_ps(kE4M3 ? 448.0f : 57344.0f), vscale = _mm256_set1_ps(scale);
   const __m256 nan = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FC00000));
   __m256 mx = _mm256_setzero_ps();
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256i u = _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i))), 16);
-    mx = _mm256_max_ps(_mm256_castsi256_ps(_mm256_and_si256(u, abs_mask)), mx);
-    const __m256i y = _mm256_castps_si256(_mm256_mul_ps(_mm256_castsi256_ps(u), vscale));
-    const __m256i a = _mm256_and_si256(y, abs_mask);
-    const __m256i q = _mm256_min_epi32(_mm256_max_epi32(_mm256_and_si256(a, exp_mask), q_lo), q_hi);
-    const __m256 c = _mm256_castsi256_ps(_mm256_add_epi32(q, to_c));
-    __m256 r = _mm256_min_ps(_mm256_sub_ps(_mm256_add_ps(_mm256_castsi256_ps(a), c), c), vmax);
-    r = _mm256_or_ps(r, _mm256_castsi256_ps(_mm256_xor_si256(y, a)));
-    _mm256_storeu_ps(d + i, _mm256_blendv_ps(r, nan, _mm256_castsi256_ps(_mm256_cmpgt_epi32(a, exp_mask))));
-  }
+  for (size_t r = 0; r < rows; ++r, s += ld_s, d += ld_d)
+    for (size_t i = 0; i < cols8; i += 8) {
+      const __m256i u = _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i))), 16);
+      mx = _mm256_max_ps(_mm256_castsi256_ps(_mm256_and_si256(u, abs_mask)), mx);
+      const __m256i y = _mm256_castps_si256(_mm256_mul_ps(_mm256_castsi256_ps(u), vscale));
+      const __m256i a = _mm256_and_si256(y, abs_mask);
+      const __m256i q = _mm256_min_epi32(_mm256_max_epi32(_mm256_and_si256(a, exp_mask), q_lo), q_hi);
+      const __m256 c = _mm256_castsi256_ps(_mm256_add_epi32(q, to_c));
+      __m256 v = _mm256_min_ps(_mm256_sub_ps(_mm256_add_ps(_mm256_castsi256_ps(a), c), c), vmax);
+      v = _mm256_or_ps(v, _mm256_castsi256_ps(_mm256_xor_si256(y, a)));
+      _mm256_storeu_ps(d + i, _mm256_blendv_ps(v, nan, _mm256_castsi256_ps(_mm256_cmpgt_epi32(a, exp_mask))));
+    }
   __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
   m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
   m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
-  amax = std::bit_cast<uint32_t>(_mm_cvtss_f32(m4));
-  return i;
+  return std::bit_cast<uint32_t>(_mm_cvtss_f32(m4));
 }
 #endif
 
-// A bf16 operand's cast with its maximum: AVX2 for whole groups of 8 where available, the loop
-// above for the rest.
-uint32_t bf16_round_scaled(bool e4m3, const uint16_t* s, float scale, float* d, size_t n) {
-  size_t done = 0;
+// Rows of a bf16 operand (row r at s + r * ld_s) cast into d (dense) with their maximum: AVX2
+// for each row's whole groups of 8 where available, the vector loop above for the rest.
+uint32_t bf16_round_scaled(bool e4m3, const uint16_t* s, size_t ld_s, size_t rows, size_t cols, float scale, float* d) {
+  size_t done = 0;  // of each row
   uint32_t amax = 0;
 #ifdef TL_AVX2_PATH
-  if (has_avx2_f16c()) done = e4m3 ? bf16_scaled_avx2<true>(s, scale, d, n, amax) : bf16_scaled_avx2<false>(s, scale, d, n, amax);
+  if (has_avx2_f16c() && cols >= 8) {
+    done = cols & ~size_t{7};
+    amax = e4m3 ? bf16_scaled_avx2<true>(s, ld_s, d, cols, rows, done, scale)
+                : bf16_scaled_avx2<false>(s, ld_s, d, cols, rows, done, scale);
+  }
 #endif
-  const uint32_t rest = e4m3 ? bf16_e4m3_scaled_n(s + done, scale, d + done, n - done)
-                             : bf16_e5m2_scaled_n(s + done, scale, d + done, n - done);
-  return std::max(amax, rest);
+  if (done < cols)
+    for (size_t r = 0; r < rows; ++r) {
+      const uint16_t* sr = s + r * ld_s + done;
+      float* dr = d + r * cols + done;
+      amax = std::max(amax, e4m3 ? bf16_e4m3_scaled_n(sr, scale, dr, cols - done) : bf16_e5m2_scaled_n(sr, scale, dr, cols - done));
+    }
+  return amax;
 }
 }  // namespace
 
 uint32_t convert_round_scaled(DType src_type, const void* src, DType t, float scale, float* dst, size_t n) {
+  return convert_round_scaled_rows(src_type, src, 0, 1, n, t, scale, dst);
+}
+
+uint32_t convert_round_scaled_rows(DType src_type, const void* src, size_t src_stride, size_t rows, size_t cols, DType t,
+                                   float scale, float* dst) {
   if (t != DType::F8E4M3 && t != DType::F8E5M2)
     throw Error(std::string("convert_round_scaled: expected an fp8 format, got ") + dtype_name(t));
   const bool e4 = t == DType::F8E4M3;
-  if (src_type == DType::BF16) {
-    return bf16_round_scaled(e4, static_cast<const uint16_t*>(src), scale, dst, n);
+  if (src_type == DType::BF16)
+    return bf16_round_scaled(e4, static_cast<const uint16_t*>(src), src_stride / 2, rows, cols, scale, dst);
+  uint32_t amax = 0;
+  for (size_t r = 0; r < rows; ++r) {
+    float* row = dst + r * cols;
+    convert_to_f32(src_type, static_cast<const char*>(src) + r * src_stride, row, cols);
+    amax = std::max(amax, e4 ? e4m3_scaled_max_n(row, scale, cols) : e5m2_scaled_max_n(row, scale, cols));
   }
-  convert_to_f32(src_type, src, dst, n);
-  return e4 ? e4m3_scaled_max_n(dst, scale, n) : e5m2_scaled_max_n(dst, scale, n);
+  return amax;
 }
 
 void cast_fp8_saturating(const float* src, DType t, uint8_t* dst, size_t n) {

@@ -189,7 +189,7 @@ class TestFp8 : public QObject {
     }
     QVERIFY_THROWS_EXCEPTION(Error, round_scaled_n(DType::BF16, 1.0f, in.data(), in.data(), 1));
   }
-  // A product operand's fused cast (convert_round_scaled: the AVX2 path for groups of 8 where the
+  // A product operand's fused cast (convert_round_scaled and its rows: the AVX2 path for groups of 8 where the
   // CPU has it, the vector loop for the rest and for single values) on every bf16 bit pattern, and
   // the same values as fp32, times scales that keep, overflow and underflow them: the codec's
   // value of the product x * scale rounded to fp32 (e4m3 saturating, e5m2 clamped to 57,344),
@@ -225,6 +225,22 @@ class TestFp8 : public QObject {
         std::vector<float> part(1003);  // an odd start and length: groups of 8 and a tail
         convert_round_scaled(DType::BF16, codes.data() + 0x3C01, t, scale, part.data(), part.size());
         for (size_t i = 0; i < part.size(); ++i) QCOMPARE(std::bit_cast<uint32_t>(part[i]), std::bit_cast<uint32_t>(bulk[0x3C01 + i]));
+        // A block of the codes as a [256, 256] matrix, by rows (convert_round_scaled_rows), from
+        // bf16 and fp32: 61 rows from row 3, 67 columns from column 5 (groups of 8 and a tail).
+        for (DType src : {DType::BF16, DType::F32}) {
+          std::vector<float> block(61 * 67);
+          const void* at = src == DType::BF16 ? static_cast<const void*>(codes.data() + 3 * 256 + 5) : wide.data() + 3 * 256 + 5;
+          const uint32_t block_max = convert_round_scaled_rows(src, at, 256 * (src == DType::BF16 ? 2 : 4), 61, 67, t, scale,
+                                                               block.data());
+          uint32_t want_block_max = 0;
+          for (size_t r = 0; r < 61; ++r)
+            for (size_t c = 0; c < 67; ++c) {
+              const size_t b = (3 + r) * 256 + 5 + c;
+              QCOMPARE(std::bit_cast<uint32_t>(block[r * 67 + c]), std::bit_cast<uint32_t>(bulk[b]));
+              if (!std::isnan(wide[b])) want_block_max = std::max(want_block_max, std::bit_cast<uint32_t>(std::fabs(wide[b])));
+            }
+          QCOMPARE(block_max, want_block_max);
+        }
       }
     }
     QVERIFY_THROWS_EXCEPTION(Error, convert_round_scaled(DType::BF16, codes.data(), DType::F16, 1.0f, wide.data(), 1));
