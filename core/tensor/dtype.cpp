@@ -380,24 +380,28 @@ void round_f16_bulk(float* p, size_t n) {
 // fp8 step 2^(q - kMant), q = max(exponent of |x|, emin), by adding and removing c = 2^(q - kMant
 // + 23): c's fp32 step is that step and the sum stays in c's binade, so fp32's addition rounds to
 // nearest even there, normal and subnormal values alike (a carry into the next binade is exact).
-// c is built from |x|'s exponent bits by integer max / min (capped at 2^63, far above both
-// formats' overflow, so it stays finite for inf and NaN). Above the largest finite value
-// (kMaxBits) the result saturates to it (kSat: one float minimum) or is inf (e5m2's storage
-// cast: from 61,440 up, whose rounding gives 65,536 or more); NaN gives +NaN 0x7FC00000 (the
-// decoded 0x7F). Comparisons are signed: |x|'s bits are below 2^31.
+// c is built from |x|'s exponent bits by an integer maximum. Saturating (kSat), |x| is first
+// clamped to the largest finite value kMaxBits (one float minimum; a NaN gives the maximum,
+// replaced below): the grid holds it, so nothing rounds above it, and c stays small. Else (e5m2's
+// storage cast) the exponent is capped at 2^63 so that c stays finite for inf and NaN, and a
+// rounded value above the largest (from 61,440 up: 65,536 or more) becomes inf. NaN gives +NaN
+// 0x7FC00000 (the decoded 0x7F). Comparisons are signed: |x|'s bits are below 2^31.
 template <int kMant, int32_t kMinNormalBits, uint32_t kMaxBits, bool kSat>
 inline float fp8_value(uint32_t u) {
   constexpr float kMax = std::bit_cast<float>(kMaxBits);
   const uint32_t sign = u & 0x80000000u;
   const int32_t a = static_cast<int32_t>(u & 0x7FFFFFFFu);
-  const int32_t q = std::min(std::max(a & 0x7F800000, kMinNormalBits), 0x5F000000);
-  const float c = float_of(static_cast<uint32_t>(q) + ((23u - kMant) << 23));
-  const float r = (float_of(static_cast<uint32_t>(a)) + c) - c;
-  uint32_t out;
-  if constexpr (kSat)
-    out = bits_of(r < kMax ? r : kMax);  // a NaN r gives kMax: replaced below
-  else
-    out = pick(mask_if(static_cast<int32_t>(bits_of(r)) > static_cast<int32_t>(kMaxBits)), 0x7F800000u, bits_of(r));
+  float v = float_of(static_cast<uint32_t>(a));
+  int32_t e;
+  if constexpr (kSat) {
+    v = v < kMax ? v : kMax;
+    e = static_cast<int32_t>(bits_of(v)) & 0x7F800000;
+  } else {
+    e = std::min(a & 0x7F800000, 0x5F000000);
+  }
+  const float c = float_of(static_cast<uint32_t>(std::max(e, kMinNormalBits)) + ((23u - kMant) << 23));
+  uint32_t out = bits_of((v + c) - c);
+  if constexpr (!kSat) out = pick(mask_if(static_cast<int32_t>(out) > static_cast<int32_t>(kMaxBits)), 0x7F800000u, out);
   return float_of(pick(mask_if(a > 0x7F800000), 0x7FC00000u, out | sign));
 }
 // The fp8 value of x * scale (one fp32 product, then the saturating cast).
@@ -462,9 +466,9 @@ TL_VECTOR_CLONES uint32_t e5m2_scaled_max_n(float* p, float scale, size_t n) { r
 
 #ifdef TL_AVX2_PATH
 // bf16_scaled_loop in AVX2 intrinsics, 8 values a step (the vector clone above leaves its
-// selections as compares and byte blends, about 1.4x the operations): fp8_value's steps, the
-// saturation as vminps (a NaN lane gives the maximum, then the canonical NaN) and |x|'s maximum
-// as vmaxps (a NaN lane keeps the running maximum; non-negative floats order as their bits).
+// selections as compares and byte blends, about 1.5x the operations): fp8_value's steps, the
+// clamp as vminps (a NaN lane gives the maximum, then the canonical NaN) and |x|'s maximum as
+// vmaxps (a NaN lane keeps the running maximum; non-negative floats order as their bits).
 // `rows` rows of cols8 values (a multiple of 8), row r at s + r * ld_s and d + r * ld_d, in one
 // call (a product's blocks are rows of 64: a call a row cost as much again as the casts).
 template <bool kE4M3>
@@ -472,7 +476,7 @@ __attribute__((target("avx2"))) uint32_t bf16_scaled_avx2(const uint16_t* s, siz
                                                            size_t rows, size_t cols8, float scale) {
   constexpr int kMant = kE4M3 ? 3 : 2;
   const __m256i abs_mask = _mm256_set1_epi32(0x7FFFFFFF), exp_mask = _mm256_set1_epi32(0x7F800000);
-  const __m256i q_lo = _mm256_set1_epi32(kE4M3 ? 0x3C800000 : 0x38800000), q_hi = _mm256_set1_epi32(0x5F000000);
+  const __m256i q_lo = _mm256_set1_epi32(kE4M3 ? 0x3C800000 : 0x38800000);
   const __m256i to_c = _mm256_set1_epi32((23 - kMant) << 23);
   const __m256 vmax = _mm256_set1_ps(kE4M3 ? 448.0f : 57344.0f), vscale = _mm256_set1_ps(scale);
   const __m256 nan = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FC00000));
@@ -483,9 +487,10 @@ __attribute__((target("avx2"))) uint32_t bf16_scaled_avx2(const uint16_t* s, siz
       mx = _mm256_max_ps(_mm256_castsi256_ps(_mm256_and_si256(u, abs_mask)), mx);
       const __m256i y = _mm256_castps_si256(_mm256_mul_ps(_mm256_castsi256_ps(u), vscale));
       const __m256i a = _mm256_and_si256(y, abs_mask);
-      const __m256i q = _mm256_min_epi32(_mm256_max_epi32(_mm256_and_si256(a, exp_mask), q_lo), q_hi);
+      const __m256 clamped = _mm256_min_ps(_mm256_castsi256_ps(a), vmax);
+      const __m256i q = _mm256_max_epi32(_mm256_and_si256(_mm256_castps_si256(clamped), exp_mask), q_lo);
       const __m256 c = _mm256_castsi256_ps(_mm256_add_epi32(q, to_c));
-      __m256 v = _mm256_min_ps(_mm256_sub_ps(_mm256_add_ps(_mm256_castsi256_ps(a), c), c), vmax);
+      __m256 v = _mm256_sub_ps(_mm256_add_ps(clamped, c), c);
       v = _mm256_or_ps(v, _mm256_castsi256_ps(_mm256_xor_si256(y, a)));
       _mm256_storeu_ps(d + i, _mm256_blendv_ps(v, nan, _mm256_castsi256_ps(_mm256_cmpgt_epi32(a, exp_mask))));
     }
