@@ -269,7 +269,7 @@ void BlockedGemm::run_block(int64_t I0, int64_t J0, const Buffers& buf, const Fp
 // C[m,n] = alpha op(A) op(B) + beta C: see cpu_panels.h.
 void panel_gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, float alpha, float beta, bool tf32,
                 const Scratch& scratch, const BlockEpilogue* epilogue, const Fp8Cast* cast_a, const Fp8Cast* cast_b,
-                int threads) {
+                int threads, size_t held) {
   const int64_t m = ta ? a.dim(1) : a.dim(0), k = ta ? a.dim(0) : a.dim(1), n = tb ? b.dim(0) : b.dim(1);
   if (tf32 && (cast_a || cast_b)) throw Error("panel_gemm: tf32 rounding and fp8 casts exclude each other");
   const bool a_direct = a.dtype() == DType::F32 && !tf32 && !cast_a;
@@ -291,9 +291,10 @@ void panel_gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, f
   // Each thread has buffers of its own of at least the calls' blocks (3 x kGemmWork floats), so
   // no more threads than the budget holds: a small product keeps one thread's workspace (sharing
   // one thread's buffers instead, each block's conversions split by rows, was 2x slower there:
-  // its blocks are too small to split).
+  // its blocks are too small to split), unless slot 1 already holds more (`held`: digits' first
+  // layer then takes the second core, as the larger products of its step left room for it).
   const bool side_by_side = g.mb * g.nb * g.kc <= 65536 * 4 && threads > 1;
-  const int64_t budget = conversion_budget(a, b, c);
+  const int64_t budget = std::max(conversion_budget(a, b, c), static_cast<int64_t>(held));
   const int64_t worth = std::min((m * n * std::max<int64_t>(k, 1)) >> 20, budget / (3 * kGemmWork));
   const int want = side_by_side ? static_cast<int>(std::clamp<int64_t>(worth, 1, threads)) : 1;
   const BlockedGemm p{a, b, c, ta, tb, tf32, alpha, beta, epilogue, m, n, k, a_direct, b_direct, c_direct, g,
