@@ -31,9 +31,9 @@ static void round_tf32(float* p, size_t n) {
   for (size_t i = 0; i < n; ++i) p[i] = tf32_round(p[i]);
 }
 
-// dst[rows, cols] (dense) = fp32 of the block at (r0, c0) of the row-major matrix t. A block of
-// whole rows is one run of memory and is converted in one call (the values are converted one by
-// one, so the bits are the same); otherwise row by row, the rows found by their stride.
+// dst[rows, cols] (dense) = fp32 of the block at (r0, c0) of the row-major matrix t, in one call
+// (a block of whole rows as one run of memory, other rows found by their stride; the values are
+// converted one by one, so the bits are the same).
 void load_block(const Tensor& t, int64_t r0, int64_t rows, int64_t c0, int64_t cols, float* dst, bool tf32,
                 const Fp8Cast* cast) {
   const int64_t ld = t.dim(1);
@@ -46,11 +46,8 @@ void load_block(const Tensor& t, int64_t r0, int64_t rows, int64_t c0, int64_t c
     if (cast->amax_bits) *cast->amax_bits = std::max(*cast->amax_bits, amax);
     return;
   }
-  for (int64_t r = 0; r < rows; ++r, src += stride) {
-    float* row = dst + r * cols;
-    to_f32(t.dtype(), src, row, static_cast<size_t>(cols));
-    if (tf32) round_tf32(row, static_cast<size_t>(cols));
-  }
+  convert_to_f32_rows(t.dtype(), src, stride, static_cast<size_t>(rows), static_cast<size_t>(cols), dst);
+  if (tf32) round_tf32(dst, static_cast<size_t>(rows * cols));
 }
 
 // The block at (r0, c0) of t = src[rows, cols] (row stride ld_src), rounded to t's format.
@@ -59,7 +56,8 @@ void store_block(const float* src, int64_t ld_src, Tensor& t, int64_t r0, int64_
   const size_t stride = dtype_bytes(t.dtype(), static_cast<size_t>(ld));
   char* dst = elem_ptr(t, r0 * ld + c0);
   if (cols == ld && ld_src == cols) cols *= rows, rows = 1;
-  for (int64_t r = 0; r < rows; ++r, dst += stride) from_f32(src + r * ld_src, t.dtype(), dst, static_cast<size_t>(cols));
+  convert_from_f32_rows(src, static_cast<size_t>(ld_src), t.dtype(), dst, stride, static_cast<size_t>(rows),
+                        static_cast<size_t>(cols));
 }
 
 namespace {

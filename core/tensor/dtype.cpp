@@ -294,6 +294,18 @@ TL_VECTOR_CLONES void f32_to_bf16_n(const float* __restrict s, uint16_t* __restr
 TL_VECTOR_CLONES void round_bf16_n(float* p, size_t n) {
   for (size_t i = 0; i < n; ++i) p[i] = float_of(bf16_code(bits_of(p[i])) << 16);
 }
+// Rows of a matrix (row r at s + r * ld_s) to dense rows and back: a product's block in one call
+// (its rows are 64 values: a call a row cost more than the conversion).
+TL_VECTOR_CLONES void bf16_rows_to_f32(const uint16_t* __restrict s, size_t ld_s, size_t rows, size_t cols,
+                                       float* __restrict d) {
+  for (size_t r = 0; r < rows; ++r)
+    for (size_t i = 0; i < cols; ++i) d[r * cols + i] = float_of(static_cast<uint32_t>(s[r * ld_s + i]) << 16);
+}
+TL_VECTOR_CLONES void f32_rows_to_bf16(const float* __restrict s, size_t ld_s, size_t rows, size_t cols,
+                                       uint16_t* __restrict d, size_t ld_d) {
+  for (size_t r = 0; r < rows; ++r)
+    for (size_t i = 0; i < cols; ++i) d[r * ld_d + i] = static_cast<uint16_t>(bf16_code(bits_of(s[r * ld_s + i])));
+}
 TL_VECTOR_CLONES void f32_to_e4m3_n(const float* __restrict s, uint8_t* __restrict d, size_t n) {
   for (size_t i = 0; i < n; ++i) d[i] = encode_e4m3(bits_of(s[i]));
 }
@@ -599,6 +611,16 @@ void convert_to_f32(DType t, const void* src, float* dst, size_t n) {
       return;
     }
   }
+}
+
+void convert_to_f32_rows(DType t, const void* src, size_t src_stride, size_t rows, size_t cols, float* dst) {
+  if (t == DType::BF16) return bf16_rows_to_f32(static_cast<const uint16_t*>(src), src_stride / 2, rows, cols, dst);
+  for (size_t r = 0; r < rows; ++r) convert_to_f32(t, static_cast<const char*>(src) + r * src_stride, dst + r * cols, cols);
+}
+
+void convert_from_f32_rows(const float* src, size_t src_ld, DType t, void* dst, size_t dst_stride, size_t rows, size_t cols) {
+  if (t == DType::BF16) return f32_rows_to_bf16(src, src_ld, rows, cols, static_cast<uint16_t*>(dst), dst_stride / 2);
+  for (size_t r = 0; r < rows; ++r) convert_from_f32(src + r * src_ld, t, static_cast<char*>(dst) + r * dst_stride, cols);
 }
 
 void convert_from_f32(const float* src, DType t, void* dst, size_t n) {
