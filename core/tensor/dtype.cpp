@@ -357,6 +357,18 @@ __attribute__((target("avx2,f16c"))) size_t f16_to_f32_f16c(const uint16_t* s, f
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(d + i, f16x8_to_f32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i))));
   return i;
 }
+// Rows of whole groups of 8 (cols8), row r at s + r * ld_s and d + r * ld_d: a block in one call.
+__attribute__((target("avx2,f16c"))) void f32_rows_to_f16_f16c(const float* s, size_t ld_s, size_t rows, size_t cols8,
+                                                                uint16_t* d, size_t ld_d) {
+  for (size_t r = 0; r < rows; ++r, s += ld_s, d += ld_d)
+    for (size_t i = 0; i < cols8; i += 8) _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), f32x8_to_f16(_mm256_loadu_ps(s + i)));
+}
+__attribute__((target("avx2,f16c"))) void f16_rows_to_f32_f16c(const uint16_t* s, size_t ld_s, size_t rows, size_t cols8,
+                                                                float* d, size_t ld_d) {
+  for (size_t r = 0; r < rows; ++r, s += ld_s, d += ld_d)
+    for (size_t i = 0; i < cols8; i += 8)
+      _mm256_storeu_ps(d + i, f16x8_to_f32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i))));
+}
 __attribute__((target("avx2,f16c"))) size_t round_f16_f16c(float* p, size_t n) {
   size_t i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(p + i, f16x8_to_f32(f32x8_to_f16(_mm256_loadu_ps(p + i))));
@@ -615,11 +627,19 @@ void convert_to_f32(DType t, const void* src, float* dst, size_t n) {
 
 void convert_to_f32_rows(DType t, const void* src, size_t src_stride, size_t rows, size_t cols, float* dst) {
   if (t == DType::BF16) return bf16_rows_to_f32(static_cast<const uint16_t*>(src), src_stride / 2, rows, cols, dst);
+#ifdef TL_AVX2_PATH
+  if (t == DType::F16 && cols % 8 == 0 && has_avx2_f16c())
+    return f16_rows_to_f32_f16c(static_cast<const uint16_t*>(src), src_stride / 2, rows, cols, dst, cols);
+#endif
   for (size_t r = 0; r < rows; ++r) convert_to_f32(t, static_cast<const char*>(src) + r * src_stride, dst + r * cols, cols);
 }
 
 void convert_from_f32_rows(const float* src, size_t src_ld, DType t, void* dst, size_t dst_stride, size_t rows, size_t cols) {
   if (t == DType::BF16) return f32_rows_to_bf16(src, src_ld, rows, cols, static_cast<uint16_t*>(dst), dst_stride / 2);
+#ifdef TL_AVX2_PATH
+  if (t == DType::F16 && cols % 8 == 0 && has_avx2_f16c())
+    return f32_rows_to_f16_f16c(src, src_ld, rows, cols, static_cast<uint16_t*>(dst), dst_stride / 2);
+#endif
   for (size_t r = 0; r < rows; ++r) convert_from_f32(src + r * src_ld, t, static_cast<char*>(dst) + r * dst_stride, cols);
 }
 

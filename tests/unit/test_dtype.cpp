@@ -93,11 +93,19 @@ class TestDType : public QObject {
     QVERIFY(std::isnan(round_to(DType::BF16, NAN)));
   }
   // The conversions of a block's rows (convert_to_f32_rows / convert_from_f32_rows: bf16 in one
-  // vectorised loop, the other formats row by row) give the bulk conversions' bits row for row,
-  // and write nothing outside the block: a [48, 96] matrix of bit patterns (NaNs, infs, ties and
-  // subnormals among them), the block of 37 rows from row 5 and 67 columns from column 9.
+  // vectorised loop, fp16 in one F16C loop where rows are whole groups of 8, the other formats
+  // row by row) give the bulk conversions' bits row for row, and write nothing outside the block:
+  // a [48, 96] matrix of bit patterns (NaNs, infs, ties and subnormals among them), the block of
+  // 37 rows from row 5 and 67 or 64 columns from column 9.
+  void rowsMatchBulk_data() {
+    QTest::addColumn<int>("cols_in");
+    QTest::newRow("67 columns") << 67;
+    QTest::newRow("64 columns") << 64;
+  }
   void rowsMatchBulk() {
-    constexpr size_t R = 48, C = 96, r0 = 5, c0 = 9, rows = 37, cols = 67;
+    QFETCH(int, cols_in);
+    constexpr size_t R = 48, C = 96, r0 = 5, c0 = 9, rows = 37;
+    const size_t cols = static_cast<size_t>(cols_in);
     std::vector<float> f32(R * C);
     for (size_t i = 0; i < f32.size(); ++i) {
       const uint32_t b = static_cast<uint32_t>(i) * 2654435761u;
