@@ -36,6 +36,9 @@ void* aligned_bytes(size_t bytes) {
   return p;
 }
 
+// The floats a workspace slot holds now (panel_gemm may use them without growing it).
+size_t held_floats(const Tensor& slot) { return slot.defined() ? static_cast<size_t>(slot.numel()) : 0; }
+
 inline float gelu(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f)); }
 inline float gelu_grad(float x) {
   const float cdf = 0.5f * (1.0f + std::erf(x * 0.70710678118654752f));
@@ -231,7 +234,7 @@ void CpuBackend::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans
   gemm_dims(a, trans_a, b, trans_b, c);  // the checks; panel_gemm derives the sizes itself
   const Scratch scratch = [this](int slot, size_t n) { return slot_buffer(slot, n); };
   panel_gemm(a, trans_a, b, trans_b, c, alpha, beta, mode == MatmulMode::Tf32, scratch, nullptr, nullptr, nullptr,
-             worker_threads());
+             worker_threads(), held_floats(m_workspace[1]));
 }
 
 void CpuBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, Tensor& y,
@@ -302,7 +305,7 @@ void CpuBackend::linear_forward_impl(const Tensor& x, const Tensor& w, const Ten
   };
   const Scratch scratch = [this](int slot, size_t len) { return slot_buffer(slot, len); };
   panel_gemm(x, false, w, true, y, f8.alpha, 0.0f, mode == MatmulMode::Tf32, scratch, &epilogue,
-             f8.active ? &f8.a : nullptr, f8.active ? &f8.b : nullptr, worker_threads());
+             f8.active ? &f8.a : nullptr, f8.active ? &f8.b : nullptr, worker_threads(), held_floats(m_workspace[1]));
   fp8_record(f8, x, w);
 }
 
@@ -342,12 +345,12 @@ void CpuBackend::linear_backward(const Tensor& x, const Tensor& w, Tensor& dy, A
                                                   : std::pair<Fp8Product, Fp8Product>{};
   // dw (=|+=) d(pre)^T x
   panel_gemm(dy, true, x, false, dw, f8w.alpha, accumulate ? 1.0f : 0.0f, tf32, scratch, nullptr,
-             f8w.active ? &f8w.a : nullptr, f8w.active ? &f8w.b : nullptr, worker_threads());
+             f8w.active ? &f8w.a : nullptr, f8w.active ? &f8w.b : nullptr, worker_threads(), held_floats(m_workspace[1]));
   if (dbias) bias_grad_sums(dy, *dbias, accumulate);
   // dx = d(pre) w
   if (dx)
     panel_gemm(dy, false, w, false, *dx, f8x.alpha, 0.0f, tf32, scratch, nullptr, f8x.active ? &f8x.a : nullptr,
-               f8x.active ? &f8x.b : nullptr, worker_threads());
+               f8x.active ? &f8x.b : nullptr, worker_threads(), held_floats(m_workspace[1]));
   fp8_record(f8w, dy, x);
 }
 

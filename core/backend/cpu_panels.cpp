@@ -31,26 +31,23 @@ static void round_tf32(float* p, size_t n) {
   for (size_t i = 0; i < n; ++i) p[i] = tf32_round(p[i]);
 }
 
-// dst[rows, cols] (dense) = fp32 of the block at (r0, c0) of the row-major matrix t. A block of
-// whole rows is one run of memory and is converted in one call (the values are converted one by
-// one, so the bits are the same); otherwise row by row, the rows found by their stride.
+// dst[rows, cols] (dense) = fp32 of the block at (r0, c0) of the row-major matrix t, in one call
+// (a block of whole rows as one run of memory, other rows found by their stride; the values are
+// converted one by one, so the bits are the same).
 void load_block(const Tensor& t, int64_t r0, int64_t rows, int64_t c0, int64_t cols, float* dst, bool tf32,
                 const Fp8Cast* cast) {
   const int64_t ld = t.dim(1);
   const size_t stride = dtype_bytes(t.dtype(), static_cast<size_t>(ld));
   const char* src = elem_ptr(t, r0 * ld + c0);
   if (cols == ld) cols *= rows, rows = 1;
-  uint32_t amax = 0;
-  for (int64_t r = 0; r < rows; ++r, src += stride) {
-    float* row = dst + r * cols;
-    if (cast) {  // converted, scaled and cast in one pass (with the maximum |x|)
-      amax = std::max(amax, convert_round_scaled(t.dtype(), src, cast->format, cast->scale, row, static_cast<size_t>(cols)));
-      continue;
-    }
-    to_f32(t.dtype(), src, row, static_cast<size_t>(cols));
-    if (tf32) round_tf32(row, static_cast<size_t>(cols));
+  if (cast) {  // converted, scaled and cast in one pass (with the maximum |x|), all rows in one call
+    const uint32_t amax = convert_round_scaled_rows(t.dtype(), src, stride, static_cast<size_t>(rows),
+                                                    static_cast<size_t>(cols), cast->format, cast->scale, dst);
+    if (cast->amax_bits) *cast->amax_bits = std::max(*cast->amax_bits, amax);
+    return;
   }
-  if (cast && cast->amax_bits) *cast->amax_bits = std::max(*cast->amax_bits, amax);
+  convert_to_f32_rows(t.dtype(), src, stride, static_cast<size_t>(rows), static_cast<size_t>(cols), dst);
+  if (tf32) round_tf32(dst, static_cast<size_t>(rows * cols));
 }
 
 // The block at (r0, c0) of t = src[rows, cols] (row stride ld_src), rounded to t's format.
@@ -59,7 +56,8 @@ void store_block(const float* src, int64_t ld_src, Tensor& t, int64_t r0, int64_
   const size_t stride = dtype_bytes(t.dtype(), static_cast<size_t>(ld));
   char* dst = elem_ptr(t, r0 * ld + c0);
   if (cols == ld && ld_src == cols) cols *= rows, rows = 1;
-  for (int64_t r = 0; r < rows; ++r, dst += stride) from_f32(src + r * ld_src, t.dtype(), dst, static_cast<size_t>(cols));
+  convert_from_f32_rows(src, static_cast<size_t>(ld_src), t.dtype(), dst, stride, static_cast<size_t>(rows),
+                        static_cast<size_t>(cols));
 }
 
 namespace {
@@ -269,7 +267,7 @@ void BlockedGemm::run_block(int64_t I0, int64_t J0, const Buffers& buf, const Fp
 // C[m,n] = alpha op(A) op(B) + beta C: see cpu_panels.h.
 void panel_gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, float alpha, float beta, bool tf32,
                 const Scratch& scratch, const BlockEpilogue* epilogue, const Fp8Cast* cast_a, const Fp8Cast* cast_b,
-                int threads) {
+                int threads, size_t held) {
   const int64_t m = ta ? a.dim(1) : a.dim(0), k = ta ? a.dim(0) : a.dim(1), n = tb ? b.dim(0) : b.dim(1);
   if (tf32 && (cast_a || cast_b)) throw Error("panel_gemm: tf32 rounding and fp8 casts exclude each other");
   const bool a_direct = a.dtype() == DType::F32 && !tf32 && !cast_a;
@@ -291,9 +289,10 @@ void panel_gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, f
   // Each thread has buffers of its own of at least the calls' blocks (3 x kGemmWork floats), so
   // no more threads than the budget holds: a small product keeps one thread's workspace (sharing
   // one thread's buffers instead, each block's conversions split by rows, was 2x slower there:
-  // its blocks are too small to split).
+  // its blocks are too small to split), unless slot 1 already holds more (`held`: digits' first
+  // layer then takes the second core, as the larger products of its step left room for it).
   const bool side_by_side = g.mb * g.nb * g.kc <= 65536 * 4 && threads > 1;
-  const int64_t budget = conversion_budget(a, b, c);
+  const int64_t budget = std::max(conversion_budget(a, b, c), static_cast<int64_t>(held));
   const int64_t worth = std::min((m * n * std::max<int64_t>(k, 1)) >> 20, budget / (3 * kGemmWork));
   const int want = side_by_side ? static_cast<int>(std::clamp<int64_t>(worth, 1, threads)) : 1;
   const BlockedGemm p{a, b, c, ta, tb, tf32, alpha, beta, epilogue, m, n, k, a_direct, b_direct, c_direct, g,

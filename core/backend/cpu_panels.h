@@ -3,8 +3,8 @@
 // Operands that are not plain fp32 (16-bit and fp8 formats, or fp32 with tf32 rounding) are converted
 // to fp32 a block at a time, and results are computed in blocks and rounded back. The conversion
 // workspace of a product grows with the product but stays below what storing its two smaller
-// tensors in 16 bits saves (kGemmWork floats a slot at least), so a 16-bit run never holds more
-// memory than the fp32 run it replaces, whatever the batch. The elementwise loops split the
+// tensors in 16 bits saves (kGemmWork floats a slot at least), or what its slot already holds, so
+// a 16-bit run never holds more memory than the fp32 run it replaces, whatever the batch. The elementwise loops split the
 // elements (kPanel at a time) and row reductions keep their row order, so they give the same bits
 // as whole-tensor conversions; the products make the same sgemm calls (64 x 64 blocks of the
 // result, panels of 64 of the inner dimension accumulated in fp32) however their operands are
@@ -69,8 +69,10 @@ using BlockEpilogue = std::function<void(float* block, int64_t ld, int64_t i0, i
 // block's conversions by rows and its calls; the sgemm calls, and so the bits, are the same
 // whatever the blocks or the threads.
 // cast_a / cast_b (optional): the operands' fp8 casts (then never read in place).
+// held: the floats slot 1 already holds (grown by a larger product or another operation): the
+// product may use them too (more threads' buffers, larger blocks), as they cost no more memory.
 void panel_gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, float alpha, float beta, bool tf32,
                 const Scratch& scratch, const BlockEpilogue* epilogue, const Fp8Cast* cast_a = nullptr,
-                const Fp8Cast* cast_b = nullptr, int threads = 1);
+                const Fp8Cast* cast_b = nullptr, int threads = 1, size_t held = 0);
 
 }  // namespace trainlab::cpu

@@ -294,6 +294,18 @@ TL_VECTOR_CLONES void f32_to_bf16_n(const float* __restrict s, uint16_t* __restr
 TL_VECTOR_CLONES void round_bf16_n(float* p, size_t n) {
   for (size_t i = 0; i < n; ++i) p[i] = float_of(bf16_code(bits_of(p[i])) << 16);
 }
+// Rows of a matrix (row r at s + r * ld_s) to dense rows and back: a product's block in one call
+// (its rows are 64 values: a call a row cost more than the conversion).
+TL_VECTOR_CLONES void bf16_rows_to_f32(const uint16_t* __restrict s, size_t ld_s, size_t rows, size_t cols,
+                                       float* __restrict d) {
+  for (size_t r = 0; r < rows; ++r)
+    for (size_t i = 0; i < cols; ++i) d[r * cols + i] = float_of(static_cast<uint32_t>(s[r * ld_s + i]) << 16);
+}
+TL_VECTOR_CLONES void f32_rows_to_bf16(const float* __restrict s, size_t ld_s, size_t rows, size_t cols,
+                                       uint16_t* __restrict d, size_t ld_d) {
+  for (size_t r = 0; r < rows; ++r)
+    for (size_t i = 0; i < cols; ++i) d[r * ld_d + i] = static_cast<uint16_t>(bf16_code(bits_of(s[r * ld_s + i])));
+}
 TL_VECTOR_CLONES void f32_to_e4m3_n(const float* __restrict s, uint8_t* __restrict d, size_t n) {
   for (size_t i = 0; i < n; ++i) d[i] = encode_e4m3(bits_of(s[i]));
 }
@@ -315,8 +327,8 @@ TL_VECTOR_CLONES void e5m2_to_f32_n(const uint8_t* __restrict s, float* __restri
 // NaNs of the scalar functions (fp16 sign | 0x7FFF, fp32 sign | 0x7FC00000). The codec loops
 // above do the rest of each buffer and are the path without F16C.
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-#define TL_F16C_PATH 1
-bool has_f16c() {
+#define TL_AVX2_PATH 1
+bool has_avx2_f16c() {
   static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
   return yes;
 }
@@ -345,6 +357,18 @@ __attribute__((target("avx2,f16c"))) size_t f16_to_f32_f16c(const uint16_t* s, f
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(d + i, f16x8_to_f32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i))));
   return i;
 }
+// Rows of whole groups of 8 (cols8), row r at s + r * ld_s and d + r * ld_d: a block in one call.
+__attribute__((target("avx2,f16c"))) void f32_rows_to_f16_f16c(const float* s, size_t ld_s, size_t rows, size_t cols8,
+                                                                uint16_t* d, size_t ld_d) {
+  for (size_t r = 0; r < rows; ++r, s += ld_s, d += ld_d)
+    for (size_t i = 0; i < cols8; i += 8) _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), f32x8_to_f16(_mm256_loadu_ps(s + i)));
+}
+__attribute__((target("avx2,f16c"))) void f16_rows_to_f32_f16c(const uint16_t* s, size_t ld_s, size_t rows, size_t cols8,
+                                                                float* d, size_t ld_d) {
+  for (size_t r = 0; r < rows; ++r, s += ld_s, d += ld_d)
+    for (size_t i = 0; i < cols8; i += 8)
+      _mm256_storeu_ps(d + i, f16x8_to_f32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i))));
+}
 __attribute__((target("avx2,f16c"))) size_t round_f16_f16c(float* p, size_t n) {
   size_t i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(p + i, f16x8_to_f32(f32x8_to_f16(_mm256_loadu_ps(p + i))));
@@ -355,48 +379,59 @@ __attribute__((target("avx2,f16c"))) size_t round_f16_f16c(float* p, size_t n) {
 // The fp16 bulk conversions: F16C for whole groups of 8 where available, the codec loops for the rest.
 void f32_to_f16_bulk(const float* s, uint16_t* d, size_t n) {
   size_t done = 0;
-#ifdef TL_F16C_PATH
-  if (has_f16c()) done = f32_to_f16_f16c(s, d, n);
+#ifdef TL_AVX2_PATH
+  if (has_avx2_f16c()) done = f32_to_f16_f16c(s, d, n);
 #endif
   f32_to_f16_n(s + done, d + done, n - done);
 }
 void f16_to_f32_bulk(const uint16_t* s, float* d, size_t n) {
   size_t done = 0;
-#ifdef TL_F16C_PATH
-  if (has_f16c()) done = f16_to_f32_f16c(s, d, n);
+#ifdef TL_AVX2_PATH
+  if (has_avx2_f16c()) done = f16_to_f32_f16c(s, d, n);
 #endif
   f16_to_f32_n(s + done, d + done, n - done);
 }
 void round_f16_bulk(float* p, size_t n) {
   size_t done = 0;
-#ifdef TL_F16C_PATH
-  if (has_f16c()) done = round_f16_f16c(p, n);
+#ifdef TL_AVX2_PATH
+  if (has_avx2_f16c()) done = round_f16_f16c(p, n);
 #endif
   round_f16_n(p + done, n - done);
 }
 
 // The fp8 value of x (fp32 bits u), computed on values rather than codes (fewer operations than
-// decode(encode(u)), the same bits: test_fp8 compares them): normals round the low 23 - kMant
-// mantissa bits to nearest even in place (a carry moves into the exponent), subnormals by adding
-// and removing 1.5 * 2^(23 + emin - kMant), whose fp32 step is the format's subnormal step (fp32
-// addition rounds to nearest even); from `over_bits` up (inf included) the result is `over_value`
-// (the largest finite value, saturating, or e5m2's inf); NaN gives the decoded 0x7F (+NaN).
-template <int kMant, uint32_t kMinNormalBits, uint32_t kOverBits, uint32_t kOverValue>
-inline float fp8_value(uint32_t u, float magic) {
-  constexpr uint32_t kDrop = 23 - kMant, kHalf = (1u << (kDrop - 1)) - 1u;
-  const uint32_t sign = u & 0x80000000u, a = u & 0x7FFFFFFFu;
-  const uint32_t normal = (a + kHalf + ((a >> kDrop) & 1u)) & ~((1u << kDrop) - 1u);
-  const uint32_t sub = bits_of((float_of(a) + magic) - magic);
-  uint32_t out = pick(mask_if(a >= kMinNormalBits), normal, sub);
-  out = pick(mask_if(a >= kOverBits), kOverValue, out) | sign;
-  return float_of(pick(mask_if(a > 0x7F800000u), 0x7FC00000u, out));
+// decode(encode(u)), the same bits: test_fp8 compares them). |x| is rounded to a multiple of its
+// fp8 step 2^(q - kMant), q = max(exponent of |x|, emin), by adding and removing c = 2^(q - kMant
+// + 23): c's fp32 step is that step and the sum stays in c's binade, so fp32's addition rounds to
+// nearest even there, normal and subnormal values alike (a carry into the next binade is exact).
+// c is built from |x|'s exponent bits by an integer maximum. Saturating (kSat), |x| is first
+// clamped to the largest finite value kMaxBits (one float minimum; a NaN gives the maximum,
+// replaced below): the grid holds it, so nothing rounds above it, and c stays small. Else (e5m2's
+// storage cast) the exponent is capped at 2^63 so that c stays finite for inf and NaN, and a
+// rounded value above the largest (from 61,440 up: 65,536 or more) becomes inf. NaN gives +NaN
+// 0x7FC00000 (the decoded 0x7F). Comparisons are signed: |x|'s bits are below 2^31.
+template <int kMant, int32_t kMinNormalBits, uint32_t kMaxBits, bool kSat>
+inline float fp8_value(uint32_t u) {
+  constexpr float kMax = std::bit_cast<float>(kMaxBits);
+  const uint32_t sign = u & 0x80000000u;
+  const int32_t a = static_cast<int32_t>(u & 0x7FFFFFFFu);
+  float v = float_of(static_cast<uint32_t>(a));
+  int32_t e;
+  if constexpr (kSat) {
+    v = v < kMax ? v : kMax;
+    e = static_cast<int32_t>(bits_of(v)) & 0x7F800000;
+  } else {
+    e = std::min(a & 0x7F800000, 0x5F000000);
+  }
+  const float c = float_of(static_cast<uint32_t>(std::max(e, kMinNormalBits)) + ((23u - kMant) << 23));
+  uint32_t out = bits_of((v + c) - c);
+  if constexpr (!kSat) out = pick(mask_if(static_cast<int32_t>(out) > static_cast<int32_t>(kMaxBits)), 0x7F800000u, out);
+  return float_of(pick(mask_if(a > 0x7F800000), 0x7FC00000u, out | sign));
 }
 // The fp8 value of x * scale (one fp32 product, then the saturating cast).
-inline float e4m3_scaled(float x, float scale) {
-  return fp8_value<3, 0x3C800000u, 0x43E00000u, 0x43E00000u>(bits_of(x * scale), 0x1.8p14f);
-}
+inline float e4m3_scaled(float x, float scale) { return fp8_value<3, 0x3C800000, 0x43E00000u, true>(bits_of(x * scale)); }
 inline float e5m2_sat_scaled(float x, float scale) {
-  return fp8_value<2, 0x38800000u, 0x47600000u, 0x47600000u>(bits_of(x * scale), 0x1.8p7f);
+  return fp8_value<2, 0x38800000, 0x47600000u, true>(bits_of(x * scale));
 }
 // p[i] = the fp8 value of p[i] * scale (one fp32 product, then the cast: e4m3 saturating, e5m2
 // saturating when kSat, else as its storage cast).
@@ -404,7 +439,7 @@ TL_VECTOR_CLONES void e4m3_round_scaled_n(float* p, float scale, size_t n) {
   for (size_t i = 0; i < n; ++i) p[i] = e4m3_scaled(p[i], scale);
 }
 TL_VECTOR_CLONES void e5m2_round_n(float* p, size_t n) {
-  for (size_t i = 0; i < n; ++i) p[i] = fp8_value<2, 0x38800000u, 0x47700000u, 0x7F800000u>(bits_of(p[i]), 0x1.8p7f);
+  for (size_t i = 0; i < n; ++i) p[i] = fp8_value<2, 0x38800000, 0x47600000u, false>(bits_of(p[i]));
 }
 TL_VECTOR_CLONES void e5m2_sat_round_scaled_n(float* p, float scale, size_t n) {
   for (size_t i = 0; i < n; ++i) p[i] = e5m2_sat_scaled(p[i], scale);
@@ -412,11 +447,11 @@ TL_VECTOR_CLONES void e5m2_sat_round_scaled_n(float* p, float scale, size_t n) {
 
 // The casts of a product's operand fused with the maximum |x| of its values (before the scale):
 // one pass instead of a conversion, a cast and a maximum. |x| is compared as its fp32 bits
-// (ordered as the values for everything but NaN, which counts as 0), an integer maximum the
-// loops vectorise.
-inline uint32_t abs_bits_no_nan(uint32_t u) {
-  const uint32_t a = u & 0x7FFFFFFFu;
-  return pick(mask_if(a > 0x7F800000u), 0u, a);
+// (ordered as the values for everything but NaN, which counts as 0; below 2^31, so a signed
+// maximum), an integer maximum the loops vectorise.
+inline int32_t abs_bits_no_nan(uint32_t u) {
+  const int32_t a = static_cast<int32_t>(u & 0x7FFFFFFFu);
+  return a > 0x7F800000 ? 0 : a;
 }
 // One loop for both fp8 formats, inlined into each vector clone below (where it vectorises).
 template <bool kE4M3>
@@ -427,22 +462,22 @@ template <bool kE4M3>
 template <bool kE4M3>
 [[gnu::always_inline]] inline uint32_t bf16_scaled_loop(const uint16_t* __restrict s, float scale, float* __restrict d,
                                                         size_t n) {
-  uint32_t mx = 0;
+  int32_t mx = 0;
   for (size_t i = 0; i < n; ++i) {
     const uint32_t u = static_cast<uint32_t>(s[i]) << 16;
     mx = std::max(mx, abs_bits_no_nan(u));
     d[i] = fp8_round_scaled<kE4M3>(float_of(u), scale);
   }
-  return mx;
+  return static_cast<uint32_t>(mx);
 }
 template <bool kE4M3>
 [[gnu::always_inline]] inline uint32_t scaled_max_loop(float* p, float scale, size_t n) {
-  uint32_t mx = 0;
+  int32_t mx = 0;
   for (size_t i = 0; i < n; ++i) {
     mx = std::max(mx, abs_bits_no_nan(bits_of(p[i])));
     p[i] = fp8_round_scaled<kE4M3>(p[i], scale);
   }
-  return mx;
+  return static_cast<uint32_t>(mx);
 }
 TL_VECTOR_CLONES uint32_t bf16_e4m3_scaled_n(const uint16_t* __restrict s, float scale, float* __restrict d, size_t n) {
   return bf16_scaled_loop<true>(s, scale, d, n);
@@ -452,18 +487,84 @@ TL_VECTOR_CLONES uint32_t bf16_e5m2_scaled_n(const uint16_t* __restrict s, float
 }
 TL_VECTOR_CLONES uint32_t e4m3_scaled_max_n(float* p, float scale, size_t n) { return scaled_max_loop<true>(p, scale, n); }
 TL_VECTOR_CLONES uint32_t e5m2_scaled_max_n(float* p, float scale, size_t n) { return scaled_max_loop<false>(p, scale, n); }
+
+#ifdef TL_AVX2_PATH
+// bf16_scaled_loop in AVX2 intrinsics, 8 values a step (the vector clone above leaves its
+// selections as compares and byte blends, about 1.5x the operations): fp8_value's steps, the
+// clamp as vminps (a NaN lane gives the maximum, then the canonical NaN) and |x|'s maximum as
+// vmaxps (a NaN lane keeps the running maximum; non-negative floats order as their bits).
+// `rows` rows of cols8 values (a multiple of 8), row r at s + r * ld_s and d + r * ld_d, in one
+// call (a product's blocks are rows of 64: a call a row cost as much again as the casts).
+template <bool kE4M3>
+__attribute__((target("avx2"))) uint32_t bf16_scaled_avx2(const uint16_t* s, size_t ld_s, float* d, size_t ld_d,
+                                                           size_t rows, size_t cols8, float scale) {
+  constexpr int kMant = kE4M3 ? 3 : 2;
+  const __m256i abs_mask = _mm256_set1_epi32(0x7FFFFFFF), exp_mask = _mm256_set1_epi32(0x7F800000);
+  const __m256i q_lo = _mm256_set1_epi32(kE4M3 ? 0x3C800000 : 0x38800000);
+  const __m256i to_c = _mm256_set1_epi32((23 - kMant) << 23);
+  const __m256 vmax = _mm256_set1_ps(kE4M3 ? 448.0f : 57344.0f), vscale = _mm256_set1_ps(scale);
+  const __m256 nan = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FC00000));
+  __m256 mx = _mm256_setzero_ps();
+  for (size_t r = 0; r < rows; ++r, s += ld_s, d += ld_d)
+    for (size_t i = 0; i < cols8; i += 8) {
+      const __m256i u = _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i))), 16);
+      mx = _mm256_max_ps(_mm256_castsi256_ps(_mm256_and_si256(u, abs_mask)), mx);
+      const __m256i y = _mm256_castps_si256(_mm256_mul_ps(_mm256_castsi256_ps(u), vscale));
+      const __m256i a = _mm256_and_si256(y, abs_mask);
+      const __m256 clamped = _mm256_min_ps(_mm256_castsi256_ps(a), vmax);
+      const __m256i q = _mm256_max_epi32(_mm256_and_si256(_mm256_castps_si256(clamped), exp_mask), q_lo);
+      const __m256 c = _mm256_castsi256_ps(_mm256_add_epi32(q, to_c));
+      __m256 v = _mm256_sub_ps(_mm256_add_ps(clamped, c), c);
+      v = _mm256_or_ps(v, _mm256_castsi256_ps(_mm256_xor_si256(y, a)));
+      _mm256_storeu_ps(d + i, _mm256_blendv_ps(v, nan, _mm256_castsi256_ps(_mm256_cmpgt_epi32(a, exp_mask))));
+    }
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
+  return std::bit_cast<uint32_t>(_mm_cvtss_f32(m4));
+}
+#endif
+
+// Rows of a bf16 operand (row r at s + r * ld_s) cast into d (dense) with their maximum: AVX2
+// for each row's whole groups of 8 where available, the vector loop above for the rest.
+uint32_t bf16_round_scaled(bool e4m3, const uint16_t* s, size_t ld_s, size_t rows, size_t cols, float scale, float* d) {
+  size_t done = 0;  // of each row
+  uint32_t amax = 0;
+#ifdef TL_AVX2_PATH
+  if (has_avx2_f16c() && cols >= 8) {
+    done = cols & ~size_t{7};
+    amax = e4m3 ? bf16_scaled_avx2<true>(s, ld_s, d, cols, rows, done, scale)
+                : bf16_scaled_avx2<false>(s, ld_s, d, cols, rows, done, scale);
+  }
+#endif
+  if (done < cols)
+    for (size_t r = 0; r < rows; ++r) {
+      const uint16_t* sr = s + r * ld_s + done;
+      float* dr = d + r * cols + done;
+      amax = std::max(amax, e4m3 ? bf16_e4m3_scaled_n(sr, scale, dr, cols - done) : bf16_e5m2_scaled_n(sr, scale, dr, cols - done));
+    }
+  return amax;
+}
 }  // namespace
 
 uint32_t convert_round_scaled(DType src_type, const void* src, DType t, float scale, float* dst, size_t n) {
+  return convert_round_scaled_rows(src_type, src, 0, 1, n, t, scale, dst);
+}
+
+uint32_t convert_round_scaled_rows(DType src_type, const void* src, size_t src_stride, size_t rows, size_t cols, DType t,
+                                   float scale, float* dst) {
   if (t != DType::F8E4M3 && t != DType::F8E5M2)
     throw Error(std::string("convert_round_scaled: expected an fp8 format, got ") + dtype_name(t));
   const bool e4 = t == DType::F8E4M3;
-  if (src_type == DType::BF16) {
-    const auto* s = static_cast<const uint16_t*>(src);
-    return e4 ? bf16_e4m3_scaled_n(s, scale, dst, n) : bf16_e5m2_scaled_n(s, scale, dst, n);
+  if (src_type == DType::BF16)
+    return bf16_round_scaled(e4, static_cast<const uint16_t*>(src), src_stride / 2, rows, cols, scale, dst);
+  uint32_t amax = 0;
+  for (size_t r = 0; r < rows; ++r) {
+    float* row = dst + r * cols;
+    convert_to_f32(src_type, static_cast<const char*>(src) + r * src_stride, row, cols);
+    amax = std::max(amax, e4 ? e4m3_scaled_max_n(row, scale, cols) : e5m2_scaled_max_n(row, scale, cols));
   }
-  convert_to_f32(src_type, src, dst, n);
-  return e4 ? e4m3_scaled_max_n(dst, scale, n) : e5m2_scaled_max_n(dst, scale, n);
+  return amax;
 }
 
 void cast_fp8_saturating(const float* src, DType t, uint8_t* dst, size_t n) {
@@ -522,6 +623,24 @@ void convert_to_f32(DType t, const void* src, float* dst, size_t n) {
       return;
     }
   }
+}
+
+void convert_to_f32_rows(DType t, const void* src, size_t src_stride, size_t rows, size_t cols, float* dst) {
+  if (t == DType::BF16) return bf16_rows_to_f32(static_cast<const uint16_t*>(src), src_stride / 2, rows, cols, dst);
+#ifdef TL_AVX2_PATH
+  if (t == DType::F16 && cols % 8 == 0 && has_avx2_f16c())
+    return f16_rows_to_f32_f16c(static_cast<const uint16_t*>(src), src_stride / 2, rows, cols, dst, cols);
+#endif
+  for (size_t r = 0; r < rows; ++r) convert_to_f32(t, static_cast<const char*>(src) + r * src_stride, dst + r * cols, cols);
+}
+
+void convert_from_f32_rows(const float* src, size_t src_ld, DType t, void* dst, size_t dst_stride, size_t rows, size_t cols) {
+  if (t == DType::BF16) return f32_rows_to_bf16(src, src_ld, rows, cols, static_cast<uint16_t*>(dst), dst_stride / 2);
+#ifdef TL_AVX2_PATH
+  if (t == DType::F16 && cols % 8 == 0 && has_avx2_f16c())
+    return f32_rows_to_f16_f16c(src, src_ld, rows, cols, static_cast<uint16_t*>(dst), dst_stride / 2);
+#endif
+  for (size_t r = 0; r < rows; ++r) convert_from_f32(src + r * src_ld, t, static_cast<char*>(dst) + r * dst_stride, cols);
 }
 
 void convert_from_f32(const float* src, DType t, void* dst, size_t n) {

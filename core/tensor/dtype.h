@@ -39,6 +39,11 @@ float round_to(DType t, float f);
 // functions above element by element.
 void convert_to_f32(DType src_type, const void* src, float* dst, size_t n);
 void convert_from_f32(const float* src, DType dst_type, void* dst, size_t n);
+// The same for `rows` rows of `cols` values: row r of the strided side at src / dst + r * stride
+// bytes, of the fp32 side at r * cols (to) or r * src_ld floats (from). One call for a block.
+void convert_to_f32_rows(DType src_type, const void* src, size_t src_stride, size_t rows, size_t cols, float* dst);
+void convert_from_f32_rows(const float* src, size_t src_ld, DType dst_type, void* dst, size_t dst_stride, size_t rows,
+                           size_t cols);
 // p[i] = round_to(t, p[i]) for n values (vectorised for fp16 and fp8).
 void round_to_n(DType t, float* p, size_t n);
 // dst[i] = the fp8 value of cast_fp8_saturating(src[i] * scale) (tensor/fp8_cast.h; the product

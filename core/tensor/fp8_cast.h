@@ -19,5 +19,9 @@ void cast_fp8_saturating(const float* src, DType t, uint8_t* dst, size_t n);
 // the scale as fp32 bits (NaNs left out; 0x7F800000 when a value is infinite), the maximum the
 // delayed scaling records. Throws for formats t other than fp8.
 uint32_t convert_round_scaled(DType src_type, const void* src, DType t, float scale, float* dst, size_t n);
+// The same over `rows` rows of `cols` values, row r at src + r * src_stride bytes, into dst[rows, cols]
+// (dense): one call for a block of a product's operand.
+uint32_t convert_round_scaled_rows(DType src_type, const void* src, size_t src_stride, size_t rows, size_t cols, DType t,
+                                   float scale, float* dst);
 
 }  // namespace trainlab

@@ -1,8 +1,8 @@
 // The conversion workspace of the CPU backend's blocked product (backend/cpu_panels.h): a product
 // holds at most what storing its two smaller tensors in 16 bits saves (or kGemmWork floats a slot
-// and thread), all in slot 1, so a 16-bit run never holds more than the fp32 run it replaces; the
-// threads that take a large product's blocks (each with its own buffers, or one shared B) give the
-// single thread's codes and gather the same fp8 maxima.
+// and thread, or what slot 1 already holds), all in slot 1, so a 16-bit run never holds more
+// than the fp32 run it replaces; the threads that take a large product's blocks (each with its
+// own buffers, or one shared B) give the single thread's codes and gather the same fp8 maxima.
 #include <QtTest>
 #include <algorithm>
 #include <bit>
@@ -93,6 +93,52 @@ class TestCpuPanelBudget : public QObject {
         first = codes(c);
       else
         QVERIFY(codes(c) == first);
+    }
+  }
+  // A product whose own budget holds one thread's buffers (digits' first layer: 3 x kGemmWork)
+  // takes a second thread when slot 1 already holds room for it (`held`, left by the step's larger
+  // products), asks for no more than that, and gives the codes and fp8 maxima of one thread.
+  void heldRoomGivesThreads_data() {
+    QTest::addColumn<int>("m");
+    QTest::addColumn<int>("n");
+    QTest::addColumn<int>("k");
+    QTest::addColumn<bool>("ta");
+    QTest::addColumn<bool>("tb");
+    QTest::newRow("digits first forward") << 128 << 256 << 64 << false << true;
+    QTest::newRow("digits first dW") << 256 << 64 << 128 << true << false;
+  }
+  void heldRoomGivesThreads() {
+    QFETCH(int, m);
+    QFETCH(int, n);
+    QFETCH(int, k);
+    QFETCH(bool, ta);
+    QFETCH(bool, tb);
+    CpuBackend be(2);
+    const Tensor a = ta ? random_matrix(be, k, m, DType::BF16, 8) : random_matrix(be, m, k, DType::BF16, 8);
+    const Tensor b = tb ? random_matrix(be, n, k, DType::BF16, 9) : random_matrix(be, k, n, DType::BF16, 9);
+    constexpr size_t kHeld = 8 * cpu::kGemmWork;
+    for (const bool fp8 : {false, true}) {
+      std::vector<uint16_t> first;
+      for (const size_t held : {size_t(0), kHeld}) {
+        Workspace ws;
+        Tensor c = be.empty({m, n}, DType::BF16, MemCategory::Workspace);
+        uint32_t seen_a = 0, seen_b = 0;
+        const cpu::Fp8Cast ca{DType::F8E4M3, 4.0f, &seen_a}, cb{DType::F8E5M2, 0.25f, &seen_b};
+        cpu::panel_gemm(a, ta, b, tb, c, 1.0f, 0.0f, false, ws.scratch(), nullptr, fp8 ? &ca : nullptr,
+                        fp8 ? &cb : nullptr, held ? 2 : 1, held);
+        if (fp8) {
+          QCOMPARE(std::bit_cast<float>(seen_a), cpu::fp8_tiled_amax(a));
+          QCOMPARE(std::bit_cast<float>(seen_b), cpu::fp8_tiled_amax(b));
+        }
+        if (held == 0) {
+          QCOMPARE(ws.most[1], size_t(3 * cpu::kGemmWork));
+          first = codes(c);
+        } else {
+          QVERIFY2(ws.most[1] > size_t(3 * cpu::kGemmWork) && ws.most[1] <= kHeld,
+                   qPrintable(QString("%1 floats with %2 held").arg(ws.most[1]).arg(kHeld)));
+          QVERIFY2(codes(c) == first, qPrintable(QString("2 threads in the held room differ from 1 (fp8 %1)").arg(fp8)));
+        }
+      }
     }
   }
   // fp8 casts of a product split over 2 threads (m 1024: each thread its own blocks) gather the

@@ -92,6 +92,40 @@ class TestDType : public QObject {
     QVERIFY(std::isnan(round_to(DType::F16, NAN)));
     QVERIFY(std::isnan(round_to(DType::BF16, NAN)));
   }
+  // The conversions of a block's rows (convert_to_f32_rows / convert_from_f32_rows: bf16 in one
+  // vectorised loop, fp16 in one F16C loop where rows are whole groups of 8, the other formats
+  // row by row) give the bulk conversions' bits row for row, and write nothing outside the block:
+  // a [48, 96] matrix of bit patterns (NaNs, infs, ties and subnormals among them), the block of
+  // 37 rows from row 5 and 67 or 64 columns from column 9.
+  void rowsMatchBulk_data() {
+    QTest::addColumn<int>("cols_in");
+    QTest::newRow("67 columns") << 67;
+    QTest::newRow("64 columns") << 64;
+  }
+  void rowsMatchBulk() {
+    QFETCH(int, cols_in);
+    constexpr size_t R = 48, C = 96, r0 = 5, c0 = 9, rows = 37;
+    const size_t cols = static_cast<size_t>(cols_in);
+    std::vector<float> f32(R * C);
+    for (size_t i = 0; i < f32.size(); ++i) {
+      const uint32_t b = static_cast<uint32_t>(i) * 2654435761u;
+      std::memcpy(&f32[i], &b, 4);
+    }
+    for (DType t : {DType::BF16, DType::F16, DType::F8E4M3, DType::F32}) {
+      const size_t es = dtype_bytes(t, 1);
+      std::vector<char> src(R * C * es);
+      convert_from_f32(f32.data(), t, src.data(), f32.size());
+      std::vector<float> block(rows * cols), want(rows * cols);
+      convert_to_f32_rows(t, src.data() + (r0 * C + c0) * es, C * es, rows, cols, block.data());
+      for (size_t r = 0; r < rows; ++r) convert_to_f32(t, src.data() + ((r0 + r) * C + c0) * es, want.data() + r * cols, cols);
+      QVERIFY2(std::memcmp(block.data(), want.data(), block.size() * 4) == 0, dtype_name(t));
+      std::vector<char> out(src.size(), 0x5A), out_want(src.size(), 0x5A);
+      convert_from_f32_rows(f32.data() + 3, C, t, out.data() + (r0 * C + c0) * es, C * es, rows, cols);
+      for (size_t r = 0; r < rows; ++r)
+        convert_from_f32(f32.data() + 3 + r * C, t, out_want.data() + ((r0 + r) * C + c0) * es, cols);
+      QVERIFY2(out == out_want, dtype_name(t));
+    }
+  }
 };
 
 QTEST_APPLESS_MAIN(TestDType)

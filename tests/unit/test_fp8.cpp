@@ -189,6 +189,62 @@ class TestFp8 : public QObject {
     }
     QVERIFY_THROWS_EXCEPTION(Error, round_scaled_n(DType::BF16, 1.0f, in.data(), in.data(), 1));
   }
+  // A product operand's fused cast (convert_round_scaled and its rows: the AVX2 path for groups of 8 where the
+  // CPU has it, the vector loop for the rest and for single values) on every bf16 bit pattern, and
+  // the same values as fp32, times scales that keep, overflow and underflow them: the codec's
+  // value of the product x * scale rounded to fp32 (e4m3 saturating, e5m2 clamped to 57,344),
+  // and the largest |x| before the scale with NaNs left out.
+  void roundScaledAllBf16() {
+    std::vector<uint16_t> codes(0x10000);
+    std::vector<float> wide(0x10000);
+    for (uint32_t b = 0; b < 0x10000; ++b) codes[b] = uint16_t(b), wide[b] = bf16_to_f32(uint16_t(b));
+    uint32_t want_max = 0;
+    for (float x : wide)
+      if (!std::isnan(x)) want_max = std::max(want_max, std::bit_cast<uint32_t>(std::fabs(x)));
+    for (DType t : {DType::F8E4M3, DType::F8E5M2}) {
+      const float fmax = t == DType::F8E4M3 ? 448.0f : 57344.0f;
+      for (float scale : {1.0f, 3.0f, 0.75f, 448.0f / 3.7f, p2(-20), p2(20), 1e-30f, 1e30f, 1e-40f, 5.5e4f}) {
+        std::vector<float> bulk(wide.size()), from32(wide.size()), one(1);
+        const uint32_t got_max = convert_round_scaled(DType::BF16, codes.data(), t, scale, bulk.data(), codes.size());
+        const uint32_t got_max32 = convert_round_scaled(DType::F32, wide.data(), t, scale, from32.data(), wide.size());
+        QCOMPARE(got_max, want_max);
+        QCOMPARE(got_max32, want_max);
+        for (uint32_t b = 0; b < 0x10000; ++b) {
+          const float y = wide[b] * scale;
+          const float want = t == DType::F8E4M3 ? e4m3_to_f32(f32_to_e4m3(y))
+                                                : e5m2_to_f32(f32_to_e5m2(std::isnan(y) ? y : std::fmax(-fmax, std::fmin(fmax, y))));
+          const uint32_t single_max = convert_round_scaled(DType::BF16, &codes[b], t, scale, one.data(), 1);
+          const uint32_t w = std::bit_cast<uint32_t>(want);
+          if (std::bit_cast<uint32_t>(bulk[b]) != w || std::bit_cast<uint32_t>(one[0]) != w ||
+              std::bit_cast<uint32_t>(from32[b]) != w || single_max != (std::isnan(wide[b]) ? 0u : b & 0x7FFFu) << 16)
+            QFAIL(qPrintable(QString("%1 of bf16 0x%2 times %3: bulk 0x%4, single 0x%5, from fp32 0x%6, codec 0x%7")
+                                 .arg(dtype_name(t)).arg(b, 4, 16, QChar('0')).arg(double(scale))
+                                 .arg(std::bit_cast<uint32_t>(bulk[b]), 8, 16).arg(std::bit_cast<uint32_t>(one[0]), 8, 16)
+                                 .arg(std::bit_cast<uint32_t>(from32[b]), 8, 16).arg(w, 8, 16)));
+        }
+        std::vector<float> part(1003);  // an odd start and length: groups of 8 and a tail
+        convert_round_scaled(DType::BF16, codes.data() + 0x3C01, t, scale, part.data(), part.size());
+        for (size_t i = 0; i < part.size(); ++i) QCOMPARE(std::bit_cast<uint32_t>(part[i]), std::bit_cast<uint32_t>(bulk[0x3C01 + i]));
+        // A block of the codes as a [256, 256] matrix, by rows (convert_round_scaled_rows), from
+        // bf16 and fp32: 61 rows from row 3, 67 columns from column 5 (groups of 8 and a tail).
+        for (DType src : {DType::BF16, DType::F32}) {
+          std::vector<float> block(61 * 67);
+          const void* at = src == DType::BF16 ? static_cast<const void*>(codes.data() + 3 * 256 + 5) : wide.data() + 3 * 256 + 5;
+          const uint32_t block_max = convert_round_scaled_rows(src, at, 256 * (src == DType::BF16 ? 2 : 4), 61, 67, t, scale,
+                                                               block.data());
+          uint32_t want_block_max = 0;
+          for (size_t r = 0; r < 61; ++r)
+            for (size_t c = 0; c < 67; ++c) {
+              const size_t b = (3 + r) * 256 + 5 + c;
+              QCOMPARE(std::bit_cast<uint32_t>(block[r * 67 + c]), std::bit_cast<uint32_t>(bulk[b]));
+              if (!std::isnan(wide[b])) want_block_max = std::max(want_block_max, std::bit_cast<uint32_t>(std::fabs(wide[b])));
+            }
+          QCOMPARE(block_max, want_block_max);
+        }
+      }
+    }
+    QVERIFY_THROWS_EXCEPTION(Error, convert_round_scaled(DType::BF16, codes.data(), DType::F16, 1.0f, wide.data(), 1));
+  }
   // Delayed scaling by hand: the scale of step t comes from the maxima of other steps' slots.
   void delayedScaling() {
     float h[kFp8History] = {};
