@@ -306,12 +306,19 @@ void same_carveout(Kernel k) {
 }
 // The one-sequence GEMV's launch (decode_gemv_rows_kernel): lanes a row 2^slice_log2 (the slice
 // rule), warps a row 2^wpr_log2: doubled (up to the block's four) while each lane keeps more than
-// 2 kRowsDepth loads.
-void launch_decode_gemv_rows(const DecodeGemv& g, bool pdl, cudaStream_t s) {
+// 2 kRowsDepth loads, or while the rows give fewer than 16 warps an SM and each lane keeps 3
+// loads (a few long rows: gpt2's out in bf16 went from 6.8 to 5.0 us with four warps a row;
+// at 1.5-2 loads a lane int8 seemed to lose, so not that far: BENCHMARKS.md, decoding, fifth).
+void launch_decode_gemv_rows(const DecodeGemv& g, int sm_count, bool pdl, cudaStream_t s) {
   const int64_t nvec = g.cols / decode_weights_per_load(g.format);
   const int slice_log2 = decode_slice_log2(nvec);
   int wpr_log2 = 0;
-  while (wpr_log2 < 2 && nvec > (int64_t{2} * kRowsDepth << (slice_log2 + wpr_log2 + 1))) ++wpr_log2;
+  const auto more = [&](int w) {  // doubling from 2^w warps a row pays
+    const int64_t lanes_after = int64_t{2} << (slice_log2 + w);
+    return nvec > int64_t{2} * kRowsDepth * lanes_after ||
+           (((g.rows << w) >> (5 - slice_log2)) < int64_t{16} * sm_count && nvec >= 3 * lanes_after);
+  };
+  while (wpr_log2 < 2 && more(wpr_log2)) ++wpr_log2;
   const int64_t rows_per_block = int64_t{(kRowsThreads / 32) >> wpr_log2} * (32 >> slice_log2);
   const auto blocks = static_cast<unsigned>((g.rows + rows_per_block - 1) / rows_per_block);
   const cudaLaunchConfig_t cfg = launch_config(dim3(blocks), dim3(kRowsThreads), 0, s, pdl);
@@ -343,7 +350,7 @@ void prepare_decode_gemv_batch(int format) { gemv_blocks_per_sm(format); }
 void launch_decode_gemv_batch(const DecodeGemv& g, int sm_count, bool pdl, cudaStream_t s) {
   if (g.layout == kTcChunks) return launch_decode_gemv_tc(g, pdl, s);
   if (g.batch < 1 || g.batch > kMaxBatch) throw_cuda_error(cudaErrorInvalidValue, "decode_gemv_batch: batch 1..16", __FILE__, __LINE__);
-  if (g.batch == 1 && !g.batch_sums) return launch_decode_gemv_rows(g, pdl, s);
+  if (g.batch == 1 && !g.batch_sums) return launch_decode_gemv_rows(g, sm_count, pdl, s);
   const GemvShape sh = gemv_shape(g, sm_count);
   const cudaLaunchConfig_t cfg = launch_config(dim3(static_cast<unsigned>(sh.blocks)), dim3(static_cast<unsigned>(sh.threads)), 0, s, pdl);
   switch (g.format) {
