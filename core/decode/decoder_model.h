@@ -25,10 +25,9 @@ DecoderModel load_decoder_model(const std::string& path);
 // 2048, 16 heads, context 1024, 1.21 B parameters, as shared/bench/peer_torch_decode.py's xl).
 DecoderModel random_decoder_model(const std::string& preset, uint64_t seed);
 
-// H200 datasheet numbers for the bandwidth ceiling of decoding: a token reads its weights and its
-// KV cache once, so DRAM bandwidth / bytes a token bounds tokens/s -- unless the bytes fit in L2.
-// The decode benchmark measures the device's copy bandwidth instead (backend/bandwidth.h).
-constexpr double kDecodeDramBytesPerS = 4.8e12;
+// A token reads its weights and its KV cache once, so the measured copy bandwidth
+// (backend/bandwidth.h) / bytes a token bounds tokens/s -- unless the bytes fit in L2: the H200's
+// datasheet L2, against which a decode figure is flagged.
 constexpr int64_t kDecodeL2Bytes = 50ll << 20;
 
 }  // namespace trainlab

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/bandwidth.h"
 #include "data/text.h"
 #include "decode/decoder.h"
 #include "decode/decoder_model.h"
@@ -115,7 +116,8 @@ GenerateResult generate_text(const GenerateRequest& r) {
   const int64_t step_bytes =  // one read of the weights, and every sample's cache
       out.weight_bytes_per_token + dec->kv_bytes(std::min<int64_t>(m.weights.shape.context, dec->length()) / 2);
   out.bytes_per_token = step_bytes / r.samples;
-  out.ceiling_tokens_per_s = kDecodeDramBytesPerS * r.samples / static_cast<double>(step_bytes);
+  out.copy_bytes_per_s = measure_copy_bandwidth(*be).bytes_per_s;  // cached for the process after the first
+  out.ceiling_tokens_per_s = out.copy_bytes_per_s * r.samples / static_cast<double>(step_bytes);
   out.fits_l2 = step_bytes <= kDecodeL2Bytes;
   return out;
 }

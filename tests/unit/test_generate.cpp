@@ -90,6 +90,10 @@ class TestGenerate : public QObject {
     QVERIFY(!g.on_gpu && g.notice.empty());
     QCOMPARE(g.weight_bytes_per_token, gen.weight_bytes_per_token());
     QVERIFY(g.bytes_per_token > g.weight_bytes_per_token);
+    // The ceiling is the CPU's measured copy bandwidth over the bytes a token (no datasheet number).
+    QVERIFY(g.copy_bytes_per_s > 1e8);  // a measurement (the 4.8 TB/s datasheet figure is gone)
+    QVERIFY(g.copy_bytes_per_s < 4e12);
+    QCOMPARE(g.ceiling_tokens_per_s, g.copy_bytes_per_s / static_cast<double>(g.bytes_per_token));
     // A requested format: the CPU decoder on the values int4 represents.
     r.format = DecodeSpec::parse("int4", 32);
     r.sample.temperature = 0.0f;
