@@ -8,6 +8,7 @@
 #include <bit>
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "backend/cpu_backend.h"
@@ -47,6 +48,20 @@ struct Workspace {
   }
 };
 
+// The data columns of a product's shape: C [m, n] = op(A) op(B) over k, A and B transposed as asked.
+void add_shape_columns() {
+  QTest::addColumn<int>("m");
+  QTest::addColumn<int>("n");
+  QTest::addColumn<int>("k");
+  QTest::addColumn<bool>("ta");
+  QTest::addColumn<bool>("tb");
+}
+// Random bf16 operands A and B of that shape (seeds `seed` and seed + 1).
+std::pair<Tensor, Tensor> bf16_operands(CpuBackend& be, int m, int n, int k, bool ta, bool tb, unsigned seed) {
+  Tensor a = ta ? random_matrix(be, k, m, DType::BF16, seed) : random_matrix(be, m, k, DType::BF16, seed);
+  Tensor b = tb ? random_matrix(be, n, k, DType::BF16, seed + 1) : random_matrix(be, k, n, DType::BF16, seed + 1);
+  return {std::move(a), std::move(b)};
+}
 }  // namespace
 
 class TestCpuPanelBudget : public QObject {
@@ -57,11 +72,7 @@ class TestCpuPanelBudget : public QObject {
   // max(threads x 3 x kGemmWork, half the elements of the two smaller tensors), the other slots
   // nothing, and both thread counts give the same codes.
   void workspaceWithinWhatSixteenBitsSave_data() {
-    QTest::addColumn<int>("m");
-    QTest::addColumn<int>("n");
-    QTest::addColumn<int>("k");
-    QTest::addColumn<bool>("ta");
-    QTest::addColumn<bool>("tb");
+    add_shape_columns();
     QTest::newRow("digits forward") << 128 << 256 << 256 << false << true;
     QTest::newRow("digits dW") << 256 << 256 << 128 << true << false;
     QTest::newRow("char qkv forward") << 2048 << 384 << 128 << false << true;
@@ -75,8 +86,7 @@ class TestCpuPanelBudget : public QObject {
     QFETCH(bool, ta);
     QFETCH(bool, tb);
     CpuBackend be(2);
-    const Tensor a = ta ? random_matrix(be, k, m, DType::BF16, 1) : random_matrix(be, m, k, DType::BF16, 1);
-    const Tensor b = tb ? random_matrix(be, n, k, DType::BF16, 2) : random_matrix(be, k, n, DType::BF16, 2);
+    const auto [a, b] = bf16_operands(be, m, n, k, ta, tb, 1);
     int64_t sizes[3] = {int64_t(m) * k, int64_t(k) * n, int64_t(m) * n};
     std::sort(sizes, sizes + 3);
     const int64_t saved = (sizes[0] + sizes[1]) / 2;
@@ -99,11 +109,7 @@ class TestCpuPanelBudget : public QObject {
   // takes a second thread when slot 1 already holds room for it (`held`, left by the step's larger
   // products), asks for no more than that, and gives the codes and fp8 maxima of one thread.
   void heldRoomGivesThreads_data() {
-    QTest::addColumn<int>("m");
-    QTest::addColumn<int>("n");
-    QTest::addColumn<int>("k");
-    QTest::addColumn<bool>("ta");
-    QTest::addColumn<bool>("tb");
+    add_shape_columns();
     QTest::newRow("digits first forward") << 128 << 256 << 64 << false << true;
     QTest::newRow("digits first dW") << 256 << 64 << 128 << true << false;
   }
@@ -114,8 +120,7 @@ class TestCpuPanelBudget : public QObject {
     QFETCH(bool, ta);
     QFETCH(bool, tb);
     CpuBackend be(2);
-    const Tensor a = ta ? random_matrix(be, k, m, DType::BF16, 8) : random_matrix(be, m, k, DType::BF16, 8);
-    const Tensor b = tb ? random_matrix(be, n, k, DType::BF16, 9) : random_matrix(be, k, n, DType::BF16, 9);
+    const auto [a, b] = bf16_operands(be, m, n, k, ta, tb, 8);
     constexpr size_t kHeld = 8 * cpu::kGemmWork;
     for (const bool fp8 : {false, true}) {
       std::vector<uint16_t> first;
