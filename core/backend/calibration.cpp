@@ -235,6 +235,33 @@ std::string calibration_file(const std::string& cache_dir, const DeviceInfo& inf
   return (fs::path(cache_dir) / ("calibration-" + info.id() + "-" + slug + ".json")).string();
 }
 
+namespace {
+// The calibration cached at `path` when it stands for `info`'s device now (measured at `size`,
+// any size when 0); otherwise nullopt and, in `why_not`, why a file there cannot be used.
+std::optional<Calibration> load_cache(const std::string& path, const DeviceInfo& info, int64_t size, std::string& why_not) {
+  if (path.empty() || !fs::exists(fs::symlink_status(path))) return std::nullopt;
+  try {
+    Calibration c = parse_calibration(read_cache(path));
+    if (const std::string why = foreign(c, info, size); !why.empty()) {
+      why_not = path + " was " + why + ": measured again";
+      return std::nullopt;
+    }
+    c.from_cache = true;
+    c.cache_path = path;
+    return c;
+  } catch (const Error& e) {
+    why_not = path + " is not a valid calibration (" + e.what() + "): measured again";
+    return std::nullopt;
+  }
+}
+}  // namespace
+
+std::optional<Calibration> cached_calibration(Backend& be, const std::string& cache_dir) {
+  const std::string dir = cache_dir.empty() ? user_cache_dir() : cache_dir;
+  std::string unused;
+  return dir.empty() ? std::nullopt : load_cache(calibration_file(dir, be.info()), be.info(), 0, unused);
+}
+
 Calibration calibrate(Backend& be, CalibrationMode mode, const std::string& cache_dir_in, int64_t size) {
   if (mode == CalibrationMode::Off) throw Error("calibrate: device.calibration is off");
   const DeviceInfo info = be.info();
@@ -243,20 +270,8 @@ Calibration calibrate(Backend& be, CalibrationMode mode, const std::string& cach
   std::lock_guard<std::mutex> lock(mu);
   std::string note;
   const std::string path = dir.empty() ? std::string() : calibration_file(dir, info);
-  if (mode == CalibrationMode::Cached && !path.empty() && fs::exists(fs::symlink_status(path))) {
-    try {
-      Calibration c = parse_calibration(read_cache(path));
-      if (const std::string why = foreign(c, info, size); why.empty()) {
-        c.from_cache = true;
-        c.cache_path = path;
-        return c;
-      } else {
-        note = path + " was " + why + ": measured again";
-      }
-    } catch (const Error& e) {
-      note = path + " is not a valid calibration (" + e.what() + "): measured again";
-    }
-  }
+  if (mode == CalibrationMode::Cached)
+    if (std::optional<Calibration> c = load_cache(path, info, size, note)) return *c;
   Calibration c = measure_calibration(be, size);
   c.note = note;
   if (path.empty()) {

@@ -16,6 +16,7 @@
 // measured again and rewritten, never trusted; Calibration::note says why.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,10 @@ Calibration measure_calibration(Backend& be, int64_t size = 0);
 // The calibration of `be`'s device: from the cache file in `cache_dir` (empty: user_cache_dir())
 // when it is valid and `mode` is Cached, else measured and written there. Mode Off throws.
 Calibration calibrate(Backend& be, CalibrationMode mode, const std::string& cache_dir = {}, int64_t size = 0);
+
+// The valid calibration in the cache for `be`'s device (any size), without measuring; nullopt
+// when there is none (no file, another device, driver or build, a damaged file).
+std::optional<Calibration> cached_calibration(Backend& be, const std::string& cache_dir = {});
 
 // The cache file's text and its reader (exposed for tests). parse_calibration throws Error
 // naming what is wrong; it does not check that the file belongs to a device (calibrate does).

@@ -62,7 +62,7 @@ struct GenerateResult {
   // Weights plus the KV cache at half the final window: the bytes of a typical token (with
   // several samples a step's bytes over the samples: they share one read of the weights).
   int64_t bytes_per_token = 0;
-  double copy_bytes_per_s = 0.0;      // the device's copy bandwidth, measured (backend/bandwidth.h)
+  double copy_bytes_per_s = 0.0;      // the device's copy bandwidth: its cached calibration's, else measured now
   double ceiling_tokens_per_s = 0.0;  // copy_bytes_per_s / bytes_per_token
   bool fits_l2 = false;               // bytes_per_token <= kDecodeL2Bytes
   std::optional<SpeculativeSummary> speculative;  // with a draft

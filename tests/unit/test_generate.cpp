@@ -6,8 +6,11 @@
 #include <QTemporaryDir>
 #include <QtTest>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 
 #include "backend/cpu_backend.h"
+#include "backend/calibration.h"
 #include "compress/quant.h"
 #include "data/text.h"
 #include "decode/cpu_decoder.h"
@@ -93,6 +96,23 @@ class TestGenerate : public QObject {
     // The ceiling is the CPU's measured copy bandwidth over the bytes a token (no datasheet number).
     QVERIFY(g.copy_bytes_per_s > 1e8);  // a measurement (the 4.8 TB/s datasheet figure is gone)
     QVERIFY(g.copy_bytes_per_s < 4e12);
+    {  // a cached calibration of the device gives the bandwidth without measuring again
+      QTemporaryDir cache;
+      qputenv("XDG_CACHE_HOME", cache.path().toUtf8());
+      const auto cpu = create_backend("cpu");
+      Calibration cal;
+      cal.device = cpu->info().name, cal.software = cpu->info().software;
+      cal.lab_version = lab_version(), cal.build = lab_build();
+      cal.peaks = calibration_plan(cpu->info());
+      for (CalibratedPeak& p : cal.peaks) p.tflops = 1.0, p.size = 32;
+      cal.bandwidth_bytes_per_s = 7e9, cal.seconds = 0.5;
+      std::filesystem::create_directories(cache.path().toStdString() + "/trainlab");
+      std::ofstream(calibration_file(cache.path().toStdString() + "/trainlab", cpu->info())) << calibration_to_json(cal);
+      const GenerateResult cached = generate_text(r);
+      qunsetenv("XDG_CACHE_HOME");
+      QCOMPARE(cached.copy_bytes_per_s, 7e9);
+      QCOMPARE(cached.ceiling_tokens_per_s, 7e9 / static_cast<double>(cached.bytes_per_token));
+    }
     QCOMPARE(g.ceiling_tokens_per_s, g.copy_bytes_per_s / static_cast<double>(g.bytes_per_token));
     // A requested format: the CPU decoder on the values int4 represents.
     r.format = DecodeSpec::parse("int4", 32);
