@@ -9,6 +9,7 @@
 
 #include "decode.cuh"
 #include "decode_device.cuh"
+#include "decode_gemv.cuh"
 #include "device_common.cuh"
 
 namespace trainlab::kern {
@@ -109,71 +110,10 @@ __global__ void __launch_bounds__(512) decode_gemv_batch_kernel(DecodeGemv g, in
   }
 }
 
-// The one-sequence GEMV on a normalised input (decode.cuh, "One sequence"): blocks of four warps,
-// as many as the rows need (the GPU starts each as another ends, so no block waits on a slow
-// one's tail), warp w taking piece w % wpr of rows (w / wpr) * (32 / S) + slot. A lane keeps D
-// 16-byte loads in flight and reissues each one as soon as it has taken it (rolling), so it never
-// waits with none in flight; x comes from global memory through L1 (no block-wide prologue). The
-// pieces' sums are added in piece order.
-constexpr int kRowsThreads = 128;
-constexpr int kRowsDepth = 4;  // loads in flight a lane (as measured: BENCHMARKS.md, decoding)
-template <int F>
-__global__ void __launch_bounds__(kRowsThreads) decode_gemv_rows_kernel(DecodeGemv g, int slice_log2, int wpr_log2) {
-  constexpr int D = kRowsDepth;
-  __shared__ float piece_sum[kRowsThreads / 32][32];
-  constexpr bool kScaled = F == kDecI8 || F == kDecI4;
-  constexpr int E = 4 * Fmt<F>::kPerWord;  // weights per 16-byte load
-  const int64_t nvec = g.cols / E;
-  const int S = 1 << slice_log2, rows_per_warp = 32 >> slice_log2, wpr = 1 << wpr_log2;
-  const int lane = threadIdx.x & 31, sub = lane & (S - 1), slot = lane >> slice_log2;
-  const int warp = threadIdx.x >> 5, piece = warp & (wpr - 1);
-  const int64_t per_piece = ((nvec + wpr - 1) / wpr + S - 1) / S * S;
-  const int64_t v_begin = piece * per_piece, v_end = min(nvec, v_begin + per_piece);
-  const int64_t row = (int64_t{blockIdx.x} * ((kRowsThreads / 32) >> wpr_log2) + (warp >> wpr_log2)) * rows_per_warp + slot;
-  const int64_t r = row < g.rows ? row : g.rows - 1;  // rows past the last read the last (and write nothing)
-  const uint4* wrow = reinterpret_cast<const uint4*>(g.w) + r * nvec;
-  const __half* sc = static_cast<const __half*>(g.scales) + (kScaled ? r * (g.cols / g.group) : 0);
-  uint4 u[D];
-  float su[D];
-  const auto load = [&](int i, int64_t v) {
-    if (v >= v_end) return;
-    u[i] = load_stream(wrow + v);
-    if constexpr (kScaled) su[i] = __half2float(sc[v * E / g.group]);
-  };
-#pragma unroll
-  for (int i = 0; i < D; ++i) load(i, v_begin + sub + int64_t{i} * S);  // before waiting for the previous kernel (PDL)
-  wait_for_previous_grid();
-  float acc[2] = {0.0f, 0.0f};  // two chains: even and odd loads
-  for (int64_t v0 = v_begin + sub; v0 < v_end; v0 += int64_t{D} * S) {
-#pragma unroll
-    for (int i = 0; i < D; ++i) {
-      const int64_t v = v0 + int64_t{i} * S;
-      if (v >= v_end) break;
-      const uint4 w = u[i];
-      const float s = kScaled ? su[i] : 1.0f;
-      load(i, v + int64_t{D} * S);
-      const float part = dot16<F>(w, g.x + v * E, sub);
-      if constexpr (kScaled) acc[i & 1] += s * part;
-      else acc[i & 1] += part;
-    }
-  }
-  float sum = acc[0] + acc[1];
-  for (int o = S >> 1; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-  if (wpr > 1) {
-    if (sub == 0) piece_sum[warp][slot] = sum;
-    __syncthreads();
-    if (piece == 0 && sub == 0)
-      for (int p = 1; p < wpr; ++p) sum += piece_sum[warp + p][slot];
-  }
-  if (row < g.rows && sub == 0 && piece == 0) gemv_epilogue(g, row, sum, g.state ? g.state[1] : 0);
-}
-
 // Batched LayerNorm (decode.cuh): block b normalises sequence b's x (or its embedding sum, stored
 // into x_out) into h. A thread holds the values k = t, t + 256, ... in registers (sums in that
 // order, then the block's, for the mean and then the biased variance); its gamma and beta are
 // loaded before waiting for the previous kernel, so only x is on the critical path.
-constexpr int kNormThreads = 256;
-constexpr int kNormPer = 12;  // values a thread: dims up to 3072 (the decoder's limit)
 __global__ void __launch_bounds__(kNormThreads) decode_batch_norm_kernel(DecodeBatchNorm n) {
   __shared__ float red[32];
   __shared__ int32_t st[2];
@@ -193,28 +133,20 @@ __global__ void __launch_bounds__(kNormThreads) decode_batch_norm_kernel(DecodeB
   __syncthreads();
   const float* tok = n.tok ? n.tok + int64_t{st[0]} * D : nullptr;
   const float* pos = n.tok ? n.pos + int64_t{st[1]} * D : nullptr;
-  float s = 0.0f;
 #pragma unroll
   for (int i = 0; i < kNormPer; ++i) {
     const int64_t k = threadIdx.x + int64_t{i} * kNormThreads;
-    if (k >= D) break;
+    x[i] = 0.0f;
+    if (k >= D) continue;
     if (tok) {
       x[i] = tok[k] + pos[k];
       n.x_out[b * D + k] = x[i];
     } else {
       x[i] = __ldcg(n.x + b * D + k);
     }
-    s += x[i];
   }
-  const float mean = block_all_reduce<false>(s, red) / static_cast<float>(D);
-  float v = 0.0f;
-#pragma unroll
-  for (int i = 0; i < kNormPer; ++i) {
-    if (threadIdx.x + int64_t{i} * kNormThreads >= D) break;
-    v += (x[i] - mean) * (x[i] - mean);
-  }
-  const float var = block_all_reduce<false>(v, red) / static_cast<float>(D);
-  const float rs = 1.0f / sqrtf(var + 1e-5f);
+  float mean, rs;
+  layer_norm_stats(x, D, red, mean, rs);
 #pragma unroll
   for (int i = 0; i < kNormPer; ++i) {
     const int64_t k = threadIdx.x + int64_t{i} * kNormThreads;
@@ -262,84 +194,87 @@ GemvShape gemv_shape(const DecodeGemv& g, int sm_count) {
   return {slice_log2, 512, std::min(blocks(16), int64_t{sm_count} * gemv_blocks_per_sm(g.format))};
 }
 
-// Flash-decoding (decode.cuh, "Attention"): block (h, r) takes run r of head h
-// (decode_dev::attention_run), after the previous kernel.
-__global__ void __launch_bounds__(kAttnThreads) decode_attention_kernel(DecodeAttention a) {
-  extern __shared__ float4 sm4[];
-  __shared__ float red[32];
-  wait_for_previous_grid();
-  if (blockIdx.z > 0) {  // sequence z of a batch (decode.cuh)
-    const int64_t z = blockIdx.z;
-    a.q += z * a.dim, a.y += z * a.dim, a.k += z * a.kv_stride, a.v += z * a.kv_stride;
-    a.part += z * a.splits * a.dim, a.stats += z * a.splits * a.heads * 2, a.tickets += z * a.heads;
-  }
-  attention_run(a, static_cast<int64_t>(a.state[1]) + int64_t{blockIdx.z} * a.pos_step + 1, blockIdx.x, blockIdx.y, reinterpret_cast<float*>(sm4), red);
+
+
+// The one-sequence GEMV (decode_gemv.cuh): R rows a warp and U loads in flight a lane of each,
+// chosen by the matrix (BENCHMARKS.md, decoding: tools/gemv_probe.cu's measurements); one wave of
+// blocks at most.
+// Blocks of decode_gemv_tile_kernel<F, R, U, P> an SM with the most shared memory a block takes
+// (an input of 12288 floats, padded): set by prepare_decode_kernels, outside any stream capture.
+constexpr int kTileSmemMost = 64 * 1024;
+template <int F, int R, int U, int P>
+int& tile_blocks_per_sm() {
+  static int n = 1;
+  return n;
+}
+template <int F, int R, int U, int P>
+void prepare_tile() {
+  const auto k = decode_gemv_tile_kernel<F, R, U, P>;
+  same_carveout(k);
+  TL_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, kTileSmemMost));
+  int n = 0;
+  TL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, k, kTileThreads, kTileSmemMost));
+  tile_blocks_per_sm<F, R, U, P>() = std::max(n, 1);
 }
 
-// The launch, with programmatic dependent launch allowed when `pdl` (the attribute array lives
-// in static storage: the config only points at it).
-cudaLaunchConfig_t launch_config(dim3 grid, dim3 block, size_t shmem, cudaStream_t s, bool pdl) {
-  static cudaLaunchAttribute attr = [] {
-    cudaLaunchAttribute a{};
-    a.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    a.val.programmaticStreamSerializationAllowed = 1;
-    return a;
-  }();
-  cudaLaunchConfig_t c{};
-  c.gridDim = grid;
-  c.blockDim = block;
-  c.dynamicSmemBytes = shmem;
-  c.stream = s;
-  c.attrs = pdl ? &attr : nullptr;
-  c.numAttrs = pdl ? 1 : 0;
-  return c;
+template <int F, int R, int U, int P>
+void launch_tile(const DecodeGemv& g, int sm_count, bool pdl, cudaStream_t s) {
+  constexpr int E = 4 * Fmt<F>::kPerWord, G = kTileThreads / 32 / P;
+  const size_t smem = static_cast<size_t>(padded_floats<E>(g.cols)) * sizeof(float);
+  const int64_t groups = (g.rows + R - 1) / R, want = (groups + G - 1) / G;
+  const auto blocks = static_cast<unsigned>(std::min<int64_t>(want, int64_t{sm_count} * tile_blocks_per_sm<F, R, U, P>()));
+  const cudaLaunchConfig_t cfg = launch_config(dim3(blocks), dim3(kTileThreads), smem, s, pdl);
+  TL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_gemv_tile_kernel<F, R, U, P>, g));
+  TL_LAUNCH_CHECK("decode_gemv_tile");
 }
 
-// Every decode kernel that uses shared memory asks for the same split of the SM's memory between
-// L1 and shared memory, so that consecutive kernels (overlapping under PDL) never wait for an SM
-// to drain and be reconfigured. Set once per kernel; a hint, so an error is cleared rather than
-// raised. The one-sequence GEMV (next to no shared memory, x read through L1) keeps the driver's
-// choice: it was measured that way (BENCHMARKS.md, decoding, fourth measurement).
-template <class Kernel>
-void same_carveout(Kernel k) {
-  if (cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, 50) != cudaSuccess) cudaGetLastError();
+// The shape of the tile GEMV for a matrix (measured with tools/gemv_probe.cu on the H200 at
+// gpt2's and xl's sizes, bf16, int8 and int4: BENCHMARKS.md, decoding, sixth measurement): many
+// rows, four rows a warp; long rows (256 or more 16-byte vectors), four rows a group of two or
+// four warps that split the columns; otherwise two rows a warp, or one with fewer than 1536 rows.
+template <int F>
+void launch_tile_rule(const DecodeGemv& g, int sm_count, bool pdl, cudaStream_t s) {
+  const int64_t nvec = g.cols / (4 * Fmt<F>::kPerWord);
+  if (g.rows >= 4096) return launch_tile<F, 4, 2, 1>(g, sm_count, pdl, s);
+  if (nvec >= 384) return launch_tile<F, 4, 2, 4>(g, sm_count, pdl, s);
+  if (nvec >= 256) return launch_tile<F, 4, 2, 2>(g, sm_count, pdl, s);
+  if (g.rows >= 1536) return launch_tile<F, 2, 4, 1>(g, sm_count, pdl, s);
+  launch_tile<F, 1, 8, 1>(g, sm_count, pdl, s);
 }
-// The one-sequence GEMV's launch (decode_gemv_rows_kernel): lanes a row 2^slice_log2 (the slice
-// rule), warps a row 2^wpr_log2: doubled (up to the block's four) while each lane keeps more than
-// 2 kRowsDepth loads, or while the rows give fewer than 16 warps an SM and each lane keeps 3
-// loads (a few long rows: gpt2's out in bf16 went from 6.8 to 5.0 us with four warps a row;
-// at 1.5-2 loads a lane int8 seemed to lose, so not that far: BENCHMARKS.md, decoding, fifth).
-void launch_decode_gemv_rows(const DecodeGemv& g, int sm_count, bool pdl, cudaStream_t s) {
-  const int64_t nvec = g.cols / decode_weights_per_load(g.format);
-  const int slice_log2 = decode_slice_log2(nvec);
-  int wpr_log2 = 0;
-  const auto more = [&](int w) {  // doubling from 2^w warps a row pays
-    const int64_t lanes_after = int64_t{2} << (slice_log2 + w);
-    return nvec > int64_t{2} * kRowsDepth * lanes_after ||
-           (((g.rows << w) >> (5 - slice_log2)) < int64_t{16} * sm_count && nvec >= 3 * lanes_after);
-  };
-  while (wpr_log2 < 2 && more(wpr_log2)) ++wpr_log2;
-  const int64_t rows_per_block = int64_t{(kRowsThreads / 32) >> wpr_log2} * (32 >> slice_log2);
-  const auto blocks = static_cast<unsigned>((g.rows + rows_per_block - 1) / rows_per_block);
-  const cudaLaunchConfig_t cfg = launch_config(dim3(blocks), dim3(kRowsThreads), 0, s, pdl);
+
+void launch_decode_gemv_one(const DecodeGemv& g, int sm_count, bool pdl, cudaStream_t s) {
+  if (g.cols > int64_t{kNormThreads} * kNormPer * 4 || (g.ln_gamma && g.cols > int64_t{kNormThreads} * kNormPer))
+    throw_cuda_error(cudaErrorInvalidValue, "decode_gemv: input too long", __FILE__, __LINE__);
   switch (g.format) {
-    case kDecF32: TL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_gemv_rows_kernel<kDecF32>, g, slice_log2, wpr_log2)); break;
-    case kDecBF16: TL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_gemv_rows_kernel<kDecBF16>, g, slice_log2, wpr_log2)); break;
-    case kDecI8: TL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_gemv_rows_kernel<kDecI8>, g, slice_log2, wpr_log2)); break;
-    case kDecI4: TL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_gemv_rows_kernel<kDecI4>, g, slice_log2, wpr_log2)); break;
+    case kDecF32: return launch_tile_rule<kDecF32>(g, sm_count, pdl, s);
+    case kDecBF16: return launch_tile_rule<kDecBF16>(g, sm_count, pdl, s);
+    case kDecI8: return launch_tile_rule<kDecI8>(g, sm_count, pdl, s);
+    default: return launch_tile_rule<kDecI4>(g, sm_count, pdl, s);
   }
-  TL_LAUNCH_CHECK("decode_gemv_rows");
+}
+
+template <int F>
+void prepare_tiles() {
+  prepare_tile<F, 4, 2, 1>();
+  prepare_tile<F, 4, 2, 4>();
+  prepare_tile<F, 4, 2, 2>();
+  prepare_tile<F, 2, 4, 1>();
+  prepare_tile<F, 1, 8, 1>();
 }
 }  // namespace
 
 void prepare_decode_kernels() {
   static const bool done = [] {
-    same_carveout(decode_attention_kernel);
+    prepare_decode_attention();
     same_carveout(decode_gemv_batch_kernel<kDecF32>);
     same_carveout(decode_gemv_batch_kernel<kDecBF16>);
     same_carveout(decode_gemv_batch_kernel<kDecI8>);
     same_carveout(decode_gemv_batch_kernel<kDecI4>);
     same_carveout(decode_batch_norm_kernel);
+    prepare_tiles<kDecF32>();
+    prepare_tiles<kDecBF16>();
+    prepare_tiles<kDecI8>();
+    prepare_tiles<kDecI4>();
     return true;
   }();
   (void)done;
@@ -350,7 +285,8 @@ void prepare_decode_gemv_batch(int format) { gemv_blocks_per_sm(format); }
 void launch_decode_gemv_batch(const DecodeGemv& g, int sm_count, bool pdl, cudaStream_t s) {
   if (g.layout == kTcChunks) return launch_decode_gemv_tc(g, pdl, s);
   if (g.batch < 1 || g.batch > kMaxBatch) throw_cuda_error(cudaErrorInvalidValue, "decode_gemv_batch: batch 1..16", __FILE__, __LINE__);
-  if (g.batch == 1 && !g.batch_sums) return launch_decode_gemv_rows(g, sm_count, pdl, s);
+  if (g.batch == 1 && !g.batch_sums) return launch_decode_gemv_one(g, sm_count, pdl, s);
+  if (g.ln_gamma) throw_cuda_error(cudaErrorInvalidValue, "decode_gemv_batch: LayerNorm in one sequence's GEMV only", __FILE__, __LINE__);
   const GemvShape sh = gemv_shape(g, sm_count);
   const cudaLaunchConfig_t cfg = launch_config(dim3(static_cast<unsigned>(sh.blocks)), dim3(static_cast<unsigned>(sh.threads)), 0, s, pdl);
   switch (g.format) {
@@ -372,19 +308,11 @@ void launch_decode_batch_norm(const DecodeBatchNorm& n, bool pdl, cudaStream_t s
 
 int decode_attention_splits(int64_t heads, int64_t context, int sm_count) {
   const int64_t want = (2 * sm_count + heads - 1) / heads, most = std::max<int64_t>(1, (context + 15) / 16);
-  return static_cast<int>(std::max<int64_t>(1, std::min(want, most)));
+  const int64_t least = (context + kAttnRunKeys - 1) / kAttnRunKeys;
+  return static_cast<int>(std::max({int64_t{1}, std::min(want, most), least}));
 }
 
 int64_t decode_attention_scratch_floats(int64_t heads, int64_t dim, int splits) { return int64_t{splits} * (dim + 2 * heads); }
 
-void launch_decode_attention(const DecodeAttention& a, bool pdl, cudaStream_t s) {
-  const size_t shmem =
-      static_cast<size_t>(attention_run_smem_floats(a.dim / a.heads, a.context, a.splits, kAttnThreads)) * sizeof(float);
-  const cudaLaunchConfig_t cfg =
-      launch_config(dim3(static_cast<unsigned>(a.heads), static_cast<unsigned>(a.splits), static_cast<unsigned>(a.batch)),
-                    dim3(kAttnThreads), shmem, s, pdl);
-  TL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_attention_kernel, a));
-  TL_LAUNCH_CHECK("decode_attention");
-}
 
 }  // namespace trainlab::kern

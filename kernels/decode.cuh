@@ -1,7 +1,8 @@
 // kernels/decode.cuh: the per-token kernels of the GPU char-gpt decoder
 // (core/backend/cuda/cuda_decoder.cpp): LayerNorms, weight-only GEMVs with fused epilogues, and
-// single-query attention over the KV cache; a kernel per operation (seven a layer), replayed as
-// one CUDA graph, or the whole token in one cooperative kernel (decode_step.cu).
+// single-query attention over the KV cache; a kernel per operation (five a layer for one
+// sequence, seven for several), replayed as one CUDA graph, or the whole token in one cooperative
+// kernel (decode_step.cu).
 //
 // GEMV: y[r] = sum_k W[r, k] * x[k] + bias[r], W [rows, cols] row-major in fp32, bf16, int8
 //   (codes, one fp16 scale per `group` consecutive weights of a row) or packed int4
@@ -9,25 +10,30 @@
 //   group). Codes are dequantised in registers: each 16-byte load gives 4 fp32, 8 bf16, 16 int8 or
 //   32 int4 weights (codes through the mantissa of 2^23, exact, no I2F), their products with x are
 //   summed in fp32 and multiplied by the group's scale once. Weights stream past L1 with 256-byte
-//   L2 fetches; x is read through L1.
-//   One sequence (decode_gemv_rows_kernel): blocks of four warps, as many as the rows need; a row
-//   is read by a power-of-two slice of a warp (up to 32 lanes; fewer for short rows) or, long
-//   rows, by 2 or 4 warps a piece each (summed in piece order); a lane keeps 4 loads in flight,
-//   reissuing each as soon as it is taken.
-//   LayerNorm, a kernel of its own before the GEMVs that take it (launch_decode_batch_norm):
-//                   h = LayerNorm(x; gamma, beta)  (mean, biased variance, eps 1e-5), or, the
-//                   step's first, x = tok[t] + pos[p] (stored: the residual stream), h = LN(x).
+//   L2 fetches.
+//   One sequence (decode_gemv.cuh, the tile GEMV): one wave of 256-thread blocks at most; the
+//   block puts x into shared memory (padded so that a warp's lanes meet different banks), or
+//   LN(x) computed by the block itself for the GEMVs that take a normalised input, bit for bit the
+//   LayerNorm kernel's; a warp reads R rows side by side (each x value read once for the R), U
+//   loads of each in flight a lane, long rows split into pieces over P warps (summed in piece
+//   order). R, U and P by the matrix's shape (decode.cu, launch_tile_rule).
+//   LayerNorm, a kernel of its own (launch_decode_batch_norm): the step's first, x = tok[t] +
+//                   pos[p] (stored: the residual stream), h = LayerNorm(x; gamma, beta) (mean,
+//                   biased variance, eps 1e-5); with several sequences also before every GEMV
+//                   that takes a normalised input, h = LN(x).
 //   Epilogue: y[r] = v | y[r] += v (residual add) | y[r] = GELU(v) (erf form) |
 //             qkv scatter: r < d -> q[r], r < 2d -> kcache[p, r - d], else vcache[p, r - 2d].
 //   The token t and position p are read from memory (state[2], state[1]) so a captured graph
 //   replays for every token: the step's first kernel reads them from mapped pinned host memory and
 //   copies them to device memory (state_out) for the kernels after it.
-// Attention (flash-decoding): the positions 0..p of each head split into runs over several blocks
-//   (about two blocks an SM in all); a block computes q . k_j / sqrt(hd) (a warp a key), m = the
-//   run's max, e_j = exp(s_j - m), l = sum e_j and the unnormalised sum e_j v_j; the last block of
-//   the head combines the runs in order: y = sum_r exp(m_r - M) acc_r / sum_r exp(m_r - M) l_r.
-//   KV cache fp32 [context, d] per layer. The one-kernel step runs the same runs
-//   (decode_dev::attention_run), the heads' runs going round its blocks.
+// Attention (decode_attention.cu, flash-decoding): the positions 0..p of each head in runs of at
+//   most kAttnRunKeys, a block a run; a block computes q . k_j / sqrt(hd) (a warp a key), m = the
+//   run's max, e_j = exp(s_j - m), l = sum e_j and the unnormalised sum e_j v_j, the keys and
+//   values of earlier steps loaded before the wait for the previous kernel; one run writes
+//   y = sum e_j v_j / l, several are combined by the last block of the head in order:
+//   y = sum_r exp(m_r - M) acc_r / sum_r exp(m_r - M) l_r. KV cache fp32 [context, d] per layer.
+//   The one-kernel step runs runs of its own split (decode_dev::attention_run, about two blocks
+//   an SM), the heads' runs going round its blocks, and the same combination.
 // Step: the whole token in one cooperative kernel (decode_step.cu), persistent blocks (one per SM)
 //   with a grid-wide barrier between phases, five a layer, each over the whole grid: (A)
 //   LayerNorm + qkv (q to memory, k and v into the cache); (B) attention; (C) the projection
@@ -36,8 +42,8 @@
 //   only the activations (read through L2) are on the critical path. Its sums agree with the
 //   kernel-per-operation step's to rounding (the order of a row's sums and of attention's runs
 //   differs with the block size).
-// Latency: each GEMV's first weights and scales are loaded before the kernel waits for the
-//   previous one (programmatic dependent launch).
+// Latency: each GEMV's first weights and scales, and attention's earlier keys and values, are
+//   loaded before the kernel waits for the previous one (programmatic dependent launch).
 // Requirements (checked by the decoder): cols a multiple of the format's 16-byte vector (4, 8,
 //   16, 32 weights), groups a multiple of it, 16-byte aligned rows, head dim <= 256 and a multiple of 4.
 #pragma once
@@ -65,8 +71,10 @@ struct DecodeGemv {
   const void* scales = nullptr;      // fp16, rows * cols / group (int8 / int4)
   int64_t rows = 0, cols = 0, group = 0;
   const float* bias = nullptr;       // [rows] or null
-  // input (a LayerNorm's output: launch_decode_batch_norm before the GEMV)
+  // input: a LayerNorm's output (launch_decode_batch_norm before the GEMV), or, one sequence
+  // (launch_decode_gemv_batch with batch 1), x itself normalised by the GEMV when ln_gamma is set
   const float* x = nullptr;          // [cols]
+  const float *ln_gamma = nullptr, *ln_beta = nullptr;  // [cols]
   // epilogue
   int epilogue = kStore;
   float* y = nullptr;                // [rows] (kQkvScatter: q [d])
@@ -141,9 +149,10 @@ struct DecodeLayer {
   float *k = nullptr, *v = nullptr;  // KV cache [context, dim]
 };
 
-// Single-query attention of one token over the KV cache, flash-decoding: the positions of each
-// head split over `splits` blocks, combined by the last of them (see decode.cu).
-constexpr int kAttnThreads = 128;
+// Single-query attention of one token over the KV cache (decode_attention.cu): the positions of
+// each head in runs of at most kAttnRunKeys, a block a run, combined by the last of them.
+constexpr int kAttnThreads = 512;
+constexpr int kAttnRunKeys = 128;
 struct DecodeAttention {
   const float* q = nullptr;                            // [dim]
   const float *k = nullptr, *v = nullptr;              // KV cache [context, dim]
@@ -208,11 +217,14 @@ inline int64_t decode_tc_column(int format, int64_t p) {
 // The batched GEMV of a kTcChunks matrix (launch_decode_gemv_batch calls it for such matrices).
 void launch_decode_gemv_tc(const DecodeGemv& g, bool pdl, cudaStream_t s);
 
-// Blocks a head for a device with sm_count SMs (about two blocks an SM over all heads, runs of
-// at least 16 positions); the scratch `part` + `stats` in floats.
+// Runs a head for the one-kernel step (decode_step.cu) on a device with sm_count SMs: about two
+// blocks an SM over all heads, runs of at least 16 positions, and never fewer runs than the
+// attention kernel's (one per kAttnRunKeys positions of the context, the scratch's stride).
+// The scratch `part` + `stats` in floats.
 int decode_attention_splits(int64_t heads, int64_t context, int sm_count);
 int64_t decode_attention_scratch_floats(int64_t heads, int64_t dim, int splits);
 
+void prepare_decode_attention();
 void launch_decode_attention(const DecodeAttention& a, bool pdl, cudaStream_t s);
 
 }  // namespace trainlab::kern

@@ -10,6 +10,34 @@
 
 namespace trainlab::kern::decode_dev {
 
+// The launch, with programmatic dependent launch allowed when `pdl` (the attribute array lives
+// in static storage: the config only points at it).
+inline cudaLaunchConfig_t launch_config(dim3 grid, dim3 block, size_t shmem, cudaStream_t s, bool pdl) {
+  static cudaLaunchAttribute attr = [] {
+    cudaLaunchAttribute a{};
+    a.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    a.val.programmaticStreamSerializationAllowed = 1;
+    return a;
+  }();
+  cudaLaunchConfig_t c{};
+  c.gridDim = grid;
+  c.blockDim = block;
+  c.dynamicSmemBytes = shmem;
+  c.stream = s;
+  c.attrs = pdl ? &attr : nullptr;
+  c.numAttrs = pdl ? 1 : 0;
+  return c;
+}
+
+// Every decode kernel that uses shared memory asks for the same split of the SM's memory between
+// L1 and shared memory, so that consecutive kernels (overlapping under PDL) never wait for an SM
+// to drain and be reconfigured. Set once per kernel; a hint, so an error is cleared rather than
+// raised.
+template <class Kernel>
+void same_carveout(Kernel k) {
+  if (cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, 50) != cudaSuccess) cudaGetLastError();
+}
+
 // Programmatic dependent launch (sm_90): a kernel launched with the attribute may start while the
 // previous one finishes; it waits here, before touching global memory, until that grid has
 // completed and its writes are visible, and lets the next kernel start launching right away.
@@ -145,6 +173,50 @@ __host__ __device__ inline int decode_slice_log2(int64_t nvec) {
   return s;
 }
 
+// The last run's block of head h combines its `runs` runs (after the ticket): their weights
+// exp(m_r - M) / L into shared memory (sc: at least `runs` floats), loaded in parallel; then every
+// channel's sum over the runs with independent loads (a chain of dependent L2 round trips per run
+// was most of the kernel's time); writes y's head and resets the ticket for the next launch.
+__device__ inline void attention_combine(const DecodeAttention& a, int64_t h, int64_t runs, float* sc, float* red) {
+  __threadfence();
+  const int64_t splits = a.splits, hd = a.dim / a.heads, off = h * hd;
+  const float* st = a.stats + 2 * h * splits;
+  float m = -INFINITY;
+  for (int64_t q = threadIdx.x; q < runs; q += blockDim.x) {
+    sc[q] = __ldcg(st + 2 * q);
+    m = fmaxf(m, sc[q]);
+  }
+  m = block_all_reduce<true>(m, red);
+  float l = 0.0f;
+  for (int64_t q = threadIdx.x; q < runs; q += blockDim.x) {
+    const float w = sc[q] > -INFINITY ? expf(sc[q] - m) : 0.0f;
+    l += w * __ldcg(st + 2 * q + 1);
+    sc[q] = w;
+  }
+  l = block_all_reduce<false>(l, red);  // (its barriers also publish sc)
+  const float* run_sums = a.part + h * splits * hd;
+  for (int64_t c = threadIdx.x; c < hd; c += blockDim.x) {
+    float acc = 0.0f;
+#pragma unroll 8
+    for (int64_t q = 0; q < runs; ++q) acc += sc[q] * __ldcg(run_sums + q * hd + c);
+    a.y[off + c] = acc / l;
+  }
+  if (threadIdx.x == 0) a.tickets[h] = 0u;
+}
+
+// A run's results for the combination (its sums of e_j v_j by channel, `mine`, already stored):
+// its max and sum of exponentials, then the head's ticket; true in the block that takes the last.
+__device__ inline bool attention_run_done(const DecodeAttention& a, int64_t h, int64_t r, int64_t runs, float mx, float sum,
+                                          bool empty) {
+  __shared__ bool last;
+  if (threadIdx.x == 0) a.stats[2 * (h * a.splits + r)] = empty ? -INFINITY : mx, a.stats[2 * (h * a.splits + r) + 1] = sum;
+  __threadfence();  // the run's results are visible before the ticket is taken
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(a.tickets + h, 1u) == static_cast<unsigned>(runs - 1);
+  __syncthreads();
+  return last;
+}
+
 // Flash-decoding, one run: run r of the a.splits equal runs of head h's positions [0, len).
 // Scores: a warp a key (lanes over the head's channels). The run's unnormalised sum of
 // exp(score - m) v, its max m and its sum of exponentials go to the scratch; the block that
@@ -153,7 +225,6 @@ __host__ __device__ inline int decode_slice_log2(int64_t nvec) {
 // are read through L2 (just written by other blocks). Any block size (a multiple of 32, at least
 // hd / 4); smem: attention_run_smem_floats.
 __device__ inline void attention_run(const DecodeAttention& a, int64_t len, int64_t h, int64_t r, float* smem, float* red) {
-  __shared__ bool last;
   const int64_t splits = a.splits, hd = a.dim / a.heads, off = h * hd, hd4 = hd / 4;
   const int64_t warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
   float* qs = smem;                           // [hd]
@@ -197,38 +268,7 @@ __device__ inline void attention_run(const DecodeAttention& a, int64_t len, int6
     for (int64_t g = 0; g < groups; ++g) acc += part[g * hd + c];
     mine[c] = acc;
   }
-  if (threadIdx.x == 0) a.stats[2 * (h * splits + r)] = n > 0 ? mx : -INFINITY, a.stats[2 * (h * splits + r) + 1] = sum;
-  __threadfence();  // the run's results are visible before the ticket is taken
-  __syncthreads();
-  if (threadIdx.x == 0) last = atomicAdd(a.tickets + h, 1u) == static_cast<unsigned>(splits - 1);
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  // The runs' weights exp(m_r - M) / L into shared memory (sc: at least `splits` floats, as the
-  // scores were), loaded in parallel; then every channel's sum over the runs with independent
-  // loads (a chain of dependent L2 round trips per run was most of the kernel's time).
-  const float* st = a.stats + 2 * h * splits;
-  float m = -INFINITY;
-  for (int64_t q = threadIdx.x; q < splits; q += blockDim.x) {
-    sc[q] = __ldcg(st + 2 * q);
-    m = fmaxf(m, sc[q]);
-  }
-  m = block_all_reduce<true>(m, red);
-  float l = 0.0f;
-  for (int64_t q = threadIdx.x; q < splits; q += blockDim.x) {
-    const float w = sc[q] > -INFINITY ? expf(sc[q] - m) : 0.0f;
-    l += w * __ldcg(st + 2 * q + 1);
-    sc[q] = w;
-  }
-  l = block_all_reduce<false>(l, red);  // (its barriers also publish sc)
-  const float* runs = a.part + h * splits * hd;
-  for (int64_t c = threadIdx.x; c < hd; c += blockDim.x) {
-    float acc = 0.0f;
-#pragma unroll 8
-    for (int64_t q = 0; q < splits; ++q) acc += sc[q] * __ldcg(runs + q * hd + c);
-    a.y[off + c] = acc / l;
-  }
-  if (threadIdx.x == 0) a.tickets[h] = 0u;
+  if (attention_run_done(a, h, r, splits, mx, sum, n == 0)) attention_combine(a, h, splits, sc, red);
 }
 
 // Floats of shared memory attention_run needs with `threads` threads.

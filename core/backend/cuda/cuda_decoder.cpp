@@ -309,7 +309,9 @@ void CudaDecoder::enqueue_step(int n) {
 // Device microseconds of one kernel of each kind in isolation: `reps` launches of it (the last
 // layer's, the head's) captured as a graph and replayed, the time over the launches; times the
 // layers for a layer's kinds. With the weight bytes of the kind, its GB/s. "layernorm": the
-// LayerNorm kernel alone, times the 2 layers + 1 of a step (the qkv, fc and head kinds include theirs).
+// LayerNorm kernel alone, times the kernels of a step: 2 layers + 1 with several sequences (the
+// qkv, fc and head kinds include theirs), the embedding's one with one sequence (whose GEMVs
+// normalise their input: the qkv, fc and head kinds include that).
 std::vector<std::pair<std::string, double>> CudaDecoder::profile_kernels() {
   constexpr int reps = 20, replays = 5;
   const size_t l = m_layers.size() - 1;
@@ -333,8 +335,8 @@ std::vector<std::pair<std::string, double>> CudaDecoder::profile_kernels() {
     const Layer& L = m_layers[l];
     const Matrix* m = op == Op::Qkv ? &L.qkv : op == Op::Proj ? &L.proj : op == Op::Fc ? &L.fc : op == Op::Out ? &L.out
                       : op == Op::Head ? &m_head : nullptr;
-    const double layers = op == Op::Head ? 1.0 : op == Op::Norm ? 2.0 * static_cast<double>(m_layers.size()) + 1.0
-                                                                : static_cast<double>(m_layers.size());
+    const double norms = m_width == 1 ? 1.0 : 2.0 * static_cast<double>(m_layers.size()) + 1.0;  // LayerNorm kernels a step
+    const double layers = op == Op::Head ? 1.0 : op == Op::Norm ? norms : static_cast<double>(m_layers.size());
     out.emplace_back(name, us * layers);
     if (m) out.emplace_back(std::string(name) + " GB/s", static_cast<double>(matrix_bytes(m->format, m->rows, m->cols, m->group, m->bias != nullptr)) / (us * 1e3));
   }
@@ -486,8 +488,9 @@ std::string CudaDecoder::describe() const {
   const std::string seqs = m_batch > 1  ? ", " + std::to_string(m_batch) + " sequences a step"
                            : m_rows > 1 ? ", up to " + std::to_string(m_rows) + " rows a pass (verification)"
                                         : "";
-  return "CUDA decoder, " + m_spec.label() + " weights" + seqs + ": " + std::to_string(7 * m_shape.layers + 2) +
-         " kernels a token (" + (m_width > 1 ? "batched GEMVs" : "GEMVs") +
+  const int64_t kernels = m_width > 1 ? 7 * m_shape.layers + 2 : 5 * m_shape.layers + 2;
+  return "CUDA decoder, " + m_spec.label() + " weights" + seqs + ": " + std::to_string(kernels) + " kernels a token (" +
+         (m_width > 1 ? "batched GEMVs" : "GEMVs normalising their input") +
          (m_head.layout == kTcChunks ? " on tensor cores" : "") + ", LayerNorms, attention)" +
          (m_spec.cuda_graph ? " in one CUDA graph" : " launched one by one") +
          (m_spec.pdl ? ", programmatic dependent launch" : "") +

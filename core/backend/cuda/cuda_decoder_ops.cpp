@@ -12,10 +12,12 @@ namespace trainlab::cuda {
 
 using namespace trainlab::kern;
 
-// The kernels of op `op` of layer l for n sequences or verification rows (the head: l ignored): a LayerNorm kernel
-// before the GEMVs that take a normalised input (the embedding's, the step's first kernel, reads
-// the tokens and position from mapped host memory and copies them to device memory), then the
-// GEMV with its epilogue (one sequence: decode_gemv_rows_kernel; several: the batched GEMV).
+// The kernels of op `op` of layer l for n sequences or verification rows (the head: l ignored):
+// the GEMVs that take a normalised input get it from a LayerNorm kernel before them when several
+// sequences or rows share the step (the batched GEMV), and normalise x themselves when one
+// sequence decodes (decode_gemv.cuh); the embedding's LayerNorm kernel, the step's first, always
+// runs (it reads the tokens and position from mapped host memory and copies them to device
+// memory). Then the GEMV with its epilogue.
 void CudaDecoder::launch_op(Op op, size_t l, int rows, bool pdl) {
   const int64_t D = m_shape.dim;
   auto norm = [&](const float* gamma, const float* beta, bool embed) {
@@ -46,20 +48,31 @@ void CudaDecoder::launch_op(Op op, size_t l, int rows, bool pdl) {
     g.y = y;
     return g;
   };
-  if (op == Op::Norm) {  // the LayerNorm kernel alone (profile_kernels: the qkv and fc kinds include one each)
+  // LN(x) as a GEMV's input: normalised by the GEMV itself (one sequence) or by a kernel before it.
+  const bool fused = m_width == 1;
+  auto normed = [&](DecodeGemv g, const float* gamma, const float* beta) {
+    if (fused) {
+      g.x = m_x, g.ln_gamma = gamma, g.ln_beta = beta;
+    } else {
+      norm(gamma, beta, false);
+      g.x = m_h;
+    }
+    return g;
+  };
+  if (op == Op::Norm) {  // the LayerNorm kernel alone (profile_kernels)
     norm(m_layers[l].ln1_w, m_layers[l].ln1_b, false);
     return;
   }
   if (op == Op::Head) {  // logits = W LN(x), into mapped host memory [batch, padded vocab]
-    norm(m_ln_w, m_ln_b, false);
-    launch_decode_gemv_batch(gemv(m_head, m_h, kStore, m_logits_mapped), m_sms, pdl, m_stream);
+    launch_decode_gemv_batch(normed(gemv(m_head, m_h, kStore, m_logits_mapped), m_ln_w, m_ln_b), m_sms, pdl, m_stream);
     return;
   }
   const Layer& L = m_layers[l];
   switch (op) {
     case Op::Qkv: {  // h = LN1(x); q | k | v = W h + b, k and v into each sequence's cache
-      norm(L.ln1_w, L.ln1_b, l == 0);
       DecodeGemv g = gemv(L.qkv, m_h, kQkvScatter, m_q);
+      if (l == 0) norm(L.ln1_w, L.ln1_b, true);  // the embedding
+      else g = normed(g, L.ln1_w, L.ln1_b);
       g.kcache = L.k;
       g.vcache = L.v;
       g.kv_stride = m_attn.kv_stride;
@@ -75,8 +88,7 @@ void CudaDecoder::launch_op(Op op, size_t l, int rows, bool pdl) {
     }
     case Op::Proj: launch_decode_gemv_batch(gemv(L.proj, m_att, kAddTo, m_x), m_sms, pdl, m_stream); break;
     case Op::Fc:  // f = GELU(W LN2(x) + b)
-      norm(L.ln2_w, L.ln2_b, false);
-      launch_decode_gemv_batch(gemv(L.fc, m_h, kGelu, m_f), m_sms, pdl, m_stream);
+      launch_decode_gemv_batch(normed(gemv(L.fc, m_h, kGelu, m_f), L.ln2_w, L.ln2_b), m_sms, pdl, m_stream);
       break;
     case Op::Out: launch_decode_gemv_batch(gemv(L.out, m_f, kAddTo, m_x), m_sms, pdl, m_stream); break;
     case Op::Head:
