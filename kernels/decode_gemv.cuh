@@ -164,7 +164,7 @@ struct TileStream {
 // dealt round the blocks first, so that small matrices spread over the SMs), its P warps a piece
 // of the columns each, their sums added in piece order through shared memory.
 template <int F, int R, int U, int P>
-__global__ void __launch_bounds__(kTileThreads) decode_gemv_tile_kernel(DecodeGemv g) {
+__global__ void __launch_bounds__(kTileThreads, 2) decode_gemv_tile_kernel(DecodeGemv g) {
   constexpr int kWarps = kTileThreads / 32, G = kWarps / P;  // groups a block
   extern __shared__ float4 tile_smem[];
   __shared__ float red[32];

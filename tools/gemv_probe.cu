@@ -259,6 +259,28 @@ int main(int argc, char** argv) {
   const std::vector<Case> cases = {{"gpt2-qkv", 2304, 768},  {"gpt2-proj", 768, 768}, {"gpt2-fc", 3072, 768},
                                    {"gpt2-out", 768, 3072},  {"xl-qkv", 6144, 2048},  {"xl-proj", 2048, 2048},
                                    {"xl-fc", 8192, 2048},    {"xl-out", 2048, 8192},  {"gpt2-head", 50304, 768}};
+  if (argc > 1 && std::string(argv[1]) == "ncu") {  // xl's qkv, t4x2p1, each format three plain launches
+    for (int f = 1; f <= 3; ++f) {
+      void *w, *sc;
+      const int64_t rows = 6144, cols = 2048, bytes = rows * cols * (f == 1 ? 2 : 1) / (f == 3 ? 2 : 1);
+      CK(cudaMalloc(&w, bytes));
+      CK(cudaMalloc(&sc, rows * cols / 16));
+      fill_words<<<1024, 256>>>(static_cast<uint32_t*>(w), bytes / 4, 5u, f);
+      fill_h<<<256, 256>>>(static_cast<__half*>(sc), rows * cols / 32);
+      DecodeGemv g;
+      g.format = f, g.w = w, g.scales = f == 1 ? nullptr : sc, g.rows = rows, g.cols = cols, g.group = f == 2 ? cols : f == 3 ? 32 : 0;
+      g.x = x, g.y = y, g.epilogue = kStore;
+      for (int i = 0; i < 3; ++i) {
+        if (f == 1) launch_tile<kDecBF16, 4, 2, 1>(g, s);
+        if (f == 2) launch_tile<kDecI8, 4, 2, 1>(g, s);
+        if (f == 3) launch_tile<kDecI4, 4, 2, 1>(g, s);
+      }
+      CK(cudaStreamSynchronize(s));
+      CK(cudaFree(w));
+      CK(cudaFree(sc));
+    }
+    return 0;
+  }
   if (argc > 1 && std::string(argv[1]) == "attention") {
     run_attention(s);
     return 0;
