@@ -5,9 +5,11 @@
 //    (fp32 accumulation in another order), also over a 600-position window;
 //  * the default decoder is a kernel per operation replayed as a CUDA graph; the one-kernel step
 //    (kernels/decode_step.cu) is checked against the CPU too, and the two agree to 1e-4 (their flash-decoding
-//    attention splits the positions into other runs: another order). Attention splits the
-//    positions over several blocks a head (3 runs at context 48, 38 over the 600-position window,
-//    most of them empty early in the window), so these checks cover the runs' combination;
+//    attention splits the positions into other runs: another order). The attention kernel takes
+//    runs of at most 128 positions (one run at context 48, up to 5 over the 600-position window),
+//    the one-kernel step about two blocks an SM, so these checks cover the runs' combination;
+//  * wide layers (dim 1024 and 768) take the tile GEMV's other shapes (rows four a warp, long
+//    rows in pieces, scale groups of three loads);
 //  * the replayed CUDA graph gives the same logits as launching the kernels one by one, also
 //    after reset() (a new window reuses the graph);
 //  * greedy generation over window restarts gives the CPU's tokens (first 60 at least);
@@ -28,18 +30,18 @@ using namespace trainlab::parity;
 
 namespace {
 
-CharGptConfig config(int64_t context = 48) {
+CharGptConfig config(int64_t context = 48, int64_t dim = 128, int64_t layers = 2, int64_t heads = 4) {
   CharGptConfig c;
   c.vocab = 65;
-  c.layers = 2, c.heads = 4, c.dim = 128, c.context = context;
+  c.layers = layers, c.heads = heads, c.dim = dim, c.context = context;
   return c;
 }
 
 // Random-initialised weights with the head scaled up, so that the logits are spread out and
 // greedy choices are not near-ties.
-DecodeWeights model_weights(uint64_t seed, int64_t context = 48) {
+DecodeWeights model_weights(uint64_t seed, int64_t context = 48, const CharGptConfig* shape = nullptr) {
   CpuBackend cpu(1);
-  CharGpt m(cpu, config(context), seed);
+  CharGpt m(cpu, shape ? *shape : config(context), seed);
   DecodeWeights w = decode_weights(cpu, m);
   for (float& x : w.tensors.at("head.weight")) x *= 20.0f;
   return w;
@@ -119,6 +121,25 @@ int main() {
         auto dec = make_decoder(*gpu, wl, s);
         check("decode logits " + s.label() + (s.one_kernel ? " (one kernel)" : "") + " over a 600-position window",
               logits_error(ref, *dec, long_toks, shape.vocab), 1e-4);
+      }
+    }
+
+    // Wide layers take the tile GEMV's other shapes (kernels/decode.cu, launch_tile_rule): at dim
+    // 1024, fc's 4,096 rows four a warp, out's long rows in pieces over 4 warps (bf16, fp32) or 2
+    // (int8), qkv two rows a warp; at dim 768 int8 in groups of 48 (three 16-byte loads a group:
+    // the scale index by division, not shift); at dim 2048 int4's out in pieces over 2 warps.
+    {
+      const CharGptConfig wide = config(24, 1024, 1, 8), mid = config(24, 768, 1, 12), xl = config(24, 2048, 1, 16);
+      const DecodeWeights w1 = model_weights(7, 24, &wide), w2 = model_weights(8, 24, &mid), w3 = model_weights(9, 24, &xl);
+      const std::vector<int32_t> wt = token_sequence(24, shape.vocab);
+      const DecodeSpec i8_g48 = DecodeSpec::from_quant(QuantSpec{8, QuantGranularity::Group, 48});
+      for (const auto& [wm, s] : std::vector<std::pair<const DecodeWeights*, DecodeSpec>>{
+               {&w1, spec("fp32")}, {&w1, spec("bf16")}, {&w1, spec("int8")}, {&w1, spec("int4")}, {&w2, spec("bf16")}, {&w2, i8_g48},
+               {&w3, spec("int4")}}) {
+        CharGptGenerator ref(wm->as_format(s));
+        auto dec = make_decoder(*gpu, *wm, s);
+        check("decode logits " + s.label() + ", dim " + std::to_string(wm->shape.dim) + " (the tile GEMV's wide shapes) vs CPU",
+              logits_error(ref, *dec, wt, shape.vocab), 1e-4);
       }
     }
 
