@@ -61,17 +61,8 @@ __global__ void read_kernel(const uint4* p, int64_t n, unsigned* sink) {
   if (s == 0x12345678u) *sink = s;
 }
 
-cudaLaunchConfig_t cfg_of(dim3 g, dim3 b, size_t sm, cudaStream_t s) {
-  static cudaLaunchAttribute attr = [] {
-    cudaLaunchAttribute a{};
-    a.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    a.val.programmaticStreamSerializationAllowed = 1;
-    return a;
-  }();
-  cudaLaunchConfig_t c{};
-  c.gridDim = g, c.blockDim = b, c.dynamicSmemBytes = sm, c.stream = s, c.attrs = &attr, c.numAttrs = 1;
-  return c;
-}
+// Launches as the decoder's: programmatic dependent launch on.
+cudaLaunchConfig_t cfg_of(dim3 g, dim3 b, size_t sm, cudaStream_t s) { return launch_config(g, b, sm, s, true); }
 
 int g_sms = 0;
 
