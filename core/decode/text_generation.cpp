@@ -42,20 +42,25 @@ std::unique_ptr<TokenDecoder> make_draft(Backend& be, const GenerateRequest& r, 
 
 // Speculative decoding: the target alone (`dec`, one push a token) timed first as the baseline,
 // then a verifying decoder of the same weights and format (DecodeSpec::verify_rows = K + 1: on a
-// GPU its pass over the K + 1 rows reads each weight once) checking the draft's proposals.
-std::vector<int32_t> generate_speculative(Backend& be, const GenerateRequest& r, const DecoderModel& m, TokenDecoder& dec,
-                                          const DecodeSpec& spec, const std::vector<int32_t>& prompt, GenerateResult& out) {
+// GPU its pass over the K + 1 rows reads each weight once) checking the draft's proposals. The
+// baseline is released before the verifying decoder is made (a GPU holds one copy of the target
+// at a time), and `dec` is the verifying decoder afterwards.
+std::vector<int32_t> generate_speculative(Backend& be, const GenerateRequest& r, const DecoderModel& m,
+                                          std::unique_ptr<TokenDecoder>& dec, const DecodeSpec& spec,
+                                          const std::vector<int32_t>& prompt, GenerateResult& out) {
   if (r.speculate < 1 || r.speculate > kMaxSpeculate)
     throw Error("--speculate must be 1.." + std::to_string(kMaxSpeculate) + ", got " + std::to_string(r.speculate));
   SpeculativeSummary s;
   auto draft = make_draft(be, r, m, s.draft_format);
-  generate_tokens(dec, prompt, r.tokens, r.sample, &s.baseline_tokens_per_s);
+  generate_tokens(*dec, prompt, r.tokens, r.sample, &s.baseline_tokens_per_s);
   DecodeSpec vspec = spec;
   vspec.verify_rows = std::min<int>(r.speculate + 1, static_cast<int>(kMaxDecodeBatch));
-  auto target = make_decoder(be, m.weights, vspec);
-  s.target_decoder = target->describe();
+  dec.reset();
+  dec = make_decoder(be, m.weights, vspec);
+  TokenDecoder& target = *dec;
+  s.target_decoder = target.describe();
   SpeculativeStats st;
-  std::vector<int32_t> tokens = speculative_generate(*target, *draft, prompt, r.tokens, r.speculate, r.sample, &st);
+  std::vector<int32_t> tokens = speculative_generate(target, *draft, prompt, r.tokens, r.speculate, r.sample, &st);
   out.tokens_per_s = st.tokens_per_s();
   s.draft_decoder = draft->describe();
   s.speculate = r.speculate;
@@ -105,7 +110,7 @@ GenerateResult generate_text(const GenerateRequest& r) {
   } else {
     const std::vector<int32_t> tokens = r.draft.empty()
                                             ? generate_tokens(*dec, prompt, r.tokens, r.sample, &out.tokens_per_s)
-                                            : generate_speculative(*be, r, m, *dec, spec, prompt, out);
+                                            : generate_speculative(*be, r, m, dec, spec, prompt, out);
     out.samples.push_back(vocab.decode(tokens));
   }
   out.text = out.samples.front();
