@@ -2,13 +2,15 @@
 // the LayerNorm arithmetic it shares with the LayerNorm kernel. Device code, included by
 // decode.cu (and by tools/gemv_probe.cu, which times its variants); never by host C++.
 //
-// A grid of blocks of 256 threads, at most one wave, going round groups of R rows a warp. Each
-// block first puts the input into shared memory once: x, or LN(x) computed by the block itself
-// with the LayerNorm kernel's thread layout and order of sums (so bit for bit that kernel's h),
-// which saves the LayerNorm kernel and its launch before every GEMV that takes a normalised
-// input. A warp then reads R rows side by side, its 32 lanes along the columns, a lane keeping U
+// A grid of blocks of 256 threads, at most one wave (two blocks an SM: at most 128 registers),
+// going round groups of R rows. Each block first puts the input into shared memory once (padded:
+// see `padded`): x, or LN(x) computed by the block itself with the LayerNorm kernel's thread
+// layout and order of sums (so bit for bit that kernel's h), which saves the LayerNorm kernel and
+// its launch before every GEMV that takes a normalised input. A group of P warps then reads R rows
+// side by side, each warp a piece of the columns, its 32 lanes along them, a lane keeping U
 // 16-byte loads of each row in flight and reissuing each as soon as it has taken it; each x
-// segment read from shared memory serves the R rows. The lanes' sums are added over the warp.
+// segment read from shared memory serves the R rows. The lanes' sums are added over the warp, the
+// pieces' in piece order. The first weights are loaded before the wait for the previous kernel.
 #pragma once
 #include "decode_device.cuh"
 
