@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <set>
 #include <tuple>
 
 #include "decode.cuh"
@@ -264,20 +265,22 @@ void prepare_tiles() {
 }  // namespace
 
 void prepare_decode_kernels() {
-  static const bool done = [] {
-    prepare_decode_attention();
-    same_carveout(decode_gemv_batch_kernel<kDecF32>);
-    same_carveout(decode_gemv_batch_kernel<kDecBF16>);
-    same_carveout(decode_gemv_batch_kernel<kDecI8>);
-    same_carveout(decode_gemv_batch_kernel<kDecI4>);
-    same_carveout(decode_batch_norm_kernel);
-    prepare_tiles<kDecF32>();
-    prepare_tiles<kDecBF16>();
-    prepare_tiles<kDecI8>();
-    prepare_tiles<kDecI4>();
-    return true;
-  }();
-  (void)done;
+  static std::mutex mu;
+  static std::set<int> done;  // devices prepared: a function's attributes are set per device
+  int device = 0;
+  TL_CUDA_CHECK(cudaGetDevice(&device));
+  const std::lock_guard<std::mutex> lock(mu);
+  if (!done.insert(device).second) return;
+  prepare_decode_attention();
+  same_carveout(decode_gemv_batch_kernel<kDecF32>);
+  same_carveout(decode_gemv_batch_kernel<kDecBF16>);
+  same_carveout(decode_gemv_batch_kernel<kDecI8>);
+  same_carveout(decode_gemv_batch_kernel<kDecI4>);
+  same_carveout(decode_batch_norm_kernel);
+  prepare_tiles<kDecF32>();
+  prepare_tiles<kDecBF16>();
+  prepare_tiles<kDecI8>();
+  prepare_tiles<kDecI4>();
 }
 
 void prepare_decode_gemv_batch(int format) { gemv_blocks_per_sm(format); }

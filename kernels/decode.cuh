@@ -194,8 +194,9 @@ int decode_step_blocks(const DecodeStep& s, int device);
 // One token at `position`: its logits into s.logits, its keys and values into the caches.
 void launch_decode_step(const DecodeStep& s, int32_t token, int32_t position, int blocks, cudaStream_t stream);
 
-// Sets the kernels' attributes (one L1/shared-memory split for all of them); call before any
-// launch and outside stream capture.
+// Sets the kernels' attributes on the current device (one L1/shared-memory split for all of them,
+// the tile GEMV's shared memory and blocks an SM); call before any launch on each device and
+// outside stream capture.
 void prepare_decode_kernels();
 
 // The kernel-per-operation step (see DecodeBatchNorm above), any batch from 1. pdl: launch with
