@@ -89,25 +89,7 @@ TextPanel::TextPanel(QWidget* parent) : QWidget(parent) {
   drow->addWidget(dbrowse);
   drow->addWidget(m_speculate);
   form->addRow("Draft", drow);
-  auto* frow = new QHBoxLayout;
-  m_device = new QComboBox(this);
-  m_device->setObjectName("device");
-  m_device->addItem("CPU", "cpu");
-  m_device->addItem("GPU if there is one", "auto");
-  m_device->addItem("GPU", "cuda");
-  m_device->setToolTip("Where to decode (trainlab-cli generate --device): the GPU decoder keeps the matrices in the "
-                       "format below and runs a token as a CUDA graph of kernels");
-  m_format = new QComboBox(this);
-  m_format->setObjectName("format");
-  m_format->addItem("the file's own", "");
-  for (const char* f : {"fp32", "bf16", "int8", "int4"}) m_format->addItem(f, f);
-  m_format->setToolTip("The matrices' format while decoding (--weight-format): a quantized file decodes in its own "
-                       "format by default, a trained file in fp32; bf16, int8 and int4 read fewer bytes a token "
-                       "(on the CPU the decoder computes with the values the format represents)");
-  frow->addWidget(m_device, 1);
-  frow->addWidget(new QLabel("Format", this));
-  frow->addWidget(m_format);
-  form->addRow("Device", frow);
+  form->addRow("Device", device_row());
   v->addLayout(form);
   auto* row = new QHBoxLayout;
   m_go = new QPushButton("Generate", this);
@@ -124,6 +106,42 @@ TextPanel::TextPanel(QWidget* parent) : QWidget(parent) {
   v->addWidget(m_out, 1);
   connect(m_go, &QPushButton::clicked, this, [this] { generate(); });
   connect(m_prompt, &QLineEdit::returnPressed, this, [this] { generate(); });
+}
+
+// Device, weight format and, on a GPU, how a token runs (the options of `trainlab-cli generate`).
+QHBoxLayout* TextPanel::device_row() {
+  auto* frow = new QHBoxLayout;
+  m_device = new QComboBox(this);
+  m_device->setObjectName("device");
+  m_device->addItem("CPU", "cpu");
+  m_device->addItem("GPU if there is one", "auto");
+  m_device->addItem("GPU", "cuda");
+  m_device->setToolTip("Where to decode (trainlab-cli generate --device): the GPU decoder keeps the matrices in the "
+                       "format below and runs a token as a CUDA graph of kernels");
+  m_format = new QComboBox(this);
+  m_format->setObjectName("format");
+  m_format->addItem("the file's own", "");
+  for (const char* f : {"fp32", "bf16", "int8", "int4"}) m_format->addItem(f, f);
+  m_format->setToolTip("The matrices' format while decoding (--weight-format): a quantized file decodes in its own "
+                       "format by default, a trained file in fp32; bf16, int8 and int4 read fewer bytes a token "
+                       "(on the CPU the decoder computes with the values the format represents)");
+  m_gpu_decoder = new QComboBox(this);
+  m_gpu_decoder->setObjectName("gpu_decoder");
+  m_gpu_decoder->addItem("kernel graph", "graph");
+  m_gpu_decoder->addItem("one kernel a token", "one");
+  m_gpu_decoder->addItem("kernels one by one", "eager");
+  m_gpu_decoder->setToolTip("How the GPU runs a token: a kernel per operation replayed as one CUDA graph (the "
+                            "default, the fastest), the whole token as one cooperative kernel (--one-kernel), or the "
+                            "kernels launched one by one (--no-graph); the same tokens, other speeds");
+  const auto follow = [this] { m_gpu_decoder->setEnabled(m_device->currentData().toString() != "cpu"); };
+  connect(m_device, &QComboBox::currentIndexChanged, this, follow);
+  follow();
+  frow->addWidget(m_device, 1);
+  frow->addWidget(new QLabel("Format", this));
+  frow->addWidget(m_format);
+  frow->addWidget(new QLabel("GPU", this));
+  frow->addWidget(m_gpu_decoder);
+  return frow;
 }
 
 // The generation thread reads the weights and calls back through qApp: it must not run on while
@@ -157,6 +175,13 @@ bool TextPanel::set_format(const QString& format) {
   const int i = m_format->findData(format);
   if (i < 0) return false;
   m_format->setCurrentIndex(i);
+  return true;
+}
+
+bool TextPanel::set_gpu_decoder(const QString& mode) {
+  const int i = m_gpu_decoder->findData(mode);
+  if (i < 0) return false;
+  m_gpu_decoder->setCurrentIndex(i);
   return true;
 }
 
@@ -212,6 +237,8 @@ bool TextPanel::generate() {
   const int speculate = m_speculate->value(), samples = m_sample_count->value();
   const std::string device = m_device->currentData().toString().toStdString();
   const std::string format = m_format->currentData().toString().toStdString();
+  const QString gpu = m_gpu_decoder->currentData().toString();
+  const bool one_kernel = gpu == "one", graph = gpu != "eager";
   if (weights.empty()) {
     m_out->setPlainText("Choose a trained char-gpt run first (train one with model.name = char-gpt, then reopen it).");
     return false;
@@ -222,7 +249,8 @@ bool TextPanel::generate() {
   QPointer<TextPanel> self(this);
   m_stop = false;
   const std::atomic<bool>* stop = &m_stop;  // the panel waits for this thread before it goes
-  QThread* t = QThread::create([self, weights, prompt, temperature, n, stop, draft, speculate, samples, device, format] {
+  QThread* t = QThread::create([self, weights, prompt, temperature, n, stop, draft, speculate, samples, device, format, one_kernel,
+                                  graph] {
     QString result, speed;
     QStringList texts;
     bool ok = false;
@@ -241,6 +269,8 @@ bool TextPanel::generate() {
       req.draft = draft;
       req.speculate = speculate;
       req.samples = samples;
+      req.one_kernel = one_kernel;
+      req.cuda_graph = graph;
       const GenerateResult out = generate_text(req);
       for (const std::string& text : out.samples) texts << QString::fromStdString(prompt + text);
       result = sample_blocks(texts);

@@ -17,6 +17,7 @@
 #include <atomic>
 
 class QComboBox;
+class QHBoxLayout;
 class QLineEdit;
 class QPlainTextEdit;
 class QDoubleSpinBox;
@@ -49,6 +50,8 @@ class TextPanel : public QWidget {
   // file's own, or fp32, bf16, int8, int4 as --weight-format); unknown values are refused (false).
   bool set_device(const QString& device);
   bool set_format(const QString& format);
+  // "graph" (the default), "one" (one kernel a token) or "eager" (kernels one by one); used on a GPU only.
+  bool set_gpu_decoder(const QString& mode);
   const QStringList& samples() const { return m_samples; }
   double tokens_per_s() const { return m_tokens_per_s; }
   bool busy() const { return m_busy; }
@@ -57,12 +60,14 @@ class TextPanel : public QWidget {
   void generated(bool ok, const QString& text_or_error);
 
  private:
+  QHBoxLayout* device_row();
+
   QLineEdit *m_weights = nullptr, *m_prompt = nullptr, *m_draft = nullptr;
   QSpinBox* m_speculate = nullptr;
   double m_acceptance = 0, m_speedup = 0;
   QDoubleSpinBox* m_temperature = nullptr;
   QSpinBox *m_tokens = nullptr, *m_sample_count = nullptr;
-  QComboBox *m_device = nullptr, *m_format = nullptr;
+  QComboBox *m_device = nullptr, *m_format = nullptr, *m_gpu_decoder = nullptr;
   QStringList m_samples;
   QPushButton* m_go = nullptr;
   QPlainTextEdit* m_out = nullptr;

@@ -177,6 +177,39 @@ class TestTextPanel : public QObject {
     if (!lib.notice.empty()) QVERIFY2(speed.contains(QString::fromStdString(lib.notice)), qPrintable(speed));
   }
 
+  // How a GPU runs a token (--one-kernel, --no-graph) is chosen in the window too: the control
+  // follows the device (off on the CPU, where there is one decoder), unknown modes are refused,
+  // and the choice gives the same text (here without a GPU: "GPU if there is one" on the CPU).
+  void gpuDecoderFollowsTheDevice() {
+    const QString dir = train_char_gpt("gpu-decoder");
+    TextPanel p;
+    p.set_weights(dir);
+    auto* mode = p.findChild<QComboBox*>("gpu_decoder");
+    QVERIFY(mode);
+    QCOMPARE(mode->currentData().toString(), QString("graph"));
+    QVERIFY(!mode->isEnabled());
+    QVERIFY(p.set_device("cuda"));
+    QVERIFY(mode->isEnabled());
+    QVERIFY(p.set_device("auto"));
+    QVERIFY(mode->isEnabled());
+    QVERIFY(!p.set_gpu_decoder("persistent"));
+    p.findChild<QSpinBox*>("characters")->setValue(30);
+    p.findChild<QDoubleSpinBox*>()->setValue(0.0);
+    QSignalSpy spy(&p, &TextPanel::generated);
+    QStringList texts;
+    for (const char* m : {"graph", "one", "eager"}) {
+      QVERIFY(p.set_gpu_decoder(m));
+      QVERIFY(p.generate());
+      QTRY_VERIFY_WITH_TIMEOUT(spy.count() == texts.size() + 1, 30000);
+      QVERIFY2(spy.back().at(0).toBool(), qPrintable(spy.back().at(1).toString()));
+      texts << p.output();
+    }
+    QCOMPARE(texts.at(1), texts.at(0));
+    QCOMPARE(texts.at(2), texts.at(0));
+    QVERIFY(p.set_device("cpu"));
+    QVERIFY(!mode->isEnabled());
+  }
+
   // A char-gpt run started in the window is offered for generation as soon as it ends, without
   // reopening it (issue 21: the panel kept the run chosen before).
   void offersTheRunThatJustFinished() {
