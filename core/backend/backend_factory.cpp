@@ -147,7 +147,7 @@ std::unique_ptr<Backend> create_backend(const std::string& device, const DeviceO
       }
 #endif
     }
-    if (notice) *notice = "no usable GPU (" + why + "): training on the CPU";
+    if (notice) *notice = "no usable GPU (" + why + "): running on the CPU";
     return std::make_unique<CpuBackend>(cpu_threads());
   }
   if (device == "cuda" || device.rfind("cuda:", 0) == 0) {
