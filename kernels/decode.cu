@@ -6,6 +6,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <string>
 #include <tuple>
 
 #include "decode.cuh"
@@ -195,13 +196,9 @@ GemvShape gemv_shape(const DecodeGemv& g, int sm_count) {
   return {slice_log2, 512, std::min(blocks(16), int64_t{sm_count} * gemv_blocks_per_sm(g.format))};
 }
 
-
-
-// The one-sequence GEMV (decode_gemv.cuh): R rows a warp and U loads in flight a lane of each,
-// chosen by the matrix (BENCHMARKS.md, decoding: tools/gemv_probe.cu's measurements); one wave of
-// blocks at most.
-// Blocks of decode_gemv_tile_kernel<F, R, U, P> an SM with the most shared memory a block takes
-// (an input of 12288 floats, padded): set by prepare_decode_kernels, outside any stream capture.
+// The one-sequence GEMV (decode_gemv.cuh). Blocks of decode_gemv_tile_kernel<F, R, U, P> an SM
+// with the most shared memory a block takes (an input of 12288 floats, padded): set by
+// prepare_decode_kernels, outside any stream capture.
 constexpr int kTileSmemMost = 64 * 1024;
 template <int F, int R, int U, int P>
 int& tile_blocks_per_sm() {
@@ -229,23 +226,42 @@ void launch_tile(const DecodeGemv& g, int sm_count, bool pdl, cudaStream_t s) {
   TL_LAUNCH_CHECK("decode_gemv_tile");
 }
 
-// The shape of the tile GEMV for a matrix (measured with tools/gemv_probe.cu on the H200 at
-// gpt2's and xl's sizes, bf16, int8 and int4: BENCHMARKS.md, decoding, sixth measurement): many
-// rows, four rows a warp; long rows (256 or more 16-byte vectors), four rows a group of two or
-// four warps that split the columns; otherwise two rows a warp, or one with fewer than 1536 rows.
+// The tile GEMV's shapes (R rows a group, U loads in flight a lane of each row, P warps a group
+// splitting the columns), the one table that both preparing and launching go through: calls
+// fn.template operator()<R, U, P>() for shape i of kTileShapes.
+constexpr int kTileShapes = 5;
+template <class Fn>
+void with_tile_shape(int i, Fn&& fn) {
+  switch (i) {
+    case 0: return fn.template operator()<4, 2, 1>();
+    case 1: return fn.template operator()<4, 2, 4>();
+    case 2: return fn.template operator()<4, 2, 2>();
+    case 3: return fn.template operator()<2, 4, 1>();
+    default: return fn.template operator()<1, 8, 1>();
+  }
+}
+
+// The shape for a matrix (measured with tools/gemv_probe.cu on the H200 at gpt2's and xl's sizes,
+// bf16, int8 and int4: BENCHMARKS.md, decoding, sixth measurement): many rows, four rows a warp;
+// long rows (256 or more 16-byte vectors), four rows a group of four or two warps that split the
+// columns; otherwise two rows a warp, or one with fewer than 1536 rows.
+int tile_shape(int64_t rows, int64_t nvec) {
+  return rows >= 4096 ? 0 : nvec >= 384 ? 1 : nvec >= 256 ? 2 : rows >= 1536 ? 3 : 4;
+}
+
 template <int F>
 void launch_tile_rule(const DecodeGemv& g, int sm_count, bool pdl, cudaStream_t s) {
-  const int64_t nvec = g.cols / (4 * Fmt<F>::kPerWord);
-  if (g.rows >= 4096) return launch_tile<F, 4, 2, 1>(g, sm_count, pdl, s);
-  if (nvec >= 384) return launch_tile<F, 4, 2, 4>(g, sm_count, pdl, s);
-  if (nvec >= 256) return launch_tile<F, 4, 2, 2>(g, sm_count, pdl, s);
-  if (g.rows >= 1536) return launch_tile<F, 2, 4, 1>(g, sm_count, pdl, s);
-  launch_tile<F, 1, 8, 1>(g, sm_count, pdl, s);
+  with_tile_shape(tile_shape(g.rows, g.cols / (4 * Fmt<F>::kPerWord)),
+                  [&]<int R, int U, int P>() { launch_tile<F, R, U, P>(g, sm_count, pdl, s); });
 }
 
 void launch_decode_gemv_one(const DecodeGemv& g, int sm_count, bool pdl, cudaStream_t s) {
   if (g.cols > int64_t{kNormThreads} * kNormPer * 4 || (g.ln_gamma && g.cols > int64_t{kNormThreads} * kNormPer))
-    throw_cuda_error(cudaErrorInvalidValue, "decode_gemv: input too long", __FILE__, __LINE__);
+    throw_cuda_error(cudaErrorInvalidValue,
+                     ("decode_gemv: an input of " + std::to_string(g.cols) + " values, at most " +
+                      std::to_string(kNormThreads * kNormPer * (g.ln_gamma ? 1 : 4)) + (g.ln_gamma ? " to normalise" : ""))
+                         .c_str(),
+                     __FILE__, __LINE__);
   switch (g.format) {
     case kDecF32: return launch_tile_rule<kDecF32>(g, sm_count, pdl, s);
     case kDecBF16: return launch_tile_rule<kDecBF16>(g, sm_count, pdl, s);
@@ -256,11 +272,7 @@ void launch_decode_gemv_one(const DecodeGemv& g, int sm_count, bool pdl, cudaStr
 
 template <int F>
 void prepare_tiles() {
-  prepare_tile<F, 4, 2, 1>();
-  prepare_tile<F, 4, 2, 4>();
-  prepare_tile<F, 4, 2, 2>();
-  prepare_tile<F, 2, 4, 1>();
-  prepare_tile<F, 1, 8, 1>();
+  for (int i = 0; i < kTileShapes; ++i) with_tile_shape(i, []<int R, int U, int P>() { prepare_tile<F, R, U, P>(); });
 }
 }  // namespace
 
