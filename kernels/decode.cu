@@ -149,12 +149,9 @@ __global__ void __launch_bounds__(kNormThreads) decode_batch_norm_kernel(DecodeB
   }
   float mean, rs;
   layer_norm_stats(x, D, red, mean, rs);
-#pragma unroll
-  for (int i = 0; i < kNormPer; ++i) {
-    const int64_t k = threadIdx.x + int64_t{i} * kNormThreads;
-    if (k >= D) break;
-    n.h[b * D + k] = (x[i] - mean) * rs * gm[i] + bt[i];
-  }
+  layer_norm_apply(
+      x, D, mean, rs, [&](int i, int64_t) { return gm[i]; }, [&](int i, int64_t) { return bt[i]; },
+      [&](int64_t k, float h) { n.h[b * D + k] = h; });
 }
 
 struct GemvShape {

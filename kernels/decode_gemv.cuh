@@ -40,6 +40,20 @@ __device__ __forceinline__ void layer_norm_stats(const float (&x)[kNormPer], int
   rs = 1.0f / sqrtf(var + 1e-5f);
 }
 
+// h_k = (x_k - mean) rs gamma_k + beta_k for the thread's values (the layout above), handed to
+// store(k, h_k); gamma(i, k) and beta(i, k) give the parameters of value i, channel k. One
+// expression for the LayerNorm kernel and the tile GEMV, so their h agree bit for bit.
+template <class Gamma, class Beta, class Store>
+__device__ __forceinline__ void layer_norm_apply(const float (&x)[kNormPer], int64_t D, float mean, float rs, Gamma gamma,
+                                                 Beta beta, Store store) {
+#pragma unroll
+  for (int i = 0; i < kNormPer; ++i) {
+    const int64_t k = threadIdx.x + int64_t{i} * kNormThreads;
+    if (k >= D) break;
+    store(k, (x[i] - mean) * rs * gamma(i, k) + beta(i, k));
+  }
+}
+
 constexpr int kTileThreads = kNormThreads;  // the block normalises x with the LayerNorm's layout
 
 // Shared memory holds the input with one float of padding after the E values of each 16-byte
@@ -77,12 +91,9 @@ __device__ __forceinline__ void stage_input(const DecodeGemv& g, float* xs, floa
   }
   float mean, rs;
   layer_norm_stats(x, K, red, mean, rs);
-#pragma unroll
-  for (int i = 0; i < kNormPer; ++i) {
-    const int64_t k = threadIdx.x + int64_t{i} * kNormThreads;
-    if (k >= K) break;
-    xs[padded<E>(k)] = (x[i] - mean) * rs * __ldg(g.ln_gamma + k) + __ldg(g.ln_beta + k);
-  }
+  layer_norm_apply(
+      x, K, mean, rs, [&](int, int64_t k) { return __ldg(g.ln_gamma + k); }, [&](int, int64_t k) { return __ldg(g.ln_beta + k); },
+      [&](int64_t k, float h) { xs[padded<E>(k)] = h; });
   __syncthreads();
 }
 
