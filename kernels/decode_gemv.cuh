@@ -194,6 +194,14 @@ __global__ void __launch_bounds__(kTileThreads, 2) decode_gemv_tile_kernel(Decod
   Stream s(g, v_end);
   s.start(first);
   s.prefetch(v_begin + lane);  // before waiting for the previous kernel (PDL)
+  // L2 asked for the group's biases (the epilogue reads them last). For fp32 and bf16 the loop
+  // also keeps the loads above before the wait: unless a loop (its trip count known only at run
+  // time) ends the basic block, ptxas moves the wait (ACQBULK) to the kernel's first instruction
+  // and the loads wait for the previous kernel after all. The int8 and int4 kernels issue their
+  // first loads before the wait without it, and measured 1-2% slower with it. (SASS and times:
+  // BENCHMARKS.md, decoding, seventh measurement.)
+  if ((F == kDecBF16 || F == kDecF32) && g.bias && piece == 0 && lane < R)
+    for (int64_t base = first; base + lane < g.rows; base += step) prefetch_l2(g.bias + base + lane);
   wait_for_previous_grid();
   if (threadIdx.x == 0) position = g.state ? g.state[1] : 0;
   stage_input<E>(g, xs, red);
