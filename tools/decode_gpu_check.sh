@@ -5,6 +5,7 @@
 # run ends by 285 s after the start (build included):
 #   build    trainlab-cli, trainlab_cuda, test_cuda_decode (sm_90, no app); meanwhile, on other
 #            cores, tools/sparse24_lab (nvcc, cuSPARSELt from wherever it is installed)
+#   order    tools/pdl_order_check.sh: in the SASS, the decode kernels load before they wait
 #   test     test_cuda_decode (parity against the CPU decoder; batched decode at 4 and 16)
 #   gpt2     trainlab-cli bench --case decode --preset gpt2 --batch 1,4,16 (bf16/int8/int4 as a
 #            graph, and the one-kernel step at batch 1); per-kernel timings and GB/s
@@ -71,6 +72,12 @@ stamp "build rc=$?"
 grep -E "error|FAILED" -A3 "$D/build.log" | head -40 | tee -a "$S"
 CLI=$(find $B -name trainlab-cli -type f -perm -u+x | head -1)
 TEST=$(find $B -name test_cuda_decode -type f -perm -u+x | head -1)
+MODULE=$(find $B -name libtrainlab_cuda.so -type f | head -1)
+if [ -n "$MODULE" ]; then  # the kernels load before they wait for the previous one (PDL)
+  bash tools/pdl_order_check.sh "$MODULE" > "$D/pdl_order.log" 2>&1
+  stamp "pdl_order_check rc=$? ($(grep -c '^ok' "$D/pdl_order.log") ok)"
+  grep -v '^ok' "$D/pdl_order.log" | head -10 | tee -a "$S"
+fi
 
 if [ -n "$TEST" ]; then
   timeout "$(budget 45)" "$TEST" > "$D/test_cuda_decode.log" 2>&1
