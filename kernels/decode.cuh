@@ -43,7 +43,9 @@
 //   kernel-per-operation step's to rounding (the order of a row's sums and of attention's runs
 //   differs with the block size).
 // Latency: each GEMV's first weights and scales, and attention's earlier keys and values, are
-//   loaded before the kernel waits for the previous one (programmatic dependent launch).
+//   loaded before the kernel waits for the previous one (programmatic dependent launch). ptxas
+//   may move the wait above loads of the same basic block (it did for the fp32 and bf16 tile
+//   GEMV: decode_gemv.cuh); tools/pdl_order_check.sh checks the order in the SASS.
 // Requirements (checked by the decoder): cols a multiple of the format's 16-byte vector (4, 8,
 //   16, 32 weights), groups a multiple of it, 16-byte aligned rows, head dim <= 256 and a multiple of 4.
 #pragma once
