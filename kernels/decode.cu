@@ -219,7 +219,7 @@ void prepare_tile() {
 template <int F, int R, int U, int P>
 void launch_tile(const DecodeGemv& g, int sm_count, bool pdl, cudaStream_t s) {
   constexpr int E = 4 * Fmt<F>::kPerWord, G = kTileThreads / 32 / P;
-  const size_t smem = static_cast<size_t>(padded_floats<E>(g.cols)) * sizeof(float);
+  const size_t smem = static_cast<size_t>(tile_smem_floats<E>(g.cols, g.ln_gamma != nullptr)) * sizeof(float);
   const int64_t groups = (g.rows + R - 1) / R, want = (groups + G - 1) / G;
   const auto blocks = static_cast<unsigned>(std::min<int64_t>(want, int64_t{sm_count} * tile_blocks_per_sm<F, R, U, P>()));
   const cudaLaunchConfig_t cfg = launch_config(dim3(blocks), dim3(kTileThreads), smem, s, pdl);

@@ -95,6 +95,16 @@ __device__ __forceinline__ uint4 load_stream(const uint4* p) {
   return r;
 }
 
+// 16 bytes from global to shared memory without passing through registers (cp.async, sm_80+);
+// copy_async_commit() closes the thread's group, copy_async_wait() waits for its groups.
+__device__ __forceinline__ void copy16_async(float* dst, const float* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(static_cast<unsigned>(__cvta_generic_to_shared(dst))),
+               "l"(src)
+               : "memory");
+}
+__device__ __forceinline__ void copy_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+__device__ __forceinline__ void copy_async_wait() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
+
 // Asks L2 for the line holding p (a hint: nothing waits for it, no register receives it).
 __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 

@@ -68,10 +68,35 @@ __host__ __device__ constexpr int64_t padded_floats(int64_t cols) {
   return cols / E * (E + 1);
 }
 
-// The input of the tile GEMV into shared memory: xs[k] = x[k], or LN(x)[k] when g.ln_gamma is
-// set (x read through L2: the previous kernel wrote it), at padded<E>(k). Ends with a barrier.
+// Shared memory of the tile GEMV (floats): the padded input, then, when it normalises its input,
+// gamma and beta (16-byte aligned).
 template <int E>
-__device__ __forceinline__ void stage_input(const DecodeGemv& g, float* xs, float* red) {
+__host__ __device__ constexpr int64_t ln_params_offset(int64_t cols) {
+  return (padded_floats<E>(cols) + 3) / 4 * 4;
+}
+template <int E>
+__host__ __device__ constexpr int64_t tile_smem_floats(int64_t cols, bool ln) {
+  return ln ? ln_params_offset<E>(cols) + 2 * cols : padded_floats<E>(cols);
+}
+
+// LayerNorm's gamma and beta into shared memory (ps: [2 cols]) by cp.async, issued before the
+// wait for the previous kernel: constants, so that after it only x is on the critical path (loaded
+// after the block's reductions, they were a DRAM round trip there: the streamed weights evict them
+// from L2).
+__device__ __forceinline__ void stage_ln_params(const DecodeGemv& g, float* ps) {
+  if (!g.ln_gamma) return;
+  for (int64_t k = 4 * threadIdx.x; k < g.cols; k += 4 * kTileThreads) {
+    copy16_async(ps + k, g.ln_gamma + k);
+    copy16_async(ps + g.cols + k, g.ln_beta + k);
+  }
+  copy_async_commit();
+}
+
+// The input of the tile GEMV into shared memory: xs[k] = x[k], or LN(x)[k] when g.ln_gamma is
+// set (x read through L2: the previous kernel wrote it; gamma and beta from ps, stage_ln_params),
+// at padded<E>(k). Ends with a barrier.
+template <int E>
+__device__ __forceinline__ void stage_input(const DecodeGemv& g, float* xs, const float* ps, float* red) {
   const int64_t K = g.cols;
   if (!g.ln_gamma) {
     const float4* x4 = reinterpret_cast<const float4*>(g.x);
@@ -89,10 +114,11 @@ __device__ __forceinline__ void stage_input(const DecodeGemv& g, float* xs, floa
     const int64_t k = threadIdx.x + int64_t{i} * kNormThreads;
     x[i] = k < K ? __ldcg(g.x + k) : 0.0f;
   }
+  copy_async_wait();  // this thread's gamma and beta; the reductions' barriers publish everyone's
   float mean, rs;
   layer_norm_stats(x, K, red, mean, rs);
   layer_norm_apply(
-      x, K, mean, rs, [&](int, int64_t k) { return __ldg(g.ln_gamma + k); }, [&](int, int64_t k) { return __ldg(g.ln_beta + k); },
+      x, K, mean, rs, [&](int, int64_t k) { return ps[k]; }, [&](int, int64_t k) { return ps[K + k]; },
       [&](int64_t k, float h) { xs[padded<E>(k)] = h; });
   __syncthreads();
 }
@@ -191,9 +217,11 @@ __global__ void __launch_bounds__(kTileThreads, 2) decode_gemv_tile_kernel(Decod
   const int64_t per = ((nvec + P - 1) / P + 31) / 32 * 32;  // a piece's vectors: whole rounds of the warp
   const int64_t v_begin = piece * per, v_end = min(nvec, v_begin + per);
   const int64_t first = (int64_t{blockIdx.x} + int64_t{gridDim.x} * slot) * R, step = int64_t{gridDim.x} * G * R;
+  float* ps = xs + ln_params_offset<E>(g.cols);
   Stream s(g, v_end);
   s.start(first);
   s.prefetch(v_begin + lane);  // before waiting for the previous kernel (PDL)
+  stage_ln_params(g, ps);
   // L2 asked for the group's biases (the epilogue reads them last). For fp32 and bf16 the loop
   // also keeps the loads above before the wait: unless a loop (its trip count known only at run
   // time) ends the basic block, ptxas moves the wait (ACQBULK) to the kernel's first instruction
@@ -204,7 +232,7 @@ __global__ void __launch_bounds__(kTileThreads, 2) decode_gemv_tile_kernel(Decod
     for (int64_t base = first; base + lane < g.rows; base += step) prefetch_l2(g.bias + base + lane);
   wait_for_previous_grid();
   if (threadIdx.x == 0) position = g.state ? g.state[1] : 0;
-  stage_input<E>(g, xs, red);
+  stage_input<E>(g, xs, ps, red);
   for (int64_t base = first; base < g.rows; base += step) {
     if (base != first) {
       s.start(base);

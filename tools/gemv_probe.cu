@@ -70,7 +70,7 @@ template <int F, int R, int U, int P>
 void launch_tile(const DecodeGemv& g, cudaStream_t s) {
   auto k = decode_gemv_tile_kernel<F, R, U, P>;
   constexpr int E = 4 * Fmt<F>::kPerWord, G = kTileThreads / 32 / P;
-  const size_t smem = static_cast<size_t>(padded_floats<E>(g.cols)) * 4;
+  const size_t smem = static_cast<size_t>(tile_smem_floats<E>(g.cols, g.ln_gamma != nullptr)) * 4;
   static int occ = -1;
   if (occ < 0) {
     CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, 64 * 1024));
