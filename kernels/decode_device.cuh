@@ -48,13 +48,14 @@ __device__ __forceinline__ void wait_for_previous_grid() {
 #endif
 }
 // The GEMV's epilogue for one finished row (decode.cuh) of sequence b (batched: y [batch, rows],
-// q [batch, d], the caches b * kv_stride apart, sequence b at position + b * pos_step).
-__device__ __forceinline__ void gemv_epilogue(const DecodeGemv& g, int64_t row, float acc, int32_t position, int b = 0) {
-  const float v = acc + (g.bias ? g.bias[row] : 0.0f);
+// q [batch, d], the caches b * kv_stride apart, sequence b at position + b * pos_step): v, the
+// row's sum with its bias added, written; kAddTo writes prior + v, prior being y's value before
+// the kernel (read by the caller).
+__device__ __forceinline__ void gemv_write(const DecodeGemv& g, int64_t row, float v, int32_t position, int b, float prior) {
   float* y = g.y + b * (g.epilogue == kQkvScatter ? g.rows / 3 : g.rows);
   switch (g.epilogue) {
     case kStore: y[row] = v; break;
-    case kAddTo: y[row] += v; break;
+    case kAddTo: y[row] = prior + v; break;
     case kGelu: y[row] = gelu_f(v); break;
     case kQkvScatter: {
       const int64_t d = g.rows / 3, p = position + int64_t{b} * g.pos_step, kv = b * g.kv_stride;
@@ -64,6 +65,10 @@ __device__ __forceinline__ void gemv_epilogue(const DecodeGemv& g, int64_t row, 
       break;
     }
   }
+}
+__device__ __forceinline__ void gemv_epilogue(const DecodeGemv& g, int64_t row, float acc, int32_t position, int b = 0) {
+  const float v = acc + (g.bias ? g.bias[row] : 0.0f);
+  gemv_write(g, row, v, position, b, g.epilogue == kAddTo ? g.y[b * g.rows + row] : 0.0f);
 }
 
 // Sum or max over the block (blockDim.x a multiple of 32); every thread gets the result.

@@ -230,13 +230,25 @@ __global__ void __launch_bounds__(kTileThreads, 2) decode_gemv_tile_kernel(Decod
   // BENCHMARKS.md, decoding, seventh measurement.)
   if ((F == kDecBF16 || F == kDecF32) && g.bias && piece == 0 && lane < R)
     for (int64_t base = first; base + lane < g.rows; base += step) prefetch_l2(g.bias + base + lane);
+  // The epilogue's operands off its critical path: lane r < R of a group's first warp writes row
+  // base + r; its bias (a constant) is loaded before the wait, the value kAddTo adds to (written by
+  // earlier kernels) right after it. (Rows of later groups: at the group's start.) int4 reads both
+  // in the epilogue: two more registers through the loop made its four-row kernels spill.
+  constexpr bool kEarly = F != kDecI4;
+  const bool writer = kEarly && piece == 0 && lane < R;
+  const auto bias_of = [&](int64_t row) { return writer && g.bias && row < g.rows ? __ldg(g.bias + row) : 0.0f; };
+  const auto prior_of = [&](int64_t row) { return writer && g.epilogue == kAddTo && row < g.rows ? __ldcg(g.y + row) : 0.0f; };
+  float bias = bias_of(first + lane);
   wait_for_previous_grid();
+  float prior = prior_of(first + lane);
   if (threadIdx.x == 0) position = g.state ? g.state[1] : 0;
   stage_input<E>(g, xs, ps, red);
   for (int64_t base = first; base < g.rows; base += step) {
     if (base != first) {
       s.start(base);
       s.prefetch(v_begin + lane);
+      bias = bias_of(base + lane);
+      prior = prior_of(base + lane);
     }
     float acc[R];
 #pragma unroll
@@ -285,7 +297,8 @@ __global__ void __launch_bounds__(kTileThreads, 2) decode_gemv_tile_kernel(Decod
 #pragma unroll
       for (int r = 1; r < R; ++r)
         if (lane == r) a = acc[r];
-      gemv_epilogue(g, base + lane, a, position);
+      if constexpr (kEarly) gemv_write(g, base + lane, a + bias, position, 0, prior);
+      else gemv_epilogue(g, base + lane, a, position);
     }
   }
 }
