@@ -43,9 +43,12 @@
 //   kernel-per-operation step's to rounding (the order of a row's sums and of attention's runs
 //   differs with the block size).
 // Latency: each GEMV's first weights and scales, and attention's earlier keys and values, are
-//   loaded before the kernel waits for the previous one (programmatic dependent launch). ptxas
-//   may move the wait above loads of the same basic block (it did for the fp32 and bf16 tile
-//   GEMV: decode_gemv.cuh); tools/pdl_order_check.sh checks the order in the SASS.
+//   loaded before the kernel waits for the previous one (programmatic dependent launch); the tile
+//   GEMV also its LayerNorm's gamma and beta (cp.async into shared memory) and, but for int4, its
+//   rows' biases, reading the residual it adds to right after the wait, so that only x and the
+//   sums stay on the critical path. ptxas may move the wait above loads of the same basic block
+//   (it did for the fp32 and bf16 tile and batched GEMVs and the tensor-core GEMV: a loop before
+//   the wait prevents it); tools/pdl_order_check.sh checks the order in the SASS.
 // Requirements (checked by the decoder): cols a multiple of the format's 16-byte vector (4, 8,
 //   16, 32 weights), groups a multiple of it, 16-byte aligned rows, head dim <= 256 and a multiple of 4.
 #pragma once

@@ -10,7 +10,9 @@
 // side by side, each warp a piece of the columns, its 32 lanes along them, a lane keeping U
 // 16-byte loads of each row in flight and reissuing each as soon as it has taken it; each x
 // segment read from shared memory serves the R rows. The lanes' sums are added over the warp, the
-// pieces' in piece order. The first weights are loaded before the wait for the previous kernel.
+// pieces' in piece order. The first weights, LayerNorm's gamma and beta and (but for int4) the
+// rows' biases are loaded before the wait for the previous kernel, the residual a kAddTo row adds
+// to right after it.
 #pragma once
 #include "decode_device.cuh"
 
