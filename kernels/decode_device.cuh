@@ -51,7 +51,8 @@ __device__ __forceinline__ void wait_for_previous_grid() {
 // q [batch, d], the caches b * kv_stride apart, sequence b at position + b * pos_step): v, the
 // row's sum with its bias added, written; kAddTo writes prior + v, prior being y's value before
 // the kernel (read by the caller).
-__device__ __forceinline__ void gemv_write(const DecodeGemv& g, int64_t row, float v, int32_t position, int b, float prior) {
+__device__ __forceinline__ void gemv_write(const DecodeGemv& g, int64_t row, float v, int32_t position, int b,
+                                           float prior) {
   float* y = g.y + b * (g.epilogue == kQkvScatter ? g.rows / 3 : g.rows);
   switch (g.epilogue) {
     case kStore: y[row] = v; break;
@@ -66,7 +67,8 @@ __device__ __forceinline__ void gemv_write(const DecodeGemv& g, int64_t row, flo
     }
   }
 }
-__device__ __forceinline__ void gemv_epilogue(const DecodeGemv& g, int64_t row, float acc, int32_t position, int b = 0) {
+__device__ __forceinline__ void gemv_epilogue(const DecodeGemv& g, int64_t row, float acc, int32_t position,
+                                              int b = 0) {
   const float v = acc + (g.bias ? g.bias[row] : 0.0f);
   gemv_write(g, row, v, position, b, g.epilogue == kAddTo ? g.y[b * g.rows + row] : 0.0f);
 }

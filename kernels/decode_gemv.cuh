@@ -239,7 +239,9 @@ __global__ void __launch_bounds__(kTileThreads, 2) decode_gemv_tile_kernel(Decod
   constexpr bool kEarly = F != kDecI4;
   const bool writer = kEarly && piece == 0 && lane < R;
   const auto bias_of = [&](int64_t row) { return writer && g.bias && row < g.rows ? __ldg(g.bias + row) : 0.0f; };
-  const auto prior_of = [&](int64_t row) { return writer && g.epilogue == kAddTo && row < g.rows ? __ldcg(g.y + row) : 0.0f; };
+  const auto prior_of = [&](int64_t row) {
+    return writer && g.epilogue == kAddTo && row < g.rows ? __ldcg(g.y + row) : 0.0f;
+  };
   float bias = bias_of(first + lane);
   wait_for_previous_grid();
   float prior = prior_of(first + lane);

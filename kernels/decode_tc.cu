@@ -125,7 +125,8 @@ __global__ void __launch_bounds__(kTcWarps * 32) decode_gemv_tc_kernel(DecodeGem
   // L2 asked for the block's biases. The loop (its trip count known only at run time) ends the
   // basic block, so that ptxas keeps the loads above before the wait (decode_gemv.cuh).
   if (g.bias)
-    for (int64_t r = r0 + threadIdx.x; r < min(r0 + kTcRows, g.rows); r += blockDim.x) decode_dev::prefetch_l2(g.bias + r);
+    for (int64_t r = r0 + threadIdx.x; r < min(r0 + kTcRows, g.rows); r += blockDim.x)
+      decode_dev::prefetch_l2(g.bias + r);
   decode_dev::wait_for_previous_grid();  // the weights above do not depend on earlier kernels
   if (threadIdx.x == 0) position = g.state ? g.state[1] : 0;
   for (int64_t c0 = warp; c0 < chunks; c0 += int64_t{kTcAhead} * kTcWarps) {
