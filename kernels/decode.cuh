@@ -50,7 +50,8 @@
 //   (it did for the fp32 and bf16 tile and batched GEMVs and the tensor-core GEMV: a loop before
 //   the wait prevents it); tools/pdl_order_check.sh checks the order in the SASS.
 // Requirements (checked by the decoder): cols a multiple of the format's 16-byte vector (4, 8,
-//   16, 32 weights), groups a multiple of it, 16-byte aligned rows, head dim <= 256 and a multiple of 4.
+//   16, 32 weights), groups a multiple of it, 16-byte aligned rows (and LayerNorm parameters:
+//   cp.async copies them 16 bytes at a time), head dim <= 256 and a multiple of 4.
 #pragma once
 #include <cuda_runtime_api.h>
 
