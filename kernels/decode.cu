@@ -73,10 +73,9 @@ __global__ void __launch_bounds__(512) decode_gemv_batch_kernel(DecodeGemv g, in
   int64_t row = gw * rows_per_warp + slot;
   w.start(row);
   w.load(sub);  // before waiting for the previous kernel (PDL)
-  // L2 asked for the warp's biases; for fp32 and bf16 the loop also keeps the loads above before
-  // the wait (see decode_gemv.cuh: ptxas otherwise moves the wait to the top of the basic block).
+  // The warp's biases into L2; for fp32 and bf16 this also keeps the loads above before the wait.
   if ((F == kDecBF16 || F == kDecF32) && g.bias && sub == 0)
-    for (int64_t r = row; r < g.rows; r += warps * rows_per_warp) prefetch_l2(g.bias + r);
+    prefetch_l2_strided(g.bias, row, 0, g.rows, warps * rows_per_warp);
   wait_for_previous_grid();
   if (threadIdx.x == 0) position = g.state ? g.state[1] : 0;
   __syncthreads();

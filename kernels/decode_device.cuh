@@ -115,6 +115,18 @@ __device__ __forceinline__ void copy_async_wait() { asm volatile("cp.async.wait_
 // Asks L2 for the line holding p (a hint: nothing waits for it, no register receives it).
 __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 
+// Asks L2 for v[b + offset], b = begin, begin + stride, ... while b + offset < end (a GEMV's
+// biases, which its epilogue reads last). Called between a kernel's first weight loads and
+// wait_for_previous_grid(), it also keeps those loads before the wait: its trip count is known
+// only at run time, so the loop ends the basic block, and ptxas no longer moves the wait
+// (ACQBULK) to the top of it, above the loads (it did in the fp32 and bf16 tile and batched GEMVs
+// and in the tensor-core GEMV: SASS and times in BENCHMARKS.md, decoding, seventh and eighth
+// measurements; tools/pdl_order_check.sh checks the order).
+__device__ __forceinline__ void prefetch_l2_strided(const float* v, int64_t begin, int64_t offset, int64_t end,
+                                                    int64_t stride) {
+  for (int64_t b = begin; b + offset < end; b += stride) prefetch_l2(v + b + offset);
+}
+
 // Per format: weights per 32-bit word and the dot product of one word with its x values.
 template <int F>
 struct Fmt;

@@ -224,14 +224,11 @@ __global__ void __launch_bounds__(kTileThreads, 2) decode_gemv_tile_kernel(Decod
   s.start(first);
   s.prefetch(v_begin + lane);  // before waiting for the previous kernel (PDL)
   stage_ln_params(g, ps);
-  // L2 asked for the group's biases (the epilogue reads them last). For fp32 and bf16 the loop
-  // also keeps the loads above before the wait: unless a loop (its trip count known only at run
-  // time) ends the basic block, ptxas moves the wait (ACQBULK) to the kernel's first instruction
-  // and the loads wait for the previous kernel after all. The int8 and int4 kernels issue their
-  // first loads before the wait without it, and measured 1-2% slower with it. (SASS and times:
-  // BENCHMARKS.md, decoding, seventh measurement.)
+  // The group's biases into L2, which for fp32 and bf16 also keeps the loads above before the
+  // wait (prefetch_l2_strided). The int8 and int4 kernels issue their first loads before the wait
+  // without it, and measured 1-2% slower with it.
   if ((F == kDecBF16 || F == kDecF32) && g.bias && piece == 0 && lane < R)
-    for (int64_t base = first; base + lane < g.rows; base += step) prefetch_l2(g.bias + base + lane);
+    prefetch_l2_strided(g.bias, first, lane, g.rows, step);
   // The epilogue's operands off its critical path: lane r < R of a group's first warp writes row
   // base + r; its bias (a constant) is loaded before the wait, the value kAddTo adds to (written by
   // earlier kernels) right after it. (Rows of later groups: at the group's start.) int4 reads both

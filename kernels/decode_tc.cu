@@ -122,11 +122,8 @@ __global__ void __launch_bounds__(kTcWarps * 32) decode_gemv_tc_kernel(DecodeGem
     const int64_t c = warp + int64_t{p} * kTcWarps;
     ua[p] = c < chunks ? load_stream(wa + 4 * c) : uint4{}, ub[p] = c < chunks ? load_stream(wb + 4 * c) : uint4{};
   }
-  // L2 asked for the block's biases. The loop (its trip count known only at run time) ends the
-  // basic block, so that ptxas keeps the loads above before the wait (decode_gemv.cuh).
-  if (g.bias)
-    for (int64_t r = r0 + threadIdx.x; r < min(r0 + kTcRows, g.rows); r += blockDim.x)
-      decode_dev::prefetch_l2(g.bias + r);
+  // The block's biases into L2, which also keeps the loads above before the wait.
+  if (g.bias) decode_dev::prefetch_l2_strided(g.bias, r0 + threadIdx.x, 0, min(r0 + kTcRows, g.rows), blockDim.x);
   decode_dev::wait_for_previous_grid();  // the weights above do not depend on earlier kernels
   if (threadIdx.x == 0) position = g.state ? g.state[1] : 0;
   for (int64_t c0 = warp; c0 < chunks; c0 += int64_t{kTcAhead} * kTcWarps) {
