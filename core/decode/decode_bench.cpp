@@ -55,15 +55,17 @@ Json bench_format(Backend& be, const DecoderModel& m, const DecodeSpec& spec, in
   // batch times the steps a second the copy bandwidth allows.
   const double ceiling = static_cast<double>(B) * copy_bytes_per_s / static_cast<double>(wbytes + kv_mean);
   const double steps_per_s = tps / static_cast<double>(B);
+  // How the device's own decoder ran the step; the CPU reference has no kernels, graph or PDL.
+  const bool own = be.supports(Op::Decode, decode_format_dtype(spec.format));
   return Json{{"case", "decode"},
               {"model", m.name},
               {"params", m.params},
               {"device", be.info().name},
               {"format", spec.label()},
               {"batch", spec.batch},
-              {"one_kernel", spec.one_kernel},
-              {"cuda_graph", spec.cuda_graph},
-              {"pdl", spec.pdl},
+              {"one_kernel", own && spec.one_kernel},
+              {"cuda_graph", own && spec.cuda_graph},
+              {"pdl", own && spec.pdl},
               {"decoder", dec->describe()},
               {"tokens", n},
               {"prepare_s", prepare_s},

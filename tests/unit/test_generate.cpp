@@ -135,6 +135,8 @@ class TestGenerate : public QObject {
     QCOMPARE(rows[1].at("weight_bytes_per_token").get<int64_t>(), gen.weight_bytes_per_token());
     QCOMPARE(rows[1].at("copy_bytes_per_s").get<double>(), bw);
     QCOMPARE(rows[1].at("ceiling_tokens_per_s").get<double>(), bw / rows[1].at("bytes_per_token").get<double>());
+    // The CPU reference runs no kernels: no graph, no programmatic dependent launch, no step kernel.
+    for (const char* k : {"cuda_graph", "pdl", "one_kernel"}) QVERIFY2(!rows[1].at(k).get<bool>(), k);
     const auto i4 = bench_decode("cpu", path, "", "int4-g64", 50, 1);  // capped at context - 1
     QCOMPARE(i4.at(1).at("tokens").get<int64_t>(), int64_t(11));
     QVERIFY(i4.at(1).at("decoder").get<std::string>().find("int4-g64") != std::string::npos);
