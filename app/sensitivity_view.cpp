@@ -12,11 +12,13 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
+#include <QPoint>
 #include <QPushButton>
 #include <QThread>
 #include <QToolButton>
 #include <QVBoxLayout>
 #include <fstream>
+#include <vector>
 
 #include "backend/backend.h"
 #include "compress/held_out.h"
@@ -45,6 +47,23 @@ QCustomPlot* heat_plot(QWidget* parent, const QString& x_label, QCPColorMap** ma
   return p;
 }
 
+// Each measured cell's accuracy written on it, dark on the gradient's light end and light on its
+// dark end: the best cells are near-white and would otherwise vanish into the plot's background.
+void label_cells(QCustomPlot* plot, const QCPColorMap* map, const std::vector<QPoint>& cells) {
+  plot->clearItems();
+  const QCPRange range = map->dataRange();
+  for (const QPoint& c : cells) {
+    const double v = map->data()->cell(c.x(), c.y());
+    const double shade = range.size() > 0 ? (v - range.lower) / range.size() : 1.0;
+    auto* t = new QCPItemText(plot);
+    t->position->setType(QCPItemPosition::ptPlotCoords);
+    t->position->setCoords(c.x(), c.y());
+    t->setText(QString::number(v, 'f', 3));
+    t->setColor(shade < 0.55 ? Qt::white : Qt::black);
+    t->setClipToAxisRect(true);
+  }
+}
+
 // One heat map: rows = layers, columns = the options (labelled), cell = accuracy.
 void fill_map(QCustomPlot* plot, QCPColorMap* map, const Json& layers, const char* key, const QStringList& columns) {
   const int nx = static_cast<int>(columns.size()), ny = static_cast<int>(layers.size());
@@ -53,16 +72,20 @@ void fill_map(QCustomPlot* plot, QCPColorMap* map, const Json& layers, const cha
   auto yt = QSharedPointer<QCPAxisTickerText>::create();
   auto xt = QSharedPointer<QCPAxisTickerText>::create();
   for (int x = 0; x < nx; ++x) xt->addTick(x, columns[x]);
+  std::vector<QPoint> measured;
   for (int y = 0; y < ny; ++y) {
     const Json& L = layers[static_cast<size_t>(y)];
     yt->addTick(y, QString::fromStdString(L.at("name").get<std::string>()));
     const Json& points = L.at(key);
-    for (int x = 0; x < nx && x < static_cast<int>(points.size()); ++x)
+    for (int x = 0; x < nx && x < static_cast<int>(points.size()); ++x) {
       map->data()->setCell(x, y, points[static_cast<size_t>(x)].at("accuracy").get<double>());
+      measured.emplace_back(x, y);
+    }
   }
   plot->xAxis->setTicker(xt);
   plot->yAxis->setTicker(yt);
   map->rescaleDataRange(true);
+  label_cells(plot, map, measured);
   plot->rescaleAxes();
   plot->xAxis->setRange(-0.5, nx - 0.5);
   plot->yAxis->setRange(-0.5, ny - 0.5);

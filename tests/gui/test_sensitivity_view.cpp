@@ -51,6 +51,17 @@ class TestSensitivityView : public QObject {
     const auto t = trainlab::measure_sensitivity(f, path, h.eval, trainlab::SensitivityOptions{});
     for (int l = 0; l < 3; ++l)
       for (int b = 0; b < 7; ++b) QCOMPARE(v->bits_map()->data()->cell(b, l), t.layers[l].bits[b].accuracy);
+    // Each cell's accuracy is written on it (cell (b, l) at plot coordinates (b, l)).
+    QCustomPlot* plot = v->bits_map()->parentPlot();
+    QCOMPARE(plot->itemCount(), 3 * 7);
+    for (int i = 0; i < plot->itemCount(); ++i) {
+      auto* text = qobject_cast<QCPItemText*>(plot->item(i));
+      QVERIFY(text);
+      const QPointF at = text->position->coords();
+      const auto& point = t.layers[static_cast<size_t>(at.y())].bits[static_cast<size_t>(at.x())];
+      QCOMPARE(text->text(), QString::number(point.accuracy, 'f', 3));
+    }
+    QCOMPARE(v->sparsity_map()->parentPlot()->itemCount(), 3 * 6);
     QVERIFY(QFile::exists(dir + "/sensitivity.json"));
     const QString html = Report::from_dirs({dir}).summary_html(false);
     QVERIFY(html.contains("Sensitivity:") && html.contains("2-bit") && html.contains("net.0.weight"));
