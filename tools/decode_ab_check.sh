@@ -20,7 +20,9 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 export PATH=/usr/local/cuda/bin:$PATH LD_LIBRARY_PATH=/usr/local/cuda/lib64:$LD_LIBRARY_PATH
 PATCH=${1:?usage: tools/decode_ab_check.sh PATCH (the change that module B adds to the tree)}
 [ -f "$PATCH" ] || { echo "decode_ab_check: no patch file $PATCH" >&2; exit 2; }
-patch -p1 --dry-run --silent < "$PATCH" || { echo "decode_ab_check: $PATCH does not apply to this tree" >&2; exit 2; }
+# git apply needs no repository; patch(1) where git is missing.
+apply() { if command -v git > /dev/null; then git apply "$@" "$PATCH"; else patch -p1 --silent "${@/--check/--dry-run}" < "$PATCH"; fi; }
+apply --check || { echo "decode_ab_check: $PATCH does not apply to this tree" >&2; exit 2; }
 OUT=${OUT:-/tmp/decode_ab_out}
 D="$OUT/ab"
 mkdir -p "$D"
@@ -66,11 +68,11 @@ TEST=$(find $B -name test_cuda_decode -type f -perm -u+x | head -1)
 MODULE=$(find $B -name libtrainlab_cuda.so -type f | head -1)
 [ -n "$MODULE" ] && cp "$MODULE" /tmp/module-A.so
 # Module B: the patch applied, the module rebuilt, the patch taken out again.
-patch -p1 --silent < "$PATCH" && timeout "$(budget 120)" ninja -C $B -j16 trainlab_cuda > "$D/build-B.log" 2>&1
+apply && timeout "$(budget 120)" ninja -C $B -j16 trainlab_cuda > "$D/build-B.log" 2>&1
 RC=$?
 stamp "build B rc=$RC"
 [ -n "$MODULE" ] && [ "$RC" -eq 0 ] && cp "$MODULE" /tmp/module-B.so
-patch -p1 -R --silent < "$PATCH"
+apply -R
 
 for m in A B; do
   [ -f /tmp/module-$m.so ] || continue
