@@ -30,8 +30,8 @@ S="$OUT/summary.txt"
 B=/tmp/b-ab
 T0=$(date +%s)
 END=${END:-540}
-stamp() { echo "[$(($(date +%s) - T0))s] $*" | tee -a "$S"; }
-budget() { local left=$((END - ($(date +%s) - T0))); [ "$left" -lt "$1" ] && echo $((left > 5 ? left : 0)) || echo "$1"; }
+# shellcheck source=tools/gpu_stages.sh
+source "$(dirname "${BASH_SOURCE[0]}")/gpu_stages.sh"  # stamp, budget
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.memory --format=csv > "$D/device.txt" 2>&1
 git log --oneline -3 > "$D/commit.txt" 2>&1 && cat "$D/commit.txt" >> "$S"
 

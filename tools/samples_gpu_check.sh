@@ -19,7 +19,8 @@ mkdir -p "$D"
 S="$OUT/summary.txt"
 B=/tmp/b-samples
 T0=$(date +%s)
-stamp() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a "$S"; }
+# shellcheck source=tools/gpu_stages.sh
+source "$(dirname "${BASH_SOURCE[0]}")/gpu_stages.sh"  # stamp, budget
 git log --oneline -3 > "$D/commit.txt" 2>&1
 cat "$D/commit.txt" >> "$S"
 

@@ -15,7 +15,8 @@ export PATH=/usr/local/cuda/bin:$PATH LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD
 export TRAINLAB_DATA_DIR=$PWD/resources/data
 S="$OUT/summary.txt"; B=${BUILD:-/tmp/b-spec}; D=$OUT/spec; W=/tmp/spec-models; T0=$(date +%s)
 mkdir -p "$D"; rm -rf $W; mkdir -p $W/q4
-stamp() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a "$S"; }
+# shellcheck source=tools/gpu_stages.sh
+source "$(dirname "${BASH_SOURCE[0]}")/gpu_stages.sh"  # stamp, budget
 if [ -n "${CLI:-}" ]; then  # a trainlab-cli built already (with trainlab_cuda beside it or on LD_LIBRARY_PATH)
   C=$CLI
 else
