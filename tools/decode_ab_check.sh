@@ -13,7 +13,7 @@
 #   bench    trainlab-cli bench --case decode, batch 1, A B A B at gpt2 (bf16, int8, int4, fp32
 #            graphs), A B at xl (bf16, int8); B at gpt2 batch 4 and 16 and xl int4
 #   peer     .peer/peer_torch_decode.py (carried from shared/bench) at gpt2 (1, 4, 16) and xl (1)
-# Results: $OUT/ab.tgz (every log) and $OUT/summary.txt (the stages, one line a bench row).
+# Results: $OUT/ab.tgz (every log) and $OUT/summary.txt (the stages, one line a JSON row).
 # Written without device time left to run it (2026-12-07): its first run is also its test.
 set -o pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -35,25 +35,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/gpu_stages.sh"  # stamp, budget
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.memory --format=csv > "$D/device.txt" 2>&1
 git log --oneline -3 > "$D/commit.txt" 2>&1 && cat "$D/commit.txt" >> "$S"
 
-# One line a bench row (the same fields as tools/decode_gpu_check.sh's summary).
-summary() {
-  python3 - "$1" "$2" << 'EOF'
-import json, sys
-f, label = sys.argv[1], sys.argv[2]
-for line in open(f):
-    line = line.strip()
-    if not line.startswith("{"): continue
-    r = json.loads(line)
-    if "error" in r:
-        print(f"  {label} {r.get('model', '')} {r.get('format', '')}: ERROR {r['error']}"); continue
-    if "preset" in r:
-        print(f"  peer {r['preset']} {r['mode']:<11} b={r['batch']:<3} tok/s={r['tokens_per_s']:9.0f}"); continue
-    if r.get("case") != "decode": continue
-    print(f"  {label} {r['model'][:5]} {r['format']:<9} b={r.get('batch', 1):<3} tok/s={r['tokens_per_s']:8.0f} "
-          f"us/step={r.get('us_per_step', 0):6.0f} ceil%={100*r['weight_bytes_per_s']/r['copy_bytes_per_s']:5.1f} "
-          f"copyGB/s={r['copy_bytes_per_s']/1e9:5.0f}")
-EOF
-}
+# One line a JSON row (tools/decode_summary.py).
+summary() { python3 "$(dirname "${BASH_SOURCE[0]}")/decode_summary.py" "$@"; }
 
 stamp "build start"
 (timeout 200 nvcc -O3 -std=c++17 -arch=sm_90 tools/sync_floor/sync_floor.cu -o /tmp/sync_floor > "$D/sync-build.log" 2>&1
@@ -68,11 +51,15 @@ TEST=$(find $B -name test_cuda_decode -type f -perm -u+x | head -1)
 MODULE=$(find $B -name libtrainlab_cuda.so -type f | head -1)
 [ -n "$MODULE" ] && cp "$MODULE" /tmp/module-A.so
 # Module B: the patch applied, the module rebuilt, the patch taken out again.
-apply && timeout "$(budget 120)" ninja -C $B -j16 trainlab_cuda > "$D/build-B.log" 2>&1
-RC=$?
+if apply; then
+  timeout "$(budget 120)" ninja -C $B -j16 trainlab_cuda > "$D/build-B.log" 2>&1
+  RC=$?
+  apply -R
+else
+  RC=2
+fi
 stamp "build B rc=$RC"
 [ -n "$MODULE" ] && [ "$RC" -eq 0 ] && cp "$MODULE" /tmp/module-B.so
-apply -R
 
 for m in A B; do
   [ -f /tmp/module-$m.so ] || continue
@@ -121,7 +108,7 @@ peer() {  # preset batches timeout
 }
 peer gpt2 1,4,16 40
 peer xl 1 50
-bench B gpt2 bf16-graph,int8-graph,int4-graph,fp32-graph 4,16 gpt2-B-batched 45
+bench B gpt2 $G 4,16 gpt2-B-batched 45
 bench B xl int4-graph 1 xl-B-int4 70
 
 stamp "done"

@@ -30,36 +30,8 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.memory --form
 git log --oneline -3 > "$D/commit.txt" 2>&1
 cat "$D/commit.txt" >> "$S"
 
-# One line per bench row (preset, format, batch) with the per-kernel times and GB/s.
-summary() {
-python3 - "$1" <<'EOF'
-import json, sys
-f = sys.argv[1]
-for line in open(f):
-    line = line.strip()
-    if not line.startswith("{"): continue
-    r = json.loads(line)
-    if r.get("case") == "bandwidth":
-        print(f"{f.split('/')[-1]}: copy {r.get('copy_bytes_per_s', r.get('copy_gb_per_s', 0)*1e9)/1e9:.0f} GB/s"); continue
-    if "error" in r:
-        print(f"  {r.get('model', r.get('shape'))} {r.get('format', '')} b={r.get('batch', '')}: ERROR {r['error']}"); continue
-    if r.get("case") == "sparse24":
-        print(f"  {r['shape']:<12} n={r['n']:<5} dense={r['dense_us']:8.1f}us sparse={r['sparse_us']:8.1f}us "
-              f"speedup={r['speedup']:.2f} tflops d/s={r['dense_tflops']:.0f}/{r['sparse_tflops_dense_equiv']:.0f} "
-              f"rel_diff={r['max_rel_diff']:.2g}"); continue
-    if "preset" in r:  # the PyTorch peer
-        print(f"  peer {r['preset']} {r['mode']:<11} b={r['batch']:<3} tok/s={r['tokens_per_s']:9.0f} "
-              f"weightGB/s={r.get('weight_gb_per_s', 0):6.0f}"); continue
-    k = r.get("kernel_us", {})
-    ks = " ".join(f"{n}={v:.0f}" for n, v in k.items())
-    print(f"  {r['model'][:5]} {r['format']:<12} b={r.get('batch', 1):<3} graph={int(r['cuda_graph'])} one={int(r['one_kernel'])} "
-          f"tok/s={r['tokens_per_s']:9.0f} us/step={r.get('us_per_step', 0):6.0f} weightGB/s={r['weight_bytes_per_s']/1e9:6.0f} "
-          f"ceil%={100*r['weight_bytes_per_s']/r['copy_bytes_per_s']:5.1f} dev_us={r.get('device_us_per_step', 0):.0f} "
-          f"prep_s={r.get('prepare_s', 0):.1f} | us: {ks}")
-    g = r.get("kernel_gb_per_s", {})
-    if g: print("      GB/s: " + " ".join(f"{n}={v:.0f}" for n, v in g.items()))
-EOF
-}
+# One line a JSON row (tools/decode_summary.py).
+summary() { python3 "$(dirname "${BASH_SOURCE[0]}")/decode_summary.py" "$@"; }
 
 stamp "build start"
 # The sparse lab on its own (nvcc, a few cores) while the project builds.
