@@ -13,20 +13,12 @@
 #include <string>
 #include <vector>
 
+#include "cuda_check.cuh"
 #include "decode.cuh"
 #include "decode_gemv.cuh"
 
 using namespace trainlab::kern;
 using namespace trainlab::kern::decode_dev;
-
-#define CK(e)                                                                                  \
-  do {                                                                                         \
-    cudaError_t err_ = (e);                                                                    \
-    if (err_ != cudaSuccess) {                                                                 \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #e, cudaGetErrorString(err_)); \
-      std::exit(1);                                                                            \
-    }                                                                                          \
-  } while (0)
 
 __global__ void fill_words(uint32_t* p, int64_t n, uint32_t seed, int format) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {

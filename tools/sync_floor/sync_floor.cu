@@ -28,16 +28,9 @@
 #include <functional>
 #include <vector>
 
-namespace cg = cooperative_groups;
+#include "../cuda_check.cuh"
 
-#define CK(e)                                                                                  \
-  do {                                                                                         \
-    cudaError_t err_ = (e);                                                                    \
-    if (err_ != cudaSuccess) {                                                                 \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #e, cudaGetErrorString(err_)); \
-      std::exit(1);                                                                            \
-    }                                                                                          \
-  } while (0)
+namespace cg = cooperative_groups;
 
 constexpr int kThreads = 256;
 
