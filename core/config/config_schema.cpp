@@ -308,6 +308,22 @@ void dist_keys(std::vector<ConfigKey>& s) {
   s.push_back(key_float("dist.timeout_s", 300.0, 1, 86400,
                         "Seconds a rank waits for one collective before it ends the whole job with an error naming "
                         "the collective (a rank that died or hangs never leaves the others waiting for ever)."));
+  s.push_back(key_int("dist.tp", 1, 1, 4096,
+                      "Tensor-parallel degree t (char-gpt only): each block split over t adjacent ranks as in "
+                      "Megatron-LM: qkv and fc column-parallel, proj and out row-parallel, the heads split, the "
+                      "embedding and the output layer split by vocabulary with a cross-entropy that never gathers "
+                      "the logits. The ranks form ranks/t data-parallel replicas (dist.strategy over them). t must "
+                      "divide the ranks, model.heads and 4 x model.dim."));
+  s.push_back(key_bool("dist.sequence_parallel", false,
+                       "With dist.tp > 1: LayerNorm, dropout and the residual stream on 1/t of each micro-batch's "
+                       "tokens per rank (Korthikanti et al. 2022): all-gather before the column-parallel products "
+                       "and reduce-scatter after the row-parallel ones instead of the all-reduces. The context must "
+                       "divide by dist.tp."));
+  s.push_back(key_enum("dist.transport", "auto", {"auto", "nccl", "mpi"},
+                       "How GPU ranks exchange tensors. nccl: device buffers through NCCL (one GPU a rank); mpi: "
+                       "device buffers staged through host memory and sent with MPI (several ranks may share one GPU, "
+                       "which NCCL refuses: a correctness setup, not a fast one); auto: nccl where every rank has a "
+                       "GPU of its own, else mpi. CPU ranks always use MPI."));
 }
 
 std::vector<ConfigKey> build_schema() {

@@ -37,6 +37,9 @@ DistOptions dist_options(const Config& c) {
   o.bucket_mb = c.get_float("dist.bucket_mb");
   o.ranks = static_cast<int>(c.get_int("dist.ranks"));
   o.timeout_s = c.get_float("dist.timeout_s");
+  o.tp = static_cast<int>(c.get_int("dist.tp"));
+  o.sequence_parallel = c.get_bool("dist.sequence_parallel");
+  o.transport = c.get_string("dist.transport");
   return o;
 }
 

@@ -24,6 +24,9 @@ struct DistOptions {
   double bucket_mb = 25.0;                    // dist.bucket_mb: MiB of gradients per bucket
   int ranks = 0;                              // dist.ranks: 0 = as launched (1 without a launcher)
   double timeout_s = 300.0;                   // dist.timeout_s: the longest wait for one collective
+  int tp = 1;                                 // dist.tp: tensor-parallel degree
+  bool sequence_parallel = false;             // dist.sequence_parallel (with tp > 1)
+  std::string transport = "auto";             // dist.transport: auto, nccl or mpi
   bool operator==(const DistOptions&) const = default;
 };
 
