@@ -48,11 +48,11 @@ struct AddOp {
   __device__ float operator()(float a, float b, int64_t) const { return a + b; }
 };
 struct DropoutOp {
-  uint64_t seed;
+  uint64_t seed, first;  // first: the element index of x[0] in the tensor the mask is drawn for
   uint32_t threshold;
   float scale;
   __device__ float operator()(float x, float, int64_t i) const {
-    return dropout_hash(seed, static_cast<uint64_t>(i)) >= threshold ? x * scale : 0.0f;
+    return dropout_hash(seed, first + static_cast<uint64_t>(i)) >= threshold ? x * scale : 0.0f;
   }
 };
 
@@ -232,8 +232,9 @@ void launch_gelu_backward(const void* x, int x_dt, const void* dy, int dy_dt, vo
   run_map(x, x_dt, dy, dy_dt, dx, dx_dt, n, GeluGradOp{}, s, "gelu_backward");
 }
 
-void launch_dropout(const void* x, int x_dt, float p, uint64_t seed, void* y, int y_dt, int64_t n, cudaStream_t s) {
-  const DropoutOp op{seed, dropout_threshold(p), 1.0f / (1.0f - p)};
+void launch_dropout(const void* x, int x_dt, float p, uint64_t seed, uint64_t first, void* y, int y_dt, int64_t n,
+                    cudaStream_t s) {
+  const DropoutOp op{seed, first, dropout_threshold(p), 1.0f / (1.0f - p)};
   run_map(x, x_dt, nullptr, x_dt, y, y_dt, n, op, s, "dropout");
 }
 

@@ -11,7 +11,7 @@
 //                   dgamma (=|+=) sum_rows dy * xhat;  dbeta (=|+=) sum_rows dy
 //   add:            out = a + b;   gelu: y = x * Phi(x);  gelu bwd: dx = dy * (Phi(x) + x phi(x)), Phi as the
 //                   CPU's: 0.5 erfc(|x| / sqrt 2) by Numerical Recipes' erfc (fractional error < 1.2e-7)
-//   dropout:        y[i] = hash(seed, i) >= threshold(p) ? x[i] * (1 / (1 - p)) : 0  (backend/dropout_hash.h)
+//   dropout:        y[i] = hash(seed, first + i) >= threshold(p) ? x[i] * (1 / (1 - p)) : 0  (backend/dropout_hash.h)
 // Layout: row-major, contiguous. Precision: inputs converted to fp32, fp32 arithmetic and
 // accumulation, one rounding (nearest even) to the output's format. Formats: fp32, bf16, fp16
 // (any mix; when all tensors of a call share one format, 16-byte vector loads are used).
@@ -60,6 +60,7 @@ void launch_add(const void* a, int a_dt, const void* b, int b_dt, void* out, int
 void launch_gelu_forward(const void* x, int x_dt, void* y, int y_dt, int64_t n, cudaStream_t s);
 void launch_gelu_backward(const void* x, int x_dt, const void* dy, int dy_dt, void* dx, int dx_dt, int64_t n,
                           cudaStream_t s);
-void launch_dropout(const void* x, int x_dt, float p, uint64_t seed, void* y, int y_dt, int64_t n, cudaStream_t s);
+void launch_dropout(const void* x, int x_dt, float p, uint64_t seed, uint64_t first, void* y, int y_dt, int64_t n,
+                    cudaStream_t s);
 
 }  // namespace trainlab::kern

@@ -305,7 +305,12 @@ class Backend {
   // function of the seed alone, so the backward is the same call on dy with the same seed, and a
   // recomputed forward redraws the same mask. The scale 1/(1-p) is applied in fp32 and rounded
   // once to y's format. y may alias x.
-  virtual void dropout(const Tensor& x, float p, uint64_t seed, Tensor& y) { throw_not_supported(Op::Dropout); }
+  // `first` is the element index of x's first element in the tensor the mask is drawn for: a
+  // rank that holds rows [r, r + n) of a sequence-parallel activation draws that tensor's mask for
+  // them with first = r * row width (the same mask as the unsplit run's).
+  virtual void dropout(const Tensor& x, float p, uint64_t seed, Tensor& y, uint64_t first = 0) {
+    throw_not_supported(Op::Dropout);
+  }
   // out = a + b (same element count; out may alias a or b).
   virtual void add(const Tensor& a, const Tensor& b, Tensor& out) { throw_not_supported(Op::Add); }
   // y = GELU(x) = x * Phi(x) (erf form, as F.gelu) and its backward dx = dy * GELU'(x), for a

@@ -72,7 +72,7 @@ class CpuBackend final : public Backend {
   void attention_backward(const Tensor& qkv, const Tensor& y, const Tensor& lse, const Tensor& dy, int64_t B, int64_t T,
                           int64_t H, Tensor& dqkv, MatmulMode mode) override;
   void add(const Tensor& a, const Tensor& b, Tensor& out) override;
-  void dropout(const Tensor& x, float p, uint64_t seed, Tensor& y) override;
+  void dropout(const Tensor& x, float p, uint64_t seed, Tensor& y, uint64_t first = 0) override;
   void gelu_forward(const Tensor& x, Tensor& y) override;
   void gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) override;
 

@@ -172,7 +172,7 @@ void CpuBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
 
 // Inverted dropout with the counter-based mask of backend/dropout_hash.h (the CUDA kernel draws
 // the same mask from the same seed). p = 0 copies.
-void CpuBackend::dropout(const Tensor& x, float p, uint64_t seed, Tensor& y) {
+void CpuBackend::dropout(const Tensor& x, float p, uint64_t seed, Tensor& y, uint64_t first) {
   TL_HOST_TIMED("dropout", stream_cost({&x}, {&y}, op_flops::kDropout));
   if (x.numel() != y.numel())
     throw Error("dropout: sizes differ: " + shape_str(x.shape()) + " -> " + shape_str(y.shape()));
@@ -183,7 +183,7 @@ void CpuBackend::dropout(const Tensor& x, float p, uint64_t seed, Tensor& y) {
   const float scale = 1.0f / (1.0f - p);
   const int64_t n = x.numel();
   for (int64_t i = 0; i < n; ++i)
-    py[i] = dropout_hash(seed, static_cast<uint64_t>(i)) >= thr ? px[i] * scale : 0.0f;
+    py[i] = dropout_hash(seed, first + static_cast<uint64_t>(i)) >= thr ? px[i] * scale : 0.0f;
   finish_write(y, py);
 }
 

@@ -139,7 +139,7 @@ class CudaBackend final : public Backend {
   void layernorm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd, const Tensor& dy,
                           Tensor& dx, Tensor& dgamma, Tensor& dbeta, bool accumulate_dx, bool accumulate_params,
                           Tensor* dx_sums = nullptr) override;
-  void dropout(const Tensor& x, float p, uint64_t seed, Tensor& y) override;
+  void dropout(const Tensor& x, float p, uint64_t seed, Tensor& y, uint64_t first = 0) override;
   void add(const Tensor& a, const Tensor& b, Tensor& out) override;
   void gelu_forward(const Tensor& x, Tensor& y) override;
   void gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) override;

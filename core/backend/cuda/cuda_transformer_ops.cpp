@@ -104,7 +104,7 @@ void CudaBackend::layernorm_backward(const Tensor& x, const Tensor& gamma, const
                             dx_sums ? dcode(dx_sums->dtype()) : 0);
 }
 
-void CudaBackend::dropout(const Tensor& x, float p, uint64_t seed, Tensor& y) {
+void CudaBackend::dropout(const Tensor& x, float p, uint64_t seed, Tensor& y, uint64_t first) {
   bind();
   if (x.numel() != y.numel())
     throw Error("dropout: sizes differ: " + shape_str(x.shape()) + " -> " + shape_str(y.shape()));
@@ -120,7 +120,7 @@ void CudaBackend::dropout(const Tensor& x, float p, uint64_t seed, Tensor& y) {
     return;
   }
   TL_TIMED_COST("dropout", stream_cost({&x}, {&y}, op_flops::kDropout));
-  launch_dropout(x.raw(), dcode(x.dtype()), p, seed, y.raw(), dcode(y.dtype()), x.numel(), m_ctx.stream);
+  launch_dropout(x.raw(), dcode(x.dtype()), p, seed, first, y.raw(), dcode(y.dtype()), x.numel(), m_ctx.stream);
 }
 
 void CudaBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
