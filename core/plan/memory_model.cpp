@@ -136,19 +136,22 @@ int64_t mlp_activation_bytes(const std::vector<int64_t>& sizes, int64_t batch, i
 }
 
 int64_t char_gpt_activation_bytes(const CharGptConfig& c, CheckpointPolicy policy, int64_t k, int64_t B, int64_t T,
-                                  int64_t eb, bool fp8_matmul) {
+                                  int64_t eb, bool fp8_matmul, int64_t tp, bool sequence_parallel) {
   ActivationInputs in;
   in.batch = B;
   in.seq = T;
   in.element_bytes = eb;
   in.fp8_matmul = fp8_matmul;
   in.step_buffers = false;
+  in.sequence_parallel = sequence_parallel;
   recompute_of_policy(policy, k, in.recompute, in.recompute_every);
-  return lab_stage_activations(c, in, {c.layers, true, true, 1}).total(1);
+  return lab_stage_activations(c, in, {c.layers, true, true, tp}).total(1);
 }
 
 int64_t char_gpt_activation_bytes(const CharGpt& model, int64_t B, int64_t T, int64_t eb, bool fp8_matmul) {
-  return char_gpt_activation_bytes(model.config(), model.checkpoint_policy(), model.checkpoint_k(), B, T, eb, fp8_matmul);
+  const TensorParallel& tp = model.tensor_parallel();
+  return char_gpt_activation_bytes(model.config(), model.checkpoint_policy(), model.checkpoint_k(), B, T, eb, fp8_matmul,
+                                   tp.size(), tp.sequence_parallel);
 }
 
 int64_t token_step_activation_bytes(int64_t B, int64_t T) { return 2 * B * T * 4; }

@@ -121,7 +121,8 @@ int64_t mlp_activation_bytes(const std::vector<int64_t>& sizes, int64_t batch, i
 // formula is plan/transformer_memory.h's lab_stage_activations for the whole model on one rank
 // (without the step's tokens); k is the model's (CharGpt::checkpoint_k, already resolved).
 int64_t char_gpt_activation_bytes(const CharGptConfig& c, CheckpointPolicy policy, int64_t k, int64_t B, int64_t T,
-                                  int64_t eb, bool fp8_matmul);
+                                  int64_t eb, bool fp8_matmul, int64_t tp = 1,
+                                  bool sequence_parallel = false);
 int64_t char_gpt_activation_bytes(const CharGpt& model, int64_t B, int64_t T, int64_t eb, bool fp8_matmul);
 
 // The CUDA backend's fp8 products (backend/cuda/fp8_gemm.h) cast, for each linear layer whose

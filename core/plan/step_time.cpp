@@ -18,6 +18,22 @@ double tensor_parallel_bytes(int64_t layers, int64_t micro_batches, double activ
   return static_cast<double>(layers * micro_batches) * per_layer * ring_allreduce_bytes(activation_bytes, tp);
 }
 
+double tensor_parallel_step_bytes(const TensorParallelTraffic& t) {
+  if (t.tp <= 1) return 0.0;
+  const double A = t.activation_bytes, half = static_cast<double>(t.tp - 1) / static_cast<double>(t.tp) * A;
+  const double L = static_cast<double>(t.layers);
+  double per = 0.0;  // one micro-batch
+  if (!t.sequence_parallel) {
+    per = (L * (t.full_recompute ? 6.0 : 4.0) + (t.first ? 1.0 : 0.0) + (t.last ? 1.0 : 0.0)) *
+          ring_allreduce_bytes(A, t.tp);
+  } else {
+    per = L * ((t.full_recompute ? 14.0 : 10.0) * half + ring_allreduce_bytes(4.0 * t.layernorm_bytes, t.tp));
+    if (t.first) per += 2.0 * half;
+    if (t.last) per += 3.0 * half + ring_allreduce_bytes(2.0 * t.layernorm_bytes, t.tp);
+  }
+  return static_cast<double>(t.micro_batches) * per;
+}
+
 double pipeline_parallel_bytes(int64_t micro_batches, double activation_bytes, int64_t pp) {
   return pp > 1 ? 2.0 * static_cast<double>(micro_batches) * activation_bytes : 0.0;
 }

@@ -36,6 +36,31 @@ double data_parallel_bytes(double gradient_bytes, int64_t ranks, int zero_stage)
 // 4 all-reduces of `activation_bytes` (b s h eb) each (6 with full recomputation).
 double tensor_parallel_bytes(int64_t layers, int64_t micro_batches, double activation_bytes, int64_t tp,
                              bool full_recompute);
+
+// The tensor-parallel traffic of one rank in a training step as the lab's char-gpt sends it
+// (nn/transformer.h), per micro-batch, in the ring model's bytes (dist/communicator.h), with
+// A = b s h eb one micro-batch's residual stream and "half" = (t - 1) / t A, one all-gather or
+// reduce-scatter of it (an all-reduce is two halves):
+//   without sequence parallelism  a block: 2 all-reduces forward, 2 backward (+2 recomputed with
+//                                 full recomputation); the vocabulary-parallel embedding's
+//                                 all-reduce (first stage) and the output layer's input gradient's
+//                                 (last stage);
+//   with it                       a block: 4 halves forward (all-gather before qkv and fc,
+//                                 reduce-scatter after proj and out), 6 backward (the branch
+//                                 gradient gathered for out and proj, the LayerNorm outputs
+//                                 gathered again for the weight gradients, the input gradients
+//                                 reduce-scattered), +4 recomputed; the LayerNorms' gradients
+//                                 (4 h eb) all-reduced; the embedding a half each way, the output
+//                                 layer 3 halves and the final LayerNorm's gradients (2 h eb).
+// The loss's row statistics (3 b s host values, vocabulary-parallel) are not counted.
+struct TensorParallelTraffic {
+  int64_t layers = 1, micro_batches = 1, tp = 1;
+  double activation_bytes = 0.0;  // A = b s h eb
+  double layernorm_bytes = 0.0;   // h eb: one LayerNorm's weight (or bias) gradient
+  bool full_recompute = false, sequence_parallel = false;
+  bool first = true, last = true;  // the stage holds the embedding / the output layer
+};
+double tensor_parallel_step_bytes(const TensorParallelTraffic& t);
 // Bytes a pipeline stage sends per step: its output forward and its input's gradient backward,
 // per micro-batch (0 for one stage).
 double pipeline_parallel_bytes(int64_t micro_batches, double activation_bytes, int64_t pp);

@@ -65,18 +65,27 @@ int64_t transformer_slice_params(const CharGptConfig& c, const ModelSlice& s) {
 // pre (4), f (4) = 15 N d eb, with the LayerNorms' fp32 mean and rstd (16 N) and the attention's
 // fp32 log-sum-exp (4 N a); its output x_out is N d eb more. Of these, qkv, att, pre, f and the
 // log-sum-exp are per head or per MLP column, so t ranks would each hold 1/t of them.
+//
+// Tensor parallelism (t ranks) splits the per-head and per-column buffers; with sequence
+// parallelism the whole ones (the residual stream, LayerNorm outputs and statistics, dx, dh, the
+// branch buffer, which it always uses) hold R = N/t rows, and three [N, d] buffers gather rows and
+// take the row-parallel partial sums, with the LayerNorm gradients' scratch (4 d). The
+// vocabulary-parallel embedding keeps its ids (int32 [N]), its table with a zero row and that
+// table's gradient ((V/t + 1) d each) and the position table's gradient (ctx d).
 StageActivations lab_stage_activations(const CharGptConfig& c, const ActivationInputs& in, const ModelSlice& s) {
   const int64_t N = in.batch * in.seq, D = c.dim, H = c.heads, eb = in.element_bytes, t = s.tp;
-  const int64_t nd = N * D * eb, stats = 16 * N, lse = 4 * N * H / t;
-  const int64_t set_whole = 3 * nd + stats, set_split = 12 * nd / t + lse, full_set = set_whole + set_split;
+  const bool sp = in.sequence_parallel && t > 1;
+  const int64_t R = sp ? N / t : N;
+  const int64_t nd = N * D * eb, rd = R * D * eb, stats = 16 * R, lse = 4 * N * H / t;
+  const int64_t set_whole = 3 * rd + stats, set_split = 12 * nd / t + lse, full_set = set_whole + set_split;
   const int64_t L = s.layers;
   StageActivations a;
   switch (in.recompute) {
-    case Recompute::None: a.stored += L * (full_set + nd); break;
+    case Recompute::None: a.stored += L * (full_set + rd); break;
     case Recompute::Selective:
       // Kept per block: x_out, x_mid, the statistics, qkv, att, pre; h1, h2, f shared and recomputed.
-      a.stored += L * (2 * nd + stats + 8 * nd / t + lse);
-      a.working += 2 * nd + 4 * nd / t;
+      a.stored += L * (2 * rd + stats + 8 * nd / t + lse);
+      a.working += 2 * rd + 4 * nd / t;
       break;
     case Recompute::Full: {
       // Every-k: the residual stream at each later segment's start is kept; k full sets are the
@@ -84,16 +93,18 @@ StageActivations lab_stage_activations(const CharGptConfig& c, const ActivationI
       // k - 1 outputs (k when k divides the layers: the last segment's last block writes its own).
       const int64_t k = std::clamp<int64_t>(in.recompute_every, 1, std::max<int64_t>(1, L));
       const int64_t segs = ceil_div(L, k);
-      a.stored += (segs - 1) * nd;
-      a.working += k * full_set + (k - 1 + (L % k == 0 ? 1 : 0)) * nd;
+      a.stored += (segs - 1) * rd;
+      a.working += k * full_set + (k - 1 + (L % k == 0 ? 1 : 0)) * rd;
       break;
     }
   }
-  if (s.first) a.stored += nd;  // the embedding output (the first block's input)
-  if (s.last) a.working += nd + 8 * N + 2 * N * ceil_div(c.padded_vocab(), t) * eb;  // final LN, logits, their gradient
-  a.working += 2 * nd;                                                     // backward's dx and dh
-  if (c.dropout > 0.0 || in.fp8_matmul) a.working += nd;                   // the branch buffer
+  if (s.first) a.stored += rd;  // the embedding output (the first block's input)
+  if (s.last) a.working += rd + 8 * R + 2 * N * ceil_div(c.padded_vocab(), t) * eb;  // final LN, logits, their gradient
+  a.working += 2 * rd;                                                     // backward's dx and dh
+  if (c.dropout > 0.0 || in.fp8_matmul || sp) a.working += rd;             // the branch buffer
   if (in.fp8_matmul) a.working += 4 * nd / t;                              // d(f) of its own
+  if (sp) a.working += 3 * nd + 4 * D * eb;  // gathered input, gathered gradient, partial sums; LN gradients
+  if (t > 1 && s.first) a.working += 4 * N + (2 * (ceil_div(c.padded_vocab(), t) + 1) + c.context) * D * eb;
   if (in.step_buffers) a.working += (s.first ? 4 * N : 0) + (s.last ? 4 * N : 0);  // int32 inputs, labels
   return a;
 }

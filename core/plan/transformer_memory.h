@@ -74,6 +74,7 @@ struct ActivationInputs {
   Recompute recompute = Recompute::None;
   int64_t recompute_every = 1;  // Full: layers per checkpointed group (k), clamped to the stage
   bool step_buffers = true;     // Lab: TrainingStep's int32 inputs (first stage) and labels (last)
+  bool sequence_parallel = false;  // tp > 1: the residual stream, LayerNorms and dropout on s/t tokens
 };
 
 struct StageActivations {
