@@ -162,7 +162,9 @@ class Ddp final : public DataParallel {
 
   double grad_sum_squares() override {
     std::vector<const Tensor*> grads;
-    for (Parameter* p : m_flat.parameters()) grads.push_back(&p->grad);
+    const std::vector<Parameter*>& params = m_flat.parameters();
+    for (size_t i = 0; i < params.size(); ++i)
+      if (counted(i)) grads.push_back(&params[i]->grad);
     return m_be.sum_squares(grads);
   }
 

@@ -93,6 +93,10 @@ class DataParallel : public ModelHooks {
   DistStepMetrics take_metrics(double step_s);
 
   void grads_ready(size_t first) override;
+  // Tensor parallelism: parameters (flat order) that every rank of the tensor-parallel group holds
+  // whole, left out of this rank's grad_sum_squares when `skip` says so (all but one rank of the
+  // group count them), so that the sum over the whole world is the whole model's.
+  void set_norm_skip(std::vector<bool> skip) { m_norm_skip = std::move(skip); }
 
   // Checkpoints (train/run_shards.h): the range of the flat layout whose fp32 masters and
   // optimizer state this rank keeps up to date (DDP: all of it; ZeRO: its shard), those values on
@@ -126,6 +130,8 @@ class DataParallel : public ModelHooks {
   std::vector<GradBucket> m_buckets;
   std::vector<bool> m_started;
   std::vector<CommHandle> m_inflight;
+  std::vector<bool> m_norm_skip;  // set_norm_skip (empty: count every parameter)
+  bool counted(size_t i) const { return m_norm_skip.empty() || !m_norm_skip[i]; }
   int m_micro_batches = 1, m_backward = 0;
   double m_comm_s = 0.0, m_wait_s = 0.0;
   int64_t m_bytes_at_take = 0;

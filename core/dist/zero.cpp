@@ -70,8 +70,17 @@ class Zero final : public DataParallel {
 
   // Each rank sums its shard; the ranks add their sums.
   double grad_sum_squares() override {
-    const Tensor* g = &m_grad_shard;
-    double sum = m_shard.size() > 0 ? m_be.sum_squares(std::span<const Tensor* const>(&g, 1)) : 0.0;
+    // The shard's pieces of the parameters this rank counts (the whole shard without tensor parallelism).
+    std::vector<Tensor> pieces;
+    if (m_norm_skip.empty() && m_shard.size() > 0) pieces.push_back(m_grad_shard);
+    for (size_t i = 0; !m_norm_skip.empty() && i < m_flat.parameters().size(); ++i) {
+      const int64_t lo = std::max(m_flat.offset(i), m_shard.begin);
+      const int64_t hi = std::min(m_flat.offset(i) + m_flat.parameters()[i]->numel(), m_shard.end);
+      if (lo < hi && counted(i)) pieces.push_back(element_range(m_grad_shard, lo - m_shard.begin, hi - m_shard.begin));
+    }
+    std::vector<const Tensor*> ptrs;
+    for (const Tensor& t : pieces) ptrs.push_back(&t);
+    double sum = ptrs.empty() ? 0.0 : m_be.sum_squares(ptrs);
     const auto t0 = std::chrono::steady_clock::now();
     m_comm.all_reduce_host(std::span<double>(&sum, 1), HostReduce::Sum);
     m_wait_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -48,6 +48,14 @@ class Model {
   // empty for a model that draws nothing. set_random_state throws Error for a state it cannot take.
   virtual nlohmann::json random_state() const { return nlohmann::json::object(); }
   virtual void set_random_state(const nlohmann::json& state);
+  // The fused softmax and cross-entropy of forward()'s logits against int32 labels (Backend::
+  // softmax_xent's contract: stats fp32 [2] = {loss sum, correct}, dlogits scaled by
+  // grad_multiplier and the loss scale). A tensor-parallel model whose logits are its slice of
+  // the vocabulary overrides it with the vocabulary-parallel form.
+  virtual void cross_entropy(Backend& be, const Tensor& logits, const Tensor& labels, Tensor* dlogits,
+                             float grad_multiplier, Tensor& stats, bool accumulate_stats) {
+    be.softmax_xent(logits, labels, dlogits, grad_multiplier, stats, accumulate_stats);
+  }
 
   // Switches the compute format of every parameter (fp32 master copies are kept): the flat value
   // and gradient buffers are re-created in the new format (FlatParams::set_compute_dtype).

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "backend/backend.h"
+#include "nn/tensor_split.h"
 
 namespace trainlab {
 
@@ -29,6 +30,11 @@ struct Parameter {
   Tensor mask;       // fp32 0/1, optional
   bool decay = true;
   bool embedding = false;  // a lookup table (8-bit AdamW's optim.stable_embedding keeps its state in fp32)
+  // Tensor parallelism (nn/tensor_split.h): how the whole tensor is split over the group, and its
+  // whole shape (`shape` is this rank's part); not split: every rank holds it whole.
+  ShardSpec shard;
+  Shape whole;
+  const Shape& whole_shape() const { return shard.split() ? whole : shape; }
 
   int64_t numel() const { return shape_numel(shape); }
   // Sets the compute format of this one parameter: value/grad are kept when already in the

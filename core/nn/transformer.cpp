@@ -18,6 +18,23 @@ void declare(FlatParamsBuilder& params, Parameter& p, std::string name, Shape sh
   params.add(p, std::move(init));
 }
 
+// Declares this rank's shard of a parameter whose whole initial values `init` produces: the
+// random draws are the whole model's, so every layout starts from the one-rank model's values.
+void declare_split(FlatParamsBuilder& params, Parameter& p, std::string name, Shape whole, ShardSpec s,
+                   const TensorParallel& tp, FlatParamsBuilder::Init init) {
+  if (!tp.active() || !s.split()) {
+    declare(params, p, std::move(name), std::move(whole), std::move(init));
+    return;
+  }
+  p.shard = s;
+  p.whole = whole;
+  const int t = tp.size(), r = tp.rank();
+  declare(params, p, std::move(name), shard_shape(whole, s, t, r), [init = std::move(init), whole, s, t, r] {
+    const std::vector<float> all = init();
+    return take_shard(all, whole, s, t, r);
+  });
+}
+
 std::vector<float> uniform_init(std::mt19937_64& rng, int64_t n, float bound) {
   std::vector<float> v(static_cast<size_t>(n));
   for (auto& x : v) x = uniform_pm(rng, bound);
@@ -110,21 +127,32 @@ void CharGptConfig::validate() const {
                   " repeats or is out of order (expected distinct characters in ascending code point order)");
 }
 
-CharGpt::CharGpt(Backend& be, CharGptConfig cfg, uint64_t seed) : m_cfg(std::move(cfg)), m_seed(seed) {
+CharGpt::CharGpt(Backend& be, CharGptConfig cfg, uint64_t seed, TensorParallel tp)
+    : m_cfg(std::move(cfg)), m_tp(tp), m_seed(seed) {
   m_cfg.validate();
+  const int t = m_tp.size();
+  if (m_cfg.heads % t != 0)
+    throw Error("dist.tp " + std::to_string(t) + " does not divide model.heads " + std::to_string(m_cfg.heads) +
+                ": each tensor-parallel rank computes heads/tp whole heads");
   // The generators run at finish(), in this declaration order (the order of the random draws).
   std::mt19937_64 rng(seed);
   FlatParamsBuilder params;
   const int64_t V = m_cfg.padded_vocab(), D = m_cfg.dim, L = m_cfg.layers, C = m_cfg.context;
-  declare(params, m_tok, "tok.weight", {V, D}, [&rng, V, D] { return normal_init(rng, V * D); });
+  m_vocab_first = split_range(V, t, m_tp.rank()).begin;
+  const ShardSpec rows{0, 1}, qkv_rows{0, 3}, cols{1, 1};
+  declare_split(params, m_tok, "tok.weight", {V, D}, rows, m_tp, [&rng, V, D] { return normal_init(rng, V * D); });
   declare(params, m_pos, "pos.weight", {C, D}, [&rng, C, D] { return normal_init(rng, C * D); });
   m_tok.embedding = m_pos.embedding = true;
   auto ones = [D] { return std::vector<float>(static_cast<size_t>(D), 1.0f); };
   auto zeros = [D] { return std::vector<float>(static_cast<size_t>(D), 0.0f); };
-  auto linear = [&](const std::string& name, int64_t in, int64_t out, Parameter& w, Parameter* b) {
+  // `ws`: how the weight [out, in] splits; the bias follows a row split and is whole otherwise.
+  auto linear = [&](const std::string& name, int64_t in, int64_t out, Parameter& w, Parameter* b, ShardSpec ws) {
     const float bound = 1.0f / std::sqrt(static_cast<float>(in));
-    declare(params, w, name + ".weight", {out, in}, [&rng, out, in, bound] { return uniform_init(rng, out * in, bound); });
-    if (b) declare(params, *b, name + ".bias", {out}, [&rng, out, bound] { return uniform_init(rng, out, bound); });
+    declare_split(params, w, name + ".weight", {out, in}, ws, m_tp,
+                  [&rng, out, in, bound] { return uniform_init(rng, out * in, bound); });
+    if (b)
+      declare_split(params, *b, name + ".bias", {out}, ws.axis == 0 ? ws : ShardSpec{}, m_tp,
+                    [&rng, out, bound] { return uniform_init(rng, out, bound); });
   };
   m_blocks.resize(static_cast<size_t>(L));  // not resized again: the builder holds addresses
   for (int64_t l = 0; l < L; ++l) {
@@ -134,14 +162,14 @@ CharGpt::CharGpt(Backend& be, CharGptConfig cfg, uint64_t seed) : m_cfg(std::mov
     declare(params, b.ln1_b, p + "ln1.bias", {D}, zeros);
     declare(params, b.ln2_w, p + "ln2.weight", {D}, ones);
     declare(params, b.ln2_b, p + "ln2.bias", {D}, zeros);
-    linear(p + "qkv", D, 3 * D, b.qkv_w, &b.qkv_b);
-    linear(p + "proj", D, D, b.proj_w, &b.proj_b);
-    linear(p + "fc", D, 4 * D, b.fc_w, &b.fc_b);
-    linear(p + "out", 4 * D, D, b.out_w, &b.out_b);
+    linear(p + "qkv", D, 3 * D, b.qkv_w, &b.qkv_b, qkv_rows);
+    linear(p + "proj", D, D, b.proj_w, &b.proj_b, cols);
+    linear(p + "fc", D, 4 * D, b.fc_w, &b.fc_b, rows);
+    linear(p + "out", 4 * D, D, b.out_w, &b.out_b, cols);
   }
   declare(params, m_ln_w, "ln.weight", {D}, ones);
   declare(params, m_ln_b, "ln.bias", {D}, zeros);
-  linear("head", D, V, m_head, nullptr);
+  linear("head", D, V, m_head, nullptr, rows);
   params.finish(be, parameters());
 }
 
@@ -187,6 +215,8 @@ void CharGpt::release_buffers() {
   m_shared = Acts();
   m_x_final = m_hf = m_meanf = m_rstdf = m_logits = m_tmp = Tensor();
   m_dx = m_dh = m_df = Tensor();
+  m_gather = m_gather_grad = m_partial = Tensor();
+  m_idx_local = m_tok_ext = m_dtok_ext = m_dpos = m_ln_scratch = Tensor();
 }
 
 Tensor& CharGpt::buf(Backend& be, Tensor& t, const Shape& s, DType dt) {
@@ -216,49 +246,38 @@ void CharGpt::block_forward(Backend& be, int64_t l, Acts& a, const Tensor& x_in,
 
 void CharGpt::block_forward_body(Backend& be, int64_t l, Acts& a, const Tensor& x_in, Tensor* x_out) {
   const Block& p = m_blocks[static_cast<size_t>(l)];
-  const int64_t N = m_B * m_T, D = m_cfg.dim, H = m_cfg.heads;
+  // R rows of the residual stream here (N, or N/t sequence parallel); the products see all N rows
+  // and this rank's heads (Hl) and MLP columns (4 Dl).
+  const int64_t N = m_B * m_T, R = stream_rows(), D = m_cfg.dim, Hl = m_cfg.heads / m_tp.size(), Dl = D / m_tp.size();
   const DType dt = parameter_storage_dtype(m_dtype);
   const bool sel = m_policy == CheckpointPolicy::Selective;
   a.x_in = x_in;
-  Tensor& h1 = buf(be, sel ? m_shared.h1 : a.h1, {N, D}, dt);
-  be.layernorm_forward(x_in, p.ln1_w.value, p.ln1_b.value, kLnEps, h1, f32(be, a.mean1, N), f32(be, a.rstd1, N));
+  Tensor& h1 = buf(be, sel ? m_shared.h1 : a.h1, {R, D}, dt);
+  be.layernorm_forward(x_in, p.ln1_w.value, p.ln1_b.value, kLnEps, h1, f32(be, a.mean1, R), f32(be, a.rstd1, R));
   const MatmulMode mm = m_matmul_mode;
-  be.linear_forward(h1, p.qkv_w.value, &p.qkv_b.value, Activation::None, buf(be, a.qkv, {N, 3 * D}, dt), nullptr, mm);
-  be.attention_forward(a.qkv, m_B, m_T, H, buf(be, a.att, {N, D}, dt), f32(be, a.lse, m_B * H * m_T), mm);
-  // Without dropout the residual add is the projection's epilogue (one rounding, no add pass).
-  if (m_drop) {
-    Tensor& tmp = buf(be, m_tmp, {N, D}, dt);
-    be.linear_forward(a.att, p.proj_w.value, &p.proj_b.value, Activation::None, tmp, nullptr, mm);
-    be.dropout(tmp, static_cast<float>(m_cfg.dropout), drop_seed(l, 0), tmp);
-    be.add(x_in, tmp, buf(be, a.x_mid, {N, D}, dt));
-  } else {
-    be.linear_forward_residual(a.att, p.proj_w.value, &p.proj_b.value, x_in, buf(be, a.x_mid, {N, D}, dt), mm);
-  }
-  Tensor& h2 = buf(be, sel ? m_shared.h2 : a.h2, {N, D}, dt);
-  be.layernorm_forward(a.x_mid, p.ln2_w.value, p.ln2_b.value, kLnEps, h2, f32(be, a.mean2, N), f32(be, a.rstd2, N));
-  Tensor& f = buf(be, sel ? m_shared.f : a.f, {N, 4 * D}, dt);
+  be.linear_forward(gathered_input(be, h1), p.qkv_w.value, &p.qkv_b.value, Activation::None,
+                    buf(be, a.qkv, {N, 3 * Dl}, dt), nullptr, mm);
+  be.attention_forward(a.qkv, m_B, m_T, Hl, buf(be, a.att, {N, Dl}, dt), f32(be, a.lse, m_B * Hl * m_T), mm);
+  row_parallel_forward(be, l, 0, a.att, p.proj_w, p.proj_b, x_in, buf(be, a.x_mid, {R, D}, dt));
+  Tensor& h2 = buf(be, sel ? m_shared.h2 : a.h2, {R, D}, dt);
+  be.layernorm_forward(a.x_mid, p.ln2_w.value, p.ln2_b.value, kLnEps, h2, f32(be, a.mean2, R), f32(be, a.rstd2, R));
+  Tensor& f = buf(be, sel ? m_shared.f : a.f, {N, 4 * Dl}, dt);
   // fc and GELU apart: the pre-activation is the product's own output (no copy), GELU vectorised.
-  be.linear_forward(h2, p.fc_w.value, &p.fc_b.value, Activation::None, buf(be, a.pre, {N, 4 * D}, dt), nullptr, mm);
+  be.linear_forward(gathered_input(be, h2), p.fc_w.value, &p.fc_b.value, Activation::None,
+                    buf(be, a.pre, {N, 4 * Dl}, dt), nullptr, mm);
   be.gelu_forward(a.pre, f);
   if (!x_out) return;  // a recomputed segment's last block: its output is not needed again
-  if (m_drop) {
-    Tensor& tmp = buf(be, m_tmp, {N, D}, dt);
-    be.linear_forward(f, p.out_w.value, &p.out_b.value, Activation::None, tmp, nullptr, mm);
-    be.dropout(tmp, static_cast<float>(m_cfg.dropout), drop_seed(l, 1), tmp);
-    be.add(a.x_mid, tmp, *x_out);
-  } else {
-    be.linear_forward_residual(f, p.out_w.value, &p.out_b.value, a.x_mid, *x_out, mm);
-  }
+  row_parallel_forward(be, l, 1, f, p.out_w, p.out_b, a.x_mid, *x_out);
 }
 
 void CharGpt::recompute_selective(Backend& be, int64_t l, Acts& a) {
   const Block& p = m_blocks[static_cast<size_t>(l)];
-  const int64_t N = m_B * m_T, D = m_cfg.dim;
+  const int64_t N = m_B * m_T, R = stream_rows(), D = m_cfg.dim, Dl = D / m_tp.size();
   const DType dt = parameter_storage_dtype(m_dtype);
   // Same operations on the same inputs as the forward: bit-identical h1, h2, f (and statistics).
-  be.layernorm_forward(a.x_in, p.ln1_w.value, p.ln1_b.value, kLnEps, buf(be, m_shared.h1, {N, D}, dt), a.mean1, a.rstd1);
-  be.layernorm_forward(a.x_mid, p.ln2_w.value, p.ln2_b.value, kLnEps, buf(be, m_shared.h2, {N, D}, dt), a.mean2, a.rstd2);
-  be.gelu_forward(a.pre, buf(be, m_shared.f, {N, 4 * D}, dt));
+  be.layernorm_forward(a.x_in, p.ln1_w.value, p.ln1_b.value, kLnEps, buf(be, m_shared.h1, {R, D}, dt), a.mean1, a.rstd1);
+  be.layernorm_forward(a.x_mid, p.ln2_w.value, p.ln2_b.value, kLnEps, buf(be, m_shared.h2, {R, D}, dt), a.mean2, a.rstd2);
+  be.gelu_forward(a.pre, buf(be, m_shared.f, {N, 4 * Dl}, dt));
 }
 
 void CharGpt::block_backward(Backend& be, int64_t l, Acts& a, Tensor& dx, bool acc) {
@@ -270,7 +289,7 @@ void CharGpt::block_backward(Backend& be, int64_t l, Acts& a, Tensor& dx, bool a
 
 void CharGpt::block_backward_body(Backend& be, int64_t l, Acts& a, Tensor& dx, bool acc) {
   Block& p = m_blocks[static_cast<size_t>(l)];
-  const int64_t N = m_B * m_T, D = m_cfg.dim, H = m_cfg.heads;
+  const int64_t N = m_B * m_T, R = stream_rows(), D = m_cfg.dim, Hl = m_cfg.heads / m_tp.size(), Dl = D / m_tp.size();
   const DType dt = parameter_storage_dtype(m_dtype);
   const bool sel = m_policy == CheckpointPolicy::Selective;
   if (sel) recompute_selective(be, l, a);
@@ -294,44 +313,56 @@ void CharGpt::block_backward_body(Backend& be, int64_t l, Acts& a, Tensor& dx, b
   // this block's second LayerNorm backward, out's -- the column sums of dx as it arrives here -- by
   // the next block's first LayerNorm backward (or the final one).
   const bool fused = fused_bias_sums();
-  Tensor& g = own_g ? buf(be, m_tmp, {N, D}, dt) : dx;
-  const float pd = static_cast<float>(m_cfg.dropout);
+  // Sequence parallel: the LayerNorm gradients of this rank's rows go to scratch (ln2, ln1), summed
+  // over the group at the end; otherwise straight into the parameters' gradients.
+  const bool sp = seq_split();
+  Tensor lns = sp ? ln_grad_scratch(be, 4 * D) : Tensor();
+  auto ln_grad = [&](Parameter& q, int slot) { return sp ? lns.slice_rows(slot * D, (slot + 1) * D) : q.grad; };
+  Tensor g2w = ln_grad(p.ln2_w, 0), g2b = ln_grad(p.ln2_b, 1), g1w = ln_grad(p.ln1_w, 2), g1b = ln_grad(p.ln1_b, 3);
+  Tensor& g = own_g ? buf(be, m_tmp, {R, D}, dt) : dx;
   if (m_drop)
-    be.dropout(dx, pd, drop_seed(l, 1), g);  // the branch's mask, same seed as the forward
+    branch_dropout(be, dx, drop_seed(l, 1), g);  // the branch's mask, same seed as the forward
   else if (own_g)
     be.copy(dx, g);
   Tensor* df = nullptr;
+  Tensor& gg = gathered_grad(be, g);
   if (fp8) {
     // fp8 runs keep linear_backward's own (fp8) dx product, written to a buffer of its own.
-    df = &buf(be, m_df, {N, 4 * D}, dt);
-    be.linear_backward(f, p.out_w.value, g, Activation::None, nullptr, p.out_w.grad, &p.out_b.grad, df, acc, mm);
+    df = &buf(be, m_df, {N, 4 * Dl}, dt);
+    be.linear_backward(f, p.out_w.value, gg, Activation::None, nullptr, p.out_w.grad, &p.out_b.grad, df, acc, mm);
   } else {
     // Weight gradient first (reads f; without an activation it leaves g as it was), then
     // d(f) = g W over f: the same product linear_backward's dx is.
-    be.linear_backward(f, p.out_w.value, g, Activation::None, nullptr, p.out_w.grad, fused ? nullptr : &p.out_b.grad,
+    be.linear_backward(f, p.out_w.value, gg, Activation::None, nullptr, p.out_w.grad, fused ? nullptr : &p.out_b.grad,
                        nullptr, acc, mm);
     df = &f;
-    be.gemm(g, false, p.out_w.value, false, *df, 1.0f, 0.0f, mm);
+    be.gemm(gg, false, p.out_w.value, false, *df, 1.0f, 0.0f, mm);
   }
-  Tensor& dh = buf(be, m_dh, {N, D}, dt);
+  Tensor& dh = buf(be, m_dh, {R, D}, dt);
   be.gelu_backward(a.pre, *df, *df);  // d(pre), in place
-  be.linear_backward(h2, p.fc_w.value, *df, Activation::None, nullptr, p.fc_w.grad, &p.fc_b.grad, &dh, acc, mm);
-  be.layernorm_backward(a.x_mid, p.ln2_w.value, a.mean2, a.rstd2, dh, dx, p.ln2_w.grad, p.ln2_b.grad, true, acc,
+  be.linear_backward(gathered_input(be, h2), p.fc_w.value, *df, Activation::None, nullptr, p.fc_w.grad, &p.fc_b.grad,
+                     &input_grad_buffer(be, dh), acc, mm);
+  reduce_input_grad(be, dh);
+  be.layernorm_backward(a.x_mid, p.ln2_w.value, a.mean2, a.rstd2, dh, dx, g2w, g2b, true, acc && !sp,
                         fused ? &p.proj_b.grad : nullptr);
   // Attention branch: dx is now the gradient w.r.t. x_mid.
   if (m_drop)
-    be.dropout(dx, pd, drop_seed(l, 0), g);
+    branch_dropout(be, dx, drop_seed(l, 0), g);
   else if (own_g)
     be.copy(dx, g);
-  Tensor& datt = dh;
-  be.linear_backward(a.att, p.proj_w.value, g, Activation::None, nullptr, p.proj_w.grad, fused ? nullptr : &p.proj_b.grad,
-                     &datt, acc, mm);
-  Tensor dqkv = df->reshape({N * 4 * D}).slice_rows(0, N * 3 * D).reshape({N, 3 * D});
-  be.attention_backward(a.qkv, a.att, a.lse, datt, m_B, m_T, H, dqkv, mm);
-  be.linear_backward(h1, p.qkv_w.value, dqkv, Activation::None, nullptr, p.qkv_w.grad, &p.qkv_b.grad, &dh, acc, mm);
+  Tensor& gg0 = gathered_grad(be, g);
+  // d(att) [N, Dl] in dh's storage (R d >= N Dl elements), dead between the LayerNorm backwards.
+  Tensor datt = dh.reshape({R * D}).slice_rows(0, N * Dl).reshape({N, Dl});
+  be.linear_backward(a.att, p.proj_w.value, gg0, Activation::None, nullptr, p.proj_w.grad,
+                     fused ? nullptr : &p.proj_b.grad, &datt, acc, mm);
+  Tensor dqkv = df->reshape({N * 4 * Dl}).slice_rows(0, N * 3 * Dl).reshape({N, 3 * Dl});
+  be.attention_backward(a.qkv, a.att, a.lse, datt, m_B, m_T, Hl, dqkv, mm);
+  be.linear_backward(gathered_input(be, h1), p.qkv_w.value, dqkv, Activation::None, nullptr, p.qkv_w.grad,
+                     &p.qkv_b.grad, &input_grad_buffer(be, dh), acc, mm);
+  reduce_input_grad(be, dh);
   Tensor* prev_out_b = fused && l > 0 ? &m_blocks[static_cast<size_t>(l - 1)].out_b.grad : nullptr;
-  be.layernorm_backward(a.x_in, p.ln1_w.value, a.mean1, a.rstd1, dh, dx, p.ln1_w.grad, p.ln1_b.grad, true, acc,
-                        prev_out_b);
+  be.layernorm_backward(a.x_in, p.ln1_w.value, a.mean1, a.rstd1, dh, dx, g1w, g1b, true, acc && !sp, prev_out_b);
+  if (sp) reduce_ln_grads(be, {&p.ln2_w, &p.ln2_b, &p.ln1_w, &p.ln1_b}, acc);
 }
 
 Tensor CharGpt::forward(Backend& be, const Tensor& x, bool training) {
@@ -341,17 +372,24 @@ Tensor CharGpt::forward(Backend& be, const Tensor& x, bool training) {
   if (x.dim(1) > m_cfg.context || x.dim(1) < 1)
     throw Error("char-gpt: a window of " + std::to_string(x.dim(1)) + " tokens does not fit the context of " +
                 std::to_string(m_cfg.context));
+  if (m_tp.sequence_parallel && (x.dim(0) * x.dim(1)) % m_tp.size() != 0)
+    throw Error("sequence parallelism over " + std::to_string(m_tp.size()) + " ranks: a batch of " +
+                std::to_string(x.dim(0) * x.dim(1)) + " tokens does not split into equal parts");
   m_B = x.dim(0);
   m_T = x.dim(1);
-  const int64_t N = m_B * m_T, D = m_cfg.dim, L = m_cfg.layers;
+  // N tokens; R of them in this rank's residual stream (all, or N/t with sequence parallelism).
+  const int64_t N = m_B * m_T, R = stream_rows(), D = m_cfg.dim, L = m_cfg.layers;
   const DType dt = parameter_storage_dtype(m_dtype);
   m_idx = x.reshape({N});
   m_drop = training && m_cfg.dropout > 0.0;
   if (m_drop) ++m_forwards;
   unit_begins(0, block_first(0), false);
-  be.embedding_forward(m_tok.value, m_pos.value, m_idx, m_T, buf(be, m_x0, {N, D}, dt));
+  if (m_tp.active())
+    parallel_embedding_forward(be, buf(be, m_x0, {R, D}, dt));
+  else
+    be.embedding_forward(m_tok.value, m_pos.value, m_idx, m_T, buf(be, m_x0, {N, D}, dt));
   unit_ends(0, block_first(0), false);
-  if (m_drop) be.dropout(m_x0, static_cast<float>(m_cfg.dropout), drop_seed(-1, 0), m_x0);
+  if (m_drop) branch_dropout(be, m_x0, drop_seed(-1, 0), m_x0);
   Tensor h = m_x0;
   if (m_policy == CheckpointPolicy::EveryK || m_policy == CheckpointPolicy::EveryBlock) {
     const int64_t segs = (L + m_k - 1) / m_k;
@@ -363,7 +401,7 @@ Tensor CharGpt::forward(Backend& be, const Tensor& x, bool training) {
       Acts& a = m_acts[static_cast<size_t>(j)];
       // A segment's last block writes its output straight into the next segment's kept input.
       const bool seg_end = j == m_k - 1 && s + 1 < segs;
-      Tensor& out = seg_end ? buf(be, m_seg_in[static_cast<size_t>(s + 1)], {N, D}, dt) : buf(be, a.x_out, {N, D}, dt);
+      Tensor& out = seg_end ? buf(be, m_seg_in[static_cast<size_t>(s + 1)], {R, D}, dt) : buf(be, a.x_out, {R, D}, dt);
       block_forward(be, l, a, h, &out);
       h = out;
     }
@@ -371,34 +409,39 @@ Tensor CharGpt::forward(Backend& be, const Tensor& x, bool training) {
     m_acts.resize(static_cast<size_t>(L));
     for (int64_t l = 0; l < L; ++l) {
       Acts& a = m_acts[static_cast<size_t>(l)];
-      block_forward(be, l, a, h, &buf(be, a.x_out, {N, D}, dt));
+      block_forward(be, l, a, h, &buf(be, a.x_out, {R, D}, dt));
       h = a.x_out;
     }
   }
   m_x_final = h;
   const size_t head_first = block_first(L), head_last = head_first + 3;  // ln.weight, ln.bias, head.weight
   unit_begins(head_first, head_last, false);
-  be.layernorm_forward(h, m_ln_w.value, m_ln_b.value, kLnEps, buf(be, m_hf, {N, D}, dt), f32(be, m_meanf, N),
-                       f32(be, m_rstdf, N));
-  be.linear_forward(m_hf, m_head.value, nullptr, Activation::None, buf(be, m_logits, {N, m_cfg.padded_vocab()}, dt),
-                    nullptr, m_matmul_mode);
+  be.layernorm_forward(h, m_ln_w.value, m_ln_b.value, kLnEps, buf(be, m_hf, {R, D}, dt), f32(be, m_meanf, R),
+                       f32(be, m_rstdf, R));
+  // This rank's rows of the (padded) vocabulary: all of it with one rank.
+  be.linear_forward(gathered_input(be, m_hf), m_head.value, nullptr, Activation::None,
+                    buf(be, m_logits, {N, m_head.shape[0]}, dt), nullptr, m_matmul_mode);
   unit_ends(head_first, head_last, false);
   return m_logits;
 }
 
 void CharGpt::backward(Backend& be, Tensor& dlogits, bool acc) {
   if (!m_x_final.defined()) throw Error("char-gpt: backward without a forward");
-  const int64_t N = m_B * m_T, D = m_cfg.dim, L = m_cfg.layers;
+  const int64_t R = stream_rows(), D = m_cfg.dim, L = m_cfg.layers;
   const DType dt = parameter_storage_dtype(m_dtype);
-  Tensor& dh = buf(be, m_dh, {N, D}, dt);
+  Tensor& dh = buf(be, m_dh, {R, D}, dt);
   const size_t head_first = block_first(L), head_last = head_first + 3;
   unit_begins(head_first, head_last, true);
-  be.linear_backward(m_hf, m_head.value, dlogits, Activation::None, nullptr, m_head.grad, nullptr, &dh, acc,
-                     m_matmul_mode);
-  Tensor& dx = buf(be, m_dx, {N, D}, dt);
+  be.linear_backward(gathered_input(be, m_hf), m_head.value, dlogits, Activation::None, nullptr, m_head.grad, nullptr,
+                     &input_grad_buffer(be, dh), acc, m_matmul_mode);
+  reduce_input_grad(be, dh);
+  Tensor& dx = buf(be, m_dx, {R, D}, dt);
   Tensor* last_out_b = fused_bias_sums() && L > 0 ? &m_blocks.back().out_b.grad : nullptr;
-  be.layernorm_backward(m_x_final, m_ln_w.value, m_meanf, m_rstdf, dh, dx, m_ln_w.grad, m_ln_b.grad, false, acc,
-                        last_out_b);
+  const bool sp = seq_split();
+  Tensor lns = sp ? ln_grad_scratch(be, 4 * D) : Tensor();
+  Tensor gw = sp ? lns.slice_rows(0, D) : m_ln_w.grad, gb = sp ? lns.slice_rows(D, 2 * D) : m_ln_b.grad;
+  be.layernorm_backward(m_x_final, m_ln_w.value, m_meanf, m_rstdf, dh, dx, gw, gb, false, acc && !sp, last_out_b);
+  if (sp) reduce_ln_grads(be, {&m_ln_w, &m_ln_b}, acc);
   unit_ends(head_first, head_last, true);
   grads_ready(head_first);
   if (m_policy == CheckpointPolicy::EveryK || m_policy == CheckpointPolicy::EveryBlock) {
@@ -410,7 +453,7 @@ void CharGpt::backward(Backend& be, Tensor& dlogits, bool acc) {
         for (int64_t l = first; l < last; ++l) {
           Acts& a = m_acts[static_cast<size_t>(l - first)];
           // The segment's last output (the next segment's kept input) is not recomputed.
-          block_forward(be, l, a, h, l + 1 < last ? &buf(be, a.x_out, {N, D}, dt) : nullptr);
+          block_forward(be, l, a, h, l + 1 < last ? &buf(be, a.x_out, {R, D}, dt) : nullptr);
           h = a.x_out;
         }
       }
@@ -419,8 +462,11 @@ void CharGpt::backward(Backend& be, Tensor& dlogits, bool acc) {
   } else {
     for (int64_t l = L - 1; l >= 0; --l) block_backward(be, l, m_acts[static_cast<size_t>(l)], dx, acc);
   }
-  if (m_drop) be.dropout(dx, static_cast<float>(m_cfg.dropout), drop_seed(-1, 0), dx);
-  be.embedding_backward(dx, m_idx, m_T, m_tok.grad, m_pos.grad, acc);  // reads no parameter
+  if (m_drop) branch_dropout(be, dx, drop_seed(-1, 0), dx);
+  if (m_tp.active())
+    parallel_embedding_backward(be, gathered_grad(be, dx), acc);
+  else
+    be.embedding_backward(dx, m_idx, m_T, m_tok.grad, m_pos.grad, acc);  // reads no parameter
   grads_ready(0);
 }
 

@@ -32,12 +32,31 @@
 // the fused attention never materialises them. Masks are redrawn from per-forward seeds
 // (Backend::dropout), so checkpoint recomputation and backward see the same masks without storing
 // them, and the CPU and CUDA backends draw identical masks.
+//
+// Tensor parallelism (TensorParallel with t ranks, nn/tensor_split.h; Megatron-LM's layout):
+//   tok, head      vocabulary-parallel: rank r holds rows [r c, (r+1) c) of the (padded) vocabulary,
+//                  c = ceil(V/t). The embedding looks up the tokens in its rows (zero for the
+//                  others) and the group sums; the loss is vocab_parallel_xent.
+//   qkv, fc        column-parallel: the rank's heads' q, k and v rows (H/t heads), 4d/t rows of fc.
+//   proj, out      row-parallel: the matching d/t and 4d/t columns; their products are partial
+//                  sums that the group reduces, the bias (whole) added once (by rank 0's part).
+//   LayerNorms, pos, proj's and out's biases   whole on every rank.
+// Without sequence parallelism the residual stream is whole on every rank: one all-reduce after
+// each row-parallel product (forward) and one of each column-parallel product's input gradient
+// (backward); whole-parameter gradients come out equal on every rank. With it the residual
+// stream, the LayerNorms and dropout hold rows [r N/t, (r+1) N/t) of the micro-batch's N = B T
+// tokens: an all-gather of the LayerNorm output before each column-parallel product (again in
+// backward, for its weight gradient, instead of keeping the gathered copy), a reduce-scatter
+// after each row-parallel one, and the mirror images in backward; the LayerNorms' gradients are
+// then partial sums over the rank's rows, reduced over the group. Dropout masks are the unsplit
+// run's (Backend::dropout's `first`). With t = 1 every pass is the one-rank code, bit for bit.
 #pragma once
 #include <random>
 #include <string>
 #include <vector>
 
 #include "nn/model.h"
+#include "nn/tensor_split.h"
 
 namespace trainlab {
 
@@ -61,7 +80,9 @@ struct CharGptConfig {
 
 class CharGpt final : public Model {
  public:
-  CharGpt(Backend& be, CharGptConfig cfg, uint64_t seed);
+  // `tp`: the tensor-parallel group this rank is in (none: the whole model). Throws Error when t
+  // does not divide the heads.
+  CharGpt(Backend& be, CharGptConfig cfg, uint64_t seed, TensorParallel tp = {});
   std::string kind() const override { return "char-gpt"; }
   // x: int32 tokens [B, T] (T <= context). Returns logits [B*T, padded vocab].
   Tensor forward(Backend& be, const Tensor& x, bool training) override;
@@ -74,6 +95,10 @@ class CharGpt final : public Model {
   // {"dropout_forwards": training forwards so far} (each draws new dropout masks).
   nlohmann::json random_state() const override;
   void set_random_state(const nlohmann::json& state) override;
+  // Tensor-parallel: the vocabulary-parallel loss over this rank's logits; else Model's.
+  void cross_entropy(Backend& be, const Tensor& logits, const Tensor& labels, Tensor* dlogits, float grad_multiplier,
+                     Tensor& stats, bool accumulate_stats) override;
+  const TensorParallel& tensor_parallel() const { return m_tp; }
 
   const CharGptConfig& config() const { return m_cfg; }
   void set_checkpointing(CheckpointPolicy p, int64_t k);  // k <= 0: round(sqrt(L))
@@ -106,7 +131,35 @@ class CharGpt final : public Model {
   // in the current forward.
   uint64_t drop_seed(int64_t l, int site) const;
 
+  // Tensor parallelism (transformer_parallel.cpp). Rows of the residual stream this rank holds:
+  // N, or N/t with sequence parallelism.
+  int64_t stream_rows() const { return m_tp.sequence_parallel ? m_B * m_T / m_tp.size() : m_B * m_T; }
+  bool seq_split() const { return m_tp.active() && m_tp.sequence_parallel; }
+  // Branch dropout of a [stream_rows, d] tensor: the unsplit tensor's mask for this rank's rows.
+  void branch_dropout(Backend& be, const Tensor& x, uint64_t seed, Tensor& y);
+  // A column-parallel product's input: `local` itself, or (sequence parallel) all rows gathered.
+  const Tensor& gathered_input(Backend& be, const Tensor& local);
+  // y [stream_rows, d] = residual + x W^T + b, the row-parallel product reduced over the group,
+  // with the branch's dropout (site of block l) between the product and the residual add.
+  void row_parallel_forward(Backend& be, int64_t l, int site, const Tensor& x, const Parameter& w, const Parameter& b,
+                            const Tensor& residual, Tensor& y);
+  // The buffer a column-parallel product's input gradient is written to ([N, d], partial over the
+  // group), and its reduction into `dh` [stream_rows, d].
+  Tensor& input_grad_buffer(Backend& be, Tensor& dh);
+  void reduce_input_grad(Backend& be, Tensor& dh);
+  // The branch gradient over every row (sequence parallel: gathered from this rank's rows).
+  Tensor& gathered_grad(Backend& be, Tensor& local);
+  // The embedding's forward and backward with the vocabulary split (tok's rows of this rank).
+  void parallel_embedding_forward(Backend& be, Tensor& out);
+  void parallel_embedding_backward(Backend& be, const Tensor& dx, bool acc);
+  // LayerNorm parameter gradients of this rank's rows (sequence parallel) summed over the group:
+  // written to scratch, reduced, then added to (or written into) the parameters' gradients.
+  Tensor& ln_grad_scratch(Backend& be, int64_t n);
+  void reduce_ln_grads(Backend& be, std::initializer_list<Parameter*> params, bool acc);
+
   CharGptConfig m_cfg;
+  TensorParallel m_tp;
+  int64_t m_vocab_first = 0;  // this rank's first vocabulary row
   Parameter m_tok, m_pos, m_ln_w, m_ln_b, m_head;
   std::vector<Block> m_blocks;
   CheckpointPolicy m_policy = CheckpointPolicy::Off;
@@ -117,7 +170,8 @@ class CharGpt final : public Model {
   // Whether the proj and out bias gradients are the column sums of the residual-stream gradient
   // dx, taken by the LayerNorm backwards that write it: without dropout (whose mask makes the
   // branch gradient differ from dx) and outside fp8 runs (whose products take their own).
-  bool fused_bias_sums() const { return !m_drop && m_matmul_mode != MatmulMode::Fp8; }
+  // (Sequence parallel: dx holds this rank's rows only, so the products take their own.)
+  bool fused_bias_sums() const { return !m_drop && m_matmul_mode != MatmulMode::Fp8 && !seq_split(); }
 
   // Activations of the last forward.
   int64_t m_B = 0, m_T = 0;
@@ -131,6 +185,13 @@ class CharGpt final : public Model {
   // Backward buffers (the others reuse dead activations: block_backward).
   Tensor m_dx, m_dh;
   Tensor m_df;                  // fp8 runs only: d(f) [N, 4d]
+  // Tensor-parallel buffers: the gathered LayerNorm output, the gathered branch gradient and the
+  // row-parallel partial sums ([N, d] each, sequence parallel); the embedding's local ids, its
+  // table with a zero row for other ranks' tokens and that table's gradient, the position
+  // table's gradient (zeros in the forward of ranks other than 0); the LayerNorm gradients' scratch.
+  Tensor m_gather, m_gather_grad, m_partial;
+  Tensor m_idx_local, m_tok_ext, m_dtok_ext, m_dpos;
+  Tensor m_ln_scratch;
 };
 
 // Builds a CharGpt from an architecture object (CharGpt::architecture()).

@@ -2,10 +2,61 @@
 
 #include <cmath>
 
+#include "config/compress_options.h"
+#include "config/train_options.h"
 #include "dist/world.h"
+#include "nn/transformer.h"
 #include "util/error.h"
 
 namespace trainlab {
+
+namespace {
+
+// dist.tp and dist.sequence_parallel against the model and the ranks: every rank finds the same,
+// so each is a CollectiveError (rank 0 reports it). `ranks` is the job's size (1 unlaunched).
+void check_tensor_parallel(const Config& config, const DistOptions& o, int ranks) {
+  const int t = o.tp;
+  const std::string tp = "dist.tp " + std::to_string(t);
+  if (o.sequence_parallel && t == 1)
+    throw dist::CollectiveError("dist.sequence_parallel splits the tokens over the tensor-parallel ranks, but dist.tp is "
+                                "1: set dist.tp to 2 or more, or dist.sequence_parallel false");
+  if (t == 1) return;
+  const ModelOptions m = model_options(config);
+  if (m.name != "char-gpt")
+    throw dist::CollectiveError(tp + " splits a transformer's blocks over ranks; model.name " + m.name +
+                                " has none (tensor parallelism runs for char-gpt; use dist.tp 1 with " + m.name + ")");
+  if (ranks % t != 0)
+    throw dist::CollectiveError(tp + " does not divide the " + std::to_string(ranks) + " rank" + (ranks > 1 ? "s" : "") +
+                                ": the ranks are dist.tp x data-parallel replicas (start " + std::to_string(t) +
+                                ", " + std::to_string(2 * t) + ", ... ranks with --ranks)");
+  CharGptConfig c = CharGptConfig::preset(m.preset);
+  if (m.heads > 0) c.heads = m.heads;
+  if (m.dim > 0) c.dim = m.dim;
+  if (m.context > 0) c.context = m.context;
+  // Whole heads on each rank; the widths d and 4d then divide too (d is heads x head width).
+  if (c.heads % t != 0)
+    throw dist::CollectiveError(tp + " does not divide model.heads " + std::to_string(c.heads) +
+                                (c.dim % t != 0 ? " nor the hidden width model.dim " + std::to_string(c.dim) : "") +
+                                ": each tensor-parallel rank computes heads / tp whole heads and an equal share of "
+                                "the hidden width's columns (use a dist.tp that divides model.heads)");
+  if (o.sequence_parallel && c.context % t != 0)
+    throw dist::CollectiveError("dist.sequence_parallel splits each window of model.context " +
+                                std::to_string(c.context) + " tokens over " + tp +
+                                " ranks: the context must be a multiple of dist.tp");
+  const CompressOptions co = compress_options(config);
+  if (co.quant.qat() || co.prune.method != "none" || !co.distill.teacher.empty())
+    throw dist::CollectiveError(tp + ": quantization-aware training, pruning and distillation need every weight whole "
+                                "on a rank; they run with dist.tp 1");
+  const std::string opt = config.get_string("optim.name");
+  if (opt != "adamw" && opt != "sgd" && opt != "lion")
+    throw dist::CollectiveError(tp + ": optim.name " + opt + " keeps state over blocks or rows and columns of a whole "
+                                "matrix, which a split matrix does not have; use adamw, sgd or lion");
+  if (config.get_string("optim.offload") != "none")
+    throw dist::CollectiveError(tp + " with optim.offload " + config.get_string("optim.offload") +
+                                ": the offloaded update is not split; use optim.offload none");
+}
+
+}  // namespace
 
 DistributedRun::DistributedRun(const Config& config)
     : m_place(dist::launch_info()), m_options(dist_options(config)) {
@@ -29,6 +80,12 @@ DistributedRun::DistributedRun(const Config& config)
     throw Error(std::string("dist.strategy ") + dist_strategy_name(m_options.strategy) +
                 " shards the masters and optimizer state that optim.offload cpu keeps in host memory: use "
                 "dist.strategy ddp or optim.offload none");
+  check_tensor_parallel(config, m_options, m_place.launched() ? m_place.size : std::max(1, m_options.ranks));
+  if (m_options.tp > 1 && m_place.size / m_options.tp < 2 && zero_stage(m_options.strategy) > 0)
+    throw dist::CollectiveError(std::string("dist.strategy ") + dist_strategy_name(m_options.strategy) +
+                                " shards over the data-parallel replicas, and with dist.tp " +
+                                std::to_string(m_options.tp) + " on " + std::to_string(m_place.size) +
+                                " ranks there is one: start 2 x dist.tp ranks or more, or use dist.strategy ddp");
   if (!active() && zero_stage(m_options.strategy) > 0)
     throw Error(std::string("dist.strategy ") + dist_strategy_name(m_options.strategy) +
                 " shards the model over the ranks and needs at least 2 of them; this run has 1 (start it with "
@@ -46,15 +103,17 @@ std::string DistributedRun::device(const std::string& configured) const {
 void DistributedRun::connect(Backend& be, const Config& config, int64_t batch) {
   if (!active()) return;
   m_groups = std::make_unique<dist::ProcessGroups>(dist::make_world(m_place, be, m_options.timeout_s),
-                                                   dist::ParallelDegrees{}, be);
+                                                   dist::ParallelDegrees{m_options.tp, 1}, be);
+  if (m_options.tp > 1) m_tensor = std::make_unique<dist::CommTensorGroup>(m_groups->tensor_parallel());
   Json j = config.to_json();
   j.erase("run");  // the run record's folder and name are rank 0's business
   dist::check_same_config(m_groups->world(), j.dump());
-  if (batch % m_place.size != 0)
+  const int dp = data_ranks();
+  if (batch % dp != 0)
     throw dist::CollectiveError("train.batch " + std::to_string(batch) + " does not split over the " +
-                                std::to_string(m_place.size) +
-                                " ranks: each rank computes an equal share of every batch (expected a multiple of " +
-                                std::to_string(m_place.size) + ")");
+                                std::to_string(dp) + (m_options.tp > 1 ? " data-parallel replicas" : " ranks") +
+                                ": each computes an equal share of every batch (expected a multiple of " +
+                                std::to_string(dp) + ")");
 }
 
 void DistributedRun::attach(Backend& be, Model& model, TrainingStep& step, bool compressing) {
@@ -65,13 +124,26 @@ void DistributedRun::attach(Backend& be, Model& model, TrainingStep& step, bool 
                                 dist_strategy_name(m_options.strategy));
   // The collectives run from host code between the model's units: a step is not one capturable unit.
   be.set_capture_enabled(false);
-  step.set_ranks(m_place.size);
+  step.set_ranks(data_ranks());
   m_dp = dist::DataParallel::create(m_options, m_groups->data_parallel(), be, model);
+  if (m_tensor && m_tensor->rank() > 0) {
+    // Whole parameters are equal on every rank of the group: the norm counts rank 0's.
+    std::vector<bool> skip;
+    for (Parameter* p : model.parameters()) skip.push_back(!p->shard.split());
+    m_dp->set_norm_skip(std::move(skip));
+  }
+}
+
+TensorParallel DistributedRun::tensor_parallel() const {
+  TensorParallel tp;
+  tp.group = m_tensor.get();
+  tp.sequence_parallel = m_options.sequence_parallel;
+  return tp;
 }
 
 std::vector<int32_t> DistributedRun::local_indices(const std::vector<int32_t>& global, int micro_batches) const {
   if (!active()) return global;
-  return dist::local_batch_indices(global, micro_batches, m_place.size, m_place.rank);
+  return dist::local_batch_indices(global, micro_batches, data_ranks(), data_rank());
 }
 
 double clip_gradient(Backend& be, StepScalars& sc, double sum_squares, double clip) {
@@ -88,9 +160,20 @@ bool DistributedRun::step(Backend& be, TrainingStep& step, Optimizer& opt, LossS
   m_dp->begin_step(micro_batches);
   step.forward_backward();
   m_dp->finish_backward();
-  const bool applied = !scaler.enabled() || scaler.update(m_dp->grads_finite());
-  // The norm of the whole reduced gradient, the same on every rank: so is the clipping.
-  if (applied && clip_norm > 0) grad_norm = clip_gradient(be, sc, m_dp->grad_sum_squares(), clip_norm);
+  bool finite = !scaler.enabled() || m_dp->grads_finite();
+  if (m_tensor && scaler.enabled()) {  // a rank of the group may hold the only overflow
+    double bad = finite ? 0.0 : 1.0;
+    m_tensor->all_reduce_host(std::span<double>(&bad, 1), true);
+    finite = bad == 0.0;
+  }
+  const bool applied = !scaler.enabled() || scaler.update(finite);
+  // The norm of the whole reduced gradient, the same on every rank: so is the clipping. With tensor
+  // parallelism each rank's sum covers its shards (whole parameters on rank 0 of the group only).
+  if (applied && clip_norm > 0) {
+    double ss = m_dp->grad_sum_squares();
+    if (m_tensor) m_tensor->all_reduce_host(std::span<double>(&ss, 1), false);
+    grad_norm = clip_gradient(be, sc, ss, clip_norm);
+  }
   if (applied) m_dp->optimizer_step(opt);
   return applied;
 }
@@ -108,7 +191,15 @@ bool DistributedRun::keep_going(bool go) {
 
 std::vector<RankStepMetrics> DistributedRun::rank_metrics(double step_s, const MemorySnapshot& mem) {
   if (!active()) return {};
-  const dist::DistStepMetrics d = m_dp->take_metrics(step_s);
+  dist::DistStepMetrics d = m_dp->take_metrics(step_s);
+  if (m_tensor) {  // the group's collectives: exposed (the model waits for each), and their bytes
+    const double s = m_tensor->take_seconds();
+    d.comm_s += s;
+    d.compute_s = std::max(0.0, d.compute_s - s);
+    const int64_t bytes = m_tensor->comm().bytes_sent();
+    d.bytes_sent += bytes - m_tp_bytes_at_take;
+    m_tp_bytes_at_take = bytes;
+  }
   constexpr size_t kFields = 5 + 2 * kMemCategoryCount;
   std::vector<double> mine{step_s, d.compute_s, d.comm_s, d.wait_s, static_cast<double>(d.bytes_sent)};
   for (int64_t b : mem.current) mine.push_back(static_cast<double>(b));
@@ -141,6 +232,21 @@ std::string DistributedRun::root_text(const std::string& text) {
   std::vector<uint8_t> bytes(text.begin(), text.end());
   m_groups->world().broadcast_host(bytes, 0);
   return std::string(bytes.begin(), bytes.end());
+}
+
+std::unique_ptr<Model> DistributedRun::whole_model(Backend& be, Model& model) {
+  if (!m_tensor) return nullptr;
+  const std::vector<Parameter*> params = model.parameters();
+  const std::vector<std::vector<float>> whole = dist::gather_whole_masters(be, m_tensor->comm(), params);
+  auto out = build_model(be, model.architecture(), 0);
+  const std::vector<Parameter*> dst = out->parameters();
+  if (dst.size() != params.size()) throw Error("internal: the whole model has another parameter list than its shards");
+  for (size_t i = 0; i < dst.size(); ++i) {
+    if (dst[i]->name != params[i]->name || dst[i]->numel() != static_cast<int64_t>(whole[i].size()))
+      throw Error("internal: " + params[i]->name + " does not match the whole model's " + dst[i]->name);
+    be.upload(dst[i]->master, whole[i].data(), DType::F32);
+  }
+  return out;
 }
 
 void DistributedRun::finish_training() {

@@ -27,6 +27,7 @@
 #include "dist/data_parallel.h"
 #include "dist/launch.h"
 #include "dist/process_groups.h"
+#include "dist/tensor_group.h"
 #include "optim/loss_scaler.h"
 #include "train/metrics.h"
 #include "train/training_step.h"
@@ -52,6 +53,11 @@ class DistributedRun {
   int rank() const { return m_place.rank; }
   int ranks() const { return m_place.size; }
   bool is_root() const { return m_place.rank == 0; }
+  // Data-parallel replicas (ranks / dist.tp) and this rank's place among them.
+  int data_ranks() const { return m_place.size / m_options.tp; }
+  int data_rank() const { return (m_place.rank / m_options.tp) % data_ranks(); }
+  // The tensor-parallel group the model splits over (none with dist.tp 1); valid after connect.
+  TensorParallel tensor_parallel() const;
   const DistOptions& options() const { return m_options; }
   // The device name this rank uses for the configured one (dist::rank_device).
   std::string device(const std::string& configured) const;
@@ -59,8 +65,8 @@ class DistributedRun {
   // Collective. Throws CollectiveError when the ranks' configs differ or `batch` (the global
   // micro-batch) does not divide by the ranks.
   void connect(Backend& be, const Config& config, int64_t batch);
-  // This rank's samples of each micro-batch of `batch`.
-  int64_t local_batch(int64_t batch) const { return batch / m_place.size; }
+  // This rank's samples of each micro-batch of `batch` (the ranks of a tensor-parallel group share them).
+  int64_t local_batch(int64_t batch) const { return batch / data_ranks(); }
   // Collective. The data-parallel driver for `model`, which `step` trains; `compressing` (QAT,
   // pruning, distillation) needs every weight on every rank, which only ddp keeps.
   void attach(Backend& be, Model& model, TrainingStep& step, bool compressing);
@@ -79,6 +85,9 @@ class DistributedRun {
   // Every rank's figures of a step of `step_s` seconds (empty with one rank).
   std::vector<RankStepMetrics> rank_metrics(double step_s, const MemorySnapshot& mem);
   void finish_training();
+  // Collective over the tensor-parallel group: the whole model (every parameter's master values
+  // gathered from the group's shards) as a one-rank model on `be`; null without tensor parallelism.
+  std::unique_ptr<Model> whole_model(Backend& be, Model& model);
   // The data-parallel driver when it shards the masters and optimizer state (ZeRO), else null:
   // checkpoints then go by shard (train/run_shards.h).
   dist::DataParallel* sharded() const;
@@ -88,8 +97,10 @@ class DistributedRun {
  private:
   dist::LaunchInfo m_place;
   DistOptions m_options;
-  std::unique_ptr<dist::ProcessGroups> m_groups;  // data parallelism only: the data group is the world
+  std::unique_ptr<dist::ProcessGroups> m_groups;  // data x tensor: ranks = dist.tp x data replicas
+  std::unique_ptr<dist::CommTensorGroup> m_tensor;  // the model's tensor-parallel collectives (tp > 1)
   std::unique_ptr<dist::DataParallel> m_dp;
+  int64_t m_tp_bytes_at_take = 0;
 };
 
 }  // namespace trainlab

@@ -147,7 +147,7 @@ class TextTask final : public Task {
   }
 
   std::unique_ptr<Model> build_model(Backend& be, uint64_t seed) override {
-    auto gpt = std::make_unique<CharGpt>(be, m_cfg, seed);
+    auto gpt = std::make_unique<CharGpt>(be, m_cfg, seed, m_tp);
     m_gpt = gpt.get();
     set_checkpointing(m_checkpoint);
     return gpt;
@@ -223,6 +223,7 @@ class TextTask final : public Task {
   std::vector<LinearShape> linear_shapes(int64_t batch) const override {
     return char_gpt_linear_shapes(m_cfg, m_cfg.layers, true, batch, m_ctx);
   }
+  void set_tensor_parallel(const TensorParallel& tp) override { m_tp = tp; }
   void set_checkpointing(const CheckpointOptions& ck) override {
     m_checkpoint = ck;
     if (m_gpt) m_gpt->set_checkpointing(checkpoint_policy_from_name(ck.policy), ck.k);
@@ -241,6 +242,7 @@ class TextTask final : public Task {
   CharGptConfig m_cfg;
   int64_t m_ctx = 0;
   CharGpt* m_gpt = nullptr;  // owned by the trainer (through the model it runs)
+  TensorParallel m_tp;
   Tensor m_train_tok, m_val_tok;
   std::mt19937_64 m_window_rng;
   std::vector<int64_t> m_val_starts;

@@ -18,6 +18,7 @@
 #include "config/train_options.h"
 #include "data/data_sources.h"
 #include "nn/model.h"
+#include "nn/tensor_split.h"
 #include "optim/optimizer.h"
 #include "plan/memory_model.h"
 #include "train/training_step.h"
@@ -66,6 +67,9 @@ class Task {
   virtual std::vector<LinearShape> linear_shapes(int64_t batch) const { return {}; }
   // A checkpoint setting changed mid-run (text models only; classifiers ignore it).
   virtual void set_checkpointing(const CheckpointOptions&) {}
+  // The tensor-parallel group the next build_model splits its blocks over (char-gpt only; the
+  // trainer's checks refuse it for the others before the task sees it).
+  virtual void set_tensor_parallel(const TensorParallel&) {}
 };
 
 // ClassificationTask for model.name digits-mlp and mlp, TextTask for char-gpt. Loads the data

@@ -214,6 +214,7 @@ void Trainer::setup() {
   s.precision = &precision_policy(po.dtype);
   require_precision(*s.be, *s.precision);
 
+  s.task->set_tensor_parallel(s.dist->tensor_parallel());
   s.model = s.task->build_model(*s.be, t.seed);
   apply_precision(*s.be, *s.model, *s.precision);
   s.compress = std::make_unique<Compression>(compress_options(m_config), *s.be);
@@ -411,9 +412,11 @@ void Trainer::finish(RunSummary& sum, long steps, double last_loss) {
     sum.test_loss = vl;
     sum.test_accuracy = va;
   }
+  const bool save = m_config.get_bool("run.save_weights") && sum.status != "diverged";
+  // Tensor parallelism: the group assembles the whole model from its shards (collective).
+  const std::unique_ptr<Model> whole = save ? s.dist->whole_model(*s.be, *s.model) : nullptr;
   if (!s.record) return;  // ranks other than 0 write nothing
-  if (m_config.get_bool("run.save_weights") && sum.status != "diverged")
-    save_model_weights(*s.be, *s.model, m_config, s.record->weights_path());
+  if (save) save_model_weights(*s.be, whole ? *whole : *s.model, m_config, s.record->weights_path());
   sum.wall_s = std::chrono::duration<double>(Clock::now() - s.t_start).count();
   s.compress->finish(sum.run_dir);
   s.record->write_summary(sum);

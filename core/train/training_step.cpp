@@ -88,7 +88,7 @@ void TrainingStep::micro_batch(const Tensor& x_src, const Tensor& y_src, const T
       m_dlogits = m_be.empty(logits.shape(), logits.dtype(), MemCategory::Activations);
     }
     const float mult = 1.0f / static_cast<float>(m_batch * m_ranks * m_ctx * m_k);
-    m_be.softmax_xent(logits, m_y.reshape({m_batch * m_ctx}), &m_dlogits, mult, m_stats, !first);
+    m_model.cross_entropy(m_be, logits, m_y.reshape({m_batch * m_ctx}), &m_dlogits, mult, m_stats, !first);
     m_model.backward(m_be, m_dlogits, !first);
     return;
   }
@@ -102,7 +102,7 @@ void TrainingStep::micro_batch(const Tensor& x_src, const Tensor& y_src, const T
       m_dlogits = m_be.empty(logits.shape(), logits.dtype(), MemCategory::Activations);
     }
     const float mult = 1.0f / static_cast<float>(m_batch * m_ranks * m_k);
-    m_be.softmax_xent(logits, m_y, &m_dlogits, mult, m_stats, !first);
+    m_model.cross_entropy(m_be, logits, m_y, &m_dlogits, mult, m_stats, !first);
     m_model.backward(m_be, m_dlogits, !first);
   }
 }
@@ -141,7 +141,7 @@ void TrainingStep::eval_rows(const Tensor& x, const Tensor& y, int64_t begin, in
   if (!m_x.same_storage(m_x32)) m_be.copy(m_x32, m_x);
   m_be.gather_rows(y, m_eval_idx, m_y);
   Tensor logits = m_model.forward(m_be, m_x, false);
-  m_be.softmax_xent(logits.slice_rows(0, rows), m_y.slice_rows(0, rows), nullptr, 1.0f, acc, !first);
+  m_model.cross_entropy(m_be, logits.slice_rows(0, rows), m_y.slice_rows(0, rows), nullptr, 1.0f, acc, !first);
 }
 
 void TrainingStep::eval_windows(const Tensor& tokens, const std::vector<int64_t>& starts, Tensor& acc, bool first) {
@@ -159,7 +159,7 @@ void TrainingStep::eval_windows(const Tensor& tokens, const std::vector<int64_t>
   Tensor next = tokens.slice_rows(1, n).reshape({n - 1, 1});
   m_be.gather_rows(next, m_eval_idx, m_y);
   Tensor logits = m_model.forward(m_be, m_tok_x.reshape({m_batch, m_ctx}), false);
-  m_be.softmax_xent(logits.slice_rows(0, rows * m_ctx), m_y.reshape({m_batch * m_ctx}).slice_rows(0, rows * m_ctx), nullptr,
+  m_model.cross_entropy(m_be, logits.slice_rows(0, rows * m_ctx), m_y.reshape({m_batch * m_ctx}).slice_rows(0, rows * m_ctx), nullptr,
                     1.0f, acc, !first);
 }
 
