@@ -58,12 +58,20 @@ std::string value_text(double v) {
 struct TrainFlags {
   std::string config_file, model, optimizer, offload, precision, device, out;
   std::string resume;  // --resume DIR
-  std::string epochs, steps, batch, accumulate, seed, lr, ranks, gpus;
+  std::string epochs, steps, batch, accumulate, seed, lr, ranks, gpus, tp;
+  bool sequence_parallel = false;
   std::vector<std::string> sets;
   bool quiet = false;
   bool print_config = false;
   bool overwrite = false;
 };
+
+// --tp and --sequence-parallel (dist.tp, dist.sequence_parallel): a new run's layout, or the one
+// a resumed run continues at (resharded).
+void set_layout(Config& c, const TrainFlags& o) {
+  if (!o.tp.empty()) c.set("dist.tp", o.tp);
+  if (o.sequence_parallel) c.set("dist.sequence_parallel", "true");
+}
 
 Config build_config(const TrainFlags& o) {
   Config c = o.config_file.empty() ? Config() : Config::from_file(o.config_file);
@@ -82,6 +90,7 @@ Config build_config(const TrainFlags& o) {
     c.set("dist.ranks", o.gpus);
     c.set("device.name", "cuda");
   }
+  set_layout(c, o);
   apply_sets(c, o.sets);
   return c;
 }
@@ -209,6 +218,7 @@ Config resume_train_config(const TrainFlags& o, const CLI::App& cmd) {
                   "', and a resumed run keeps its device (use --ranks " + o.gpus + ")");
     c.set("dist.ranks", o.gpus);
   }
+  set_layout(c, o);
   check_resume_overrides(base, c);
   return c;
 }
@@ -237,12 +247,19 @@ Runner add_train_command(CLI::App& app, std::vector<std::string> args) {
   add_key_option(cmd, "--ranks", o->ranks, "dist.ranks",
                  "Train on N ranks of this machine, started through mpirun (dist.strategy says how)");
   add_key_option(cmd, "--gpus", o->gpus, "dist.ranks", "Train on N GPUs of this machine, one rank each (--ranks N with device cuda)");
+  add_key_option(cmd, "--tp", o->tp, "dist.tp",
+                 "Tensor-parallel degree: char-gpt's blocks split over groups of T adjacent ranks (--ranks N: N/T "
+                 "data-parallel replicas)");
+  cmd->add_flag("--sequence-parallel", o->sequence_parallel,
+                "With --tp: LayerNorm, dropout and the residual stream on 1/T of the tokens per rank "
+                "(dist.sequence_parallel)");
   cmd->add_option("--resume", o->resume,
                   "Continue the run in DIR from its last checkpoint (it needs run.checkpoint_every > 0), after a "
                   "stop, a crash or kill -9: the run keeps its own config.json, so --config and the other setting "
                   "flags are refused, and --set only takes the keys that do not change the run's numbers: " +
                       settable_on_resume() +
-                      "; --ranks N and --set dist.* continue it at another number of ranks or strategy (resharded)")
+                      "; --ranks N, --tp T and --set dist.* continue it at another number of ranks, tensor-parallel "
+                      "degree or strategy (resharded)")
       ->type_name("DIR");
   cmd->add_flag("--overwrite", o->overwrite,
                 "Replace the run record in --out (a finished or interrupted run's; a folder with files a run did not "

@@ -28,10 +28,19 @@ class CommTensorGroup final : public TensorGroup {
   double m_seconds = 0.0;
 };
 
-// Collective over `group`: every parameter's whole fp32 master values (row-major in its whole
-// shape), assembled from the group's shards (Parameter::shard); whole parameters are this rank's.
-// Each rank's shards travel as one host message (broadcast from each rank in turn): a
-// once-a-run transfer (weights file, checkpoints), not a training collective.
+// The whole model's layout beside a tensor-parallel rank's: `params` are this rank's shards
+// (Parameter::shard, whole_shape()), in the one-rank model's order. A "flat" vector holds one
+// value per element of every parameter, end to end in that order (nn/flat_params.h): the local
+// flat layout has the shards' sizes, the whole one the whole parameters'.
+int64_t whole_numel(const std::vector<Parameter*>& params);
+// Collective over `group`: the whole flat vector from every rank's local one. Whole parameters
+// are this rank's values (equal on every rank); each rank's shards travel as one host message
+// (a broadcast from each rank in turn): for checkpoints and the weights file, not for training.
+std::vector<float> gather_whole_flat(Communicator& group, const std::vector<Parameter*>& params,
+                                     const std::vector<float>& local);
+// Rank r of t's local flat vector cut from the whole one (a whole checkpoint resumed split).
+std::vector<float> take_local_flat(const std::vector<Parameter*>& params, int t, int r, const std::vector<float>& whole);
+// Collective over `group`: every parameter's whole fp32 master values, one vector a parameter.
 std::vector<std::vector<float>> gather_whole_masters(Backend& be, Communicator& group, const std::vector<Parameter*>& params);
 
 }  // namespace trainlab::dist

@@ -189,7 +189,8 @@ bool DistributedRun::keep_going(bool go) {
   return stop == 0.0;
 }
 
-std::vector<RankStepMetrics> DistributedRun::rank_metrics(double step_s, const MemorySnapshot& mem) {
+std::vector<RankStepMetrics> DistributedRun::rank_metrics(double step_s, const MemorySnapshot& mem,
+                                                          const std::array<int64_t, kMemCategoryCount>& predicted) {
   if (!active()) return {};
   dist::DistStepMetrics d = m_dp->take_metrics(step_s);
   if (m_tensor) {  // the group's collectives: exposed (the model waits for each), and their bytes
@@ -200,10 +201,11 @@ std::vector<RankStepMetrics> DistributedRun::rank_metrics(double step_s, const M
     d.bytes_sent += bytes - m_tp_bytes_at_take;
     m_tp_bytes_at_take = bytes;
   }
-  constexpr size_t kFields = 5 + 2 * kMemCategoryCount;
+  constexpr size_t kFields = 5 + 3 * kMemCategoryCount;
   std::vector<double> mine{step_s, d.compute_s, d.comm_s, d.wait_s, static_cast<double>(d.bytes_sent)};
   for (int64_t b : mem.current) mine.push_back(static_cast<double>(b));
   for (int64_t b : mem.peak) mine.push_back(static_cast<double>(b));
+  for (int64_t b : predicted) mine.push_back(static_cast<double>(b));
   const std::vector<double> all = m_groups->world().all_gather_host(mine);
   std::vector<RankStepMetrics> out(static_cast<size_t>(m_place.size));
   for (size_t r = 0; r < out.size(); ++r) {
@@ -218,6 +220,7 @@ std::vector<RankStepMetrics> DistributedRun::rank_metrics(double step_s, const M
     for (size_t c = 0; c < kMemCategoryCount; ++c) {
       m.mem_current.by_category[c] = static_cast<int64_t>(v[5 + c]);
       m.mem_peak.by_category[c] = static_cast<int64_t>(v[5 + kMemCategoryCount + c]);
+      m.mem_predicted.by_category[c] = static_cast<int64_t>(v[5 + 2 * kMemCategoryCount + c]);
     }
   }
   return out;

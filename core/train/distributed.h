@@ -58,6 +58,7 @@ class DistributedRun {
   int data_rank() const { return (m_place.rank / m_options.tp) % data_ranks(); }
   // The tensor-parallel group the model splits over (none with dist.tp 1); valid after connect.
   TensorParallel tensor_parallel() const;
+  dist::Communicator* tensor_group() const { return m_tensor ? &m_tensor->comm() : nullptr; }
   const DistOptions& options() const { return m_options; }
   // The device name this rank uses for the configured one (dist::rank_device).
   std::string device(const std::string& configured) const;
@@ -82,8 +83,10 @@ class DistributedRun {
   void sum(std::span<double> v);
   // Whether every rank goes on (false as soon as one rank stops).
   bool keep_going(bool go);
-  // Every rank's figures of a step of `step_s` seconds (empty with one rank).
-  std::vector<RankStepMetrics> rank_metrics(double step_s, const MemorySnapshot& mem);
+  // Every rank's figures of a step of `step_s` seconds, with each rank's own predicted memory
+  // (`predicted`: this rank's), empty with one rank.
+  std::vector<RankStepMetrics> rank_metrics(double step_s, const MemorySnapshot& mem,
+                                            const std::array<int64_t, kMemCategoryCount>& predicted);
   void finish_training();
   // Collective over the tensor-parallel group: the whole model (every parameter's master values
   // gathered from the group's shards) as a one-rank model on `be`; null without tensor parallelism.

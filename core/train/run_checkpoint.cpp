@@ -12,6 +12,7 @@
 #include <limits>
 #include <sstream>
 
+#include "dist/tensor_group.h"
 #include "io/safetensors.h"
 #include "util/error.h"
 #include "util/safe_file.h"
@@ -262,21 +263,22 @@ void write_run_checkpoint(const std::string& dir, const RunProgress& progress, c
                           const RunParts& parts) {
   std::vector<Parameter*> params = parts.model.parameters();
   const FlatParams flat(params);
-  const bool root = !parts.sharded || parts.sharded->comm().rank() == 0;
+  if (parts.tensor && parts.sharded)
+    throw Error("checkpoints of a run with dist.tp > 1 and a ZeRO dist.strategy are not supported (use dist.strategy "
+                "ddp, or run.checkpoint_every 0)");
+  const bool root = parts.tensor ? parts.writes : !parts.sharded || parts.sharded->comm().rank() == 0;
+  // A tensor-parallel rank's flat values become the whole model's (collective over its group).
+  const auto whole = [&](std::vector<float> v) { return parts.tensor ? dist::gather_whole_flat(*parts.tensor, params, v) : v; };
   SafeTensorsFile f;
   if (!parts.sharded) {
-    SafeTensor master;
-    master.name = "master";
-    master.dtype = "F32";
-    master.shape = {flat.numel()};
-    master.bytes.resize(static_cast<size_t>(flat.numel()) * sizeof(float));
+    std::vector<float> local(static_cast<size_t>(flat.numel()));
     for (size_t i = 0; i < params.size(); ++i)
-      parts.be.download(params[i]->master, master.bytes.data() + flat.offset(i) * sizeof(float), DType::F32);
-    f.tensors.push_back(std::move(master));
+      parts.be.download(params[i]->master, local.data() + flat.offset(i), DType::F32);
+    f.tensors.push_back(f32_tensor("master", whole(std::move(local))));
   }
   if (!parts.sharded)
     for (const auto& [name, values] : parts.opt.save_state(parts.be, params))
-      f.tensors.push_back(f32_tensor("optim/" + name, values));
+      f.tensors.push_back(f32_tensor("optim/" + name, whole(values)));
   for (const auto& [name, values] : parts.compress.state_tensors()) f.tensors.push_back(f32_tensor(name, values));
   f.metadata["format"] = kFormat;
 
@@ -349,13 +351,15 @@ RunProgress restore_run_checkpoint(const std::string& dir, const Config& config,
 
   std::vector<Parameter*> params = parts.model.parameters();
   const FlatParams flat(params);
+  // The checkpoint holds the whole model's state; a tensor-parallel rank cuts its shards from it.
+  const int64_t stored = parts.tensor ? dist::whole_numel(params) : flat.numel();
   std::vector<float> master;
   std::map<std::string, std::vector<float>> optim, compress;
   for (const SafeTensor& t : f.tensors) {
     if (t.name == "master" && !info->shards) {
-      master = f32_values(t, flat.numel(), path);
+      master = f32_values(t, stored, path);
     } else if (t.name.rfind("optim/", 0) == 0 && !info->shards) {
-      optim[t.name.substr(6)] = f32_values(t, flat.numel(), path);
+      optim[t.name.substr(6)] = f32_values(t, stored, path);
     } else if (t.name.rfind("mask/", 0) == 0 || t.name.rfind("rewind/", 0) == 0) {
       const Parameter* p = parts.model.find_parameter(t.name.substr(t.name.find('/') + 1));
       if (!p) throw Error(path + ": tensor '" + t.name + "' names no parameter of the model");
@@ -367,15 +371,22 @@ RunProgress restore_run_checkpoint(const std::string& dir, const Config& config,
   if (!info->shards && master.empty() && flat.numel() > 0)
     throw Error(path + ": tensor 'master' (the weights) is missing");
   // The range of the masters and optimizer state this rank keeps: its ZeRO shard, else all.
-  const dist::ShardRange range = parts.sharded ? parts.sharded->state_range() : dist::ShardRange{0, flat.numel()};
+  if (parts.tensor && parts.sharded)
+    throw Error(origin + ": a run with dist.tp > 1 and a ZeRO dist.strategy does not resume from a checkpoint (use "
+                "dist.strategy ddp)");
+  const dist::ShardRange range = parts.sharded ? parts.sharded->state_range() : dist::ShardRange{0, stored};
   if (info->shards) {
-    if (info->shards->elements != flat.numel())
+    if (info->shards->elements != stored)
       throw Error(origin + ": shards: field 'elements' is " + std::to_string(info->shards->elements) +
-                  "; the model has " + std::to_string(flat.numel()) + " parameters");
+                  "; the model has " + std::to_string(stored) + " parameters");
     StateSlice slice = read_state_slice(dir, *info->shards, range);
     master = std::move(slice.master);
     optim = std::move(slice.optim);
-  } else if (parts.sharded) {  // a whole checkpoint: this rank's range of it
+  }
+  if (parts.tensor) {  // this rank's shards of the whole state
+    master = dist::take_local_flat(params, parts.tensor->size(), parts.tensor->rank(), master);
+    for (auto& [name, values] : optim) values = dist::take_local_flat(params, parts.tensor->size(), parts.tensor->rank(), values);
+  } else if (parts.sharded && !info->shards) {  // a whole checkpoint: this rank's range of it
     const auto cut = [&](std::vector<float>& v) {
       v = std::vector<float>(v.begin() + range.begin, v.begin() + range.end);
     };

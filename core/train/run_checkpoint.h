@@ -15,6 +15,9 @@
 // Compute copies are not saved: they are the masters rounded to the compute format (fake-quantized
 // with QAT), recomputed on restore. Gradients are not state: every step overwrites them.
 //
+// A tensor-parallel run writes the whole model's state (gathered from the shards): a checkpoint
+// in the one-rank run's layout, which any dist.tp resumes by cutting each rank's shards from it.
+//
 // A run whose masters and optimizer state are sharded over its ranks (ZeRO) keeps them out of the
 // tensors file: each rank writes its shard, and checkpoint.json's "shards" describes the layout
 // (train/run_shards.h). Any checkpoint, sharded or whole, resumes at any number of ranks and with
@@ -76,6 +79,12 @@ struct RunParts {
   // calls write_run_checkpoint and restore_run_checkpoint, and saves and restores its own range
   // through this; rank 0 writes the rest. Null otherwise (one rank, or DDP: rank 0 alone writes).
   dist::DataParallel* sharded = nullptr;
+  // A tensor-parallel run (dist.tp > 1): the group whose shards the model holds. Its checkpoint is
+  // the whole model's, gathered over the group (every rank of it calls write_run_checkpoint;
+  // `writes` names the one rank that writes the files), so that any layout resumes it: each rank
+  // cuts its shards from the whole state.
+  dist::Communicator* tensor = nullptr;
+  bool writes = true;
 };
 
 // Writes a checkpoint of the run in `dir` after progress.step steps (see the top of this file).

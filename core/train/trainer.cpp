@@ -340,7 +340,6 @@ StepMetrics Trainer::train_step(long step, std::string event) {
   const MemorySnapshot snap = s.be->ledger().snapshot();
   m.mem_current = to_bytes(snap.current);
   m.mem_peak = to_bytes(snap.peak);
-  m.ranks = s.dist->rank_metrics(dt, snap);
   TrainingMemoryInputs mi;
   mi.params = s.params;
   mi.element_bytes = s.precision->element_bytes();
@@ -348,16 +347,18 @@ StepMetrics Trainer::train_step(long step, std::string event) {
   mi.offload = s.opt->host_step();
   mi.data_bytes = s.task->data_bytes();
   const bool fp8 = s.model->matmul_mode() == MatmulMode::Fp8;
-  mi.activation_bytes = s.task->activation_bytes(s.batch, mi.element_bytes, fp8);
+  mi.activation_bytes = s.task->activation_bytes(s.step->batch(), mi.element_bytes, fp8);  // this rank's share
   const DeviceInfo info = s.be->info();
   // A GPU's fp8 units keep fp8 casts of each layer's input, weight and output gradient.
   const bool fp8_units = info.kind == DeviceKind::Cuda &&
                          std::find(info.formats.begin(), info.formats.end(), DType::F8E4M3) != info.formats.end();
   if (fp8 && fp8_units) mi.device_copies = fp8_copy_bytes(s.task->linear_shapes(s.batch));
-  // Each rank's shard (ZeRO, plan/memory_model.h); with one rank or DDP the whole model.
+  // This rank's shard (ZeRO over the data-parallel replicas, plan/memory_model.h) of its model
+  // (its tensor-parallel shards); with one rank or DDP the whole model. Each rank predicts its own.
   const int stage = s.dist->active() ? zero_stage(s.dist->options().strategy) : 0;
-  m.mem_predicted = to_bytes(predict_rank_memory(mi, {stage, s.dist->ranks(), s.dist->rank()}));
-  for (RankStepMetrics& r : m.ranks) r.mem_predicted = to_bytes(predict_rank_memory(mi, {stage, s.dist->ranks(), r.rank}));
+  const MemoryByCategory predicted = predict_rank_memory(mi, {stage, s.dist->data_ranks(), s.dist->data_rank()});
+  m.mem_predicted = to_bytes(predicted);
+  m.ranks = s.dist->rank_metrics(dt, snap, predicted);
   m.device_used_bytes = info.used_bytes;
   m.device_total_bytes = info.total_bytes;
   m.runtime_context_bytes = info.runtime_context_bytes;
@@ -422,9 +423,17 @@ void Trainer::finish(RunSummary& sum, long steps, double last_loss) {
   s.record->write_summary(sum);
 }
 
+RunParts Trainer::run_parts() {
+  State& s = *m_state;
+  RunParts parts{*s.be, *s.model, *s.opt, *s.scaler, *s.task, *s.compress, s.dist->sharded()};
+  parts.tensor = s.dist->tensor_group();
+  parts.writes = s.dist->is_root();
+  return parts;
+}
+
 long Trainer::restore_checkpoint(double& last_loss) {
   State& s = *m_state;
-  const RunParts parts{*s.be, *s.model, *s.opt, *s.scaler, *s.task, *s.compress, s.dist->sharded()};
+  const RunParts parts = run_parts();
   const RunProgress p = restore_run_checkpoint(m_resume_dir, m_config, parts);
   s.total_steps = p.total_steps;  // as the run began (train.accumulate may have changed since)
   s.schedule.total_steps = p.total_steps;
@@ -454,7 +463,8 @@ long Trainer::restore_checkpoint(double& last_loss) {
 void Trainer::write_checkpoint(long steps, double last_loss) {
   State& s = *m_state;
   if (s.checkpoint_every <= 0 || steps <= s.checkpoint_step) return;
-  if (!s.record && !s.dist->sharded()) return;  // rank 0 writes it, with each rank's shard when sharded
+  // Rank 0 writes it, with each rank's shard when sharded, and the tensor-parallel group's gathered.
+  if (!s.record && !s.dist->sharded() && !s.dist->tensor_group()) return;
   RunProgress p;
   p.step = steps;
   p.optimizer_steps = s.optimizer_steps;
@@ -466,8 +476,7 @@ void Trainer::write_checkpoint(long steps, double last_loss) {
   p.wall_s = std::chrono::duration<double>(Clock::now() - s.t_start).count();
   try {
     if (s.record) s.record->flush();  // the record reaches the checkpoint's step (steps.bin's blocks)
-    write_run_checkpoint(run_dir(), p, m_config,
-                         {*s.be, *s.model, *s.opt, *s.scaler, *s.task, *s.compress, s.dist->sharded()});
+    write_run_checkpoint(run_dir(), p, m_config, run_parts());
     s.checkpoint_step = steps;
   } catch (const Error& e) {
     if (m_callbacks.on_notice)

@@ -20,6 +20,8 @@
 
 namespace trainlab {
 
+struct RunParts;
+
 struct TrainerCallbacks {
   std::function<void(const StepMetrics&)> on_step;
   std::function<void(const std::string&)> on_notice;  // one-line notices (device fallback, ...)
@@ -90,6 +92,8 @@ class Trainer {
   StepMetrics train_step(long step, std::string event);
   void compression_metrics();
   void finish(RunSummary& sum, long steps, double last_loss);
+  // The trainer's parts a checkpoint saves and restores (train/run_checkpoint.h).
+  RunParts run_parts();
   // Checkpoints (train/run_checkpoint.h): restores the one of m_resume_dir and opens the record
   // (returns the steps already done); writes one after `steps` steps (a failure is a notice: the
   // run goes on and the previous checkpoint stays).
