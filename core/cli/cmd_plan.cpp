@@ -29,7 +29,7 @@ struct PlanFlags {
   int64_t layers = 0, hidden = 0, heads = 0, seq = 0, vocab = 0;
   int64_t batch = 1, gpus = 1, nodes = 1, tp = 1, pp = 1, micro_batches = 1, recompute_every = 1;
   int64_t global_batch = 0, top = 10, zero = 0, steps = 1;
-  bool search = false, json = false, check = false;
+  bool search = false, json = false, check = false, sequence_parallel = false;
   std::string device = "auto", out;
   // The options given (CLI11's count), for the ones whose absence means something.
   std::map<std::string, CLI::Option*> opt;
@@ -104,6 +104,10 @@ void add_plan_options(CLI::App* cmd, PlanFlags& f) {
           integers(1, 1e12));
   add_num("--top", f.top, "--search: layouts to print (default 10; --json lists all)", integers(1, 1e6));
   f.opt["--json"] = cmd->add_flag("--json", f.json, "Print one JSON object");
+  f.opt["--sequence-parallel"] = cmd->add_flag(
+      "--sequence-parallel", f.sequence_parallel,
+      "With --tp: LayerNorm, dropout and the residual stream on 1/TP of the tokens per GPU (all-gathers and "
+      "reduce-scatters in place of the all-reduces)");
   f.opt["--check"] = cmd->add_flag("--check", f.check,
                                    "Run the lab's own model with this layout on this machine (one "
                                    "device) and print the ledger's bytes beside the prediction");
@@ -187,6 +191,7 @@ Layout layout_of(const PlanFlags& f) {
   l.recompute = recompute_from_name(f.recompute, "--recompute");
   l.recompute_every = f.recompute_every;
   l.micro_batches = f.micro_batches;
+  l.sequence_parallel = f.sequence_parallel;
   return l;
 }
 

@@ -68,6 +68,7 @@ void print_header(const PlanSetup& s, const Layout& l) {
               static_cast<long long>(l.tp), static_cast<long long>(l.pp), l.zero, recompute_name(l.recompute));
   if (l.recompute == Recompute::Full && l.recompute_every > 1)
     std::printf(" (every %lld layers)", static_cast<long long>(l.recompute_every));
+  if (l.sequence_parallel) std::printf(", sequence parallel");
   std::printf(", %lld micro-batch%s a step\n", static_cast<long long>(l.micro_batches), l.micro_batches == 1 ? "" : "es");
   if (s.model.kind == PlanModelKind::Transformer)
     std::printf("activations  counted as %s\n", s.count == ActivationCount::Lab

@@ -251,6 +251,9 @@ void validate_plan(const PlanSetup& s, const Layout& l) {
   need_int("--micro-batches", l.micro_batches, 1, kMaxCount);
   if (s.model.kind == PlanModelKind::Transformer) {
     need_divides("--tp", l.tp, "--heads", s.model.transformer.heads);
+    if (l.sequence_parallel && l.tp == 1)
+      throw Error("--sequence-parallel splits the tokens over the tensor-parallel GPUs: it needs --tp 2 or more");
+    if (l.sequence_parallel) need_divides("--tp", l.tp, "--seq", s.model.transformer.context);
     need_divides("--pp", l.pp, "--layers", s.model.transformer.layers);
     need_int("--recompute-every", l.recompute_every, 1, s.model.transformer.layers / l.pp);
   } else {
@@ -296,6 +299,7 @@ StagePlan plan_stage(const PlanSetup& s, const Layout& l, int64_t i) {
       ai.recompute = l.recompute;
       ai.recompute_every = l.recompute_every;
       ai.step_buffers = s.count == ActivationCount::Lab;
+      ai.sequence_parallel = l.sequence_parallel;
       mi.activation_bytes = stage_activations(s.count, c, ai, slice).total(st.in_flight);
       // ZeRO 3 gathers a layer's parameters before use, the next one prefetched: two layers'
       // worth; a pipeline stage sends and receives one b s h activation at a time.
@@ -327,7 +331,16 @@ StepTime plan_time(const PlanSetup& s, const Layout& l, const PlanResult& r) {
     in.hardware_flops += transformer_recompute_flops_per_token(c, c.context, l.recompute, l.recompute_every, s.count, l.pp) *
                          in.tokens;
     const double act = static_cast<double>(s.micro_batch * c.context * c.dim * s.element_bytes);
-    in.tp_bytes = tensor_parallel_bytes(c.layers / l.pp, l.micro_batches, act, l.tp, l.recompute == Recompute::Full);
+    TensorParallelTraffic tt;  // the stage with the embedding (the last one too without pipelining)
+    tt.layers = c.layers / l.pp;
+    tt.micro_batches = l.micro_batches;
+    tt.tp = l.tp;
+    tt.activation_bytes = act;
+    tt.layernorm_bytes = static_cast<double>(c.dim * s.element_bytes);
+    tt.full_recompute = l.recompute == Recompute::Full;
+    tt.sequence_parallel = l.sequence_parallel;
+    tt.last = l.pp == 1;
+    in.tp_bytes = tensor_parallel_step_bytes(tt);
     in.pp_bytes = pipeline_parallel_bytes(l.micro_batches, act, l.pp);
   }
   in.dp_bytes = data_parallel_bytes(static_cast<double>(r.stages[r.worst].params * s.element_bytes), l.dp, l.zero);
@@ -489,7 +502,8 @@ Json plan_result_json(const PlanResult& r) {
                  {"zero", l.zero},
                  {"recompute", recompute_name(l.recompute)},
                  {"recompute_every", l.recompute_every},
-                 {"micro_batches", l.micro_batches}};
+                 {"micro_batches", l.micro_batches},
+                 {"sequence_parallel", l.sequence_parallel}};
   j["per_gpu"] = bytes_json(r.per_gpu);
   j["per_gpu"]["stage"] = r.stages[r.worst].index;
   j["stages"] = Json::array();

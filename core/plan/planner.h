@@ -95,6 +95,7 @@ struct Layout {
   Recompute recompute = Recompute::None;
   int64_t recompute_every = 1;  // Full: layers per checkpointed group
   int64_t micro_batches = 1;    // m per optimizer step (gradient accumulation; the pipeline's)
+  bool sequence_parallel = false;  // TP > 1: the residual stream, LayerNorms and dropout on s/TP tokens
 };
 
 struct StagePlan {

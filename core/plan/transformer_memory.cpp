@@ -116,7 +116,9 @@ int64_t megatron_layer_bytes(const CharGptConfig& c, const ActivationInputs& in,
   // Whole on every rank: both LayerNorms' inputs, the QKV and MLP inputs (4 s b h eb) and the two
   // residual dropout masks (1 byte each). Split: Q, K, V, the projection's input, GELU's input and
   // output (12 s b h eb).
-  const int64_t whole = 4 * sbh * eb + (masks ? 2 * sbh : 0), split = 12 * sbh * eb / tp;
+  // Sequence parallelism (Korthikanti et al. 2022) splits the whole part t ways too.
+  const int64_t whole = (4 * sbh * eb + (masks ? 2 * sbh : 0)) / (in.sequence_parallel && tp > 1 ? tp : 1),
+                split = 12 * sbh * eb / tp;
   if (in.recompute == Recompute::Selective) return whole + split;
   // Scores: softmax output (eb), its dropout mask (1) and the dropout's output (eb), a s^2 b each.
   const int64_t scores = c.heads * in.seq * in.seq * in.batch;

@@ -259,6 +259,21 @@ class TestPlanFormulas : public QObject {
     // = 8 MB; full recomputation repeats the forward's two: 12 MB.
     QCOMPARE(tensor_parallel_bytes(2, 1, 1e6, 2, false), 8e6);
     QCOMPARE(tensor_parallel_bytes(2, 1, 1e6, 2, true), 12e6);
+    // The whole step as the lab sends it: + the embedding's all-reduce and the output layer's input
+    // gradient's (10 MB). Sequence parallel: 10 halves (0.5 MB) a layer, 2 + 3 at the ends, and the
+    // LayerNorm gradients' all-reduces (4 h eb a layer, 2 h eb at the end: 1 KB here).
+    TensorParallelTraffic tt;
+    tt.layers = 2;
+    tt.tp = 2;
+    tt.activation_bytes = 1e6;
+    tt.layernorm_bytes = 256;
+    QCOMPARE(tensor_parallel_step_bytes(tt), 10e6);
+    tt.sequence_parallel = true;
+    QCOMPARE(tensor_parallel_step_bytes(tt), (2 * 10 + 5) * 0.5e6 + 2 * 1024 + 512);
+    tt.full_recompute = true;
+    QCOMPARE(tensor_parallel_step_bytes(tt), (2 * 14 + 5) * 0.5e6 + 2 * 1024 + 512);
+    tt.tp = 1;
+    QCOMPARE(tensor_parallel_step_bytes(tt), 0.0);
     // PP: each of 4 micro-batches sends 1 MB forward and 1 MB backward: 8 MB.
     QCOMPARE(pipeline_parallel_bytes(4, 1e6, 2), 8e6);
     QCOMPARE(pipeline_parallel_bytes(4, 1e6, 1), 0.0);
@@ -362,7 +377,8 @@ class TestPlanFormulas : public QObject {
              2 * transformer_block_params(s.model.transformer, 2) * 2 + 2 * 2 * 512 * 1024 * 2);
     // Links: 8 GPUs a node; TP 2 and TP x PP = 8 stay in a node (NVLink), DP crosses nodes.
     const double act = 2.0 * 512 * 1024 * 2;
-    QCOMPARE(r.time.tp_bytes, tensor_parallel_bytes(4, 8, act, 2, false));
+    // The first stage's: its 4 blocks' 4 all-reduces and the vocabulary-parallel embedding's.
+    QCOMPARE(r.time.tp_bytes, tensor_parallel_bytes(4, 8, act, 2, false) + 8 * ring_allreduce_bytes(act, 2));
     QCOMPARE(r.time.tp_s, r.time.tp_bytes / s.nvlink_bytes_per_s);
     QCOMPARE(r.time.pp_s, r.time.pp_bytes / s.nvlink_bytes_per_s);
     QCOMPARE(r.time.dp_s, r.time.dp_bytes / s.network_bytes_per_s);
