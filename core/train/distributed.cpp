@@ -40,13 +40,13 @@ DistributedRun::~DistributedRun() = default;
 void DistributedRun::drop_model() { m_dp.reset(); }
 
 std::string DistributedRun::device(const std::string& configured) const {
-  return dist::rank_device(configured, m_place);
+  return dist::rank_device(configured, m_place, m_options.transport);
 }
 
 void DistributedRun::connect(Backend& be, const Config& config, int64_t batch) {
   if (!active()) return;
-  m_groups = std::make_unique<dist::ProcessGroups>(dist::make_world(m_place, be, m_options.timeout_s),
-                                                   dist::ParallelDegrees{}, be);
+  m_groups = std::make_unique<dist::ProcessGroups>(
+      dist::make_world(m_place, be, m_options.timeout_s, m_options.transport), dist::ParallelDegrees{}, be);
   Json j = config.to_json();
   j.erase("run");  // the run record's folder and name are rank 0's business
   dist::check_same_config(m_groups->world(), j.dump());

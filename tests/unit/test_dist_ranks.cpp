@@ -125,7 +125,7 @@ int fail(const std::string& what) {
 int collectives_worker() {
   using namespace trainlab::dist;
   CpuBackend be;
-  auto w = make_world(launch_info(), be, 20.0);
+  auto w = make_world(launch_info(), be, 20.0, "auto");
   const int r = w->rank(), n = w->size();
   if (w->kind() != "mpi") return fail("world kind " + w->kind());
   // fp32 sum, in place.
