@@ -31,9 +31,10 @@ using namespace trainlab::parity;
 namespace {
 
 // The largest relative loss difference of bf16 DDP over two ranks against one rank that the
-// rounding of the half-batch gradients explains (see above); a rank that trained on its half
-// alone differs by more after the first update.
-constexpr double kBf16Tolerance = 2e-3;
+// rounding of the half-batch gradients explains (see above): the same run on two CPU ranks
+// against one differs by up to 3e-5 (fp32: 1.2e-7); the bound leaves the GPU's other kernels
+// room for 15 times that.
+constexpr double kBf16Tolerance = 5e-4;
 
 void expect(const std::string& what, bool ok) {
   (ok ? g_pass : g_fail)++;
