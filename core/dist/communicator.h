@@ -5,7 +5,9 @@
 //               MPI_Ibcast) on host tensors; progress happens inside test() and wait();
 //   NCCL        GPU ranks: the backend's device collectives (backend/collectives.h), queued on a
 //               stream of their own after the compute stream's work so far; the NCCL unique id
-//               is broadcast over MPI.
+//               is broadcast over MPI;
+//   MPI staged  GPU ranks that share a GPU (dist.transport mpi): device tensors copied to pinned
+//               host buffers, reduced by the MPI communicator, copied back (dist/staged_communicator.h).
 // make_world (dist/world.h) picks one. Sub-communicators by colour (split) are the groups that
 // dist/process_groups.h makes.
 //
@@ -67,7 +69,7 @@ class Communicator {
   int rank() const { return m_rank; }
   int size() const { return m_size; }
   double timeout_s() const { return m_timeout_s; }
-  virtual std::string kind() const = 0;     // "single", "mpi", "nccl"
+  virtual std::string kind() const = 0;     // "single", "mpi", "nccl", "mpi-staged"
   virtual DeviceKind device() const = 0;   // where the tensors of the collectives live
 
   // --- tensor collectives (asynchronous) ---------------------------------------------------

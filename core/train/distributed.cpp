@@ -97,13 +97,14 @@ DistributedRun::~DistributedRun() = default;
 void DistributedRun::drop_model() { m_dp.reset(); }
 
 std::string DistributedRun::device(const std::string& configured) const {
-  return dist::rank_device(configured, m_place);
+  return dist::rank_device(configured, m_place, m_options.transport);
 }
 
 void DistributedRun::connect(Backend& be, const Config& config, int64_t batch) {
   if (!active()) return;
-  m_groups = std::make_unique<dist::ProcessGroups>(dist::make_world(m_place, be, m_options.timeout_s),
-                                                   dist::ParallelDegrees{m_options.tp, 1}, be);
+  m_groups = std::make_unique<dist::ProcessGroups>(
+      dist::make_world(m_place, be, m_options.timeout_s, m_options.transport, &m_notice),
+      dist::ParallelDegrees{m_options.tp, 1}, be);
   if (m_options.tp > 1) m_tensor = std::make_unique<dist::CommTensorGroup>(m_groups->tensor_parallel());
   Json j = config.to_json();
   j.erase("run");  // the run record's folder and name are rank 0's business

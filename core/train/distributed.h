@@ -66,6 +66,8 @@ class DistributedRun {
   // Collective. Throws CollectiveError when the ranks' configs differ or `batch` (the global
   // micro-batch) does not divide by the ranks.
   void connect(Backend& be, const Config& config, int64_t batch);
+  // What connect chose that the user should hear of (empty: nothing), for rank 0 to show.
+  const std::string& notice() const { return m_notice; }
   // This rank's samples of each micro-batch of `batch` (the ranks of a tensor-parallel group share them).
   int64_t local_batch(int64_t batch) const { return batch / data_ranks(); }
   // Collective. The data-parallel driver for `model`, which `step` trains; `compressing` (QAT,
@@ -104,6 +106,7 @@ class DistributedRun {
   std::unique_ptr<dist::CommTensorGroup> m_tensor;  // the model's tensor-parallel collectives (tp > 1)
   std::unique_ptr<dist::DataParallel> m_dp;
   int64_t m_tp_bytes_at_take = 0;
+  std::string m_notice;  // connect's word for the user (dist.transport auto chose MPI staging)
 };
 
 }  // namespace trainlab

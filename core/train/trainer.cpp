@@ -207,6 +207,7 @@ void Trainer::setup() {
   const TrainOptions t = train_options(m_config);
   const ModelOptions mo = model_options(m_config);
   s.dist->connect(*s.be, m_config, t.batch);
+  if (!s.dist->notice().empty() && s.dist->is_root() && m_callbacks.on_notice) m_callbacks.on_notice(s.dist->notice());
   s.task = make_task(mo, data_options(m_config), t, checkpoint_options(m_config));
   s.batch = t.batch;
   s.accumulate = t.accumulate;

@@ -214,11 +214,12 @@ class TestDist : public QObject {
     two.size = 2;
     two.rank = two.local_rank = 1;
     two.local_size = 2;
-    QCOMPARE(rank_device("cuda", two), std::string("cuda:1"));
-    QCOMPARE(rank_device("auto", two), std::string("cuda:1"));
-    QCOMPARE(rank_device("cpu", two), std::string("cpu"));
-    QCOMPARE(rank_device("cuda", LaunchInfo{}), std::string("cuda"));
-    const std::string e = error_of([&] { rank_device("cuda:0", two); });
+    // Two GPUs for the two local ranks: each its own (more cases: test_dist_transport).
+    QCOMPARE(rank_device("cuda", two, "auto", 2), std::string("cuda:1"));
+    QCOMPARE(rank_device("auto", two, "auto", 2), std::string("cuda:1"));
+    QCOMPARE(rank_device("cpu", two, "auto", 2), std::string("cpu"));
+    QCOMPARE(rank_device("cuda", LaunchInfo{}, "auto", 2), std::string("cuda"));
+    const std::string e = error_of([&] { rank_device("cuda:0", two, "auto", 2); });
     QVERIFY2(e.find("device.name cuda:0 names one GPU for the 2 ranks") != std::string::npos, e.c_str());
   }
 

@@ -17,7 +17,8 @@
 //   * gradient clipping by the global norm clips alike on every rank, as one rank would;
 //   * bad input ends every rank with one clear error, never a hang: a batch the ranks cannot split,
 //     a ZeRO stage on one rank, ranks with different configs, dist.ranks against the launcher, a
-//     rank that dies, a rank that hangs (the watchdog's timeout).
+//     rank that dies, a rank that hangs (the watchdog's timeout); dist.transport nccl on CPU ranks
+//     (an error from every rank that finds it).
 #include <signal.h>
 
 #include <QProcess>
@@ -49,7 +50,7 @@ int fail(const std::string& what) {
 int collectives_worker() {
   using namespace trainlab::dist;
   CpuBackend be;
-  auto w = make_world(launch_info(), be, 20.0);
+  auto w = make_world(launch_info(), be, 20.0, "auto");
   const int r = w->rank(), n = w->size();
   if (w->kind() != "mpi") return fail("world kind " + w->kind());
   // fp32 sum, in place.
@@ -369,6 +370,20 @@ class TestDistRanks : public QObject {
     QVERIFY2(r.code != 0 && r.code != -2, qPrintable(describe(r)));
     const QStringList errors = error_lines(r);
     QVERIFY2(errors.size() == 1 && errors[0].contains(mentions), qPrintable(describe(r)));
+  }
+
+  // dist.transport nccl on CPU ranks: every rank ends at once with the error naming the key, the
+  // device and the fix (a plain Error, not a CollectiveError: on machines with other devices only
+  // some ranks may find it, and their message must not be lost).
+  void ncclOnCpuRanks() {
+    const Result r = cli(2, {"--steps", "2", "--out", dir("nccl-cpu"), "--set", "dist.transport=nccl"});
+    QVERIFY2(r.code != 0 && r.code != -2, qPrintable(describe(r)));
+    const QStringList errors = error_lines(r);
+    QVERIFY2(!errors.isEmpty(), qPrintable(describe(r)));
+    for (const QString& e : errors)
+      QVERIFY2(e.contains("dist.transport nccl moves GPU tensors, but this rank runs on the CPU (device cpu): use "
+                          "dist.transport=auto or mpi"),
+               qPrintable(describe(r)));
   }
 
   // Each rank gets another seed: the config hash gathered at the start tells them apart.

@@ -64,7 +64,7 @@ double forward_backward(Backend& be, CharGpt& m, const Tensor& x, const Tensor& 
 // The worker: the whole tiny model and this rank's tensor-parallel shard of it, one step each.
 int gradients_worker(bool sequence_parallel, double dropout) {
   CpuBackend be;
-  auto world = dist::make_world(dist::launch_info(), be, 60.0);
+  auto world = dist::make_world(dist::launch_info(), be, 60.0, "auto");
   const int r = world->rank(), t = world->size();
   dist::CommTensorGroup group(*world);
   CharGptConfig c = CharGptConfig::preset("tiny");
