@@ -1,0 +1,72 @@
+// Runs of trainlab-cli from a GPU test (Qt-free): one rank, or two ranks under mpirun on the one
+// GPU (dist.transport=mpi), and their losses compared. The GPU machine has no Qt, so these are
+// the GPU tests' counterpart of tests/support/rank_runs.h. Each result is counted with expect().
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "dist/launch.h"
+#include "parity_support.h"
+#include "train/run_record.h"
+
+namespace trainlab::parity {
+
+inline void expect(const std::string& what, bool ok) {
+  (ok ? g_pass : g_fail)++;
+  std::printf("%s %s\n", ok ? "PASS" : "FAIL", what.c_str());
+}
+
+inline std::string quoted(const std::string& s) { return "'" + s + "'"; }
+
+// Runs `args` through sh with stderr into `err_file`; the exit status.
+inline int run(const std::vector<std::string>& args, const std::string& err_file) {
+  std::string line;
+  for (const auto& a : args) line += quoted(a) + " ";
+  return dist::run_and_wait({"sh", "-c", line + "2> " + quoted(err_file)});
+}
+
+inline std::string read_all(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+inline std::vector<std::string> train_args(const std::string& precision, const std::string& out) {
+  return {TRAINLAB_CLI_PATH, "train", "--device", "cuda", "--quiet", "--model", "char-gpt", "--steps", "4",
+          "--batch", "8", "--seed", "5", "--precision", precision, "--out", out, "--set", "train.eval_windows=16",
+          "--set", "train.eval_every=2", "--set", "run.save_weights=false"};
+}
+
+inline std::vector<std::string> mpirun(const std::vector<std::string>& args) {
+  std::vector<std::string> a{"mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2", "-x", "NCCL_NVLS_ENABLE=0"};
+  a.insert(a.end(), args.begin(), args.end());
+  return a;
+}
+
+// Every step's training loss, then every evaluation's loss.
+inline std::vector<double> losses(const std::string& dir) {
+  std::vector<double> out, val;
+  for (const StepMetrics& m : load_run(dir).steps) {
+    out.push_back(m.loss);
+    if (m.val_loss) val.push_back(*m.val_loss);
+  }
+  out.insert(out.end(), val.begin(), val.end());
+  return out;
+}
+
+inline void compare(const std::string& what, const std::vector<double>& one, const std::vector<double>& two, double tol) {
+  double worst = one.empty() || one.size() != two.size() ? INFINITY : 0.0;
+  for (size_t i = 0; i < one.size() && i < two.size(); ++i)
+    worst = std::max(worst, std::fabs(two[i] - one[i]) / std::fabs(one[i]));
+  for (size_t i = 0; i < one.size() && i < two.size(); ++i) std::printf("  %.9g / %.9g\n", one[i], two[i]);
+  std::printf("  %s: %zu losses, largest relative difference %.3g (tol %.0e)\n", what.c_str(), one.size(), worst, tol);
+  expect(what, worst <= tol);
+}
+
+}  // namespace trainlab::parity
