@@ -87,7 +87,7 @@ QString section_title(const QString& s) {
       {"model", "Model"},        {"data", "Data set"},    {"train", "Training"},    {"optim", "Optimizer"},
       {"schedule", "Learning-rate schedule"}, {"precision", "Precision"}, {"device", "Device"},
       {"run", "Run record"},     {"checkpoint", "Activation checkpointing"}, {"prune", "Pruning"},
-      {"quant", "Quantization"}, {"distill", "Distillation"}, {"dist", "Ranks / GPUs (data parallel)"}};
+      {"quant", "Quantization"}, {"distill", "Distillation"}, {"dist", "Parallelism (ranks, GPUs)"}};
   if (names.contains(s)) return names[s];
   QString t = s;
   t.replace('_', ' ');

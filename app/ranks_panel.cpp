@@ -6,7 +6,9 @@
 #include <QVBoxLayout>
 #include <algorithm>
 
+#include "config/dist_options.h"
 #include "plot_style.h"
+#include "util/error.h"
 
 namespace trainlab::app {
 
@@ -31,6 +33,15 @@ QCustomPlot* make_plot(QWidget* parent, const QString& name, const QString& titl
 }
 
 QCPTextElement* title_of(QCustomPlot* p) { return qobject_cast<QCPTextElement*>(p->plotLayout()->element(0, 0)); }
+
+// Where rank r stands on the x axis: the ranks of a tensor-parallel group side by side, a gap
+// between groups (rank = tp_rank + tp x dp_rank: a group is tp adjacent ranks).
+double rank_key(int r, int tp) { return r + 1.0 + (tp > 1 ? 0.5 * (r / tp) : 0.0); }
+
+// "rank 3" or, in a tensor-parallel run, "rank 3\ngroup 1" (its tensor-parallel group).
+QString rank_label(int r, int tp) {
+  return tp > 1 ? QString("rank %1\ngroup %2").arg(r).arg(r / tp) : QString("rank %1").arg(r);
+}
 
 // Stacked bars at `keys`, one bar per key, one layer per category; `alpha` < 255 for the prediction.
 void stack_bars(QCustomPlot* p, const QVector<double>& keys, const std::vector<MemoryBytes>& bytes, int alpha,
@@ -60,9 +71,33 @@ void stack_bars(QCustomPlot* p, const QVector<double>& keys, const std::vector<M
 
 }  // namespace
 
+int tensor_parallel_degree(const RunSeries& run) {
+  const Json flat = flatten_config(run.config);
+  const auto it = flat.find("dist.tp");
+  return it != flat.end() && it->is_number_integer() ? std::max(1, it->get<int>()) : 1;
+}
+
+QString layout_text(const RunSeries& run) {
+  DistOptions o;
+  const Json flat = flatten_config(run.config);
+  o.tp = tensor_parallel_degree(run);
+  o.sequence_parallel = flat.value("dist.sequence_parallel", false);
+  try {
+    o.strategy = dist_strategy_from_name(flat.value("dist.strategy", std::string("ddp")));
+  } catch (const Error&) {
+  }
+  return QString::fromStdString(dist_layout_text(o, static_cast<int>(std::max<size_t>(1, run.last_ranks.size()))));
+}
+
 RanksPanel::RanksPanel(QWidget* parent) : QWidget(parent) {
   auto* v = new QVBoxLayout(this);
   v->setContentsMargins(6, 6, 6, 6);
+  m_layout = new QLabel(this);
+  m_layout->setObjectName("ranks_layout");
+  m_layout->setWordWrap(true);
+  m_layout->setToolTip("How the run spreads over its ranks (dist.ranks, dist.tp, dist.sequence_parallel, "
+                       "dist.strategy): a tensor-parallel group is dist.tp adjacent ranks, drawn side by side.");
+  v->addWidget(m_layout);
   auto* holder = new QWidget(this);
   m_stack = new QStackedLayout(holder);
   m_empty = new QLabel(holder);
@@ -95,19 +130,23 @@ void RanksPanel::set_run(std::shared_ptr<RunSeries> run) {
 
 QString RanksPanel::plot_title(Plot k) const { return title_of(plot(k))->text(); }
 
+QString RanksPanel::layout_line() const { return m_layout->text(); }
+
 QString RanksPanel::message() const { return m_stack->currentWidget() == m_empty ? m_empty->text() : QString(); }
 
 void RanksPanel::refresh() {
   if (!m_run || !m_run->has_ranks()) {
     m_empty->setText(!m_run ? QString("No run selected. Start a run or reopen one from the runs table.")
                             : "No per-rank figures for " + m_run->name +
-                                  ": it trained on one rank. Set Ranks / GPUs above 1 (dist.ranks) to train over "
-                                  "several ranks; each rank's memory and time split then show here.");
+                                  ": it trained on one rank. Set Ranks in the Parallelism section above 1 (dist.ranks) "
+                                  "to train over several ranks; each rank's memory and time split then show here.");
     m_stack->setCurrentWidget(m_empty);
+    m_layout->clear();
     m_shown_steps = -1;
     return;
   }
   m_stack->setCurrentIndex(1);
+  m_layout->setText("<b>Layout</b>: " + layout_text(*m_run).toHtmlEscaped());
   if (m_shown_steps == m_run->size()) return;
   m_shown_steps = m_run->size();
   draw_memory();
@@ -122,19 +161,20 @@ void RanksPanel::draw_memory() {
   std::vector<MemoryBytes> measured, predicted;
   QSharedPointer<QCPAxisTickerText> ticks(new QCPAxisTickerText);
   double top = 0;
+  const int tp = tensor_parallel_degree(*m_run);
   for (const RankStepMetrics& r : ranks) {
-    const double k = r.rank + 1.0;
+    const double k = rank_key(r.rank, tp);
     measured_keys << k - 0.18;
     predicted_keys << k + 0.18;
     measured.push_back(r.mem_current);
     predicted.push_back(r.mem_predicted);
-    ticks->addTick(k, QString("rank %1\nledger | plan").arg(r.rank));
+    ticks->addTick(k, rank_label(r.rank, tp) + "\nledger | plan");
     top = std::max({top, static_cast<double>(r.mem_current.total()), static_cast<double>(r.mem_predicted.total())});
   }
   stack_bars(p, measured_keys, measured, 255, true);
   stack_bars(p, predicted_keys, predicted, 90, false);
   p->xAxis->setTicker(ticks);
-  p->xAxis->setRange(0.4, static_cast<double>(ranks.size()) + 0.6);
+  p->xAxis->setRange(0.4, rank_key(static_cast<int>(ranks.size()) - 1, tp) + 0.6);
   p->yAxis->setTicker(QSharedPointer<QCPAxisTicker>(new BytesTicker));
   p->yAxis->setRange(0, std::max(1.0, top) * 1.7);  // room for the legend above the bars
   title_of(p)->setText(QString("Memory per rank, step %1").arg(m_run->step.isEmpty() ? 0 : m_run->step.back()));
@@ -148,14 +188,15 @@ void RanksPanel::draw_time() {
   QSharedPointer<QCPAxisTickerText> ticks(new QCPAxisTickerText);
   QVector<double> keys, compute, comm, wait;
   double top = 0;
+  const int tp = tensor_parallel_degree(*m_run);
   for (const RankTimeTotals& r : t.ranks) {
     const double n = std::max<long>(1, r.steps);
-    keys << r.rank + 1.0;
+    keys << rank_key(r.rank, tp);
     compute << r.compute_ms / n;
     comm << r.comm_ms / n;
     wait << r.wait_ms / n;
     top = std::max(top, r.step_ms / n);
-    ticks->addTick(r.rank + 1.0, QString("rank %1\n%2 sent").arg(r.rank).arg(format_bytes(r.bytes_sent / n)));
+    ticks->addTick(rank_key(r.rank, tp), rank_label(r.rank, tp) + QString("\n%1 sent").arg(format_bytes(r.bytes_sent / n)));
   }
   const struct {
     const char* name;
@@ -175,7 +216,7 @@ void RanksPanel::draw_time() {
     below = bars;
   }
   p->xAxis->setTicker(ticks);
-  p->xAxis->setRange(0.4, static_cast<double>(std::max<size_t>(1, t.ranks.size())) + 0.6);
+  p->xAxis->setRange(0.4, rank_key(static_cast<int>(std::max<size_t>(1, t.ranks.size())) - 1, tp) + 0.6);
   p->yAxis->setLabel("ms a step");
   p->yAxis->setRange(0, std::max(1e-3, top) * 1.6);
   const double e = t.efficiency_estimate();

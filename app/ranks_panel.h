@@ -7,7 +7,8 @@
 //     per step over steps 2.., metrics.h's DistTimeTotals), the bytes it sent a step under its
 //     label, and the run's scaling-efficiency estimate in the title.
 // A run on one rank gets a sentence saying why there is nothing to show. The report draws the same
-// plots through render().
+// plots through render(). A line above the plots names the layout; a tensor-parallel run's ranks
+// stand in their groups (a gap between groups, each label naming its group).
 #pragma once
 #include <QWidget>
 #include <memory>
@@ -20,6 +21,10 @@ class QLabel;
 class QStackedLayout;
 
 namespace trainlab::app {
+
+// A run's dist.tp (1 when its config has none), and its layout in words (dist_layout_text).
+int tensor_parallel_degree(const RunSeries& run);
+QString layout_text(const RunSeries& run);
 
 class RanksPanel : public QWidget {
   Q_OBJECT
@@ -36,6 +41,8 @@ class RanksPanel : public QWidget {
   QString plot_title(Plot k) const;
   // The explanation shown instead of the plots ("" while the plots show).
   QString message() const;
+  // The line above the plots naming the run's layout ("" without plots).
+  QString layout_line() const;
   // For reports: draws a plot onto any painter (PDF page, SVG) at the given size.
   void render(Plot k, QCPPainter* painter, const QRectF& target);
 
@@ -50,6 +57,7 @@ class RanksPanel : public QWidget {
   QCustomPlot* m_memory = nullptr;
   QCustomPlot* m_time = nullptr;
   QLabel* m_empty = nullptr;
+  QLabel* m_layout = nullptr;
   QStackedLayout* m_stack = nullptr;
   int m_shown_steps = -1;
 };

@@ -312,9 +312,11 @@ void Report::write_ranks(QTextStream& o) const {
            "over every rank's step time (trainlab-cli bench --case scaling measures it against one rank).</p>";
     header = true;
     const DistTimeTotals& t = r->dist_times;
-    o << "<h3>" << esc(r->name) << "</h3><p>scaling efficiency estimate "
+    o << "<h3>" << esc(r->name) << "</h3><p>" << esc(layout_text(*r)) << "; scaling efficiency estimate "
       << number_text(100.0 * t.efficiency_estimate(), 'f', 1, " %") << " over " << t.steps() << " steps</p>";
-    o << "<table cellspacing='0' cellpadding='3' border='1'><tr><th>Rank</th><th>step ms</th><th>compute ms</th>"
+    const int tp = tensor_parallel_degree(*r);
+    o << "<table cellspacing='0' cellpadding='3' border='1'><tr><th>Rank</th>"
+      << (tp > 1 ? "<th>tensor-parallel group</th>" : "") << "<th>step ms</th><th>compute ms</th>"
          "<th>exposed comm. ms</th><th>waiting ms</th><th>sent a step</th><th>memory (ledger)</th>"
          "<th>predicted</th></tr>";
     for (const RankStepMetrics& m : r->last_ranks) {
@@ -324,6 +326,7 @@ void Report::write_ranks(QTextStream& o) const {
       auto per_step = [&](double v) { return n > 0 ? num(v / n, 4) : QString("no value"); };
       const double meas = static_cast<double>(m.mem_current.total()), pred = static_cast<double>(m.mem_predicted.total());
       o << "<tr><td>" << m.rank << "</td>";
+      if (tp > 1) o << "<td>" << m.rank / tp << " (tp rank " << m.rank % tp << ")</td>";
       for (const QString& v : {per_step(tt.step_ms), per_step(tt.compute_ms), per_step(tt.comm_ms), per_step(tt.wait_ms),
                                n > 0 ? format_bytes(tt.bytes_sent / n) : QString("no value"), format_bytes(meas)})
         o << "<td class='num' align='right'>" << v << "</td>";

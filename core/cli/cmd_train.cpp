@@ -114,7 +114,7 @@ int report_summary(const RunSummary& s, double last_scale, bool root, const std:
                  s.status.c_str(), s.steps, s.epochs, value_text(s.final_train_loss).c_str(),
                  value_text(s.test_accuracy).c_str(), value_text(s.test_loss).c_str(), s.samples_per_s, unit.c_str(),
                  s.wall_s);
-    if (s.ranks > 1) std::fprintf(stderr, "%d ranks, dist.strategy %s\n", s.ranks, s.dist_strategy.c_str());
+    if (s.ranks > 1) std::fprintf(stderr, "%s\n", s.dist_layout.c_str());
     if (s.precision == "fp16")
       std::fprintf(stderr, "fp16 loss scaling: scale %g at the end, %ld skipped steps\n", last_scale, s.skipped_steps);
     std::fprintf(stderr, "run record: %s\n", s.run_dir.c_str());

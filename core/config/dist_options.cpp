@@ -1,5 +1,7 @@
 #include "config/dist_options.h"
 
+#include <algorithm>
+
 #include "config/config.h"
 #include "util/error.h"
 
@@ -29,6 +31,15 @@ int zero_stage(DistStrategy s) {
     case DistStrategy::Zero3: return 3;
   }
   return 0;
+}
+
+std::string dist_layout_text(const DistOptions& o, int ranks) {
+  const int t = std::max(1, o.tp), dp = std::max(1, ranks / t);
+  std::string s = std::to_string(ranks) + " rank" + (ranks == 1 ? "" : "s") + ": ";
+  if (t > 1)
+    s += "tensor-parallel groups of " + std::to_string(t) + (o.sequence_parallel ? " (sequence parallel)" : "") + " x ";
+  s += std::to_string(dp) + " data-parallel replica" + (dp == 1 ? "" : "s") + ", " + dist_strategy_name(o.strategy);
+  return s;
 }
 
 DistOptions dist_options(const Config& c) {

@@ -32,4 +32,9 @@ struct DistOptions {
 
 DistOptions dist_options(const Config& config);
 
+// A run's layout over `ranks` ranks in words, for the CLI, the summary, the Ranks dock and the
+// report: "2 ranks: tensor-parallel groups of 2 (sequence parallel) x 1 data-parallel replica, ddp"
+// or "4 ranks: 4 data-parallel replicas, zero2".
+std::string dist_layout_text(const DistOptions& o, int ranks);
+
 }  // namespace trainlab

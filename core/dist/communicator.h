@@ -117,6 +117,22 @@ class Communicator {
   int64_t m_bytes_sent = 0;
 };
 
+// A communicator of device tensors whose host values (and the group's bootstrap) travel over a
+// host communicator (MPI) of the same ranks: NCCL's and the staged one share these.
+class HostBackedCommunicator : public Communicator {
+ public:
+  explicit HostBackedCommunicator(std::unique_ptr<Communicator> host)
+      : Communicator(host->rank(), host->size(), host->timeout_s()), m_host(std::move(host)) {}
+  void barrier() override { m_host->barrier(); }
+  void all_reduce_host(std::span<double> v, HostReduce op) override { m_host->all_reduce_host(v, op); }
+  std::vector<uint64_t> all_gather_host(uint64_t v) override { return m_host->all_gather_host(v); }
+  std::vector<double> all_gather_host(std::span<const double> v) override { return m_host->all_gather_host(v); }
+  void broadcast_host(std::vector<uint8_t>& bytes, int root) override { m_host->broadcast_host(bytes, root); }
+
+ protected:
+  std::unique_ptr<Communicator> m_host;
+};
+
 // A handle that is complete from the start (single rank, empty collectives).
 CommHandle completed_request();
 

@@ -27,10 +27,10 @@ class NcclRequest final : public CommRequest {
   bool m_done = false;
 };
 
-class NcclComm final : public Communicator {
+class NcclComm final : public HostBackedCommunicator {
  public:
   NcclComm(std::unique_ptr<DeviceCollectives> dc, std::unique_ptr<Communicator> host)
-      : Communicator(host->rank(), host->size(), host->timeout_s()), m_dc(std::move(dc)), m_host(std::move(host)) {}
+      : HostBackedCommunicator(std::move(host)), m_dc(std::move(dc)) {}
   std::string kind() const override { return "nccl"; }
   DeviceKind device() const override { return DeviceKind::Cuda; }
   DeviceCollectives& dc() { return *m_dc; }
@@ -53,12 +53,6 @@ class NcclComm final : public Communicator {
     return started(Collective::Broadcast, m_rank == root ? t.bytes() : 0, m_dc->broadcast(t, root));
   }
 
-  void barrier() override { m_host->barrier(); }
-  void all_reduce_host(std::span<double> v, HostReduce op) override { m_host->all_reduce_host(v, op); }
-  std::vector<uint64_t> all_gather_host(uint64_t v) override { return m_host->all_gather_host(v); }
-  std::vector<double> all_gather_host(std::span<const double> v) override { return m_host->all_gather_host(v); }
-  void broadcast_host(std::vector<uint8_t>& bytes, int root) override { m_host->broadcast_host(bytes, root); }
-
   std::unique_ptr<Communicator> split(int color, int key) override {
     auto host = m_host->split(color, key);
     return std::make_unique<NcclComm>(m_dc->split(color, key), std::move(host));
@@ -72,7 +66,6 @@ class NcclComm final : public Communicator {
   }
 
   std::unique_ptr<DeviceCollectives> m_dc;
-  std::unique_ptr<Communicator> m_host;
 };
 
 bool NcclRequest::test() {

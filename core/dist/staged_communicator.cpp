@@ -42,13 +42,10 @@ class StagedRequest final : public CommRequest {
   bool m_done = false;
 };
 
-class StagedComm final : public Communicator {
+class StagedComm final : public HostBackedCommunicator {
  public:
   StagedComm(Backend& be, std::unique_ptr<Communicator> host)
-      : Communicator(host->rank(), host->size(), host->timeout_s()),
-        m_be(be),
-        m_device(be.info().kind),
-        m_host(std::move(host)) {}
+      : HostBackedCommunicator(std::move(host)), m_be(be), m_device(be.info().kind) {}
   std::string kind() const override { return "mpi-staged"; }
   DeviceKind device() const override { return m_device; }
 
@@ -98,12 +95,6 @@ class StagedComm final : public Communicator {
     count_bytes(Collective::Broadcast, m_rank == root ? static_cast<int64_t>(t.bytes()) : 0);
     return started(s, [&] { return m_host->broadcast(h, root); }, h, t);
   }
-
-  void barrier() override { m_host->barrier(); }
-  void all_reduce_host(std::span<double> v, HostReduce op) override { m_host->all_reduce_host(v, op); }
-  std::vector<uint64_t> all_gather_host(uint64_t v) override { return m_host->all_gather_host(v); }
-  std::vector<double> all_gather_host(std::span<const double> v) override { return m_host->all_gather_host(v); }
-  void broadcast_host(std::vector<uint8_t>& bytes, int root) override { m_host->broadcast_host(bytes, root); }
 
   std::unique_ptr<Communicator> split(int color, int key) override {
     return std::make_unique<StagedComm>(m_be, m_host->split(color, key));
@@ -166,7 +157,6 @@ class StagedComm final : public Communicator {
 
   Backend& m_be;
   DeviceKind m_device;
-  std::unique_ptr<Communicator> m_host;
   std::vector<StageSlot> m_slots;
   std::vector<Tensor> m_retired;
 };

@@ -266,6 +266,7 @@ Json RunSummary::to_json() const {
   if (ranks > 1) {
     j["ranks"] = ranks;
     j["dist_strategy"] = dist_strategy;
+    if (!dist_layout.empty()) j["dist_layout"] = dist_layout;
     j["dist_times"] = dist_times.to_json();
   }
   return j;

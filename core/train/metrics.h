@@ -121,6 +121,7 @@ struct RunSummary {
   std::string device, precision, run_dir;
   int ranks = 1;             // ranks that trained (core/dist); the figures above are rank 0's
   std::string dist_strategy; // dist.strategy when ranks > 1
+  std::string dist_layout;   // dist_layout_text (config/dist_options.h) when ranks > 1
   DistTimeTotals dist_times; // ranks > 1: summary.json's "dist_times"
   Json to_json() const;
 };

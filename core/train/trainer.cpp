@@ -400,7 +400,10 @@ void Trainer::fill_summary(RunSummary& sum, long steps, double last_loss) {
   sum.precision = s.precision->name;
   sum.peak_bytes = to_bytes(s.be->ledger().snapshot().peak);
   sum.ranks = s.dist->ranks();
-  if (sum.ranks > 1) sum.dist_strategy = dist_strategy_name(s.dist->options().strategy);
+  if (sum.ranks > 1) {
+    sum.dist_strategy = dist_strategy_name(s.dist->options().strategy);
+    sum.dist_layout = dist_layout_text(s.dist->options(), sum.ranks);
+  }
   sum.wall_s = std::chrono::duration<double>(Clock::now() - s.t_start).count();
 }
 

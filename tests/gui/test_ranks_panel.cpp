@@ -2,11 +2,13 @@
 // window with dist.ranks 2 (trainlab-cli through mpirun) shows, while it runs, each rank's memory
 // stacked by category beside core/plan's prediction for that rank, and each rank's step split into
 // compute, exposed communication and waiting; the report (HTML and PDF) has the per-rank table and
-// the same two plots. A one-rank run gets a sentence, not empty plots. The run is skipped without
-// mpirun or without MPI in the build.
+// the same two plots. A one-rank run gets a sentence, not empty plots. A tensor-parallel run (4
+// ranks, dist.tp 2) stands its ranks in their groups, names each rank's group and the layout in the
+// dock and in the report. The runs are skipped without mpirun or without MPI in the build.
 #include <QComboBox>
 #include <QDockWidget>
 #include <QFile>
+#include <QProcess>
 #include <QSpinBox>
 #include <QStandardPaths>
 #include <QtTest>
@@ -16,6 +18,7 @@
 #include "dist/world.h"
 #include "gui_support.h"
 #include "main_window.h"
+#include "rank_launch.h"
 #include "ranks_panel.h"
 #include "report.h"
 
@@ -111,6 +114,38 @@ class TestRanksPanel : public QObject {
     const Json times = RunSeries::load(m_ranked_dir).summary.at("dist_times");
     QCOMPARE(times.at("ranks").size(), size_t(2));
     QVERIFY(times.at("efficiency_estimate").get<double>() > 0 && times.at("efficiency_estimate").get<double>() <= 1);
+  }
+
+  void tensorParallelGroups() {
+    if (!have_mpi()) QSKIP("mpirun or MPI is absent: several ranks are not tested");
+    const QString cli = find_trainlab_cli(), out = m_tmp.filePath("tp2x2");
+    QVERIFY(!cli.isEmpty());
+    QProcess p;
+    p.start(QStandardPaths::findExecutable("mpirun"),
+            {"--allow-run-as-root", "--oversubscribe", "-np", "4", cli, "train", "--device", "cpu", "--quiet",
+             "--model", "char-gpt", "--steps", "3", "--batch", "8", "--set", "dist.tp=2", "--set",
+             "dist.sequence_parallel=true", "--set", "train.eval_windows=8", "--set", "run.save_weights=false",
+             "--out", out});
+    QVERIFY(p.waitForFinished(120000));
+    QVERIFY2(p.exitCode() == 0, p.readAllStandardError().constData());
+    auto run = std::make_shared<RunSeries>(RunSeries::load(out));
+    QCOMPARE(tensor_parallel_degree(*run), 2);
+    RanksPanel panel;
+    panel.set_run(run);
+    QCustomPlot* mem = panel.plot(RanksPanel::Plot::Memory);
+    // Ranks 0 and 1 (group 0) at 1 and 2, ranks 2 and 3 (group 1) at 3.5 and 4.5.
+    const double keys[] = {1.0, 2.0, 3.5, 4.5};
+    for (const RankStepMetrics& r : run->last_ranks)
+      QCOMPARE(stacked_at(mem, keys[r.rank] - 0.18), static_cast<double>(r.mem_current.total()));
+    auto* ticks = dynamic_cast<QCPAxisTickerText*>(mem->xAxis->ticker().data());
+    QVERIFY(ticks && ticks->ticks().value(4.5).startsWith("rank 3\ngroup 1"));
+    const QString layout = panel.layout_line();
+    QVERIFY2(layout.contains("4 ranks: tensor-parallel groups of 2 (sequence parallel) x 2 data-parallel replicas, ddp"),
+             qPrintable(layout));
+    const QString html = Report::from_dirs({out}).summary_html(false);
+    QVERIFY(html.contains("tensor-parallel groups of 2 (sequence parallel)"));
+    QVERIFY(html.contains("<th>tensor-parallel group</th>"));
+    QVERIFY(html.contains("<td>1 (tp rank 1)</td>"));
   }
 
   void reportHasTheRanks() {
