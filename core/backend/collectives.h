@@ -32,6 +32,9 @@ class DeviceCollectives {
   // out: sum(counts) elements, rank r's in (counts[r] elements) at its place; in may be that place.
   virtual uint64_t all_gather(const Tensor& in, Tensor& out, std::span<const int64_t> counts) = 0;
   virtual uint64_t broadcast(Tensor& t, int root) = 0;
+  // Point to point with rank `peer` (ncclSend / ncclRecv), ordered with the collectives.
+  virtual uint64_t send(const Tensor& t, int peer) = 0;
+  virtual uint64_t recv(Tensor& t, int peer) = 0;
   // Whether collective `seq` (and every one before it) has completed on the device.
   virtual bool done(uint64_t seq) = 0;
   // Later work on the backend's compute stream runs after collective `seq`.

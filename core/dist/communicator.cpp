@@ -14,6 +14,8 @@ const char* collective_name(Collective c) {
     case Collective::AllGather: return "all-gather";
     case Collective::Broadcast: return "broadcast";
     case Collective::Barrier: return "barrier";
+    case Collective::Send: return "send";
+    case Collective::Recv: return "receive";
   }
   return "?";
 }
@@ -61,6 +63,12 @@ void Communicator::check_tensor(const Tensor& t, const char* what) const {
                 kind() + " communicator, which takes " + (device() == DeviceKind::Cuda ? "GPU" : "host") + " tensors");
 }
 
+void Communicator::check_peer(int peer, const char* what) const {
+  if (peer < 0 || peer >= m_size || peer == m_rank)
+    throw Error(std::string(what) + " with rank " + std::to_string(peer) + " from rank " + std::to_string(m_rank) +
+                " of a group of " + std::to_string(m_size) + ": expected another rank of the group");
+}
+
 void Communicator::count_bytes(Collective c, int64_t bytes) {
   if (m_size <= 1) return;
   const double n = m_size;
@@ -68,8 +76,10 @@ void Communicator::count_bytes(Collective c, int64_t bytes) {
     case Collective::AllReduce: m_bytes_sent += static_cast<int64_t>(2.0 * (n - 1) / n * static_cast<double>(bytes)); break;
     case Collective::ReduceScatter:
     case Collective::AllGather: m_bytes_sent += static_cast<int64_t>((n - 1) / n * static_cast<double>(bytes)); break;
-    case Collective::Broadcast: m_bytes_sent += bytes; break;
-    case Collective::Barrier: break;
+    case Collective::Broadcast:
+    case Collective::Send: m_bytes_sent += bytes; break;
+    case Collective::Barrier:
+    case Collective::Recv: break;
   }
 }
 
@@ -112,6 +122,14 @@ class SingleRank final : public Communicator {
   CommHandle broadcast(Tensor& t, int root) override {
     check_tensor(t, "broadcast");
     if (root != 0) throw Error("internal: broadcast from rank " + std::to_string(root) + " of 1");
+    return completed_request();
+  }
+  CommHandle send(const Tensor& t, int peer) override {
+    check_peer(peer, "a send");  // one rank has no other
+    return completed_request();
+  }
+  CommHandle recv(Tensor& t, int peer) override {
+    check_peer(peer, "a receive");
     return completed_request();
   }
   void barrier() override {}

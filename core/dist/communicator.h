@@ -21,7 +21,7 @@
 // that died or hangs never leaves the others waiting for ever; the caller then ends the job
 // (abort_job). Bytes sent are counted with the ring algorithm's per-rank figure (what NCCL's
 // tests call bus bytes): all-reduce 2(N-1)/N of the buffer, reduce-scatter and all-gather (N-1)/N
-// of the whole, broadcast the buffer (root).
+// of the whole, broadcast the buffer (root), a send its buffer.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -35,7 +35,7 @@
 
 namespace trainlab::dist {
 
-enum class Collective : uint8_t { AllReduce, ReduceScatter, AllGather, Broadcast, Barrier };
+enum class Collective : uint8_t { AllReduce, ReduceScatter, AllGather, Broadcast, Barrier, Send, Recv };
 const char* collective_name(Collective c);  // "all-reduce", ...
 
 // One collective in flight. A handle destroyed before it completed is abandoned (its buffers must
@@ -85,6 +85,12 @@ class Communicator {
   // t = root's t.
   virtual CommHandle broadcast(Tensor& t, int root) = 0;
 
+  // --- point to point (pipeline stages, asynchronous) ----------------------------------------
+  // t to rank `peer` of this group; t from it (the same element count and format). Messages
+  // between two ranks are matched in the order each side posts them. A send counts t's bytes.
+  virtual CommHandle send(const Tensor& t, int peer) = 0;
+  virtual CommHandle recv(Tensor& t, int peer) = 0;
+
   // --- host values (blocking, with the timeout) ---------------------------------------------
   virtual void barrier() = 0;
   virtual void all_reduce_host(std::span<double> v, HostReduce op) = 0;
@@ -108,6 +114,8 @@ class Communicator {
   // sum(counts) elements and `part` counts[rank()], one format on this communicator's device.
   void check_parts(const Tensor& whole, const Tensor& part, std::span<const int64_t> counts, Collective c) const;
   void check_tensor(const Tensor& t, const char* what) const;
+  // Throws Error unless `peer` is another rank of this group.
+  void check_peer(int peer, const char* what) const;
   void count_bytes(Collective c, int64_t bytes);
   // "rank 1 of 2: all-reduce of 1.5 MiB did not complete within 300 s ..." for a timeout.
   std::string timeout_message(const std::string& what) const;

@@ -173,6 +173,27 @@ class MpiComm final : public Communicator {
     return r;
   }
 
+  // Tag 0 on this communicator: MPI keeps each pair's messages in the order they were posted.
+  CommHandle send(const Tensor& t, int peer) override {
+    check_tensor(t, "send");
+    check_peer(peer, "a send");
+    auto r = start(Collective::Send, t.bytes());
+    check(MPI_Isend(t.raw(), as_int(mpi_elems(t.dtype(), t.numel()), "send"), mpi_type(t.dtype()), peer, 0, m_comm,
+                    &r->req),
+          "MPI_Isend");
+    return r;
+  }
+
+  CommHandle recv(Tensor& t, int peer) override {
+    check_tensor(t, "receive");
+    check_peer(peer, "a receive");
+    auto r = start(Collective::Recv, t.bytes());
+    check(MPI_Irecv(t.raw(), as_int(mpi_elems(t.dtype(), t.numel()), "receive"), mpi_type(t.dtype()), peer, 0, m_comm,
+                    &r->req),
+          "MPI_Irecv");
+    return r;
+  }
+
   void barrier() override {
     auto r = std::make_unique<MpiRequest>(*this, "barrier");
     check(MPI_Ibarrier(m_comm, &r->req), "MPI_Ibarrier");

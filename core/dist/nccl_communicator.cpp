@@ -53,6 +53,18 @@ class NcclComm final : public HostBackedCommunicator {
     return started(Collective::Broadcast, m_rank == root ? t.bytes() : 0, m_dc->broadcast(t, root));
   }
 
+  CommHandle send(const Tensor& t, int peer) override {
+    check_tensor(t, "send");
+    check_peer(peer, "a send");
+    return started(Collective::Send, t.bytes(), m_dc->send(t, peer));
+  }
+
+  CommHandle recv(Tensor& t, int peer) override {
+    check_tensor(t, "receive");
+    check_peer(peer, "a receive");
+    return started(Collective::Recv, t.bytes(), m_dc->recv(t, peer));
+  }
+
   std::unique_ptr<Communicator> split(int color, int key) override {
     auto host = m_host->split(color, key);
     return std::make_unique<NcclComm>(m_dc->split(color, key), std::move(host));

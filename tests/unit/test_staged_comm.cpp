@@ -7,6 +7,9 @@
 //     flight at once, and staging memory that a second round of the same calls does not grow;
 //   * reduce-scatter and all-gather (from a buffer and in place) with uneven counts, one of them 0;
 //   * broadcast from the last rank;
+//   * point to point round a ring (each rank sends to the next and receives from the one before,
+//     fp32 and bf16 in flight at once): the sender's values arrive, on both communicators; a send
+//     on a one-rank group is an error naming the ranks;
 //   * sub-communicators (split: colour rank % 2, keys reversed), themselves staged;
 //   * the bytes counted, equal to the MPI communicator's; host values delegated;
 //   * a rank that does not join: rank 0's wait gives up with the MPI communicator's message.
@@ -149,6 +152,25 @@ void broadcasts(Backend& be, Communicator& plain, Communicator& staged, Checks& 
   ck(same_bits(p, s) && (plain.rank() == root) == same_bits(p, before), "broadcast from rank " + std::to_string(root));
 }
 
+void point_to_point(Backend& be, Communicator& plain, Communicator& staged, Checks& ck) {
+  const int r = plain.rank(), n = plain.size(), next = (r + 1) % n, prev = (r + n - 1) % n;
+  for (Communicator* c : {&plain, &staged}) {
+    const uint64_t seed = static_cast<uint64_t>(r), from = static_cast<uint64_t>(prev);
+    Tensor a = values(be, 45, DType::F32, 700 + seed), b = values(be, 20, DType::BF16, 800 + seed);
+    Tensor ra = be.empty({45}, DType::F32, MemCategory::Workspace);
+    Tensor rb = be.empty({20}, DType::BF16, MemCategory::Workspace);
+    be.fill(ra, -1.0f);
+    be.fill(rb, -1.0f);
+    CommHandle sa = c->send(a, next), sb = c->send(b, next), qa = c->recv(ra, prev), qb = c->recv(rb, prev);
+    for (CommHandle* h : {&sa, &sb, &qa, &qb}) (*h)->wait();
+    ck(same_bits(ra, values(be, 45, DType::F32, 700 + from)) && same_bits(rb, values(be, 20, DType::BF16, 800 + from)),
+       c->kind() + ": send and receive round the ring");
+  }
+  const std::string e = error_of([&] { make_single_rank(be)->send(values(be, 1, DType::F32, 1), 0); });
+  ck(e.find("a send with rank 0 from rank 0 of a group of 1: expected another rank of the group") != std::string::npos,
+     "send on one rank: '" + e + "'");
+}
+
 void groups(Backend& be, Communicator& plain, Communicator& staged, Checks& ck) {
   const int r = plain.rank();
   auto ps = plain.split(r % 2, -r), ss = staged.split(r % 2, -r);
@@ -217,6 +239,7 @@ int staged_worker() {
   all_reduces(be, *plain, *staged, ck);
   scatters_and_gathers(be, *plain, *staged, ck);
   broadcasts(be, *plain, *staged, ck);
+  point_to_point(be, *plain, *staged, ck);
   ck(staged->bytes_sent() == plain->bytes_sent() && plain->bytes_sent() > 0,
      "bytes " + std::to_string(staged->bytes_sent()) + ", MPI's " + std::to_string(plain->bytes_sent()));
   groups(be, *plain, *staged, ck);

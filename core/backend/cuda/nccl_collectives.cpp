@@ -138,6 +138,20 @@ class NcclCollectives final : public DeviceCollectives {
     });
   }
 
+  uint64_t send(const Tensor& t, int peer) override {
+    return enqueue("ncclSend", [&] {
+      nccl_check(ncclSend(t.raw(), nccl_count(t.dtype(), t.numel()), nccl_type(t.dtype(), false), peer, m_comm, m_stream),
+                 "ncclSend", m_comm);
+    });
+  }
+
+  uint64_t recv(Tensor& t, int peer) override {
+    return enqueue("ncclRecv", [&] {
+      nccl_check(ncclRecv(t.raw(), nccl_count(t.dtype(), t.numel()), nccl_type(t.dtype(), false), peer, m_comm, m_stream),
+                 "ncclRecv", m_comm);
+    });
+  }
+
   bool done(uint64_t seq) override {
     retire();
     return m_pending.empty() || m_pending.front().first > seq;
