@@ -12,6 +12,7 @@ namespace trainlab::dist {
 namespace {
 
 constexpr int64_t kMaxPipe = int64_t{1} << 20;
+constexpr int64_t kMaxActions = int64_t{1} << 24;  // units a table lists (p m v)
 
 PipeAction act(int s, PipeOp op, int i, int c = 0) { return PipeAction{s, op, i, c}; }
 
@@ -133,20 +134,22 @@ void validate_pipeline(PipelineSchedule kind, int64_t p, int64_t m, int64_t v) {
     throw Error("the interleaved schedule sends micro-batches round the " + std::to_string(p) +
                 " stages in groups of " + std::to_string(p) + ": micro-batches " + std::to_string(m) +
                 " must be a multiple of pipeline stages " + std::to_string(p));
-  if (p * m * v > (int64_t{1} << 40)) throw Error("pipeline stages x micro-batches x virtual stages: too many to plan");
 }
 
 std::string pipeline_warning(PipelineSchedule kind, int64_t p, int64_t m, int64_t v) {
   (void)v;
   if ((kind == PipelineSchedule::OneFOneB || kind == PipelineSchedule::ZbH1) && m < p)
     return "the bubble grows: " + std::to_string(m) + " micro-batches for " + std::to_string(p) +
-           " pipeline stages never fill the pipeline (no steady 1F1B phase); idle fraction " +
-           std::to_string(p - 1) + "/" + std::to_string(m + p - 1) + " or more: use micro-batches >= stages";
+           " pipeline stages never fill the pipeline (no steady 1F1B phase); 1f1b idles (p - 1)/(m + p - 1) = " +
+           std::to_string(p - 1) + "/" + std::to_string(m + p - 1) + " of the time: use micro-batches >= stages";
   return "";
 }
 
 PipelineTable build_schedule(PipelineSchedule kind, int p, int m, int v) {
   validate_pipeline(kind, p, m, v);
+  if (int64_t{p} * m * v > kMaxActions)
+    throw Error("a pipeline schedule of " + std::to_string(p) + " stages x " + std::to_string(m) + " micro-batches x " +
+                std::to_string(v) + " virtual stages has more than 2^24 (micro-batch, chunk) units to list");
   PipelineTable t;
   t.kind = kind;
   t.stages = p;

@@ -62,8 +62,8 @@
 //   interleaved  (p - 1) / (v m + p - 1)         with a chunk's costs F = 1/v, B + W = 2/v: the
 //                                                whole model's work is unchanged, the bubble's
 //                                                (p - 1)(F + B + W) shrinks by v (Narayanan et al.)
-//   zb-h1        (p - 1)(F + B - W) / (m (F + B + W) + (p - 1)(F + B - W)), for F = B = W = 1
-//                (p - 1) / (3 m + p - 1): W fills the bubble but for the critical path's F + B - W
+//   zb-h1        (p - 1) / (3 m + p - 1) at F = B = W = 1 (the tests simulate these costs only):
+//                p - 1 slots idle a stage, the paper's (p - 1)(F + B - W), where 1f1b idles 3 (p - 1)
 // Those are the idle fractions of pipeline_bubble(); the unit tests check them against simulate()
 // for p in {2, 4}, m in {4, 8, 16}.
 #pragma once
@@ -102,7 +102,7 @@ struct PipelineTable {
 };
 
 // Throws Error naming the values: p, m, v >= 1; v > 1 only for interleaved; interleaved with m a
-// multiple of p. Limits p, m, v to 2^20 each.
+// multiple of p. Limits p, m, v to 2^20 each (build_schedule: p m v to 2^24).
 void validate_pipeline(PipelineSchedule kind, int64_t p, int64_t m, int64_t v);
 // A note for a schedule that works but wastes time ("" when none): m < p under 1f1b (and zb-h1):
 // "the bubble grows: ...".
