@@ -36,7 +36,8 @@ class TestCliPlan : public QObject {
     QVERIFY2(r.code == 0, qPrintable(describe(r)));
     for (const char* opt : {"--params", "--layers", "--hidden", "--heads", "--seq", "--vocab", "--model", "--batch", "--gpus",
                             "--nodes", "--zero", "--tp", "--pp", "--micro-batches", "--precision", "--optimizer",
-                            "--recompute", "--dropout", "--gpu-memory", "--search", "--json", "--check", "--mfu"})
+                            "--recompute", "--dropout", "--gpu-memory", "--search", "--json", "--check", "--mfu", "--schedule",
+                            "--virtual-stages", "--print-schedule"})
       QVERIFY2(r.out.contains(opt), opt);
   }
 
