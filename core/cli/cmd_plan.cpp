@@ -24,12 +24,12 @@ namespace {
 
 struct PlanFlags {
   std::string model, precision = "bf16", optimizer = "adamw", recompute = "none", activations, gpu = "h200";
-  std::string offload = "none";
+  std::string offload = "none", schedule = "1f1b";
   double params = 0, dropout = 0.1, gpu_memory = 0, mfu = 0.4, nvlink = 0, network = 0;
   int64_t layers = 0, hidden = 0, heads = 0, seq = 0, vocab = 0;
   int64_t batch = 1, gpus = 1, nodes = 1, tp = 1, pp = 1, micro_batches = 1, recompute_every = 1;
-  int64_t global_batch = 0, top = 10, zero = 0, steps = 1;
-  bool search = false, json = false, check = false, sequence_parallel = false;
+  int64_t global_batch = 0, top = 10, zero = 0, steps = 1, virtual_stages = 1;
+  bool search = false, json = false, check = false, sequence_parallel = false, print_schedule = false;
   std::string device = "auto", out;
   // The options given (CLI11's count), for the ones whose absence means something.
   std::map<std::string, CLI::Option*> opt;
@@ -69,6 +69,14 @@ void add_plan_options(CLI::App* cmd, PlanFlags& f) {
           "Micro-batches M per optimizer step (gradient accumulation; the pipeline's; "
           "default 1)",
           integers(1, kCount));
+  add("--schedule", f.schedule,
+      "Pipeline schedule with --pp > 1: gpipe, 1f1b, interleaved (--virtual-stages chunks a GPU; --micro-batches a "
+      "multiple of --pp) or zb-h1 (zero-bubble H1: weight gradients fill the bubble); default 1f1b");
+  add_num("--virtual-stages", f.virtual_stages,
+          "--schedule interleaved: model chunks a GPU holds (--pp x this divides --layers; default 1)", integers(1, kCount));
+  f.opt["--print-schedule"] = cmd->add_flag("--print-schedule", f.print_schedule,
+                                            "Also print the pipeline schedule as a table: a row a stage, a column a "
+                                            "time slot (F forward, B backward, W weight gradient, . idle)");
   add("--precision", f.precision,
       "fp32, tf32, bf16, fp16 or fp8 (16-bit and fp8 keep an fp32 master copy; default bf16)");
   add("--optimizer", f.optimizer,
@@ -192,6 +200,8 @@ Layout layout_of(const PlanFlags& f) {
   l.recompute_every = f.recompute_every;
   l.micro_batches = f.micro_batches;
   l.sequence_parallel = f.sequence_parallel;
+  l.schedule = dist::pipeline_schedule_from_name(f.schedule, "--schedule");
+  l.virtual_stages = f.virtual_stages;
   return l;
 }
 
@@ -205,6 +215,8 @@ SearchSpace search_space_of(const PlanFlags& f, const Layout& l) {
   sp.recompute_every = l.recompute_every;
   sp.micro_batches = l.micro_batches;
   if (f.given("--global-batch")) sp.global_batch = f.global_batch;
+  sp.schedule = l.schedule;
+  sp.virtual_stages = l.virtual_stages;
   return sp;
 }
 
@@ -214,6 +226,8 @@ int run_plan(const PlanFlags& f) {
   for (const char* only : {"--device", "--steps", "--out"})
     if (f.given(only) && !f.check) throw Error(std::string(only) + " applies to --check");
   if (f.search && f.check) throw Error("--search and --check: one at a time");
+  if (f.print_schedule && (f.search || f.json || f.check))
+    throw Error("--print-schedule prints one layout's schedule as text: not with --search, --json or --check");
   const PlanSetup s = plan_setup_of(f);
   const Layout l = layout_of(f);
   if (f.search) {
@@ -230,6 +244,7 @@ int run_plan(const PlanFlags& f) {
       std::printf("%s\n", plan_json(s, r).dump(2).c_str());
     else
       print_plan_table(s, r);
+    if (f.print_schedule) print_schedule_table(l);
     return 0;
   }
   return run_plan_check(s, r, f.device, f.out, f.steps, f.json);

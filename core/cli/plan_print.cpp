@@ -112,9 +112,24 @@ void print_plan_table(const PlanSetup& s, const PlanResult& r) {
   std::printf("\ntime per step  %.4g s = compute %.4g + communication %.4g (TP %.4g, PP %.4g, DP %.4g) + bubble %.4g "
               "(%.1f %% idle)\n",
               t.step_s, t.compute_s, t.communication_s(), t.tp_s, t.pp_s, t.dp_s, t.bubble_s, 100.0 * t.bubble_fraction);
+  if (r.layout.pp > 1) {
+    std::printf("pipeline       %s schedule", dist::pipeline_schedule_name(r.layout.schedule));
+    if (r.layout.virtual_stages > 1) std::printf(" (%lld chunks a GPU)", static_cast<long long>(r.layout.virtual_stages));
+    std::printf(", %lld stages x %lld micro-batches: bubble %.4g of the step's pipeline time (%.4g s)\n",
+                static_cast<long long>(r.layout.pp), static_cast<long long>(r.layout.micro_batches), t.bubble_fraction,
+                t.bubble_s);
+    if (!r.pipeline_warning.empty()) std::printf("  note: %s\n", r.pipeline_warning.c_str());
+  }
   std::printf("throughput     %.4g tokens/s (%s tokens a step); %.4g FLOPs a step (model), %.4g with recomputation\n",
               t.tokens_per_s(), grouped(static_cast<int64_t>(t.tokens)).c_str(), t.model_flops, t.hardware_flops);
   std::printf("sent per GPU   TP %.4g GB, PP %.4g GB, DP %.4g GB a step\n", gb(t.tp_bytes), gb(t.pp_bytes), gb(t.dp_bytes));
+}
+
+void print_schedule_table(const Layout& l) {
+  if (l.pp * l.micro_batches * l.virtual_stages > 4096)
+    throw Error("--print-schedule: --pp " + std::to_string(l.pp) + " x --micro-batches " + std::to_string(l.micro_batches) +
+                " x --virtual-stages " + std::to_string(l.virtual_stages) + " is more than 4096 units to print");
+  std::printf("\n%s", dist::schedule_text(plan_schedule(l)).c_str());
 }
 
 void print_search_table(const PlanSetup& s, const SearchResult& r, int64_t top) {

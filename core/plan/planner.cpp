@@ -64,11 +64,47 @@ void validate_model(const PlanModel& m) {
   }
 }
 
+// The schedule's options, named as trainlab-cli plan spells them (dist::validate_pipeline checks
+// the same for a table's callers).
+void validate_schedule(const Layout& l) {
+  need_int("--virtual-stages", l.virtual_stages, 1, kMaxCount);
+  const std::string name = dist::pipeline_schedule_name(l.schedule);
+  if (l.virtual_stages > 1 && l.schedule != dist::PipelineSchedule::Interleaved)
+    throw Error("--virtual-stages " + std::to_string(l.virtual_stages) + " splits a GPU's layers into chunks for "
+                "--schedule interleaved: expected 1 with --schedule " + name);
+  if (l.schedule == dist::PipelineSchedule::Interleaved && l.micro_batches % l.pp != 0)
+    throw Error("--schedule interleaved sends micro-batches round the stages in groups of --pp " + std::to_string(l.pp) +
+                ": --micro-batches " + std::to_string(l.micro_batches) + " must be a multiple of it");
+}
+
+// Micro-batches whose activations stage i holds at once: 1 without a pipeline; else the
+// schedule's peak (interleaved: its chunk units over v, rounded up).
+int64_t stage_in_flight(const Layout& l, int64_t i) {
+  if (l.pp == 1) return 1;
+  const int64_t units = dist::pipeline_peak_in_flight(l.schedule, l.pp, l.micro_batches, l.virtual_stages, i);
+  return (units + l.virtual_stages - 1) / l.virtual_stages;
+}
+
+// The schedule's idle and busy time a stage: simulated where the table has at most 2^16 actions,
+// else the closed forms (equal to the simulation: tests/unit/test_pipeline_schedule.cpp).
+dist::PipelineBubble schedule_bubble(const Layout& l) {
+  constexpr int64_t kSimulated = int64_t{1} << 16;
+  if (l.pp * l.micro_batches * l.virtual_stages > kSimulated)
+    return dist::pipeline_bubble(l.schedule, l.pp, l.micro_batches, l.virtual_stages);
+  const int v = static_cast<int>(l.virtual_stages);
+  const dist::PipelineTable t = dist::build_schedule(l.schedule, static_cast<int>(l.pp), static_cast<int>(l.micro_batches), v);
+  const dist::PipelineTiming r = dist::simulate(t, dist::chunk_costs({}, v));
+  double idle = 0;
+  for (double x : r.idle) idle += x;
+  idle /= static_cast<double>(l.pp);
+  return {idle, r.makespan - idle};
+}
+
 // Rough upper bounds (in double) of the largest byte counts, so that the int64 arithmetic of the
 // exact formulas cannot overflow: beyond 10^18 bytes a GPU the plan is refused.
 void guard_size(const PlanSetup& s, const Layout& l) {
   const PlanModel& m = s.model;
-  const double b = static_cast<double>(s.micro_batch), inflight = static_cast<double>(std::min(l.pp, l.micro_batches));
+  const double b = static_cast<double>(s.micro_batch), inflight = static_cast<double>(stage_in_flight(l, 0));
   double worst = 0;
   if (m.kind == PlanModelKind::Transformer) {
     const CharGptConfig& c = m.transformer;
@@ -249,12 +285,17 @@ void validate_plan(const PlanSetup& s, const Layout& l) {
     throw Error("--zero " + std::to_string(l.zero) + " shards the masters and optimizer state that --offload cpu keeps "
                 "in host memory: expected --zero 0 with --offload cpu");
   need_int("--micro-batches", l.micro_batches, 1, kMaxCount);
+  validate_schedule(l);
   if (s.model.kind == PlanModelKind::Transformer) {
     need_divides("--tp", l.tp, "--heads", s.model.transformer.heads);
     if (l.sequence_parallel && l.tp == 1)
       throw Error("--sequence-parallel splits the tokens over the tensor-parallel GPUs: it needs --tp 2 or more");
     if (l.sequence_parallel) need_divides("--tp", l.tp, "--seq", s.model.transformer.context);
     need_divides("--pp", l.pp, "--layers", s.model.transformer.layers);
+    if (s.model.transformer.layers % (l.pp * l.virtual_stages) != 0)
+      throw Error("--pp " + std::to_string(l.pp) + " x --virtual-stages " + std::to_string(l.virtual_stages) +
+                  " must divide --layers " + std::to_string(s.model.transformer.layers) +
+                  " (each GPU holds --virtual-stages chunks of layers)");
     need_int("--recompute-every", l.recompute_every, 1, s.model.transformer.layers / l.pp);
   } else {
     if (l.tp != 1 || l.pp != 1)
@@ -274,7 +315,7 @@ StagePlan plan_stage(const PlanSetup& s, const Layout& l, int64_t i) {
   const PlanModel& m = s.model;
   StagePlan st;
   st.index = i;
-  st.in_flight = std::min(l.pp - i, l.micro_batches);  // 1F1B
+  st.in_flight = stage_in_flight(l, i);
   TrainingMemoryInputs mi;
   mi.element_bytes = s.element_bytes;
   switch (m.kind) {
@@ -351,10 +392,21 @@ StepTime plan_time(const PlanSetup& s, const Layout& l, const PlanResult& r) {
   in.dp_link = s.nodes == 1 ? s.nvlink_bytes_per_s : s.network_bytes_per_s;
   in.pp = l.pp;
   in.micro_batches = l.micro_batches;
+  if (l.pp > 1) {
+    const dist::PipelineBubble b = schedule_bubble(l);
+    in.pipeline_idle = b.idle;
+    in.pipeline_busy = b.busy;
+  }
   return step_time(in);
 }
 
 }  // namespace
+
+dist::PipelineTable plan_schedule(const Layout& l) {
+  validate_schedule(l);
+  return dist::build_schedule(l.schedule, static_cast<int>(l.pp), static_cast<int>(l.micro_batches),
+                              static_cast<int>(l.virtual_stages));
+}
 
 PlanResult plan_layout(const PlanSetup& s, const Layout& l) {
   validate_plan(s, l);
@@ -370,6 +422,7 @@ PlanResult plan_layout(const PlanSetup& s, const Layout& l) {
   r.per_gpu_total = r.stages[r.worst].total();
   r.fits = static_cast<double>(r.per_gpu_total) <= s.gpu_memory_bytes;
   r.time = plan_time(s, l, r);
+  if (l.pp > 1) r.pipeline_warning = dist::pipeline_warning(l.schedule, l.pp, l.micro_batches, l.virtual_stages);
   return r;
 }
 
@@ -386,6 +439,14 @@ std::vector<int64_t> divisors(int64_t n) {
   return d;
 }
 
+// Interleaving needs M a multiple of PP and PP x v dividing the layers; a search skips the
+// layouts that break it.
+bool schedule_suits(const PlanSetup& s, const Layout& l) {
+  if (l.schedule != dist::PipelineSchedule::Interleaved) return true;
+  if (l.micro_batches % l.pp != 0) return false;
+  return s.model.kind != PlanModelKind::Transformer || s.model.transformer.layers % (l.pp * l.virtual_stages) == 0;
+}
+
 }  // namespace
 
 SearchResult search_layouts(const PlanSetup& s, const SearchSpace& space) {
@@ -395,6 +456,9 @@ SearchResult search_layouts(const PlanSetup& s, const SearchSpace& space) {
   const bool tf = s.model.kind == PlanModelKind::Transformer;
   SearchResult out;
   need_int("--micro-batches", space.micro_batches, 1, kMaxCount);
+  probe.schedule = space.schedule;
+  probe.virtual_stages = space.virtual_stages;
+  validate_schedule(probe);
   out.global_batch = space.global_batch > 0 ? space.global_batch : s.micro_batch * space.micro_batches * s.gpus;
   need_int("--global-batch", out.global_batch, 1, int64_t{1} << 50);
   std::vector<int64_t> tps = space.tp, pps = space.pp;
@@ -416,7 +480,12 @@ SearchResult search_layouts(const PlanSetup& s, const SearchSpace& space) {
       if (zeros.empty()) zeros = dp == 1 || s.offload ? std::vector<int>{0} : std::vector<int>{0, 1, 2, 3};
       for (int zero : zeros)
         for (Recompute rc : rcs) {
-          const Layout l{dp, tp, pp, zero, rc, space.recompute_every, out.global_batch / (s.micro_batch * dp)};
+          Layout l{dp, tp, pp, zero, rc, space.recompute_every, out.global_batch / (s.micro_batch * dp)};
+          if (pp > 1) {
+            l.schedule = space.schedule;
+            l.virtual_stages = space.virtual_stages;
+            if (!schedule_suits(s, l)) continue;
+          }
           PlanResult r = plan_layout(s, l);  // a fixed value that does not suit the model throws here
           ++out.considered;
           if (r.fits) out.fit.push_back(std::move(r));
@@ -503,7 +572,9 @@ Json plan_result_json(const PlanResult& r) {
                  {"recompute", recompute_name(l.recompute)},
                  {"recompute_every", l.recompute_every},
                  {"micro_batches", l.micro_batches},
-                 {"sequence_parallel", l.sequence_parallel}};
+                 {"sequence_parallel", l.sequence_parallel},
+                 {"schedule", dist::pipeline_schedule_name(l.schedule)},
+                 {"virtual_stages", l.virtual_stages}};
   j["per_gpu"] = bytes_json(r.per_gpu);
   j["per_gpu"]["stage"] = r.stages[r.worst].index;
   j["stages"] = Json::array();
@@ -518,6 +589,7 @@ Json plan_result_json(const PlanResult& r) {
   j["fits"] = r.fits;
   j["activations_predicted"] = r.activations_known;
   j["params"] = r.params_total;
+  if (!r.pipeline_warning.empty()) j["pipeline_warning"] = r.pipeline_warning;
   const StepTime& t = r.time;
   j["time"] = {{"step_s", t.step_s},
                {"compute_s", t.compute_s},

@@ -10,6 +10,14 @@
 // Megatron-LM does. Pipeline stages hold L/P layers each (the first also the embeddings, the last
 // the final LayerNorm and the head); under 1F1B stage i keeps the activations of
 // min(P - i, M) micro-batches. The figures per GPU are those of the stage with the most bytes.
+//
+// With P > 1 the pipeline schedule (dist/pipeline_schedule.h: gpipe, 1f1b, interleaved, zb-h1;
+// 1f1b by default) sets the bubble and the micro-batches in flight: the bubble fraction is the
+// simulated schedule's idle fraction at F = B = W = 1 (backward 2x forward; a chunk 1/v of that
+// under interleaving), and a stage's in-flight count its peak held activations (interleaved:
+// chunk units / v, rounded up). Where P M v exceeds 2^16 actions the planner takes the closed
+// forms (pipeline_bubble, pipeline_peak_in_flight) that the tests hold equal to the simulation.
+// With P = 1 there is no pipeline and the schedule plays no part.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -17,6 +25,7 @@
 
 #include "backend/backend.h"
 #include "config/config.h"
+#include "dist/pipeline_schedule.h"
 #include "plan/memory_model.h"
 #include "plan/step_time.h"
 #include "plan/transformer_memory.h"
@@ -96,6 +105,8 @@ struct Layout {
   int64_t recompute_every = 1;  // Full: layers per checkpointed group
   int64_t micro_batches = 1;    // m per optimizer step (gradient accumulation; the pipeline's)
   bool sequence_parallel = false;  // TP > 1: the residual stream, LayerNorms and dropout on s/TP tokens
+  dist::PipelineSchedule schedule = dist::PipelineSchedule::OneFOneB;  // PP > 1
+  int64_t virtual_stages = 1;  // interleaved: model chunks a GPU (PP x this divides the layers)
 };
 
 struct StagePlan {
@@ -115,6 +126,7 @@ struct PlanResult {
   bool activations_known = true;  // false for a model given by its parameter count only
   int64_t params_total = 0;
   StepTime time;
+  std::string pipeline_warning;  // dist::pipeline_warning's note (m < p under 1f1b), "" when none
 };
 
 // Throws Error naming the option (as trainlab-cli plan spells it) and the expected range:
@@ -133,6 +145,10 @@ struct SearchSpace {
   int64_t recompute_every = 1;
   int64_t global_batch = 0;   // samples per optimizer step; 0: b x micro_batches x G
   int64_t micro_batches = 1;  // for the default global batch
+  // The pipeline schedule of the layouts with PP > 1 (those that do not suit it are skipped:
+  // interleaved needs M a multiple of PP and PP x virtual stages dividing the layers).
+  dist::PipelineSchedule schedule = dist::PipelineSchedule::OneFOneB;
+  int64_t virtual_stages = 1;
 };
 struct SearchResult {
   std::vector<PlanResult> fit;  // the layouts that fit, fastest step first (then fewer bytes)
@@ -141,7 +157,11 @@ struct SearchResult {
 };
 SearchResult search_layouts(const PlanSetup& s, const SearchSpace& space);
 
-// JSON of a plan (`trainlab-cli plan --json`): model, setup, layout, per_gpu (weights_bytes,
+// The schedule of a layout with PP > 1 (throws Error naming the options when it does not suit).
+dist::PipelineTable plan_schedule(const Layout& l);
+
+// JSON of a plan (`trainlab-cli plan --json`): model, setup, layout (with schedule and
+// virtual_stages), per_gpu (weights_bytes,
 // gradients_bytes, optimizer_bytes, activations_bytes, communication_bytes, total_bytes, stage),
 // stages, fits, time (step_s, compute_s, communication_s and its parts, bubble_s, bubble_fraction,
 // FLOPs, tokens, bytes sent per GPU).

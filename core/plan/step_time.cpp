@@ -54,11 +54,16 @@ StepTime step_time(const StepTimeInputs& in) {
   t.tp_s = in.tp_bytes / in.tp_link;
   t.pp_s = in.pp_bytes / in.pp_link;
   t.dp_s = in.dp_bytes / in.dp_link;
-  t.bubble_fraction = pipeline_bubble_fraction(in.pp, in.micro_batches);
   // The pipeline's busy time (compute and the in-pipeline communication) stretched by the bubble:
-  // busy / (1 - f) = busy * (m + p - 1) / m.
+  // busy / (1 - f) = busy * (m + p - 1) / m, or by a simulated schedule's (idle + busy) / busy.
   const double busy = t.compute_s + t.tp_s + t.pp_s;
-  t.bubble_s = busy * static_cast<double>(in.pp - 1) / static_cast<double>(in.micro_batches);
+  if (in.pp > 1 && in.pipeline_idle >= 0.0 && in.pipeline_busy > 0.0) {
+    t.bubble_fraction = in.pipeline_idle / (in.pipeline_idle + in.pipeline_busy);
+    t.bubble_s = busy * in.pipeline_idle / in.pipeline_busy;
+  } else {
+    t.bubble_fraction = pipeline_bubble_fraction(in.pp, in.micro_batches);
+    t.bubble_s = busy * static_cast<double>(in.pp - 1) / static_cast<double>(in.micro_batches);
+  }
   t.step_s = busy + t.bubble_s + t.dp_s;
   return t;
 }

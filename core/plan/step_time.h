@@ -89,6 +89,10 @@ struct StepTimeInputs {
   double tp_bytes = 0, pp_bytes = 0, dp_bytes = 0;
   double tp_link = 1, pp_link = 1, dp_link = 1;  // bytes/s of the link each group uses
   int64_t pp = 1, micro_batches = 1;
+  // A schedule's idle and busy time a stage (any unit; plan/planner.h simulates them): when
+  // pipeline_idle >= 0 the bubble fraction is idle / (idle + busy) and the busy time stretches by
+  // (idle + busy) / busy; otherwise the closed form (p - 1) / (m + p - 1) above.
+  double pipeline_idle = -1.0, pipeline_busy = 0.0;
 };
 StepTime step_time(const StepTimeInputs& in);
 

@@ -36,7 +36,8 @@ class TestCliPlan : public QObject {
     QVERIFY2(r.code == 0, qPrintable(describe(r)));
     for (const char* opt : {"--params", "--layers", "--hidden", "--heads", "--seq", "--vocab", "--model", "--batch", "--gpus",
                             "--nodes", "--zero", "--tp", "--pp", "--micro-batches", "--precision", "--optimizer",
-                            "--recompute", "--dropout", "--gpu-memory", "--search", "--json", "--check", "--mfu"})
+                            "--recompute", "--dropout", "--gpu-memory", "--search", "--json", "--check", "--mfu", "--schedule",
+                            "--virtual-stages", "--print-schedule"})
       QVERIFY2(r.out.contains(opt), opt);
   }
 
@@ -149,6 +150,47 @@ class TestCliPlan : public QObject {
     QVERIFY2(u.err.contains("DP, TP and PP must be 1"), qPrintable(describe(u)));
   }
 
+  // Pipeline schedules (dist/pipeline_schedule.h): the textbook's 4 stages and 8 micro-batches
+  // idle 3/11 under 1f1b and gpipe, 1/9 under zb-h1 (F = B = W); interleaved with 2 chunks
+  // (p - 1)/(v m + p - 1) = 3/19; GPipe holds all 8 micro-batches; the JSON names the schedule.
+  void schedules() {
+    const QStringList pipe{"--layers", "8", "--hidden", "64", "--heads", "4", "--seq", "16", "--vocab", "100",
+                           "--gpus", "4", "--pp", "4", "--micro-batches", "8", "--json"};
+    const struct {
+      QStringList extra;
+      double bubble;
+      int64_t first_in_flight;
+    } cases[] = {{{}, 3.0 / 11.0, 4},
+                 {{"--schedule", "1f1b"}, 3.0 / 11.0, 4},
+                 {{"--schedule", "gpipe"}, 3.0 / 11.0, 8},
+                 {{"--schedule", "zb-h1"}, 3.0 / 27.0, 4},
+                 {{"--schedule", "interleaved", "--virtual-stages", "2"}, 3.0 / 19.0, 6}};
+    for (const auto& c : cases) {
+      const Result r = cli(pipe + c.extra);
+      QVERIFY2(r.code == 0, qPrintable(describe(r)));
+      const Json j = json_of(r);
+      QCOMPARE(j.at("time").at("bubble_fraction").get<double>(), c.bubble);
+      QCOMPARE(j.at("stages").at(0).at("in_flight").get<int64_t>(), c.first_in_flight);
+      QCOMPARE(j.at("layout").at("virtual_stages").get<int64_t>(), c.extra.contains("interleaved") ? int64_t{2} : int64_t{1});
+      QCOMPARE(QString::fromStdString(j.at("layout").at("schedule").get<std::string>()),
+               c.extra.isEmpty() ? QString("1f1b") : c.extra[1]);
+    }
+  }
+
+  // --print-schedule: the table a learner reads, 2 stages and 4 micro-batches under 1F1B.
+  void printSchedule() {
+    const Result r = cli({"--layers", "4", "--hidden", "64", "--heads", "4", "--seq", "16", "--vocab", "100", "--gpus", "2",
+                          "--pp", "2", "--micro-batches", "4", "--schedule", "1f1b", "--print-schedule"});
+    QVERIFY2(r.code == 0, qPrintable(describe(r)));
+    QVERIFY2(r.out.contains("pipeline       1f1b schedule, 2 stages x 4 micro-batches: bubble 0.2 "), qPrintable(describe(r)));
+    const QString table =
+        "1f1b: 2 stages, 4 micro-batches; F forward, B backward (input and weight gradients, 2 slots), . idle\n"
+        "stage 0 | F0 F1 .  .  B0 B0 F2 B1 B1 F3 B2 B2 .  B3 B3\n"
+        "stage 1 | .  F0 B0 B0 F1 B1 B1 F2 B2 B2 F3 B3 B3 .  . \n"
+        "idle fraction 0.2 (15 slots)\n";
+    QVERIFY2(r.out.endsWith(table), qPrintable(describe(r)));
+  }
+
   // Bad values: exit 1 (or CLI11's usage code), no crash, one error naming the option and the
   // expected range or names.
   void badOptions_data() {
@@ -205,6 +247,16 @@ class TestCliPlan : public QObject {
     QTest::newRow("top without search") << gpt2 + QStringList{"--top", "3"} << "--top applies to --search";
     QTest::newRow("global batch 0") << gpt2 + QStringList{"--search", "--global-batch", "0"} << "--global-batch: expected an integer in [1, 1e12], got 0";
     QTest::newRow("steps without check") << gpt2 + QStringList{"--steps", "3"} << "--steps applies to --check";
+    const QStringList pipe{"--layers", "4", "--hidden", "64", "--heads", "4", "--seq", "16", "--vocab", "100", "--gpus", "4", "--pp", "4"};
+    QTest::newRow("schedule") << pipe + QStringList{"--schedule", "pipedream"}
+                              << "--schedule 'pipedream': expected gpipe, 1f1b, interleaved or zb-h1";
+    QTest::newRow("interleaved micro-batches") << pipe + QStringList{"--schedule", "interleaved", "--micro-batches", "6"}
+                                               << "--micro-batches 6 must be a multiple of it";
+    QTest::newRow("virtual stages 1f1b") << pipe + QStringList{"--virtual-stages", "2"} << "expected 1 with --schedule 1f1b";
+    QTest::newRow("virtual stages layers") << pipe + QStringList{"--schedule", "interleaved", "--virtual-stages", "2", "--micro-batches", "4"}
+                                           << "--pp 4 x --virtual-stages 2 must divide --layers 4";
+    QTest::newRow("virtual stages 0") << pipe + QStringList{"--virtual-stages", "0"} << "--virtual-stages: expected an integer";
+    QTest::newRow("print schedule json") << pipe + QStringList{"--print-schedule", "--json"} << "not with --search, --json or --check";
     QTest::newRow("too large") << QStringList{"--model", "char-gpt-gpt2", "--seq", "16777216", "--batch", "1048576"} << "too large to plan";
   }
   void badOptions() {

@@ -343,6 +343,48 @@ class TestPlanFormulas : public QObject {
     QVERIFY(r.fits);
   }
 
+  // The schedule sets the bubble and the in-flight micro-batches: 4 stages of a 16-layer shape and
+  // 8 micro-batches (simulated) and 40,000 (p m above 2^16: the closed forms), per schedule.
+  void pipelineSchedules() {
+    PlanSetup s;
+    s.model.transformer = shape(16, 256, 4, 64, 1000, 0.0);
+    s.count = ActivationCount::Megatron;
+    s.gpus = 4;
+    using dist::PipelineSchedule;
+    const struct {
+      PipelineSchedule kind;
+      int64_t v;
+      double bubble;  // (p - 1) / (... ) at m = 8
+      int64_t first;  // in flight at stage 0, m = 8
+    } cases[] = {{PipelineSchedule::OneFOneB, 1, 3.0 / 11.0, 4},
+                 {PipelineSchedule::GPipe, 1, 3.0 / 11.0, 8},
+                 {PipelineSchedule::Interleaved, 2, 3.0 / 19.0, 6},
+                 {PipelineSchedule::ZbH1, 1, 3.0 / 27.0, 4}};
+    for (const auto& c : cases) {
+      Layout l;
+      l.pp = 4;
+      l.micro_batches = 8;
+      l.schedule = c.kind;
+      l.virtual_stages = c.v;
+      const PlanResult r = plan_layout(s, l);
+      QCOMPARE(r.time.bubble_fraction, c.bubble);
+      QCOMPARE(r.stages[0].in_flight, c.first);
+      QCOMPARE(r.stages[3].in_flight, c.kind == PipelineSchedule::GPipe ? int64_t{8} : c.kind == PipelineSchedule::Interleaved ? int64_t{3} : int64_t{1});
+      // The step stretches by (idle + busy) / busy of the pipeline's busy time.
+      const double busy = r.time.compute_s + r.time.tp_s + r.time.pp_s;
+      QVERIFY(std::fabs(r.time.bubble_s - busy * c.bubble / (1 - c.bubble)) <= 1e-12 * busy);
+      l.micro_batches = 40000;
+      const PlanResult big = plan_layout(s, l);
+      QCOMPARE(big.time.bubble_fraction, dist::pipeline_bubble(c.kind, 4, 40000, c.v).fraction());
+    }
+    Layout l;
+    l.pp = 4;
+    l.micro_batches = 40000;
+    QCOMPARE(plan_layout(s, l).time.bubble_fraction, 3.0 / 40003.0);
+    l.micro_batches = 2;  // m < p: planned, with the note
+    QVERIFY(QString::fromStdString(plan_layout(s, l).pipeline_warning).startsWith("the bubble grows"));
+  }
+
   // Pipeline and tensor parallel plan: 4 stages of a 16-layer shape, 8 micro-batches; the first
   // stage holds 4 micro-batches in flight and is the fullest; ZeRO 3's gather buffers and the
   // pipeline's send/receive buffers are communication bytes.
