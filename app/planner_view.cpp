@@ -19,6 +19,7 @@
 #include <cmath>
 #include <qcustomplot.h>
 
+#include "pipeline_chart.h"
 #include "plot_style.h"
 #include "run_series.h"
 #include "train/plan_check.h"
@@ -161,6 +162,11 @@ QWidget* PlannerView::build_fields() {
   add_field("--zero", combo({"0", "1", "2", "3"}), "ZeRO stage", "shards over the data-parallel ranks");
   add_field("--tp", spin(1, 1 << 20, 1), "Tensor parallel T", "divides the heads");
   add_field("--pp", spin(1, 1 << 20, 1), "Pipeline stages P", "divides the layers");
+  add_field("--schedule", combo({"1f1b", "gpipe", "interleaved", "zb-h1"}), "Pipeline schedule",
+            "P > 1: the order each stage runs its micro-batches' forwards and backwards (drawn below)");
+  add_field("--virtual-stages", spin(1, 1 << 10, 1), "Virtual stages V", "interleaved: model chunks a GPU");
+  add_field("--sequence-parallel", combo({"off", "on"}), "Sequence parallel",
+            "TP > 1: LayerNorm, dropout and the residual stream on s/T tokens per GPU");
   auto* mb = spin(1, 1 << 20, 1);
   add_field("--micro-batches", mb, "Micro-batches M", "per optimizer step", log2_slider(mb, 12));
   QStringList gpu_names;
@@ -219,6 +225,8 @@ QWidget* PlannerView::build_results() {
   plots->addWidget(m_memory, 1);
   plots->addWidget(m_time, 1);
   v->addLayout(plots, 3);
+  m_pipeline = new PipelineChart(w);
+  v->addWidget(m_pipeline, 2);
   auto* buttons = new QHBoxLayout;
   auto* search = new QPushButton("Search layouts", w);
   search->setObjectName("planner_search");
@@ -357,6 +365,9 @@ Layout PlannerView::layout() const {
   l.recompute = recompute_from_name(text("--recompute").toStdString(), "--recompute");
   l.recompute_every = static_cast<int64_t>(number("--recompute-every"));
   l.micro_batches = static_cast<int64_t>(number("--micro-batches"));
+  l.schedule = dist::pipeline_schedule_from_name(text("--schedule").toStdString(), "--schedule");
+  l.virtual_stages = static_cast<int64_t>(number("--virtual-stages"));
+  l.sequence_parallel = text("--sequence-parallel") == "on";
   return l;
 }
 
@@ -396,7 +407,25 @@ void PlannerView::recompute() {
   }
   draw_memory();
   draw_time();
+  draw_pipeline();
   update_check_button();
+}
+
+void PlannerView::draw_pipeline() {
+  Layout l;
+  try {
+    l = layout();
+  } catch (const Error& e) {
+    m_pipeline->show_none(QString::fromStdString(e.what()));
+    return;
+  }
+  if (l.pp <= 1) {
+    m_pipeline->show_none("One pipeline stage: no schedule to draw. Set Pipeline stages P above 1 to see how the "
+                          "stages pass micro-batches along and where they wait (the bubble).");
+    return;
+  }
+  m_pipeline->show_schedule(l.schedule, static_cast<int>(l.pp), static_cast<int>(l.micro_batches),
+                            static_cast<int>(l.virtual_stages));
 }
 
 void PlannerView::draw_memory() {

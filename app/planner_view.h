@@ -6,7 +6,8 @@
 // plots); the time per step split into compute, communication (TP, PP, DP) and bubble; the
 // search's table (a click on a row applies its layout); and "Check on this machine": a short run
 // of the lab's own model with the layout on one device, the ledger's bytes beside the prediction
-// (a lab model and DP = TP = PP = 1 only; otherwise the view says why). Everything is recomputed
+// (a lab model and DP = TP = PP = 1 only; otherwise the view says why). Below the plots, the
+// layout's pipeline schedule drawn stage by stage (app/pipeline_chart.h). Everything is recomputed
 // on every edit (a plan takes microseconds); the check runs on a thread of its own.
 #pragma once
 #include <QMap>
@@ -19,6 +20,9 @@
 #include "plan/planner.h"
 
 class QCustomPlot;
+namespace trainlab::app {
+class PipelineChart;
+}
 class QCPBars;
 class QFormLayout;
 class QLabel;
@@ -56,6 +60,7 @@ class PlannerView : public QWidget {
   // Applies the layout of the search table's row.
   void apply_search_row(int row);
 
+  PipelineChart* pipeline_chart() const { return m_pipeline; }
   // Starts the check on `device`; false (and check_note() says why) when the layout cannot run here.
   bool start_check(const QString& device = "auto");
   bool checking() const { return m_thread != nullptr; }
@@ -83,6 +88,7 @@ class PlannerView : public QWidget {
   void recompute();
   void draw_memory();
   void draw_time();
+  void draw_pipeline();
   void update_check_button();
   void show_check(bool ok);
   double number(const QString& option) const;
@@ -92,6 +98,7 @@ class PlannerView : public QWidget {
   QFormLayout* m_form = nullptr;
   QCustomPlot* m_memory = nullptr;
   QCustomPlot* m_time = nullptr;
+  PipelineChart* m_pipeline = nullptr;  // the layout's schedule (PP > 1)
   QTableWidget* m_search_table = nullptr;
   QTableWidget* m_check_table = nullptr;
   QPushButton* m_check = nullptr;
