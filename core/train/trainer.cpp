@@ -8,6 +8,7 @@
 #include "compress/compression.h"
 #include "config/compress_options.h"
 #include "config/device_options.h"
+#include "config/run_defaults.h"
 #include "config/train_options.h"
 #include "nn/model.h"
 #include "io/weights.h"
@@ -95,7 +96,7 @@ void check_offload(const Backend& be, const CompressOptions& co, const TrainerCa
 }  // namespace
 
 Trainer::Trainer(Config config, TrainerCallbacks callbacks)
-    : m_config(std::move(config)), m_callbacks(std::move(callbacks)) {}
+    : m_config(resolved_config(config)), m_callbacks(std::move(callbacks)) {}
 
 Trainer::Trainer(Config config, TrainerCallbacks callbacks, std::string resume_dir)
     : m_config(std::move(config)), m_callbacks(std::move(callbacks)), m_resume_dir(std::move(resume_dir)) {}
