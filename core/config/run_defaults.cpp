@@ -101,13 +101,9 @@ Json optimizer_defaults(const std::string& optimizer, double adamw_lr, double ad
   Json d = {{"optim.lr", std::min(10.0, adamw_lr * f)},  // optim.lr's range ends at 10
             {"optim.beta1", 0.9},
             {"optim.beta2", 0.999},
-            {"optim.weight_decay", adamw_wd},
+            {"optim.weight_decay", std::min(10.0, adamw_wd / f)},  // lr x wd stays
             {"optim.relative_step", optimizer == "adafactor"}};
-  if (optimizer == "lion") {
-    d["optim.beta2"] = 0.99;
-    d["optim.weight_decay"] = std::min(10.0, adamw_wd / f);
-  }
-  if (optimizer == "sgd") d["optim.weight_decay"] = 0.0;
+  if (optimizer == "lion") d["optim.beta2"] = 0.99;
   return d;
 }
 
@@ -133,9 +129,7 @@ std::vector<std::string> apply_switch_defaults(Config& c, const Config& before, 
     // The run's AdamW-equivalent rate and weight decay so far, carried over to the new optimizer
     // (the rate is the new model's, set above, when the model switched too).
     const double r = before.get_float("optim.lr") / lr_factor(old_opt);
-    const double wd = old_opt == "lion" ? before.get_float("optim.weight_decay") * lr_factor("lion")
-                      : old_opt == "sgd" ? Config().get_float("optim.weight_decay")
-                                         : before.get_float("optim.weight_decay");
+    const double wd = before.get_float("optim.weight_decay") * lr_factor(old_opt);
     const Json d = optimizer_defaults(opt, r, wd);
     for (const std::string& k : optimizer_switch_keys())
       if (free(k) && !(k == "optim.lr" && model_switched)) set_if_differs(c, k, d.at(k), changed);

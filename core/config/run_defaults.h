@@ -8,10 +8,11 @@
 //
 // Switching the optimizer (optim.name) gives its customary settings. Learning rates are scaled
 // from the rate AdamW would use for the same run ("the AdamW-equivalent rate" r): AdamW, adamw8bit
-// and Adafactor r; Lion r / 10 with weight decay x 10 (so that lr x wd, the decay a step applies,
-// stays), beta1 0.9 and beta2 0.99, as Chen et al. 2023 ("Symbolic Discovery of Optimization
-// Algorithms", section 5) recommend: the sign update has a larger norm than Adam's; SGD with
-// momentum 0.9 r x 50 and no weight decay (the update is not normalised by the gradient's size).
+// and Adafactor r; Lion r / 10, beta1 0.9 and beta2 0.99, as Chen et al. 2023 ("Symbolic Discovery
+// of Optimization Algorithms", section 5) recommend: the sign update has a larger norm than Adam's;
+// SGD with momentum r x 50 (its update is not normalised by the gradient's size). The weight decay
+// is divided by the same factor, so that lr x wd, the decay a step applies, stays (Lion 10x AdamW's
+// as its paper advises; SGD 2e-4 for AdamW's 0.01, the customary L2 of SGD).
 // Adafactor uses its relative step (Shazeer & Stern 2018): min(1e-2, 1/sqrt(t)) x RMS(w).
 // Switching between optimizers keeps r: the current rate divided by the old optimizer's factor.
 //
@@ -35,6 +36,7 @@ const std::vector<std::string>& optimizer_switch_keys();
 Json model_defaults(const std::string& model, const std::string& preset);
 // The optimizer's settings for an AdamW-equivalent rate `adamw_lr` and AdamW weight decay
 // `adamw_wd`: flat, for every key of optimizer_switch_keys(). Throws Error for an unknown name.
+// (Values are clamped to the keys' ranges: optim.lr and optim.weight_decay end at 10.)
 Json optimizer_defaults(const std::string& optimizer, double adamw_lr, double adamw_wd);
 // The factor of `optimizer`'s rate to AdamW's (Lion 0.1, SGD 50, the others 1).
 double lr_factor(const std::string& optimizer);

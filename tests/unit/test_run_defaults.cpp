@@ -102,7 +102,7 @@ class TestRunDefaults : public QObject {
     s.set("optim.name", "sgd");
     apply_switch_defaults(s, before, {"optim.name"});
     QCOMPARE(s.get_float("optim.lr"), 0.05);
-    QCOMPARE(s.get_float("optim.weight_decay"), 0.0);
+    QCOMPARE(s.get_float("optim.weight_decay"), 2e-4);  // lr x wd as AdamW's
     // A model switched under Lion takes the model's rate scaled for Lion.
     Config l = before;
     l.set("optim.name", "lion");
