@@ -115,6 +115,8 @@ void PlotPanel::setup_plot(QCustomPlot* p, int i) {
   connect_interaction(p);
   // Marker labels are placed for the plot's current size on every replot (a resize included).
   connect(p, &QCustomPlot::afterLayout, p, [p] { layout_marker_labels(p); });
+  // Its legend keeps clear of the curves (plot_style.h).
+  connect(p, &QCustomPlot::afterReplot, p, [p] { place_legend_clear(p); });
 }
 
 QWidget* PlotPanel::make_bar() {

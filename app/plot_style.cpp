@@ -113,6 +113,55 @@ void render_plot(QCustomPlot* p, QCPPainter* painter, const QRectF& target) {
   p->replot(QCustomPlot::rpQueuedReplot);
 }
 
+namespace {
+// Points of `p`'s visible graphs inside `r` (pixels), from at most about 2,000 points a graph.
+int points_in(QCustomPlot* p, const QRectF& r) {
+  int n = 0;
+  for (int g = 0; g < p->graphCount(); ++g) {
+    QCPGraph* graph = p->graph(g);
+    if (!graph->visible() || graph->data()->isEmpty()) continue;
+    const auto data = graph->data();
+    const int stride = std::max(1, data->size() / 2000);
+    for (int i = 0; i < data->size(); i += stride) {
+      const auto it = data->at(i);
+      const QPointF px(graph->keyAxis()->coordToPixel(it->key), graph->valueAxis()->coordToPixel(it->value));
+      n += r.contains(px);
+    }
+  }
+  return n;
+}
+}  // namespace
+
+bool place_legend_clear(QCustomPlot* p) {
+  QCPLegend* l = p->legend;
+  QCPLayoutInset* inset = p->axisRect()->insetLayout();
+  if (!l->visible() || l->layout() != inset || inset->elementCount() == 0) return false;
+  const int index = 0;
+  if (inset->elementAt(index) != l || inset->insetPlacement(index) != QCPLayoutInset::ipBorderAligned) return false;
+  const QRect axes = p->axisRect()->rect(), now = l->outerRect();
+  if (now.isEmpty() || axes.isEmpty()) return false;
+  const QMargins m = inset->margins();
+  const Qt::Alignment corners[] = {Qt::AlignTop | Qt::AlignRight, Qt::AlignBottom | Qt::AlignRight,
+                                   Qt::AlignTop | Qt::AlignLeft, Qt::AlignBottom | Qt::AlignLeft};
+  auto rect_at = [&](Qt::Alignment a) {
+    const int x = (a & Qt::AlignRight) ? axes.right() - m.right() - now.width() : axes.left() + m.left();
+    const int y = (a & Qt::AlignBottom) ? axes.bottom() - m.bottom() - now.height() : axes.top() + m.top();
+    return QRectF(x, y, now.width(), now.height());
+  };
+  const Qt::Alignment current = inset->insetAlignment(index);
+  const int covered = points_in(p, rect_at(current));
+  Qt::Alignment best = current;
+  int best_n = covered;
+  for (Qt::Alignment a : corners) {
+    const int n = points_in(p, rect_at(a));
+    if (n < best_n) best = a, best_n = n;
+  }
+  if (best == current || best_n * 2 >= covered) return false;
+  inset->setInsetAlignment(index, best);
+  p->replot(QCustomPlot::rpQueuedReplot);
+  return true;
+}
+
 void fit_legend_columns(QCustomPlot* p) {
   QCPLegend* l = p->legend;
   int widest = 1;

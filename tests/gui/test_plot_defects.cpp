@@ -1,12 +1,14 @@
 // Defects of the plot panel (issue 21), each checked where a user saw it: a click unticked Follow,
 // char-gpt's throughput read samples/s, marker labels overlapped after a resize, the memory plot
 // shrank in an overlay, the sparsity plot's x axis did not line up, a constant learning rate took
-// a whole plot, and dense validation points hid the training curve.
+// a whole plot, dense validation points hid the training curve, and the throughput plot's legend
+// sat on its samples/s curve.
 #include <QtTest>
 #include <qcustomplot.h>
 
 #include "gui_support.h"
 #include "plot_panel.h"
+#include "plot_style.h"
 #include "plot_test_data.h"
 
 using namespace trainlab;
@@ -43,6 +45,35 @@ class TestPlotDefects : public QObject {
   Q_OBJECT
  private slots:
   void init() { gui_test::isolate_settings("test_plot_defects"); }
+
+  // A curve along the top of the plot (throughput at its steady value): the legend leaves the top
+  // corner for a free one, and then covers none of the curve's points.
+  void legendKeepsClearOfTheCurve() {
+    QCustomPlot p;
+    p.resize(520, 320);
+    p.legend->setVisible(true);
+    p.axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignRight);
+    QCPGraph* g = p.addGraph();
+    g->setName("samples/s");
+    QVector<double> x, y;
+    for (int i = 0; i < 1000; ++i) x << i, y << 85 + (i % 10);
+    g->setData(x, y, true);
+    p.xAxis->setRange(0, 1000);
+    p.yAxis->setRange(0, 100);
+    p.show();
+    p.replot(QCustomPlot::rpImmediateRefresh);
+    auto covered = [&p, g] {
+      int n = 0;
+      for (auto it = g->data()->constBegin(); it != g->data()->constEnd(); ++it)
+        n += p.legend->outerRect().contains(QPointF(p.xAxis->coordToPixel(it->key), p.yAxis->coordToPixel(it->value)).toPoint());
+      return n;
+    };
+    QVERIFY(covered() > 0);  // where it was: on the curve
+    QVERIFY(place_legend_clear(&p));
+    p.replot(QCustomPlot::rpImmediateRefresh);
+    QCOMPARE(covered(), 0);
+    QVERIFY(!place_legend_clear(&p));  // settled: no flicker
+  }
 
   void clickKeepsFollowDragEndsIt() {
     PlotPanel panel;
