@@ -271,6 +271,7 @@ void LessonsView::draw_plot(const LessonPlot& p) {
     g->setData(xs, ys, true);
   }
   m_plot->rescaleAxes();
+  m_plot->yAxis->scaleRange(1.1);  // a curve along the top or bottom stays clear of the frame
   m_plot->replot();
 }
 

@@ -2,7 +2,8 @@
 // plain words that the CPU is measured once (no path, no byte count); switching the model from the
 // first-run preset gives the new model's run and name and keeps (and marks) a field the user set;
 // the app's --set switches the same way; a run started from the window records what ran; Lion
-// chosen in the form gets its own rate, and the digits MLP then reaches 96.5 % in 30 epochs.
+// chosen in the form gets its own rate, and the digits MLP then reaches 96.5 % in 30 epochs; the
+// window fits a 1280x800 screen.
 #include <QComboBox>
 #include <QFile>
 #include <QtTest>
@@ -109,6 +110,16 @@ class TestFirstMinutes : public QObject {
     w.form()->apply_user_settings({{"model.name", "char-gpt"}, {"train.steps", "300"}});
     QCOMPARE(w.form()->value("train.steps"), Json(300));
     QVERIFY_THROWS_EXCEPTION(Error, w.form()->apply_user_settings({{"train.batch", "zero"}}));
+  }
+
+  // On a 1280x800 laptop screen the window fits, with a long runs folder path (it was 1375 pixels
+  // wide at least: the path and the overlay hint of the runs bar were never shortened).
+  void theWindowFitsALaptopScreen() {
+    MainWindow w(m_tmp.filePath("a/runs/folder/whose/path/is/long/enough/to/fill/a/laptop/screen/alone"));
+    w.resize(1280, 800);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QVERIFY2(w.width() <= 1280 && w.height() <= 800, qPrintable(QString("%1 x %2").arg(w.width()).arg(w.height())));
   }
 
   void lionChosenInTheFormGetsItsRate() {
