@@ -37,7 +37,8 @@ namespace trainlab::app {
 
 namespace {
 // A label that shows as much of its text as its width allows, elided (a long runs folder path
-// made the window wider than a 1280-pixel screen); the whole text is its tooltip.
+// made the window wider than a 1280-pixel screen); with Qt::ElideNone all of it or nothing (a
+// hint cut to "ti..." says nothing). The whole text is its tooltip.
 class ElidingLabel : public QLabel {
  public:
   ElidingLabel(Qt::TextElideMode mode, QWidget* parent) : QLabel(parent), m_mode(mode) {
@@ -57,7 +58,10 @@ class ElidingLabel : public QLabel {
   }
 
  private:
-  void elide() { setText(fontMetrics().elidedText(m_full, m_mode, std::max(0, width()))); }
+  void elide() {
+    const QString shown = fontMetrics().elidedText(m_full, m_mode == Qt::ElideNone ? Qt::ElideRight : m_mode, width());
+    setText(m_mode == Qt::ElideNone && shown != m_full ? QString() : shown);
+  }
   Qt::TextElideMode m_mode;
   QString m_full;
 };
@@ -121,7 +125,7 @@ RunsPanel::RunsPanel(QWidget* parent) : QWidget(parent) {
   };
   bar->addWidget(title);
   bar->addWidget(m_root_label, 1);
-  auto* hint = new ElidingLabel(Qt::ElideRight, this);
+  auto* hint = new ElidingLabel(Qt::ElideNone, this);
   hint->set_full_text("tick runs to overlay them on the plots");
   hint->setEnabled(false);
   bar->addWidget(hint);
