@@ -41,13 +41,16 @@ namespace {
 // hint cut to "ti..." says nothing). The whole text is its tooltip.
 class ElidingLabel : public QLabel {
  public:
-  ElidingLabel(Qt::TextElideMode mode, QWidget* parent) : QLabel(parent), m_mode(mode) {
-    setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
-    setMinimumWidth(40);
+  ElidingLabel(Qt::TextElideMode mode, QWidget* parent) : QLabel(parent), m_mode(mode) {}
+  // The whole text where there is room; down to a few characters (or none) where there is not.
+  QSize sizeHint() const override {
+    return {fontMetrics().horizontalAdvance(m_full) + 8, QLabel::sizeHint().height()};
   }
+  QSize minimumSizeHint() const override { return {m_mode == Qt::ElideNone ? 0 : 40, QLabel::minimumSizeHint().height()}; }
   void set_full_text(const QString& t) {
     m_full = t;
     setToolTip(t);
+    updateGeometry();
     elide();
   }
 
