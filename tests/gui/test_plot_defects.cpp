@@ -2,7 +2,7 @@
 // char-gpt's throughput read samples/s, marker labels overlapped after a resize, the memory plot
 // shrank in an overlay, the sparsity plot's x axis did not line up, a constant learning rate took
 // a whole plot, dense validation points hid the training curve, and the throughput plot's legend
-// sat on its samples/s curve.
+// sat on its samples/s curve, and marker labels were written over the accuracy curve.
 #include <QtTest>
 #include <qcustomplot.h>
 
@@ -73,6 +73,34 @@ class TestPlotDefects : public QObject {
     p.replot(QCustomPlot::rpImmediateRefresh);
     QCOMPARE(covered(), 0);
     QVERIFY(!place_legend_clear(&p));  // settled: no flicker
+  }
+
+  // A marker's label on a curve that rises to the top (the accuracy) is written where the curve is
+  // not: along the bottom (it was written over the curve at the top).
+  void markerLabelsLeaveARisingCurve() {
+    QCustomPlot p;
+    p.resize(520, 320);
+    QCPGraph* g = p.addGraph();
+    QVector<double> x, y;
+    for (int i = 0; i < 1000; ++i) x << i, y << 100 * (1 - std::exp(-i / 60.0));
+    g->setData(x, y, true);
+    p.xAxis->setRange(0, 1000);
+    p.yAxis->setRange(0, 100);
+    auto* t = new QCPItemText(&p);
+    t->setObjectName("marker");
+    t->setText("dtype: fp32 -> bf16");
+    t->position->setTypeX(QCPItemPosition::ptPlotCoords);
+    t->position->setTypeY(QCPItemPosition::ptAxisRectRatio);
+    t->position->setCoords(300, 0.03);
+    p.show();
+    p.replot(QCustomPlot::rpImmediateRefresh);
+    layout_marker_labels(&p);
+    p.replot(QCustomPlot::rpImmediateRefresh);
+    const QRectF r = label_rect(t);
+    int covered = 0;
+    for (int i = 0; i < x.size(); ++i) covered += r.contains(QPointF(p.xAxis->coordToPixel(x[i]), p.yAxis->coordToPixel(y[i])));
+    QCOMPARE(covered, 0);
+    QVERIFY(t->visible());
   }
 
   void clickKeepsFollowDragEndsIt() {
