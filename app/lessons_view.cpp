@@ -120,6 +120,7 @@ LessonsView::LessonsView(QWidget* parent) : QWidget(parent) {
   legend_row->addElement(0, 0, m_plot->legend);
   m_plot->legend->setFillOrder(QCPLegend::foColumnsFirst);
   m_plot->legend->setWrap(3);
+  m_plot->legend->setMaximumSize(QWIDGETSIZE_MAX / 2, QWIDGETSIZE_MAX / 2);  // an empty legend must not narrow the plot
   m_plot->plotLayout()->setRowStretchFactor(2, 0.001);
   split->addWidget(m_table);
   split->addWidget(m_plot);

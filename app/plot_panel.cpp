@@ -66,6 +66,11 @@ PlotPanel::PlotPanel(QWidget* parent) : QWidget(parent) {
     mp->plotLayout()->addElement(2, 0, mp->legend);
     mp->plotLayout()->setRowStretchFactor(2, 0.001);
     mp->legend->setMargins(QMargins(6, 2, 6, 4));
+    // An empty legend grid's largest size is its margins, and its layout column takes that as its
+    // own: before any run the plot shrank to a stamp in its corner. A stated maximum (well below
+    // QWIDGETSIZE_MAX, which QCustomPlot reads as "none" even with margins added) leaves the column
+    // its width.
+    mp->legend->setMaximumSize(QWIDGETSIZE_MAX / 2, QWIDGETSIZE_MAX / 2);
     connect(mp, &QCustomPlot::afterLayout, mp, [mp] { fit_legend_columns(mp); });
   }
   outer->addLayout(m_grid, 1);

@@ -140,6 +140,23 @@ void render_plot(QCustomPlot* p, QCPPainter* painter, const QRectF& target) {
 }
 
 
+void show_empty_hint(QCustomPlot* p, bool empty, const QColor& color) {
+  QCPItemText* hint = nullptr;
+  for (int i = 0; i < p->itemCount() && !hint; ++i)
+    if (auto* t = qobject_cast<QCPItemText*>(p->item(i)); t && t->objectName() == "empty_hint") hint = t;
+  if (!hint && !empty) return;
+  if (!hint) {
+    hint = new QCPItemText(p);
+    hint->setObjectName("empty_hint");
+    hint->position->setType(QCPItemPosition::ptAxisRectRatio);
+    hint->position->setCoords(0.5, 0.5);
+    hint->setText("No run shown yet: press Start (Ctrl+R),\nor tick runs in the table below");
+    hint->setSelectable(false);
+  }
+  hint->setColor(color);
+  hint->setVisible(empty);
+}
+
 bool place_legend_clear(QCustomPlot* p) {
   QCPLegend* l = p->legend;
   QCPLayoutInset* inset = p->axisRect()->insetLayout();

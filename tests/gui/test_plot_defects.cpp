@@ -103,6 +103,32 @@ class TestPlotDefects : public QObject {
     QVERIFY(t->visible());
   }
 
+  // Before any run the plots say how they fill (they were empty axes from 0 to 5 with no word, and
+  // the memory plot a stamp in its corner); the hint goes once a run is drawn.
+  void emptyPlotsSayHowTheyFill() {
+    PlotPanel panel;
+    panel.resize(1000, 700);
+    panel.show();
+    auto hint = [&panel](PlotKind k) -> QCPItemText* {
+      QCustomPlot* p = panel.plot(k);
+      for (int i = 0; i < p->itemCount(); ++i)
+        if (auto* t = qobject_cast<QCPItemText*>(p->item(i)); t && t->objectName() == "empty_hint") return t;
+      return nullptr;
+    };
+    panel.set_runs({});
+    for (PlotKind k : {PlotKind::Loss, PlotKind::Accuracy, PlotKind::Throughput, PlotKind::Memory}) {
+      QVERIFY(hint(k) && hint(k)->visible());
+      QVERIFY(hint(k)->text().contains("press Start"));
+    }
+    // The memory plot, whose legend sits under it, keeps its width while that legend is empty.
+    QCustomPlot* mem = panel.plot(PlotKind::Memory);
+    mem->replot(QCustomPlot::rpImmediateRefresh);
+    QVERIFY2(mem->axisRect()->width() > mem->width() / 2,
+             qPrintable(QString("axes %1 of %2 pixels").arg(mem->axisRect()->width()).arg(mem->width())));
+    panel.set_runs({fake_run("r", 50)});
+    QVERIFY(!hint(PlotKind::Loss) || !hint(PlotKind::Loss)->visible());
+  }
+
   void clickKeepsFollowDragEndsIt() {
     PlotPanel panel;
     panel.resize(1200, 800);
