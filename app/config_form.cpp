@@ -456,6 +456,8 @@ void ConfigForm::update_dependencies() {
       {"model.dropout", "model.name", {"char-gpt"}},
       {"model.activation", "model.name", {"char-gpt"}, true},
       {"data.val_fraction", "model.name", {"char-gpt"}},
+      // Hidden with char-gpt (the digits' split is not its); the data.name rule below decides.
+      {"data.test_fraction", "model.name", {"char-gpt"}, true},
       {"train.eval_windows", "model.name", {"char-gpt"}},
       {"optim.beta1", "optim.name", {"adamw", "adamw8bit", "lion"}},
       {"optim.beta2", "optim.name", {"adamw", "adamw8bit", "lion"}},
