@@ -163,16 +163,21 @@ int run_window(int argc, char** argv) {
   }
   if (p.isSet(config)) w.load_preset(p.value(config));
   if (!p.isSet(config) && w.first_launch()) w.prepare_first_launch();  // the digits run of a first start
+  // The --set keys are the user's own: a switched model or optimizer brings its defaults to the
+  // others (config/run_defaults.h), as in the form.
+  std::vector<std::pair<std::string, std::string>> sets;
   for (const QString& kv : p.values(set)) {
     const int eq = kv.indexOf('=');
-    if (eq < 0) continue;
-    try {
-      Config c = w.form()->config();
-      c.set(kv.left(eq).toStdString(), kv.mid(eq + 1).toStdString());
-      w.form()->set_config(c);
-    } catch (const Error& e) {
-      w.show_message("error", QString::fromStdString(e.what()));
+    if (eq < 0) {
+      w.show_message("error", "--set " + kv + ": expected KEY=VALUE, e.g. --set train.batch=128");
+      continue;
     }
+    sets.emplace_back(kv.left(eq).toStdString(), kv.mid(eq + 1).toStdString());
+  }
+  try {
+    if (!sets.empty()) w.form()->apply_user_settings(sets);
+  } catch (const Error& e) {
+    w.show_message("error", QString::fromStdString(e.what()));
   }
   if (p.isSet(reopen)) w.reopen(QDir(p.value(reopen)).absolutePath());
   if (p.isSet(overlay)) {

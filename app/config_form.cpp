@@ -21,6 +21,7 @@
 #include <cmath>
 
 #include "backend/backend.h"
+#include "config/run_defaults.h"
 #include "data/dataset.h"
 #include "nn/transformer.h"
 #include "plot_style.h"
@@ -184,10 +185,9 @@ ConfigForm::ConfigForm(QWidget* parent) : QWidget(parent) {
       }
       QString label = pretty_leaf(k.key);
       r.label = new QLabel(label, box);
-      if (k.mid_run) {
-        r.label->setText(label + " <span style='color:#2a9d8f;font-weight:600'>&#9679;</span>");
-        r.label->setTextFormat(Qt::RichText);
-      }
+      r.label->setTextFormat(Qt::RichText);
+      if (k.mid_run) r.label->setText(label + " <span style='color:#2a9d8f;font-weight:600'>&#9679;</span>");
+      r.label_html = r.label->text();
       const QString tip = tooltip_for(k);
       r.label->setToolTip(tip);
       r.editor->setToolTip(tip);
@@ -335,10 +335,11 @@ void ConfigForm::set_config(const Config& c) {
   m_loading = true;
   for (auto& key : m_order) write(m_rows[key], c.at(key));
   // char-gpt reads the default data set (digits) as tinyshakespeare: show what it trains on.
-  if (m_rows.contains("data.name") && c.get_string("model.name") == "char-gpt" && c.get_string("data.name") == "digits")
-    write(m_rows["data.name"], std::string("tinyshakespeare"));
+  if (m_rows.contains("data.name")) write(m_rows["data.name"], resolved_config(c).at("data.name"));
   m_loading = false;
+  for (const std::string& key : std::set<std::string>(m_user_keys)) mark_user_key(key, false);
   update_dependencies();
+  remember_config();
 }
 
 Config ConfigForm::config() const {
@@ -376,16 +377,10 @@ QStringList ConfigForm::keys() const {
 
 void ConfigForm::on_user_edit(const std::string& key) {
   if (m_loading) return;
-  if (key == "model.name" && m_rows.contains("data.name")) {
-    // The data set follows the kind of model: char-gpt trains on text, the MLPs on images.
-    const Json model = read(m_rows["model.name"]), data = read(m_rows["data.name"]);
-    const bool text_model = model == "char-gpt", text_data = data == "tinyshakespeare" || data == "text";
-    if (text_model != text_data) {
-      m_loading = true;
-      write(m_rows["data.name"], std::string(text_model ? "tinyshakespeare" : "digits"));
-      m_loading = false;
-    }
-  }
+  mark_user_key(key, true);
+  // Another model, preset or optimizer: its defaults in the fields the user has not set.
+  if (key == "model.name" || key == "model.preset" || key == "optim.name") apply_switch_defaults_from(m_last);
+  remember_config();
   update_dependencies();
   emit edited();
   const Row& r = m_rows[key];
@@ -461,6 +456,8 @@ void ConfigForm::update_dependencies() {
       {"model.dropout", "model.name", {"char-gpt"}},
       {"model.activation", "model.name", {"char-gpt"}, true},
       {"data.val_fraction", "model.name", {"char-gpt"}},
+      // Hidden with char-gpt (the digits' split is not its); the data.name rule below decides.
+      {"data.test_fraction", "model.name", {"char-gpt"}, true},
       {"train.eval_windows", "model.name", {"char-gpt"}},
       {"optim.beta1", "optim.name", {"adamw", "adamw8bit", "lion"}},
       {"optim.beta2", "optim.name", {"adamw", "adamw8bit", "lion"}},
@@ -596,6 +593,7 @@ QStringList ConfigForm::restore_start_values(const Config& start) {
     restored << QString::fromStdString(key) + ": " + json_value_text(now) + " -> " + json_value_text(then);
   }
   m_loading = false;
+  remember_config();
   if (!restored.isEmpty()) {
     update_dependencies();
     emit edited();

@@ -5,8 +5,16 @@
 // (a file chooser). Each tooltip is the key's help text. Only the chosen model's fields show, and
 // the char-gpt dimensions at 0 ("from model.preset") show the preset's value. While a run trains only the keys with
 // mid_run=true stay editable, and editing one emits live_changed(key, value).
+//
+// Choosing another model, char-gpt preset or optimizer gives its defaults (config/run_defaults.h:
+// run length, batch, learning rate, evaluation interval, data set, run name; an optimizer's rate,
+// betas and decay) to every field the user has not set themselves since the config was loaded;
+// the fields they set keep their values and are marked (config_form_defaults.cpp).
 #pragma once
 #include <QHash>
+#include <set>
+#include <utility>
+#include <vector>
 #include <QLineEdit>
 #include <QMap>
 #include <QWidget>
@@ -42,10 +50,19 @@ class ConfigForm : public QWidget {
   QStringList restore_start_values(const Config& start);
   // Draws attention to a control (an error names its key): scrolls to it and outlines it.
   void highlight(const std::string& key);
+  // Sets keys from text as the user's own (the app's --set KEY=VALUE): each is validated (Error
+  // names the key), marked as set by the user, and a switched model or optimizer brings its
+  // defaults to the other fields, as when the user chooses it in the form.
+  void apply_user_settings(const std::vector<std::pair<std::string, std::string>>& sets);
+  // The keys the user set since the config was loaded (kept, and marked, when defaults apply).
+  QStringList user_keys() const;
 
  signals:
   void live_changed(const QString& key, const QString& value_json);
   void edited();
+  // A switch brought the defaults of `what` ("char-gpt tiny", "lion"): one line that says which
+  // fields changed and which of the user's were kept.
+  void defaults_applied(const QString& line);
 
  private:
   struct Row {
@@ -55,6 +72,7 @@ class ConfigForm : public QWidget {
     QLabel* label = nullptr;
     QFormLayout* form = nullptr;
     QGroupBox* group = nullptr;
+    QString label_html;  // the label without the "set by you" mark
     bool other_model = false;  // a field of a model other than the chosen one: hidden
   };
   QWidget* make_editor(const ConfigKey& k);
@@ -63,6 +81,10 @@ class ConfigForm : public QWidget {
   void update_sparsity_preview();
   void update_preset_values();
   void mark_fashion_mnist(QComboBox* c);
+  // config_form_defaults.cpp: the defaults of a switched model or optimizer, and the marks.
+  void apply_switch_defaults_from(const Config& before);
+  void mark_user_key(const std::string& key, bool mine);
+  void remember_config();
   void apply_filter(const QString& text);
   Json read(const Row& r) const;
   void write(Row& r, const Json& v);
@@ -70,6 +92,8 @@ class ConfigForm : public QWidget {
   QMap<std::string, Row> m_rows;
   std::vector<std::string> m_order;
   bool m_loading = false;
+  std::set<std::string> m_user_keys;  // set by the user since set_config
+  Config m_last;                      // the controls' config before the edit in progress
   bool m_running = false;
   QLineEdit* m_filter = nullptr;
   QCustomPlot* m_sparsity = nullptr;

@@ -112,6 +112,16 @@ LessonsView::LessonsView(QWidget* parent) : QWidget(parent) {
   m_plot->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
   m_plot->plotLayout()->insertRow(0);
   m_plot->plotLayout()->addElement(0, 0, new QCPTextElement(m_plot, QString(), QFont(font().family(), 10, QFont::Bold)));
+  // The legend in a row of its own under the axes, never on a curve (inside the axes it sat on
+  // the quant-outlier lesson's error curve, whatever corner it took on another lesson's).
+  auto* legend_row = new QCPLayoutGrid;
+  m_plot->plotLayout()->addElement(2, 0, legend_row);
+  legend_row->setMargins(QMargins(6, 0, 6, 4));
+  legend_row->addElement(0, 0, m_plot->legend);
+  m_plot->legend->setFillOrder(QCPLegend::foColumnsFirst);
+  m_plot->legend->setWrap(3);
+  m_plot->legend->setMaximumSize(QWIDGETSIZE_MAX / 2, QWIDGETSIZE_MAX / 2);  // an empty legend must not narrow the plot
+  m_plot->plotLayout()->setRowStretchFactor(2, 0.001);
   split->addWidget(m_table);
   split->addWidget(m_plot);
   split->setStretchFactor(0, 2);
@@ -262,6 +272,7 @@ void LessonsView::draw_plot(const LessonPlot& p) {
     g->setData(xs, ys, true);
   }
   m_plot->rescaleAxes();
+  m_plot->yAxis->scaleRange(1.1);  // a curve along the top or bottom stays clear of the frame
   m_plot->replot();
 }
 

@@ -83,12 +83,16 @@ MainWindow::MainWindow(const QString& runs_root, QWidget* parent) : QMainWindow(
   build_menus();
   connect(m_session, &TrainingSession::metrics_ready, this, &MainWindow::on_metrics);
   connect(m_session, &TrainingSession::notice, this, [this](const QString& t) {
-    // A notice that arrives while the first run's hint is shown (the CPU fallback's, at the start)
-    // keeps the hint under it rather than replacing it.
+    // The notices of a run's start (the CPU fallback's, the device measurement's) stay together,
+    // and a first run's hint stays under them rather than being replaced.
     const bool hint_shown = message_text().contains(first_run_hint().section(':', 0, 0));
-    show_message(t.startsWith("setting not applied") ? "warning" : "info", hint_shown ? t + "\n" + first_run_hint() : t);
+    if (!m_run_notices.contains(t)) m_run_notices << t;
+    const QString all = m_run_notices.join("\n");
+    show_message(t.startsWith("setting not applied") ? "warning" : "info", hint_shown ? all + "\n" + first_run_hint() : all);
   });
   connect(m_session, &TrainingSession::finished, this, &MainWindow::on_finished);
+  // What a switched model or optimizer changed in the controls, and which of the user's it kept.
+  connect(m_form, &ConfigForm::defaults_applied, this, [this](const QString& line) { show_message("info", line); });
   connect(m_form, &ConfigForm::live_changed, this, [this](const QString& key, const QString& value) {
     if (!m_session->running()) return;
     m_session->set(key.toStdString(), Json::parse(value.toStdString()));
@@ -237,6 +241,7 @@ bool MainWindow::start_run() {
   }
   if (!m_session->start(c)) return false;
   m_message->hide();
+  m_run_notices.clear();
   if (m_first_run_hint) {  // once, on the first run of the first start
     m_first_run_hint = false;
     show_message("info", first_run_hint());
@@ -272,6 +277,7 @@ bool MainWindow::resume_run(const QString& dir) {
     return false;
   }
   m_message->hide();
+  m_run_notices.clear();
   m_live = std::make_shared<RunSeries>();
   m_live->dir = QDir(dir).absolutePath();
   m_live->config = c.to_json();

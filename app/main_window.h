@@ -145,6 +145,7 @@ class MainWindow : public QMainWindow {
   QFrame* m_message = nullptr;
   QLabel* m_message_label = nullptr;
   QString m_message_kind;
+  QStringList m_run_notices;  // the notices since the current run started (shown together)
   QSplitter *m_hsplit = nullptr, *m_vsplit = nullptr;
   std::shared_ptr<RunSeries> m_live, m_primary;
   QStringList m_overlay_dirs;

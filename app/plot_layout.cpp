@@ -9,6 +9,7 @@
 #include <qcustomplot.h>
 
 #include "plot_panel.h"
+#include "plot_style.h"
 #include "train/eta.h"
 
 namespace trainlab::app {
@@ -46,7 +47,10 @@ void PlotPanel::update_visibility() {
   for (PlotKind k : applicable_plots())
     if (plot_chosen(k)) shown << k;
   place_plots(shown);
-  for (auto* p : m_plots) p->legend->setVisible(p->graphCount() > 0);
+  for (auto* p : m_plots) {
+    p->legend->setVisible(p->graphCount() > 0);
+    show_empty_hint(p, p->graphCount() == 0, palette().color(QPalette::Disabled, QPalette::Text));
+  }
 }
 
 // The shown plots in m_columns columns, row by row; every cell has one column's width (no plot

@@ -66,6 +66,11 @@ PlotPanel::PlotPanel(QWidget* parent) : QWidget(parent) {
     mp->plotLayout()->addElement(2, 0, mp->legend);
     mp->plotLayout()->setRowStretchFactor(2, 0.001);
     mp->legend->setMargins(QMargins(6, 2, 6, 4));
+    // An empty legend grid's largest size is its margins, and its layout column takes that as its
+    // own: before any run the plot shrank to a stamp in its corner. A stated maximum (well below
+    // QWIDGETSIZE_MAX, which QCustomPlot reads as "none" even with margins added) leaves the column
+    // its width.
+    mp->legend->setMaximumSize(QWIDGETSIZE_MAX / 2, QWIDGETSIZE_MAX / 2);
     connect(mp, &QCustomPlot::afterLayout, mp, [mp] { fit_legend_columns(mp); });
   }
   outer->addLayout(m_grid, 1);
@@ -115,6 +120,8 @@ void PlotPanel::setup_plot(QCustomPlot* p, int i) {
   connect_interaction(p);
   // Marker labels are placed for the plot's current size on every replot (a resize included).
   connect(p, &QCustomPlot::afterLayout, p, [p] { layout_marker_labels(p); });
+  // Its legend keeps clear of the curves (plot_style.h).
+  connect(p, &QCustomPlot::afterReplot, p, [p] { place_legend_clear(p); });
 }
 
 QWidget* PlotPanel::make_bar() {

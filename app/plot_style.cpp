@@ -69,6 +69,25 @@ void style_plot(QCustomPlot* p, const QPalette& pal) {
 // is left out (its dashed line stays, and zooming in shows it), so that dense markers (a gradual
 // pruning schedule) stay readable. Runs after every layout of the plot (QCustomPlot::afterLayout),
 // so a resize or zoom places them again.
+namespace {
+// Points of `p`'s visible graphs inside `r` (pixels), from at most about 2,000 points a graph.
+int points_in(QCustomPlot* p, const QRectF& r) {
+  int n = 0;
+  for (int g = 0; g < p->graphCount(); ++g) {
+    QCPGraph* graph = p->graph(g);
+    if (!graph->visible() || graph->data()->isEmpty()) continue;
+    const auto data = graph->data();
+    const int stride = std::max(1, data->size() / 2000);
+    for (int i = 0; i < data->size(); i += stride) {
+      const auto it = data->at(i);
+      const QPointF px(graph->keyAxis()->coordToPixel(it->key), graph->valueAxis()->coordToPixel(it->value));
+      n += r.contains(px);
+    }
+  }
+  return n;
+}
+}  // namespace
+
 void layout_marker_labels(QCustomPlot* p) {
   constexpr int kMarkerRows = 3;
   QVector<QPair<double, QCPItemText*>> labels;
@@ -79,18 +98,25 @@ void layout_marker_labels(QCustomPlot* p) {
   double row_right[kMarkerRows];
   std::fill(std::begin(row_right), std::end(row_right), -1e9);
   const double height = std::max(1, p->axisRect()->height());
+  // The labels' rows go along the top of the plot, or along the bottom where the curves leave the
+  // bottom freer (the accuracy rises to the top, where its labels were written over it).
+  const QRect axes = p->axisRect()->rect();
+  const int band = kMarkerRows * (QFontMetrics(p->font()).height() + 4);
+  const bool bottom = !labels.isEmpty() && points_in(p, QRectF(axes.left(), axes.bottom() - band, axes.width(), band)) <
+                                               points_in(p, QRectF(axes.left(), axes.top(), axes.width(), band)) / 2;
   for (const auto& [px, t] : labels) {
     const QFontMetrics fm(t->font());
     const double room = fm.horizontalAdvance(t->text()) + t->padding().left() + t->padding().right() + 6;
     const bool left_of_line = px + room > p->axisRect()->right();
-    t->setPositionAlignment(Qt::AlignTop | (left_of_line ? Qt::AlignRight : Qt::AlignLeft));
+    t->setPositionAlignment((bottom ? Qt::AlignBottom : Qt::AlignTop) | (left_of_line ? Qt::AlignRight : Qt::AlignLeft));
     const double start = left_of_line ? px - room : px;
     int row = 0;
     while (row < kMarkerRows && start <= row_right[row]) ++row;
     t->setVisible(row < kMarkerRows);
     if (row == kMarkerRows) continue;
     row_right[row] = start + room;
-    t->position->setCoords(t->position->key(), 0.03 + row * (fm.height() + 2) / height);
+    const double offset = 0.03 + row * (fm.height() + 2) / height;
+    t->position->setCoords(t->position->key(), bottom ? 1 - offset : offset);
   }
 }
 
@@ -111,6 +137,54 @@ void render_plot(QCustomPlot* p, QCPPainter* painter, const QRectF& target) {
   p->setViewport(old_viewport);
   layout_marker_labels(p);
   p->replot(QCustomPlot::rpQueuedReplot);
+}
+
+
+void show_empty_hint(QCustomPlot* p, bool empty, const QColor& color) {
+  QCPItemText* hint = nullptr;
+  for (int i = 0; i < p->itemCount() && !hint; ++i)
+    if (auto* t = qobject_cast<QCPItemText*>(p->item(i)); t && t->objectName() == "empty_hint") hint = t;
+  if (!hint && !empty) return;
+  if (!hint) {
+    hint = new QCPItemText(p);
+    hint->setObjectName("empty_hint");
+    hint->position->setType(QCPItemPosition::ptAxisRectRatio);
+    hint->position->setCoords(0.5, 0.5);
+    hint->setText("No run shown yet: press Start (Ctrl+R),\nor tick runs in the table below");
+    hint->setSelectable(false);
+  }
+  hint->setColor(color);
+  hint->setVisible(empty);
+}
+
+bool place_legend_clear(QCustomPlot* p) {
+  QCPLegend* l = p->legend;
+  QCPLayoutInset* inset = p->axisRect()->insetLayout();
+  if (!l->visible() || l->layout() != inset || inset->elementCount() == 0) return false;
+  const int index = 0;
+  if (inset->elementAt(index) != l || inset->insetPlacement(index) != QCPLayoutInset::ipBorderAligned) return false;
+  const QRect axes = p->axisRect()->rect(), now = l->outerRect();
+  if (now.isEmpty() || axes.isEmpty()) return false;
+  const QMargins m = inset->margins();
+  const Qt::Alignment corners[] = {Qt::AlignTop | Qt::AlignRight, Qt::AlignBottom | Qt::AlignRight,
+                                   Qt::AlignTop | Qt::AlignLeft, Qt::AlignBottom | Qt::AlignLeft};
+  auto rect_at = [&](Qt::Alignment a) {
+    const int x = (a & Qt::AlignRight) ? axes.right() - m.right() - now.width() : axes.left() + m.left();
+    const int y = (a & Qt::AlignBottom) ? axes.bottom() - m.bottom() - now.height() : axes.top() + m.top();
+    return QRectF(x, y, now.width(), now.height());
+  };
+  const Qt::Alignment current = inset->insetAlignment(index);
+  const int covered = points_in(p, rect_at(current));
+  Qt::Alignment best = current;
+  int best_n = covered;
+  for (Qt::Alignment a : corners) {
+    const int n = points_in(p, rect_at(a));
+    if (n < best_n) best = a, best_n = n;
+  }
+  if (best == current || best_n * 2 >= covered) return false;
+  inset->setInsetAlignment(index, best);
+  p->replot(QCustomPlot::rpQueuedReplot);
+  return true;
 }
 
 void fit_legend_columns(QCustomPlot* p) {

@@ -42,5 +42,14 @@ void render_plot(QCustomPlot* p, QCPPainter* painter, const QRectF& target);
 // A legend laid out below its plot in rows: as many columns as its widest entry fits in the plot's
 // width (1-4), so that no entry is cut off at the edge; replots when that number changes.
 void fit_legend_columns(QCustomPlot* p);
+// An empty plot says what fills it ("No run shown yet: press Start, or tick runs in the table
+// below") in the middle of its axes, in `color`; hidden once it has a curve.
+void show_empty_hint(QCustomPlot* p, bool empty, const QColor& color);
+
+// A legend inside the axes moves to the corner where it covers the fewest points of the visible
+// curves (the throughput plot's legend sat on the samples/s curve). It moves only when that corner
+// covers fewer than half the points of its own, so that it does not flicker as a run goes on.
+// Returns whether it moved (a queued replot then draws it there).
+bool place_legend_clear(QCustomPlot* p);
 
 }  // namespace trainlab::app

@@ -36,6 +36,42 @@
 namespace trainlab::app {
 
 namespace {
+// A label that shows as much of its text as its width allows, elided (a long runs folder path
+// made the window wider than a 1280-pixel screen); with Qt::ElideNone all of it or nothing (a
+// hint cut to "ti..." says nothing). The whole text is its tooltip.
+class ElidingLabel : public QLabel {
+ public:
+  ElidingLabel(Qt::TextElideMode mode, QWidget* parent) : QLabel(parent), m_mode(mode) {}
+  // The whole text where there is room; down to a few characters (or none) where there is not.
+  QSize sizeHint() const override {
+    return {fontMetrics().horizontalAdvance(m_full) + 8, QLabel::sizeHint().height()};
+  }
+  QSize minimumSizeHint() const override { return {m_mode == Qt::ElideNone ? 0 : 40, QLabel::minimumSizeHint().height()}; }
+  void set_full_text(const QString& t) {
+    m_full = t;
+    setToolTip(t);
+    updateGeometry();
+    elide();
+  }
+
+ protected:
+  void resizeEvent(QResizeEvent* e) override {
+    QLabel::resizeEvent(e);
+    elide();
+  }
+
+ private:
+  void elide() {
+    const QString shown = fontMetrics().elidedText(m_full, m_mode == Qt::ElideNone ? Qt::ElideRight : m_mode, width());
+    setText(m_mode == Qt::ElideNone && shown != m_full ? QString() : shown);
+  }
+  Qt::TextElideMode m_mode;
+  QString m_full;
+};
+}  // namespace
+
+
+namespace {
 
 enum Col { CName, CStatus, CModel, CPrecision, CDevice, CSteps, CTestAcc, CTestLoss, CSpeed, CPeak, CDiff, CTags, CCount };
 const char* kHeaders[CCount] = {"Run",       "Status",      "Model",     "Precision",
@@ -78,7 +114,7 @@ RunsPanel::RunsPanel(QWidget* parent) : QWidget(parent) {
   v->setSpacing(3);
   auto* bar = new QHBoxLayout;
   auto* title = new QLabel("<b>Runs</b>", this);
-  m_root_label = new QLabel(this);
+  m_root_label = new ElidingLabel(Qt::ElideMiddle, this);
   m_root_label->setTextInteractionFlags(Qt::TextSelectableByMouse);
   m_root_label->setEnabled(false);
   auto button = [&](const QString& text, const QString& tip, auto fn) {
@@ -92,7 +128,8 @@ RunsPanel::RunsPanel(QWidget* parent) : QWidget(parent) {
   };
   bar->addWidget(title);
   bar->addWidget(m_root_label, 1);
-  auto* hint = new QLabel("tick runs to overlay them on the plots", this);
+  auto* hint = new ElidingLabel(Qt::ElideNone, this);
+  hint->set_full_text("tick runs to overlay them on the plots");
   hint->setEnabled(false);
   bar->addWidget(hint);
   button("Baseline", "Compare every run with the selected one (differences are highlighted)", [this] {
@@ -181,7 +218,7 @@ void RunsPanel::set_root(const QString& dir) {
   if (!m_watcher.directories().isEmpty()) m_watcher.removePaths(m_watcher.directories());
   m_root = abs;
   m_watcher.addPath(abs);
-  m_root_label->setText(QDir::toNativeSeparators(abs));
+  static_cast<ElidingLabel*>(m_root_label)->set_full_text(QDir::toNativeSeparators(abs));
   reload();
   emit root_changed(abs);
 }

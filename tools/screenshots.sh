@@ -6,6 +6,9 @@
 #   runs-comparison.png  two finished runs (fp32, bf16) overlaid, differences highlighted
 #   report-page.png      pages of a PDF report exported headless (trainlab report ... -o x.pdf)
 #   lessons.png          Help > Lessons on the accumulate lesson (trainlab --lesson accumulate)
+#   *-1280.png           the same views at 1280x800 (a laptop's screen): the first start before
+#                        any run, the main window light and dark, the runs comparison, and the
+#                        quant-outlier lesson (its legend below the axes)
 # Usage: tools/screenshots.sh [BUILD_DIR]   (default: build-app, else build)
 # Needs xvfb-run, pdftoppm (poppler-utils) and ImageMagick's convert.
 set -euo pipefail
@@ -52,6 +55,21 @@ echo "runs comparison..."
 echo "lessons..."
 "${xvfb[@]}" "$app" --runs-dir "$runs" --size 1600x1000 --lesson accumulate --screenshot "$out/lessons.png" \
   --screenshot-after-ms 1500
+
+echo "the same at 1280x800..."
+XDG_CONFIG_HOME=$work/config-first "${xvfb[@]}" "$app" --runs-dir "$work/runs-first" --size 1280x800 \
+  --screenshot "$out/first-start-1280.png" --screenshot-after-ms 1500  # a profile of its own: a first start
+"${xvfb[@]}" "$app" --runs-dir "$work/runs-1280" --size 1280x800 --set device.name=cpu --set train.steps=4000 \
+  --set train.eval_every=100 --set run.name="live digits" --start --change-at 3500:precision.dtype=bf16 \
+  --screenshot "$out/main-window-1280.png" --screenshot-after-ms 6000
+"${xvfb[@]}" "$app" --runs-dir "$work/runs-dark-1280" --size 1280x800 --palette dark --set device.name=cpu \
+  --set model.name=char-gpt --set train.steps=400 --set train.eval_every=50 --start \
+  --screenshot "$out/main-window-dark-1280.png" --screenshot-after-ms 12000
+"${xvfb[@]}" "$app" --runs-dir "$runs" --size 1280x800 --reopen "$runs/20260101-100000-digits-mlp-fp32" \
+  --overlay "$runs/20260101-100000-digits-mlp-fp32" --overlay "$runs/20260101-100500-digits-mlp-bf16" \
+  --screenshot "$out/runs-comparison-1280.png" --screenshot-after-ms 1500
+"${xvfb[@]}" "$app" --runs-dir "$runs" --size 1280x800 --lesson quant-outlier \
+  --screenshot "$out/lessons-quant-outlier-1280.png" --screenshot-after-ms 1500
 
 echo "report..."
 "$app" report "$runs/20260101-100000-digits-mlp-fp32" "$runs/20260101-100500-digits-mlp-bf16" -o "$work/report.pdf"

@@ -147,7 +147,8 @@ std::unique_ptr<Backend> create_backend(const std::string& device, const DeviceO
       }
 #endif
     }
-    if (notice) *notice = "no usable GPU (" + why + "): running on the CPU";
+    // What happened and what it means first; the technical reason after, for a user who expected a GPU.
+    if (notice) *notice = "Training on the CPU: no usable GPU was found (" + why + ").";
     return std::make_unique<CpuBackend>(cpu_threads());
   }
   if (device == "cuda" || device.rfind("cuda:", 0) == 0) {

@@ -262,6 +262,41 @@ std::optional<Calibration> cached_calibration(Backend& be, const std::string& ca
   return dir.empty() ? std::nullopt : load_cache(calibration_file(dir, be.info()), be.info(), 0, unused);
 }
 
+namespace {
+// Why a measurement is due, in a user's words.
+std::string plain_reason(const std::string& path, const DeviceInfo& info, CalibrationMode mode, double& seconds) {
+  if (mode == CalibrationMode::Measure) return "device.calibration is set to measure";
+  if (path.empty()) return "there is no cache folder to keep it in (neither XDG_CACHE_HOME nor HOME is set)";
+  if (!fs::exists(fs::symlink_status(path))) return "the first run on this device";
+  try {
+    const Calibration c = parse_calibration(read_cache(path));
+    seconds = c.seconds;
+    if (c.device != info.name || c.software != info.software) return "its driver or math library changed";
+    if (c.lab_version != lab_version()) return "TrainLab was updated since the last measurement";
+    if (c.build != lab_build()) return "TrainLab was rebuilt since the last measurement";
+    return "the last measurement lists other precisions";
+  } catch (const Error&) {
+    return "the last measurement could not be read";
+  }
+}
+}  // namespace
+
+std::string calibration_pending_note(Backend& be, CalibrationMode mode, const std::string& cache_dir) {
+  if (mode == CalibrationMode::Off) return {};
+  const DeviceInfo info = be.info();
+  const std::string dir = cache_dir.empty() ? user_cache_dir() : cache_dir;
+  const std::string path = dir.empty() ? std::string() : calibration_file(dir, info);
+  std::string unused;
+  if (mode == CalibrationMode::Cached && load_cache(path, info, 0, unused)) return {};
+  // A few seconds on two CPU cores (the products of each format at n = 512), about 0.5 s on a GPU.
+  double seconds = info.kind == DeviceKind::Cpu ? 2.0 : 1.0;
+  const std::string why = plain_reason(path, info, mode, seconds);
+  const std::string what = info.kind == DeviceKind::Cpu ? "CPU" : "GPU";
+  const long shown = std::max(1L, std::lround(seconds));
+  return "Measuring this " + what + "'s speed once (about " + std::to_string(shown) +
+         " s) for MFU and the roofline: " + why + ". The run's own time leaves it out.";
+}
+
 Calibration calibrate(Backend& be, CalibrationMode mode, const std::string& cache_dir_in, int64_t size) {
   if (mode == CalibrationMode::Off) throw Error("calibrate: device.calibration is off");
   const DeviceInfo info = be.info();

@@ -62,6 +62,13 @@ Calibration measure_calibration(Backend& be, int64_t size = 0);
 // when it is valid and `mode` is Cached, else measured and written there. Mode Off throws.
 Calibration calibrate(Backend& be, CalibrationMode mode, const std::string& cache_dir = {}, int64_t size = 0);
 
+// What a user reads before calibrate(be, mode) measures: "Measuring this CPU's speed once (about
+// 2 s) for MFU and the roofline: the first run on this device. The run's own time leaves it out."
+// In plain words, without paths or sizes (Calibration::note keeps those for `trainlab-cli
+// calibrate`); the time is the last measurement's when a file holds one. Empty when the cache
+// serves (mode Cached and a valid file) or the mode is Off.
+std::string calibration_pending_note(Backend& be, CalibrationMode mode, const std::string& cache_dir = {});
+
 // The valid calibration in the cache for `be`'s device (any size), without measuring; nullopt
 // when there is none (no file, another device, driver or build, a damaged file).
 std::optional<Calibration> cached_calibration(Backend& be, const std::string& cache_dir = {});

@@ -8,6 +8,7 @@
 #include <csignal>
 #include <cstdio>
 #include <memory>
+#include <set>
 #include <thread>
 #include <string>
 
@@ -15,6 +16,7 @@
 #include "cli/option_ranges.h"
 #include "cli/progress.h"
 #include "config/config.h"
+#include "config/run_defaults.h"
 #include "dist/communicator.h"
 #include "dist/launch.h"
 #include "dist/world.h"
@@ -73,8 +75,12 @@ void set_layout(Config& c, const TrainFlags& o) {
   if (o.sequence_parallel) c.set("dist.sequence_parallel", "true");
 }
 
+// The config file (or the defaults), then the flags and --set. A flag or --set that switches the
+// model or the optimizer brings its defaults (config/run_defaults.h) to the keys not given here.
 Config build_config(const TrainFlags& o) {
-  Config c = o.config_file.empty() ? Config() : Config::from_file(o.config_file);
+  const Config base = o.config_file.empty() ? Config() : Config::from_file(o.config_file);
+  Config c = base;
+  std::set<std::string> chosen;
   const std::pair<const char*, const std::string*> flags[] = {
       {"model.name", &o.model},          {"train.epochs", &o.epochs}, {"train.steps", &o.steps},
       {"train.batch", &o.batch},         {"train.accumulate", &o.accumulate}, {"train.seed", &o.seed},
@@ -82,7 +88,10 @@ Config build_config(const TrainFlags& o) {
       {"optim.offload", &o.offload},
       {"device.name", &o.device},        {"run.out", &o.out}};
   for (const auto& [key, text] : flags)
-    if (!text->empty()) c.set(key, *text);
+    if (!text->empty()) {
+      c.set(key, *text);
+      chosen.insert(key);
+    }
   if (!o.ranks.empty() && !o.gpus.empty())
     throw Error("--ranks and --gpus both given: --gpus N is --ranks N with one GPU a rank");
   if (!o.ranks.empty()) c.set("dist.ranks", o.ranks);
@@ -92,8 +101,11 @@ Config build_config(const TrainFlags& o) {
   }
   set_layout(c, o);
   apply_sets(c, o.sets);
+  for (const std::string& s : o.sets) chosen.insert(s.substr(0, s.find('=')));
+  apply_switch_defaults(c, base, chosen);
   return c;
 }
+
 // An error of a run over several ranks: printed (rank 0 alone for one every rank found alike),
 // then the whole job ends, so that no rank waits for this one until its timeout.
 int end_job_after(const std::exception& e, const dist::LaunchInfo& place) {
@@ -229,12 +241,12 @@ Runner add_train_command(CLI::App& app, std::vector<std::string> args) {
   auto o = std::make_shared<TrainFlags>();
   CLI::App* cmd = app.add_subcommand("train", "Train a model and write a run record (config, metrics, summary, weights)");
   cmd->add_option("--config", o->config_file, "JSON config file (the same files the app saves as presets)");
-  cmd->add_option("--model", o->model, "Model: digits-mlp or mlp (sets model.name)");
+  cmd->add_option("--model", o->model, "Model: digits-mlp, mlp or char-gpt (model.name); a model other than the config's brings its own run length, batch, learning rate, evaluation interval, data set and run name, except the keys given here");
   add_key_option(cmd, "--epochs", o->epochs, "train.epochs", "Epochs");
   add_key_option(cmd, "--steps", o->steps, "train.steps", "Optimizer steps; overrides epochs");
   add_key_option(cmd, "--batch", o->batch, "train.batch", "Samples per micro-batch");
   add_key_option(cmd, "--lr", o->lr, "optim.lr", "Learning rate");
-  cmd->add_option("--optimizer", o->optimizer, "adamw, sgd, adamw8bit, adafactor or lion (optim.name)");
+  cmd->add_option("--optimizer", o->optimizer, "adamw, sgd, adamw8bit, adafactor or lion (optim.name); another optimizer than the config's brings its customary rate, betas and weight decay (Lion: a tenth of AdamW's rate), except the keys given here");
   cmd->add_option("--offload", o->offload,
                   "none or cpu: cpu keeps the fp32 masters and optimizer state in host memory and updates them on the "
                   "CPU (optim.offload)");

@@ -41,7 +41,9 @@ void model_keys(std::vector<ConfigKey>& s) {
                        "Network to train. digits-mlp: the 64-256-256-10 ReLU MLP (85,002 parameters); mlp: an MLP "
                        "with the hidden sizes of model.hidden. Input and output sizes come from the data set. char-gpt: "
                        "the character-level transformer of model.preset (trained on tinyshakespeare unless data.name "
-                       "names another text)."));
+                       "names another text). Choosing another model (or char-gpt preset) sets its own run length, "
+                       "batch, learning rate, evaluation interval, data set and run name, except the ones you set "
+                       "yourself."));
   s.push_back({"model.hidden", KeyType::IntList, Json::array({256, 256}), 1, 65536, {},
                "Hidden layer widths of the MLP. Parameters = sum over layers of (in + 1) x out; training costs about "
                "6 FLOPs per parameter per sample.",
@@ -90,18 +92,28 @@ void optim_keys(std::vector<ConfigKey>& s) {
                        "momentum and steps by its sign (4 bytes, or 2 with optim.lion_state bf16; use a learning "
                        "rate 3-10 times smaller than AdamW's). Not with dist.strategy zero1-3 for adamw8bit, "
                        "adafactor and lion."));
-  s.push_back(key_float_open("optim.lr", 1e-3, 0, 10, true, false, "Peak learning rate (eta).", true));
+  s.push_back(key_float_open("optim.lr", 1e-3, 0, 10, true, false,
+                             "Peak learning rate (eta). Choosing a model sets its own (MLPs 1e-3, char-gpt tiny 2e-3, "
+                             "small 1e-3, gpt2 6e-4, for AdamW), and choosing an optimizer scales it, unless you set "
+                             "it yourself: Lion takes a tenth of AdamW's rate, because its sign update is larger than "
+                             "Adam's (Chen et al. 2023 use 3-10 times smaller); SGD with momentum 50 times AdamW's, "
+                             "as its step is not divided by the gradient's size; adamw8bit and Adafactor AdamW's.",
+                             true));
   s.push_back(key_float_open("optim.beta1", 0.9, 0, 1, false, true,
                              "First-moment decay of AdamW and adamw8bit (m = b1 m + (1-b1) g) and Lion's "
                              "interpolation (c = b1 m + (1-b1) g)."));
   s.push_back(key_float_open("optim.beta2", 0.999, 0, 1, false, true,
                              "Second-moment decay of AdamW and adamw8bit (v = b2 v + (1-b2) g^2); Lion's momentum "
-                             "decay (m = b2 m + (1-b2) g; its paper uses 0.99)."));
+                             "decay (m = b2 m + (1-b2) g). Choosing Lion sets 0.99, its paper's value (a shorter "
+                             "memory suits the sign update), and AdamW 0.999."));
   // eps > 0: with 0, a weight whose gradient is always 0 (a pruned one, an unused vocabulary row)
   // gets 0 / 0 = NaN.
   s.push_back(key_float_open("optim.eps", 1e-8, 0, 1, true, false, "AdamW denominator term: m_hat / (sqrt(v_hat) + eps)."));
   s.push_back(key_float("optim.weight_decay", 0.01, 0, 10,
-                        "Decoupled weight decay: w -= lr * wd * w each step (AdamW), or added to the gradient (SGD)."));
+                        "Decoupled weight decay: w -= lr * wd * w each step (AdamW, Lion), or added to the gradient "
+                        "(SGD). Choosing an optimizer divides it by the factor its rate was multiplied by, as lr * "
+                        "wd is the decay a step applies: Lion 10 times AdamW's (Chen et al. 2023), SGD a fiftieth "
+                        "(2e-4 for AdamW's 0.01, SGD's customary L2)."));
   s.push_back(key_float_open("optim.momentum", 0.9, 0, 1, false, true, "SGD momentum: buf = mu buf + g; w -= lr buf."));
   s.push_back(key_bool("optim.nesterov", false, "SGD with Nesterov momentum: w -= lr (g + mu buf)."));
   s.push_back(key_int("optim.block_size", 2048, 256, 2048,
@@ -116,7 +128,8 @@ void optim_keys(std::vector<ConfigKey>& s) {
                              "adafactor: first-moment decay of the clipped update; 0 keeps no first moment."));
   s.push_back(key_bool("optim.relative_step", false,
                        "adafactor: step size min(1e-2, 1/sqrt(t)) * max(1e-3, RMS(w)) per tensor instead of the "
-                       "learning rate (the schedule is then not used)."));
+                       "learning rate (the schedule is then not used). Choosing adafactor turns it on, as its "
+                       "authors (Shazeer and Stern 2018) and Hugging Face's Adafactor default it."));
   s.push_back(key_enum("optim.offload", "none", {"none", "cpu"},
                        "Where the fp32 master weights and the optimizer state live: none keeps them on the device; "
                        "cpu keeps them in pinned host memory, copies the gradients down after backward, runs the "

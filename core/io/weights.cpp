@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "backend/backend.h"
+#include "config/run_defaults.h"
 #include "nn/model.h"
 #include "tensor/dtype.h"
 #include "util/error.h"
@@ -148,7 +149,7 @@ SafeTensorsFile model_to_file(Backend& be, Model& model, const Json& config) {
 }
 
 void save_model_weights(Backend& be, Model& model, const Config& config, const std::string& path) {
-  write_safetensors(path, model_to_file(be, model, config.to_json()));
+  write_safetensors(path, model_to_file(be, model, recorded_config(config)));
 }
 
 void load_weights_any(Backend& be, Model& model, const SafeTensorsFile& file, const std::string& path) {

@@ -3,6 +3,7 @@
 #include <unordered_map>
 
 #include "io/weights.h"
+#include "config/run_defaults.h"
 #include "nn/model.h"
 #include "util/error.h"
 
@@ -210,6 +211,7 @@ Config weights_config(const SafeTensorsFile& f, const std::string& path, const s
   const bool named_data = !c.get_string("data.path").empty();
   for (const char* key : {"data.path", "compress.init_from", "distill.teacher", "run.out"}) c.set_json(key, "", path);
   if (user_settings) user_settings(c);
+  c = resolved_config(c);  // what the run read: an older record's char-gpt "digits" is tinyshakespeare
   if (named_data && c.get_string("data.path").empty())
     throw Error(path + ": its run read its data from a file that its trainlab_config names (data.path); a path inside a "
                        "weights file is never opened: give the data with --set data.path=FILE");

@@ -16,6 +16,7 @@
 #include <iterator>
 #include <optional>
 
+#include "config/run_defaults.h"
 #include "train/run_checkpoint.h"
 #include "train/step_columns.h"
 #include "util/error.h"
@@ -204,7 +205,7 @@ void RunRecord::open(const Config* config, RunOpenMode mode, long resume_step) {
     m_columns = std::make_unique<StepColumnsWriter>(dir + "/steps.bin", mode != RunOpenMode::Resume);
     if (mode != RunOpenMode::Resume)
       write_file_atomic(dir + "/config.json",
-                        config->to_json().dump(2, ' ', false, Json::error_handler_t::replace) + "\n");
+                        recorded_config(*config).dump(2, ' ', false, Json::error_handler_t::replace) + "\n");
   } catch (...) {
     ::close(m_lock_fd);
     m_lock_fd = -1;

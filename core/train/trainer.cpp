@@ -8,6 +8,7 @@
 #include "compress/compression.h"
 #include "config/compress_options.h"
 #include "config/device_options.h"
+#include "config/run_defaults.h"
 #include "config/train_options.h"
 #include "nn/model.h"
 #include "io/weights.h"
@@ -95,7 +96,7 @@ void check_offload(const Backend& be, const CompressOptions& co, const TrainerCa
 }  // namespace
 
 Trainer::Trainer(Config config, TrainerCallbacks callbacks)
-    : m_config(std::move(config)), m_callbacks(std::move(callbacks)) {}
+    : m_config(resolved_config(config)), m_callbacks(std::move(callbacks)) {}
 
 Trainer::Trainer(Config config, TrainerCallbacks callbacks, std::string resume_dir)
     : m_config(std::move(config)), m_callbacks(std::move(callbacks)), m_resume_dir(std::move(resume_dir)) {}
@@ -178,18 +179,28 @@ void Trainer::apply_setting(const std::string& key, const Json& value, std::stri
 }
 
 // device.calibration: the device's measured roofs, cached on disk (backend/calibration.h), taken
-// before the run allocates anything so that its buffers leave no peak in the ledger. A failure
-// leaves MFU on the datasheet, with a notice.
+// before the run allocates anything so that its buffers leave no peak in the ledger. A measurement
+// is announced in plain words before it starts (a first run on a device, or after a new build,
+// otherwise waited seconds with no word), and its time is left out of the run's: t_start moves
+// past it. A failure leaves MFU on the datasheet, with a notice.
 void Trainer::calibrate_device() {
   State& s = *m_state;
   const CalibrationMode mode = calibration_mode_from_name(m_config.get_string("device.calibration"));
   if (mode == CalibrationMode::Off) return;
+  const auto t0 = Clock::now();
   try {
+    const std::string note = calibration_pending_note(*s.be, mode);
+    if (!note.empty() && m_callbacks.on_notice) m_callbacks.on_notice(note);
     s.calibration = calibrate(*s.be, mode);
-    if (!s.calibration->note.empty() && m_callbacks.on_notice) m_callbacks.on_notice("calibration: " + s.calibration->note);
+    // Calibration::note's paths are for `trainlab-cli calibrate`; here only what the user can act on.
+    if (s.calibration->cache_path.empty() && !s.calibration->from_cache && m_callbacks.on_notice)
+      m_callbacks.on_notice("This device's speed could not be kept for the next runs (it is measured again each "
+                            "time): " + s.calibration->note);
   } catch (const Error& e) {
-    if (m_callbacks.on_notice) m_callbacks.on_notice(std::string("calibration failed (MFU uses the datasheet): ") + e.what());
+    if (m_callbacks.on_notice)
+      m_callbacks.on_notice(std::string("Could not measure this device's speed; MFU uses the datasheet: ") + e.what());
   }
+  s.t_start += Clock::now() - t0;
   s.be->ledger().reset_peaks();
   s.be->reset_kernel_times();  // the measurement's products are not the run's kernels
 }

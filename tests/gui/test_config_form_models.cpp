@@ -27,6 +27,7 @@ class TestConfigFormModels : public QObject {
     f.set_config(c);
     QVERIFY(!shown(f, "model.hidden"));
     QVERIFY(!shown(f, "model.activation"));
+    QVERIFY(!shown(f, "data.test_fraction"));  // the digits' split
     for (const char* key : {"model.preset", "model.layers", "model.heads", "model.dim", "model.context"})
       QVERIFY2(shown(f, key), key);
     QCOMPARE(qobject_cast<QComboBox*>(f.editor("data.name"))->currentText(), QString("tinyshakespeare"));

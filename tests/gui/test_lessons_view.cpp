@@ -2,7 +2,7 @@
 // and plot with no code of its own; changing an input recomputes the table with the core's figures
 // (the hand-worked values of tests/unit/test_lessons.cpp); inputs that do not fit each other say
 // so; each lesson keeps its inputs; and an exported report's appendix lists each lesson's figures
-// at the view's current inputs (or the defaults).
+// at the view's current inputs (or the defaults). Legends never sit on a curve.
 #include <QAction>
 #include <QFile>
 #include <QLabel>
@@ -106,6 +106,20 @@ class TestLessonsView : public QObject {
   }
 
   // An outlier row past the rows: the error names the input and range; fixing it clears it.
+  // Every lesson's legend sits outside its axes, so that no curve is hidden under it (the
+  // quant-outlier lesson's legend covered its error curve).
+  void legendsLeaveTheCurvesFree() {
+    LessonsView v;
+    v.resize(1100, 700);
+    v.show();
+    for (const Lesson& l : lesson_registry()) {
+      QVERIFY(v.select_lesson(QString::fromStdString(l.name)));
+      v.plot()->replot();
+      const QRect legend = v.plot()->legend->outerRect(), axes = v.plot()->axisRect()->rect();
+      QVERIFY2(legend.isValid() && !legend.intersects(axes), l.name.c_str());
+    }
+  }
+
   void inputsThatDoNotFitSaySo() {
     LessonsView v;
     QVERIFY(v.select_lesson("quant-outlier"));

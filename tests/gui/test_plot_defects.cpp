@@ -1,12 +1,14 @@
 // Defects of the plot panel (issue 21), each checked where a user saw it: a click unticked Follow,
 // char-gpt's throughput read samples/s, marker labels overlapped after a resize, the memory plot
 // shrank in an overlay, the sparsity plot's x axis did not line up, a constant learning rate took
-// a whole plot, and dense validation points hid the training curve.
+// a whole plot, dense validation points hid the training curve, and the throughput plot's legend
+// sat on its samples/s curve, and marker labels were written over the accuracy curve.
 #include <QtTest>
 #include <qcustomplot.h>
 
 #include "gui_support.h"
 #include "plot_panel.h"
+#include "plot_style.h"
 #include "plot_test_data.h"
 
 using namespace trainlab;
@@ -43,6 +45,89 @@ class TestPlotDefects : public QObject {
   Q_OBJECT
  private slots:
   void init() { gui_test::isolate_settings("test_plot_defects"); }
+
+  // A curve along the top of the plot (throughput at its steady value): the legend leaves the top
+  // corner for a free one, and then covers none of the curve's points.
+  void legendKeepsClearOfTheCurve() {
+    QCustomPlot p;
+    p.resize(520, 320);
+    p.legend->setVisible(true);
+    p.axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignRight);
+    QCPGraph* g = p.addGraph();
+    g->setName("samples/s");
+    QVector<double> x, y;
+    for (int i = 0; i < 1000; ++i) x << i, y << 85 + (i % 10);
+    g->setData(x, y, true);
+    p.xAxis->setRange(0, 1000);
+    p.yAxis->setRange(0, 100);
+    p.show();
+    p.replot(QCustomPlot::rpImmediateRefresh);
+    auto covered = [&p, g] {
+      int n = 0;
+      for (auto it = g->data()->constBegin(); it != g->data()->constEnd(); ++it)
+        n += p.legend->outerRect().contains(QPointF(p.xAxis->coordToPixel(it->key), p.yAxis->coordToPixel(it->value)).toPoint());
+      return n;
+    };
+    QVERIFY(covered() > 0);  // where it was: on the curve
+    QVERIFY(place_legend_clear(&p));
+    p.replot(QCustomPlot::rpImmediateRefresh);
+    QCOMPARE(covered(), 0);
+    QVERIFY(!place_legend_clear(&p));  // settled: no flicker
+  }
+
+  // A marker's label on a curve that rises to the top (the accuracy) is written where the curve is
+  // not: along the bottom (it was written over the curve at the top).
+  void markerLabelsLeaveARisingCurve() {
+    QCustomPlot p;
+    p.resize(520, 320);
+    QCPGraph* g = p.addGraph();
+    QVector<double> x, y;
+    for (int i = 0; i < 1000; ++i) x << i, y << 100 * (1 - std::exp(-i / 60.0));
+    g->setData(x, y, true);
+    p.xAxis->setRange(0, 1000);
+    p.yAxis->setRange(0, 100);
+    auto* t = new QCPItemText(&p);
+    t->setObjectName("marker");
+    t->setText("dtype: fp32 -> bf16");
+    t->position->setTypeX(QCPItemPosition::ptPlotCoords);
+    t->position->setTypeY(QCPItemPosition::ptAxisRectRatio);
+    t->position->setCoords(300, 0.03);
+    p.show();
+    p.replot(QCustomPlot::rpImmediateRefresh);
+    layout_marker_labels(&p);
+    p.replot(QCustomPlot::rpImmediateRefresh);
+    const QRectF r = label_rect(t);
+    int covered = 0;
+    for (int i = 0; i < x.size(); ++i) covered += r.contains(QPointF(p.xAxis->coordToPixel(x[i]), p.yAxis->coordToPixel(y[i])));
+    QCOMPARE(covered, 0);
+    QVERIFY(t->visible());
+  }
+
+  // Before any run the plots say how they fill (they were empty axes from 0 to 5 with no word, and
+  // the memory plot a stamp in its corner); the hint goes once a run is drawn.
+  void emptyPlotsSayHowTheyFill() {
+    PlotPanel panel;
+    panel.resize(1000, 700);
+    panel.show();
+    auto hint = [&panel](PlotKind k) -> QCPItemText* {
+      QCustomPlot* p = panel.plot(k);
+      for (int i = 0; i < p->itemCount(); ++i)
+        if (auto* t = qobject_cast<QCPItemText*>(p->item(i)); t && t->objectName() == "empty_hint") return t;
+      return nullptr;
+    };
+    panel.set_runs({});
+    for (PlotKind k : {PlotKind::Loss, PlotKind::Accuracy, PlotKind::Throughput, PlotKind::Memory}) {
+      QVERIFY(hint(k) && hint(k)->visible());
+      QVERIFY(hint(k)->text().contains("press Start"));
+    }
+    // The memory plot, whose legend sits under it, keeps its width while that legend is empty.
+    QCustomPlot* mem = panel.plot(PlotKind::Memory);
+    mem->replot(QCustomPlot::rpImmediateRefresh);
+    QVERIFY2(mem->axisRect()->width() > mem->width() / 2,
+             qPrintable(QString("axes %1 of %2 pixels").arg(mem->axisRect()->width()).arg(mem->width())));
+    panel.set_runs({fake_run("r", 50)});
+    QVERIFY(!hint(PlotKind::Loss) || !hint(PlotKind::Loss)->visible());
+  }
 
   void clickKeepsFollowDragEndsIt() {
     PlotPanel panel;

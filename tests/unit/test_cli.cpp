@@ -284,7 +284,9 @@ class TestCli : public QObject {
 
   void divergedRun() {
     const QString out = dir("diverged");
-    const Result r = cli({"train", "--device", "cpu", "--steps", "300", "--optimizer", "sgd", "--lr", "10", "--out", out});
+    // SGD at the top of optim.lr's range with AdamW's weight decay (SGD's own, 2e-4, only stalls).
+    const Result r = cli({"train", "--device", "cpu", "--steps", "300", "--optimizer", "sgd", "--lr", "10", "--set",
+                          "optim.weight_decay=0.01", "--out", out});
     QVERIFY2(r.code == 3, qPrintable(describe(r)));
     QVERIFY2(r.err.contains("diverged at step"), qPrintable(describe(r)));
     const Json sum = read_json((out + "/summary.json").toStdString());
