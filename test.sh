@@ -44,7 +44,8 @@ if [ $sanitize -eq 1 ]; then
   # The unit label without the longer trainings (those run in the optimised build above) and
   # without the tests labelled no-asan: those start hundreds of processes (every option's bad
   # values, the planner's command line) or several ranks, where ASan's start-up is the cost and
-  # the code they reach is already covered here by other tests and the fuzz corpora.
+  # the code they reach is already covered here by other tests and the fuzz corpora. Those tests
+  # are not built in build-asan at all (tests/CMakeLists.txt).
   [ ${#ctest_args[@]} -eq 0 ] && ctest_args=(-L unit -LE "slow|no-asan")
   dir=build-asan
 else

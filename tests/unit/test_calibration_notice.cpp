@@ -1,3 +1,4 @@
+// ctest-labels: unit;slow
 // The device measurement a run makes after a new build (or on a fresh cache): announced before it
 // starts in plain words, with no path or byte count, and left out of the run's own time, so that
 // a run's recorded wall time after a new build is a warm cache's (within 20 %), where it used to

@@ -1,3 +1,4 @@
+// ctest-labels: unit;no-asan
 // A run's config.json says exactly what ran, for each model kind started each way from the command
 // line (its flags, --set, a preset file): the data set it read and the model's own keys, none of
 // another model's; a switched model brings its own run (length, batch, rate, name) and a switched
