@@ -342,7 +342,7 @@ void CharGpt::block_backward_body(Backend& be, int64_t l, Acts& a, Tensor& dx, b
   be.gelu_backward(a.pre, *df, *df);  // d(pre), in place
   be.linear_backward(gathered_input(be, h2), p.fc_w.value, *df, Activation::None, nullptr, p.fc_w.grad, &p.fc_b.grad,
                      &input_grad_buffer(be, dh), acc, mm);
-  reduce_input_grad(be, dh);
+  reduce_input_grad(dh);
   be.layernorm_backward(a.x_mid, p.ln2_w.value, a.mean2, a.rstd2, dh, dx, g2w, g2b, true, acc && !sp,
                         fused ? &p.proj_b.grad : nullptr);
   // Attention branch: dx is now the gradient w.r.t. x_mid.
@@ -359,7 +359,7 @@ void CharGpt::block_backward_body(Backend& be, int64_t l, Acts& a, Tensor& dx, b
   be.attention_backward(a.qkv, a.att, a.lse, datt, m_B, m_T, Hl, dqkv, mm);
   be.linear_backward(gathered_input(be, h1), p.qkv_w.value, dqkv, Activation::None, nullptr, p.qkv_w.grad,
                      &p.qkv_b.grad, &input_grad_buffer(be, dh), acc, mm);
-  reduce_input_grad(be, dh);
+  reduce_input_grad(dh);
   Tensor* prev_out_b = fused && l > 0 ? &m_blocks[static_cast<size_t>(l - 1)].out_b.grad : nullptr;
   be.layernorm_backward(a.x_in, p.ln1_w.value, a.mean1, a.rstd1, dh, dx, g1w, g1b, true, acc && !sp, prev_out_b);
   if (sp) reduce_ln_grads(be, {&p.ln2_w, &p.ln2_b, &p.ln1_w, &p.ln1_b}, acc);
@@ -434,7 +434,7 @@ void CharGpt::backward(Backend& be, Tensor& dlogits, bool acc) {
   unit_begins(head_first, head_last, true);
   be.linear_backward(gathered_input(be, m_hf), m_head.value, dlogits, Activation::None, nullptr, m_head.grad, nullptr,
                      &input_grad_buffer(be, dh), acc, m_matmul_mode);
-  reduce_input_grad(be, dh);
+  reduce_input_grad(dh);
   Tensor& dx = buf(be, m_dx, {R, D}, dt);
   Tensor* last_out_b = fused_bias_sums() && L > 0 ? &m_blocks.back().out_b.grad : nullptr;
   const bool sp = seq_split();

@@ -146,7 +146,7 @@ class CharGpt final : public Model {
   // The buffer a column-parallel product's input gradient is written to ([N, d], partial over the
   // group), and its reduction into `dh` [stream_rows, d].
   Tensor& input_grad_buffer(Backend& be, Tensor& dh);
-  void reduce_input_grad(Backend& be, Tensor& dh);
+  void reduce_input_grad(Tensor& dh);
   // The branch gradient over every row (sequence parallel: gathered from this rank's rows).
   Tensor& gathered_grad(Backend& be, Tensor& local);
   // The embedding's forward and backward with the vocabulary split (tok's rows of this rank).

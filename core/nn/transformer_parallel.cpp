@@ -75,8 +75,7 @@ Tensor& CharGpt::input_grad_buffer(Backend& be, Tensor& dh) {
   return buf(be, m_partial, {m_B * m_T, m_cfg.dim}, dh.dtype());
 }
 
-void CharGpt::reduce_input_grad(Backend& be, Tensor& dh) {
-  (void)be;
+void CharGpt::reduce_input_grad(Tensor& dh) {
   if (!m_tp.active()) return;
   if (m_tp.sequence_parallel)
     m_tp.group->reduce_scatter_rows(m_partial, dh);

@@ -9,6 +9,8 @@
 #include <QString>
 #include <QStringList>
 #include <cmath>
+#include <cstdio>
+#include <string>
 #include <vector>
 
 #include "test_support.h"
@@ -51,6 +53,12 @@ inline Result run(const QString& program, const QStringList& args, int timeout_m
   r.out = QString::fromUtf8(p.readAllStandardOutput());
   r.err = QString::fromUtf8(p.readAllStandardError());
   return r;
+}
+
+// A worker's (this executable under mpirun) failure: the line the test reads, and exit code 1.
+inline int fail(const std::string& what) {
+  std::fprintf(stderr, "FAIL: %s\n", what.c_str());
+  return 1;
 }
 
 inline QString mpirun_path() { return QStandardPaths::findExecutable("mpirun"); }

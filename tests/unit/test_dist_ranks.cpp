@@ -42,11 +42,6 @@ namespace {
 
 // --- the communicator worker (this executable under mpirun) ----------------------------------
 
-int fail(const std::string& what) {
-  std::fprintf(stderr, "FAIL: %s\n", what.c_str());
-  return 1;
-}
-
 int collectives_worker() {
   using namespace trainlab::dist;
   CpuBackend be;

@@ -36,11 +36,6 @@ using namespace trainlab::test;
 
 namespace {
 
-int fail(const std::string& what) {
-  std::fprintf(stderr, "FAIL: %s\n", what.c_str());
-  return 1;
-}
-
 // ||a - b|| / ||b||.
 double relative_error(const std::vector<float>& a, const std::vector<float>& b) {
   double d = 0.0, n = 0.0;
