@@ -21,15 +21,28 @@ export PATH=/usr/local/cuda/bin:$PATH LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD
 export TRAINLAB_DATA_DIR=$PWD/resources/data
 MPI=(mpirun --allow-run-as-root --oversubscribe -x NCCL_NVLS_ENABLE=0 -x TORCH_SYMM_MEM_DISABLE_MULTICAST=1
      -x NVSHMEM_DISABLE_NVLS=1 -x TRAINLAB_DATA_DIR -x LD_LIBRARY_PATH)
-B=/tmp/b-tp
-start=$(date +%s)
-(cmake -S "${SRC:-.}" -B $B -G Ninja -DTRAINLAB_BUILD_APP=OFF -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
-  && ninja -C $B -j16 trainlab-cli trainlab_cuda test_cuda_staged test_cuda_tensor_parallel test_cuda_dist \
-     test_cuda_transformer) > "$LOG/build.log" 2>&1 || { tail -40 "$LOG/build.log"; exit 1; }
-echo "build: $(( $(date +%s) - start )) s"
-C=$B/core/trainlab-cli
-for t in test_cuda_staged test_cuda_tensor_parallel test_cuda_dist test_cuda_transformer; do
-  timeout 240 "$B/tests/$t" > "$LOG/$t.log" 2>&1
+TESTS=(test_cuda_staged test_cuda_tensor_parallel test_cuda_dist test_cuda_transformer)
+if [ -n "${BIN:-}" ]; then
+  # Binaries built elsewhere (tools/carry_bin.sh): the CLI, the core library, the CUDA module and
+  # the tests, all in $BIN; no build here.
+  BIN=$(cd "$BIN" && pwd)
+  export LD_LIBRARY_PATH=$BIN:$LD_LIBRARY_PATH TRAINLAB_CUDA_MODULE=$BIN/libtrainlab_cuda.so
+  C=$BIN/trainlab-cli
+  export TRAINLAB_CLI=$C
+  MPI+=(-x TRAINLAB_CUDA_MODULE -x TRAINLAB_CLI)
+  T=$BIN
+else
+  B=/tmp/b-tp
+  start=$(date +%s)
+  (cmake -S "${SRC:-.}" -B $B -G Ninja -DTRAINLAB_BUILD_APP=OFF -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
+    && ninja -C $B -j16 trainlab-cli trainlab_cuda "${TESTS[@]}") > "$LOG/build.log" 2>&1 \
+    || { tail -40 "$LOG/build.log"; exit 1; }
+  echo "build: $(( $(date +%s) - start )) s"
+  C=$B/core/trainlab-cli
+  T=$B/tests
+fi
+for t in "${TESTS[@]}"; do
+  timeout 240 "$T/$t" > "$LOG/$t.log" 2>&1
   echo "$t exit=$?"
   grep -E "FAIL|largest|eval of|passed|SKIP" "$LOG/$t.log" | tail -12
 done

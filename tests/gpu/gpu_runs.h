@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -37,8 +38,15 @@ inline std::string read_all(const std::string& path) {
   return s.str();
 }
 
+// The trainlab-cli the tests run: $TRAINLAB_CLI (binaries carried to the GPU machine, built
+// elsewhere), else the one built beside the tests.
+inline std::string cli_path() {
+  const char* env = std::getenv("TRAINLAB_CLI");
+  return env && *env ? env : TRAINLAB_CLI_PATH;
+}
+
 inline std::vector<std::string> train_args(const std::string& precision, const std::string& out) {
-  return {TRAINLAB_CLI_PATH, "train", "--device", "cuda", "--quiet", "--model", "char-gpt", "--steps", "4",
+  return {cli_path(), "train", "--device", "cuda", "--quiet", "--model", "char-gpt", "--steps", "4",
           "--batch", "8", "--seed", "5", "--precision", precision, "--out", out, "--set", "train.eval_windows=16",
           "--set", "train.eval_every=2", "--set", "run.save_weights=false"};
 }

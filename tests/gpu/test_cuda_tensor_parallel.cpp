@@ -73,7 +73,7 @@ void tp_matches_one_rank(const std::string& tmp, const std::string& precision, b
   if (precision != "fp32" || sp) return;
   // The weights file is the whole model: one rank evaluates it to the run's own test loss.
   const std::string eval_out = tmp + "/eval.json";
-  code = dist::run_and_wait({"sh", "-c", quoted(TRAINLAB_CLI_PATH) + " eval --device cuda --weights " +
+  code = dist::run_and_wait({"sh", "-c", quoted(cli_path()) + " eval --device cuda --weights " +
                                            quoted(two + "/model.safetensors") + " > " + quoted(eval_out)});
   const nlohmann::json sum = nlohmann::json::parse(read_all(two + "/summary.json"));
   const std::string text = read_all(eval_out);
