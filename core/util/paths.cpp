@@ -51,4 +51,11 @@ std::string user_cache_dir() {
   return {};
 }
 
+std::string weights_file_of(const std::string& run_dir_or_file) {
+  std::error_code ec;
+  if (!run_dir_or_file.empty() && std::filesystem::is_directory(run_dir_or_file, ec))
+    return (std::filesystem::path(run_dir_or_file) / "model.safetensors").string();
+  return run_dir_or_file;
+}
+
 }  // namespace trainlab
