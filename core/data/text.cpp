@@ -120,9 +120,9 @@ std::u32string fixed_vocabulary(const std::string& vocabulary, const std::u32str
     names += (i ? ", " : "") + std::string(buf);
   }
   if (missing.size() > 8) names += ", ...";
-  throw Error(origin + ": " + std::to_string(missing.size()) + " of the text's characters are not in the base model's "
-              "vocabulary of " + std::to_string(v.vocab()) + " characters (" + names + "); fine-tuning keeps the "
-              "base model's vocabulary: remove or replace them in the text");
+  throw Error(origin + ": " + std::to_string(missing.size()) + " of the text's characters are not in the model's "
+              "vocabulary of " + std::to_string(v.vocab()) + " characters (" + names + "); a model keeps its "
+              "vocabulary (fine-tuning too): remove or replace them in the text");
 }
 }  // namespace
 

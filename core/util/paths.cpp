@@ -53,8 +53,9 @@ std::string user_cache_dir() {
 
 std::string weights_file_of(const std::string& run_dir_or_file) {
   std::error_code ec;
-  if (!run_dir_or_file.empty() && std::filesystem::is_directory(run_dir_or_file, ec))
-    return (std::filesystem::path(run_dir_or_file) / "model.safetensors").string();
+  if (run_dir_or_file.empty() || !std::filesystem::is_directory(run_dir_or_file, ec)) return run_dir_or_file;
+  const std::filesystem::path weights = std::filesystem::path(run_dir_or_file) / "model.safetensors";
+  if (std::filesystem::exists(weights, ec)) return weights.string();
   return run_dir_or_file;
 }
 
