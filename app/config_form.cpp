@@ -88,7 +88,8 @@ QString section_title(const QString& s) {
       {"model", "Model"},        {"data", "Data set"},    {"train", "Training"},    {"optim", "Optimizer"},
       {"schedule", "Learning-rate schedule"}, {"precision", "Precision"}, {"device", "Device"},
       {"run", "Run record"},     {"checkpoint", "Activation checkpointing"}, {"prune", "Pruning"},
-      {"quant", "Quantization"}, {"distill", "Distillation"}, {"dist", "Parallelism (ranks, GPUs)"}};
+      {"quant", "Quantization"}, {"distill", "Distillation"}, {"dist", "Parallelism (ranks, GPUs)"},
+      {"finetune", "Fine-tune (init run, method, rank, alpha, targets)"}};
   if (names.contains(s)) return names[s];
   QString t = s;
   t.replace('_', ' ');
@@ -96,7 +97,15 @@ QString section_title(const QString& s) {
   return t;
 }
 
+// The section a key's row is in: its prefix, except compress.init_from (the trained run a run
+// starts from), which heads the Fine-tune section.
+QString section_of(const std::string& key) {
+  if (key == "compress.init_from") return "finetune";
+  return QString::fromStdString(key.substr(0, key.find('.')));
+}
+
 QString pretty_leaf(const std::string& key) {
+  if (key == "compress.init_from") return "Init run";
   QString k = QString::fromStdString(key);
   k = k.mid(k.indexOf('.') + 1);
   k.replace('.', ' ').replace('_', ' ');
@@ -134,7 +143,7 @@ ConfigForm::ConfigForm(QWidget* parent) : QWidget(parent) {
 
   QStringList sections;
   for (const auto& k : config_schema()) {
-    const QString sec = QString::fromStdString(k.key.substr(0, k.key.find('.')));
+    const QString sec = section_of(k.key);
     if (!sections.contains(sec)) sections << sec;
   }
   std::stable_sort(sections.begin(), sections.end(),
@@ -150,7 +159,7 @@ ConfigForm::ConfigForm(QWidget* parent) : QWidget(parent) {
     form->setContentsMargins(8, 6, 8, 6);
     form->setVerticalSpacing(4);
     for (const auto& k : config_schema()) {
-      if (QString::fromStdString(k.key.substr(0, k.key.find('.'))) != sec) continue;
+      if (section_of(k.key) != sec) continue;
       Row r;
       r.key = &k;
       r.editor = make_editor(k);
@@ -183,6 +192,7 @@ ConfigForm::ConfigForm(QWidget* parent) : QWidget(parent) {
         h->addWidget(b);
         r.field = w;
       }
+      if (k.key == "compress.init_from") r.field = init_run_field(box, static_cast<QLineEdit*>(r.editor));
       QString label = pretty_leaf(k.key);
       r.label = new QLabel(label, box);
       r.label->setTextFormat(Qt::RichText);
@@ -229,6 +239,36 @@ ConfigForm::ConfigForm(QWidget* parent) : QWidget(parent) {
   outer->addWidget(legend);
   outer->addStretch(1);
   set_config(Config());
+}
+
+// compress.init_from's line edit with a "..." button: a run folder (its model.safetensors) or a
+// weights file.
+QWidget* ConfigForm::init_run_field(QWidget* parent, QLineEdit* le) {
+  auto* w = new QWidget(parent);
+  auto* h = new QHBoxLayout(w);
+  h->setContentsMargins(0, 0, 0, 0);
+  h->addWidget(le, 1);
+  auto* b = new QToolButton(w);
+  b->setText("...");
+  b->setToolTip("Choose the trained run to start from (its folder) or a weights file");
+  b->setPopupMode(QToolButton::InstantPopup);
+  auto* menu = new QMenu(b);
+  menu->addAction("Run folder...", this, [this, le] {
+    const QString d = QFileDialog::getExistingDirectory(this, "Trained run to start from", le->text());
+    if (d.isEmpty()) return;
+    le->setText(d);
+    on_user_edit("compress.init_from");
+  });
+  menu->addAction("Weights file...", this, [this, le] {
+    const QString f = QFileDialog::getOpenFileName(this, "Weights to start from", le->text(),
+                                                   "Weights (*.safetensors);;All files (*)");
+    if (f.isEmpty()) return;
+    le->setText(f);
+    on_user_edit("compress.init_from");
+  });
+  b->setMenu(menu);
+  h->addWidget(b);
+  return w;
 }
 
 QWidget* ConfigForm::make_editor(const ConfigKey& k) {

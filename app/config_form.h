@@ -75,6 +75,7 @@ class ConfigForm : public QWidget {
     QString label_html;  // the label without the "set by you" mark
     bool other_model = false;  // a field of a model other than the chosen one: hidden
   };
+  QWidget* init_run_field(QWidget* parent, QLineEdit* le);
   QWidget* make_editor(const ConfigKey& k);
   void on_user_edit(const std::string& key);
   void update_dependencies();

@@ -19,6 +19,7 @@ for want in ./usr/bin/trainlab-cli ./usr/lib/libtrainlab_core.so ./usr/share/app
             ./usr/share/icons/hicolor/scalable/apps/org.trainlab.TrainLab.svg \
             ./usr/share/icons/hicolor/48x48/apps/org.trainlab.TrainLab.png \
             ./usr/share/trainlab/data/digits.csv.gz ./usr/share/trainlab/data/tinyshakespeare.txt \
+            ./usr/share/trainlab/data/kjv.txt \
             ./usr/share/doc/trainlab/LICENSE ./usr/share/doc/trainlab/ATTRIBUTION.md; do
   if ! grep -q " $want\$" <<<"$listing"; then echo "FAIL: $want missing from $deb"; fail=1; fi
 done

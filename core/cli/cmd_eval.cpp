@@ -22,7 +22,13 @@ namespace {
 // A char-gpt run's weights on the validation split of its text, with its train.eval_windows,
 // train.batch and train.seed: the numbers of its summary (test_loss, test_accuracy).
 Json eval_text(Backend& be, const SafeTensorsFile& f, const std::string& path, const Config& c) {
-  const TextCorpus text = load_text_data(data_options(c));
+  const std::string vocabulary = stored_vocabulary(f);
+  TextCorpus text;
+  try {  // the text tokenised with the model's own vocabulary: a character it lacks names both files
+    text = load_text_data(data_options(c), vocabulary.empty() ? nullptr : &vocabulary);
+  } catch (const Error& e) {
+    throw Error(path + ": " + e.what());
+  }
   const TextWeightsEval e = evaluate_text_weights(be, f, path, text, c.get_int("train.eval_windows"), c.get_int("train.batch"),
                                                   static_cast<uint64_t>(c.get_int("train.seed")));
   return {{"weights", path},           {"data", c.get_string("data.name")}, {"split", "validation"},

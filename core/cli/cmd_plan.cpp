@@ -10,11 +10,13 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "cli/commands.h"
 #include "cli/option_ranges.h"
 #include "cli/plan_print.h"
+#include "plan/finetune_memory.h"
 #include "train/plan_check.h"
 #include "util/error.h"
 
@@ -25,6 +27,8 @@ namespace {
 struct PlanFlags {
   std::string model, precision = "bf16", optimizer = "adamw", recompute = "none", activations, gpu = "h200";
   std::string offload = "none", schedule = "1f1b";
+  std::string finetune = "full", targets = "qkv,proj,fc1,fc2";  // fine-tuning's own lines (plan/finetune_memory.h)
+  int64_t rank = 8;
   double params = 0, dropout = 0.1, gpu_memory = 0, mfu = 0.4, nvlink = 0, network = 0;
   int64_t layers = 0, hidden = 0, heads = 0, seq = 0, vocab = 0;
   int64_t batch = 1, gpus = 1, nodes = 1, tp = 1, pp = 1, micro_batches = 1, recompute_every = 1;
@@ -119,6 +123,11 @@ void add_plan_options(CLI::App* cmd, PlanFlags& f) {
   f.opt["--check"] = cmd->add_flag("--check", f.check,
                                    "Run the lab's own model with this layout on this machine (one "
                                    "device) and print the ledger's bytes beside the prediction");
+  add("--finetune", f.finetune,
+      "full, lora, qlora or dora: with adapters, also print the fine-tuning run's own lines (frozen base in its "
+      "format, adapters, their gradients and optimizer state; trainlab-cli train --finetune measures the same)");
+  add_num("--rank", f.rank, "--finetune: adapter rank r (default 8)", integers(1, 4096));
+  add("--targets", f.targets, "--finetune: products the adapters wrap (default qkv,proj,fc1,fc2)");
   add("--device", f.device, "--check: cpu, cuda, cuda:N or auto (default auto)");
   add_num("--steps", f.steps, "--check: optimizer steps (default 1)", integers(1, 1000));
   add("--out", f.out, "--check: run record folder (default: a temporary folder)");
@@ -220,6 +229,24 @@ SearchSpace search_space_of(const PlanFlags& f, const Layout& l) {
   return sp;
 }
 
+// --finetune lora|qlora|dora: the fine-tuning run's lines (plan/finetune_memory.h) for the model.
+std::optional<FinetuneMemory> finetune_lines(const PlanFlags& f, const PlanSetup& s) {
+  for (const char* only : {"--rank", "--targets"})
+    if (f.given(only) && !f.given("--finetune")) throw Error(std::string(only) + " applies to --finetune");
+  FinetuneOptions o;
+  o.method = finetune_method_from_name(f.finetune);
+  if (!o.adapters()) return std::nullopt;
+  if (s.model.kind != PlanModelKind::Transformer)
+    throw Error("--finetune " + f.finetune + " adapts a transformer's products: give --model char-gpt-* or a shape");
+  o.rank = f.rank;
+  o.targets = parse_finetune_targets(f.targets);
+  const CharGptConfig& c = s.model.transformer;
+  OptimizerOptions opt;
+  opt.name = s.optimizer;
+  return predict_finetune_memory(finetune_targets(c.layers, c.dim, c.padded_vocab(), o), s.model.total_params(), o,
+                                 opt, s.element_bytes);
+}
+
 int run_plan(const PlanFlags& f) {
   for (const char* only : {"--global-batch", "--top"})
     if (f.given(only) && !f.search) throw Error(std::string(only) + " applies to --search");
@@ -240,10 +267,16 @@ int run_plan(const PlanFlags& f) {
   }
   const PlanResult r = plan_layout(s, l);
   if (!f.check) {
-    if (f.json)
-      std::printf("%s\n", plan_json(s, r).dump(2).c_str());
-    else
+    const std::optional<FinetuneMemory> ft = finetune_lines(f, s);
+    if (f.json) {
+      Json j = plan_json(s, r);
+      if (ft) j["finetune"] = ft->to_json();
+      std::printf("%s\n", j.dump(2).c_str());
+    } else {
       print_plan_table(s, r);
+      if (ft)
+        for (const std::string& line : ft->lines()) std::printf("%s\n", line.c_str());
+    }
     if (f.print_schedule) print_schedule_table(l);
     return 0;
   }

@@ -66,9 +66,8 @@ Runner add_quantize_command(CLI::App& app) {
     TrainTestSplit split;
     TextCorpus corpus;
     if (c.get_string("model.name") == "char-gpt") {  // the character model: the run's validation split
-      const std::string dn = c.get_string("data.name"), dpath = c.get_string("data.path");
-      const std::string path = dn == "text" && !dpath.empty() ? dpath : find_resource("data/tinyshakespeare.txt");
-      corpus = load_text_corpus(path, c.get_float("data.val_fraction"), data.seed);
+      const std::string vocabulary = stored_vocabulary(f);
+      corpus = load_text_data(data_options(c), vocabulary.empty() ? nullptr : &vocabulary);
       data.text_val = &corpus.val;
     } else {
       split = load_classification_data(data_options(c));

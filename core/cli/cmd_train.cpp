@@ -61,6 +61,7 @@ struct TrainFlags {
   std::string config_file, model, optimizer, offload, precision, device, out;
   std::string resume;  // --resume DIR
   std::string epochs, steps, batch, accumulate, seed, lr, ranks, gpus, tp;
+  std::string init_from, finetune, rank, alpha, targets;  // fine-tuning (docs/FINETUNE.md)
   bool sequence_parallel = false;
   std::vector<std::string> sets;
   bool quiet = false;
@@ -85,7 +86,9 @@ Config build_config(const TrainFlags& o) {
       {"model.name", &o.model},          {"train.epochs", &o.epochs}, {"train.steps", &o.steps},
       {"train.batch", &o.batch},         {"train.accumulate", &o.accumulate}, {"train.seed", &o.seed},
       {"optim.lr", &o.lr},               {"optim.name", &o.optimizer}, {"precision.dtype", &o.precision},
-      {"optim.offload", &o.offload},
+      {"optim.offload", &o.offload},     {"compress.init_from", &o.init_from},
+      {"finetune.method", &o.finetune},  {"finetune.rank", &o.rank},   {"finetune.alpha", &o.alpha},
+      {"finetune.targets", &o.targets},
       {"device.name", &o.device},        {"run.out", &o.out}};
   for (const auto& [key, text] : flags)
     if (!text->empty()) {
@@ -256,6 +259,15 @@ Runner add_train_command(CLI::App& app, std::vector<std::string> args) {
   cmd->add_option("--device", o->device, "cpu, cuda, cuda:N or auto (device.name)");
   cmd->add_option("--set", o->sets, "Any config key: --set key=value (repeatable), e.g. --set data.path=FILE");
   cmd->add_option("--out", o->out, "Run record folder (run.out)");
+  cmd->add_option("--init-from", o->init_from,
+                  "Start from trained weights: a run folder (its model.safetensors) or a weights file "
+                  "(compress.init_from); a text model keeps their vocabulary and must have their shape");
+  cmd->add_option("--finetune", o->finetune,
+                  "full, lora, qlora or dora (finetune.method): how --init-from's weights are adapted");
+  add_key_option(cmd, "--rank", o->rank, "finetune.rank", "Adapter rank r (finetune.rank)");
+  add_key_option(cmd, "--alpha", o->alpha, "finetune.alpha", "Adapter scale numerator: alpha / r (finetune.alpha)");
+  cmd->add_option("--targets", o->targets,
+                  "Products the adapters wrap, comma-separated: qkv, proj, fc1, fc2, head (finetune.targets)");
   add_key_option(cmd, "--ranks", o->ranks, "dist.ranks",
                  "Train on N ranks of this machine, started through mpirun (dist.strategy says how)");
   add_key_option(cmd, "--gpus", o->gpus, "dist.ranks", "Train on N GPUs of this machine, one rank each (--ranks N with device cuda)");

@@ -30,5 +30,6 @@ Runner add_plan_command(CLI::App& app);      // the planner (issue 18): cmd_plan
 Runner add_lesson_command(CLI::App& app);    // worked examples (issue 22): cmd_lesson.cpp
 Runner add_calibrate_command(CLI::App& app); // the measured roofs (issue 19): cmd_calibrate.cpp
 Runner add_roofline_command(CLI::App& app);
+Runner add_merge_command(CLI::App& app);     // fine-tuning's adapters folded in (issue 40): cmd_merge.cpp
 
 }  // namespace trainlab::cli

@@ -66,6 +66,7 @@ int main(int argc, char** argv) {
   runners.push_back(trainlab::cli::add_lesson_command(app));
   runners.push_back(trainlab::cli::add_calibrate_command(app));
   runners.push_back(trainlab::cli::add_roofline_command(app));
+  runners.push_back(trainlab::cli::add_merge_command(app));
   if (argc > 1 && argv[1][0] != '-') {  // CLI11 would only say "A subcommand is required"
     std::string verbs;
     bool known = false;

@@ -9,6 +9,7 @@
 #include "nn/linear.h"
 #include "nn/transformer.h"
 #include "util/error.h"
+#include "util/paths.h"
 #include "util/safe_file.h"
 
 namespace trainlab {
@@ -59,7 +60,7 @@ void Compression::read_quant_config() {
 
 std::unique_ptr<Model> Compression::attach(std::unique_ptr<Model> model, int64_t batch, int accumulate) {
   m_batch = batch;
-  const std::string& init = m_opt.init_from;
+  const std::string init = weights_file_of(m_opt.init_from);  // a run folder: its model.safetensors
   if (!init.empty()) load_weights_any(m_be, *model, read_safetensors(init), init);
   const std::string& teacher = m_opt.distill.teacher;
   if (!teacher.empty()) {

@@ -53,11 +53,13 @@ void model_keys(std::vector<ConfigKey>& s) {
 }
 
 void data_keys(std::vector<ConfigKey>& s) {
-  s.push_back(key_enum("data.name", "digits", {"digits", "fashion-mnist", "idx", "tinyshakespeare", "text"},
+  s.push_back(key_enum("data.name", "digits", {"digits", "fashion-mnist", "idx", "tinyshakespeare", "kjv", "text"},
                        "Data set. digits: 1,797 8x8 handwritten digits shipped with the lab; fashion-mnist: 70,000 "
                        "28x28 images from Debian's dataset-fashion-mnist; idx: MNIST-format files in data.path; "
-                       "tinyshakespeare: 1.1M characters of Shakespeare (for char-gpt, also its default); text: any "
-                       "text file in data.path, one token per byte."));
+                       "tinyshakespeare: 1.1M characters of Shakespeare (for char-gpt, also its default); kjv: 1.0M "
+                       "characters of the King James Bible (Genesis to Judges, from Debian's bible-kjv-text, written "
+                       "in Shakespeare's characters: a second style to fine-tune to); text: any UTF-8 text file in "
+                       "data.path, one token per character."));
   s.push_back(key_string("data.path", "",
                          "File (digits CSV, gzip or plain) or folder (IDX files) to read; empty means the shipped "
                          "digits or /usr/share/datasets/fashion-mnist."));
@@ -339,6 +341,23 @@ void dist_keys(std::vector<ConfigKey>& s) {
                        "GPU of its own, else mpi. CPU ranks always use MPI."));
 }
 
+// Fine-tuning a trained model (core/finetune/, docs/FINETUNE.md): compress.init_from names it.
+void finetune_keys(std::vector<ConfigKey>& s) {
+  s.push_back(key_enum("finetune.method", "full", {"full", "lora", "qlora", "dora"},
+                       "How the weights of compress.init_from are adapted. full: every weight trains; lora: the "
+                       "targets' weights W are frozen and W x + (alpha/rank) B A x trains A and B only; qlora: lora "
+                       "over a frozen base stored in NF4 (blocks of 64, double-quantized scales: 4.127 bits a "
+                       "weight); dora: lora's direction plus a trained magnitude per output row. lora, qlora and "
+                       "dora need char-gpt, compress.init_from and the CPU device."));
+  s.push_back(key_int("finetune.rank", 8, 1, 4096,
+                      "Rank r of the adapters A [r, in] and B [out, r]; at most a target's smaller dimension."));
+  s.push_back(key_float_open("finetune.alpha", 16.0, 0.0, 1e4, true, false,
+                             "Adapter scale numerator: the product adds (alpha / rank) B A x."));
+  s.push_back(key_string("finetune.targets", "qkv,proj,fc1,fc2",
+                         "Comma-separated char-gpt products the adapters wrap: any of qkv, proj, fc1 (fc), fc2 (out) "
+                         "and head, in every block."));
+}
+
 std::vector<ConfigKey> build_schema() {
   std::vector<ConfigKey> s;
   model_keys(s);
@@ -352,6 +371,7 @@ std::vector<ConfigKey> build_schema() {
   transformer_keys(s);
   compress_keys(s);
   dist_keys(s);
+  finetune_keys(s);
   return s;
 }
 

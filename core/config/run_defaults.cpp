@@ -9,7 +9,7 @@ namespace trainlab {
 namespace {
 
 bool is_text_model(const std::string& model) { return model == "char-gpt"; }
-bool is_text_data(const std::string& data) { return data == "tinyshakespeare" || data == "text"; }
+bool is_text_data(const std::string& data) { return data == "tinyshakespeare" || data == "kjv" || data == "text"; }
 
 // The char-gpt presets' runs: resources/presets/char-tiny.json (1,200 steps at batch 32, rate 2e-3:
 // the README's tiny run, minutes on two CPU cores) and char-small-shakespeare.json (nanoGPT's

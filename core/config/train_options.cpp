@@ -24,6 +24,7 @@ ModelOptions model_options(const Config& c) {
   o.context = c.get_int("model.context");
   o.pad_vocab = c.get_bool("model.pad_vocab");
   o.dropout = c.get_float("model.dropout");
+  o.init_from = c.get_string("compress.init_from");
   return o;
 }
 

@@ -31,6 +31,9 @@ struct ModelOptions {
   int64_t layers = 0, heads = 0, dim = 0, context = 0;
   bool pad_vocab = false;           // model.pad_vocab
   double dropout = 0.0;             // model.dropout
+  // compress.init_from: the trained weights (a run folder or a file) the run starts from; a text
+  // model then keeps their vocabulary and must have their shape.
+  std::string init_from;
   bool operator==(const ModelOptions&) const = default;
 };
 

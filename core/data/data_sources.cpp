@@ -45,13 +45,14 @@ TrainTestSplit load_classification_data(const DataOptions& o) {
   throw Error("data.name '" + o.name + "' is not a classification data set");
 }
 
-TextCorpus load_text_data(const DataOptions& o) {
+TextCorpus load_text_data(const DataOptions& o, const std::string* vocabulary) {
   std::string path = o.path;
   if (o.name == "text" && path.empty()) throw Error("data.name=text needs data.path: the text file to train on");
-  if (o.name != "text" && o.name != "tinyshakespeare" && o.name != "digits")
-    throw Error("model.name=char-gpt trains on text: data.name must be tinyshakespeare or text, not " + o.name);
-  if (o.name != "text" || path.empty()) path = find_resource("data/tinyshakespeare.txt");
-  return load_text_corpus(path, o.val_fraction, o.seed);
+  if (o.name != "text" && o.name != "tinyshakespeare" && o.name != "kjv" && o.name != "digits")
+    throw Error("model.name=char-gpt trains on text: data.name must be tinyshakespeare, kjv or text, not " + o.name);
+  if (o.name == "kjv") path = find_resource("data/kjv.txt");
+  else if (o.name != "text" || path.empty()) path = find_resource("data/tinyshakespeare.txt");
+  return load_text_corpus(path, o.val_fraction, o.seed, vocabulary);
 }
 
 }  // namespace trainlab

@@ -13,7 +13,9 @@ namespace trainlab {
 TrainTestSplit load_classification_data(const DataOptions& o);
 
 // The character model's text: tinyshakespeare (bundled; also what data.name=digits, the schema's
-// default, means for a text model) or data.name=text with data.path, split by val_fraction.
-TextCorpus load_text_data(const DataOptions& o);
+// default, means for a text model), kjv (bundled, the second text to fine-tune to) or data.name=text
+// with data.path, split by val_fraction. `vocabulary` (UTF-8, a stored model's CharGptConfig::chars):
+// tokenise with it instead of the text's own characters (load_text_corpus).
+TextCorpus load_text_data(const DataOptions& o, const std::string* vocabulary = nullptr);
 
 }  // namespace trainlab

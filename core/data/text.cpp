@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "data/data_file.h"
 #include "data/dataset.h"
@@ -80,8 +81,9 @@ TextCorpus TextCorpus::from_vocabulary(std::string_view utf8, const std::string&
   return c;
 }
 
-TextCorpus load_text_corpus(const std::string& path, double val_fraction, uint64_t seed) {
-  return text_corpus_from_bytes(read_regular_file(path), path, val_fraction, seed);
+TextCorpus load_text_corpus(const std::string& path, double val_fraction, uint64_t seed,
+                            const std::string* vocabulary) {
+  return text_corpus_from_bytes(read_regular_file(path), path, val_fraction, seed, kTextChunk, vocabulary);
 }
 
 namespace {
@@ -102,10 +104,30 @@ std::u32string vocabulary_of(const std::u32string& text) {
     if (ascii[cp]) chars.push_back(cp);
   return chars + other;
 }
+
+// A stored model's vocabulary for `text`: Error naming up to 8 characters the text has and it lacks.
+std::u32string fixed_vocabulary(const std::string& vocabulary, const std::u32string& text, const std::string& origin) {
+  const TextCorpus v = TextCorpus::from_vocabulary(vocabulary, "the base model's vocabulary");
+  const std::u32string own = vocabulary_of(text);
+  std::u32string missing;
+  for (char32_t cp : own)
+    if (find_token(v.chars, cp) < 0) missing.push_back(cp);
+  if (missing.empty()) return v.chars;
+  std::string names;
+  for (size_t i = 0; i < missing.size() && i < 8; ++i) {
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "U+%04X", static_cast<unsigned>(missing[i]));
+    names += (i ? ", " : "") + std::string(buf);
+  }
+  if (missing.size() > 8) names += ", ...";
+  throw Error(origin + ": " + std::to_string(missing.size()) + " of the text's characters are not in the model's "
+              "vocabulary of " + std::to_string(v.vocab()) + " characters (" + names + "); a model keeps its "
+              "vocabulary (fine-tuning too): remove or replace them in the text");
+}
 }  // namespace
 
 TextCorpus text_corpus_from_bytes(std::string_view bytes, const std::string& origin, double val_fraction, uint64_t seed,
-                                  int64_t chunk) {
+                                  int64_t chunk, const std::string* vocabulary) {
   if (chunk < 1 || chunk > kTextChunk) throw Error("internal: text chunk of " + std::to_string(chunk) + " characters");
   if (!(val_fraction > 0.0 && val_fraction < 1.0))
     throw Error("data.val_fraction = " + std::to_string(val_fraction) + ": expected a number in (0, 1)");
@@ -118,7 +140,7 @@ TextCorpus text_corpus_from_bytes(std::string_view bytes, const std::string& ori
     throw Error(origin + ": the text has " + std::to_string(n) + " characters; at least " + std::to_string(2 * chunk) +
                 " are needed for a train/validation split");
   TextCorpus c;
-  c.chars = vocabulary_of(text);
+  c.chars = vocabulary ? fixed_vocabulary(*vocabulary, text, origin) : vocabulary_of(text);
   if (c.vocab() < 2 || c.vocab() > kMaxTextVocab)
     throw Error(origin + ": the text has " + std::to_string(c.vocab()) + " distinct characters (expected from 2 to " +
                 std::to_string(kMaxTextVocab) + " for a character model's vocabulary)");

@@ -52,9 +52,13 @@ struct TextCorpus {
 };
 
 // Reads a UTF-8 text file (a regular file of at most kMaxDataFileBytes). Throws Error naming the path.
-TextCorpus load_text_corpus(const std::string& path, double val_fraction, uint64_t seed);
+// `vocabulary` (UTF-8, ascending and distinct: a trained model's, for fine-tuning it on this text):
+// the tokens are that vocabulary's, and a character of the text outside it is an Error naming the
+// first few such characters (fine-tuning keeps the base model's vocabulary; filter the text to it).
+TextCorpus load_text_corpus(const std::string& path, double val_fraction, uint64_t seed,
+                            const std::string* vocabulary = nullptr);
 // The same from the file's bytes (`origin` names them in errors); `chunk` is kTextChunk but for tests.
 TextCorpus text_corpus_from_bytes(std::string_view bytes, const std::string& origin, double val_fraction, uint64_t seed,
-                                  int64_t chunk = kTextChunk);
+                                  int64_t chunk = kTextChunk, const std::string* vocabulary = nullptr);
 
 }  // namespace trainlab

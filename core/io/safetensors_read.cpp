@@ -9,6 +9,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <set>
+#include <string>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "io/safetensors.h"
@@ -53,13 +56,22 @@ uint64_t header_length(const unsigned char* len, uint64_t size, const std::strin
 
 nlohmann::json parse_header_json(std::string_view text, const std::string& origin) {
   // A parse error's own message quotes the last token read: only its position is reported.
-  const auto depth_limit = [&](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+  // A key twice in one object (a tensor named twice: JSON parsers keep one of them silently, so
+  // two readers could see different files) is refused, as the format's reference reader does.
+  std::vector<std::set<std::string>> keys;
+  const auto checks = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
     if (depth > kMaxHeaderDepth)
       throw Error(origin + ": safetensors header is nested deeper than " + std::to_string(kMaxHeaderDepth) + " levels");
+    using E = nlohmann::json::parse_event_t;
+    if (event == E::object_start) keys.emplace_back();
+    if (event == E::object_end && !keys.empty()) keys.pop_back();
+    if (event == E::key && !keys.empty() && !keys.back().insert(parsed.get<std::string>()).second)
+      throw Error(origin + ": safetensors header names " + printable_name(parsed.get<std::string>()) +
+                  " twice (expected each tensor and key once)");
     return true;
   };
   try {
-    return nlohmann::json::parse(text.begin(), text.end(), depth_limit);
+    return nlohmann::json::parse(text.begin(), text.end(), checks);
   } catch (const nlohmann::json::parse_error& e) {
     throw Error(origin + ": safetensors header is not valid JSON (syntax error at byte " + std::to_string(e.byte) + ")");
   } catch (const nlohmann::json::exception&) {  // out_of_range: a number beyond double's range

@@ -74,6 +74,11 @@ WeightsMetadata validate_weights_metadata(const SafeTensorsFile& f, const std::s
 Config weights_config(const SafeTensorsFile& f, const std::string& path,
                       const std::function<void(Config&)>& user_settings = {});
 
+// The vocabulary a char-gpt file stores (its architecture's "chars", UTF-8; "" for other files or
+// files without one): a text is tokenised with it to evaluate the file (data/data_sources.h's
+// load_text_data), so a model fine-tuned on a text with fewer characters reads that text again.
+std::string stored_vocabulary(const SafeTensorsFile& f);
+
 // --- the quantized file format ------------------------------------------------------------------
 
 struct QuantFileReport {

@@ -218,4 +218,13 @@ Config weights_config(const SafeTensorsFile& f, const std::string& path, const s
   return c;
 }
 
+std::string stored_vocabulary(const SafeTensorsFile& f) {
+  const auto it = f.metadata.find("trainlab_architecture");
+  if (it == f.metadata.end()) return {};
+  const Json arch = Json::parse(it->second, nullptr, false);
+  if (!arch.is_object() || arch.value("kind", "") != "char-gpt") return {};
+  const auto chars = arch.find("chars");
+  return chars != arch.end() && chars->is_string() ? chars->get<std::string>() : std::string();
+}
+
 }  // namespace trainlab

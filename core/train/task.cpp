@@ -5,9 +5,11 @@
 #include <sstream>
 
 #include "data/text.h"
+#include "io/weights.h"
 #include "nn/transformer.h"
 #include "plan/memory_model.h"
 #include "util/error.h"
+#include "util/paths.h"
 
 namespace trainlab {
 
@@ -126,10 +128,40 @@ class ClassificationTask final : public Task {
 // Token windows of a character corpus: random training windows from a seeded stream, a fixed
 // seeded set of validation windows scored on every token. An epoch is as many tokens as the
 // training split holds.
+// The char-gpt of compress.init_from (a run folder or a weights file; no file: an empty config):
+// fine-tuning keeps its vocabulary.
+CharGptConfig base_architecture(const std::string& init_from) {
+  if (init_from.empty()) return CharGptConfig{};
+  const std::string path = weights_file_of(init_from);
+  const SafeTensorsFile f = read_safetensors(path);
+  const WeightsMetadata meta = validate_weights_metadata(f, path);
+  if (!meta.architecture.is_object() || meta.architecture.value("kind", "") != "char-gpt")
+    throw Error("compress.init_from " + path + ": not a char-gpt's weights (kind '" +
+                (meta.architecture.is_object() ? meta.architecture.value("kind", "") : std::string()) +
+                "'; this run's model is char-gpt)");
+  return CharGptConfig::from_json(meta.architecture);
+}
+
+std::string shape_text(const CharGptConfig& c) {
+  return std::to_string(c.layers) + " layers x " + std::to_string(c.heads) + " heads x dim " + std::to_string(c.dim) +
+         ", context " + std::to_string(c.context) + (c.pad_vocab ? ", padded vocabulary" : "");
+}
+
+// The run's model against the base it starts from: Error naming both shapes.
+void check_base_shape(const CharGptConfig& run, const CharGptConfig& base, const std::string& init_from) {
+  if (run.layers == base.layers && run.heads == base.heads && run.dim == base.dim && run.context == base.context &&
+      run.pad_vocab == base.pad_vocab)
+    return;
+  throw Error("compress.init_from " + weights_file_of(init_from) + " is a char-gpt of " + shape_text(base) +
+              "; this run's model is " + shape_text(run) + " (set model.preset or model.layers/heads/dim/context to "
+              "the base's shape)");
+}
+
 class TextTask final : public Task {
  public:
   TextTask(const ModelOptions& m, const DataOptions& d, const TrainOptions& t, const CheckpointOptions& ck)
-      : m_corpus(load_text_data(d)), m_seed(t.seed), m_eval_windows(t.eval_windows), m_checkpoint(ck) {
+      : m_base(base_architecture(m.init_from)), m_corpus(load_text_data(d, m_base.chars.empty() ? nullptr : &m_base.chars)),
+        m_seed(t.seed), m_eval_windows(t.eval_windows), m_checkpoint(ck) {
     m_cfg = CharGptConfig::preset(m.preset);
     if (m.layers > 0) m_cfg.layers = m.layers;
     if (m.heads > 0) m_cfg.heads = m.heads;
@@ -137,6 +169,7 @@ class TextTask final : public Task {
     if (m.context > 0) m_cfg.context = m.context;
     m_cfg.pad_vocab = m.pad_vocab;
     m_cfg.dropout = m.dropout;
+    if (!m.init_from.empty()) check_base_shape(m_cfg, m_base, m.init_from);
     m_cfg.vocab = m_corpus.vocab();
     m_cfg.chars = m_corpus.chars_utf8();
     m_cfg.validate();
@@ -235,6 +268,7 @@ class TextTask final : public Task {
     be.upload(x, t.tokens.data(), DType::I32);
   }
 
+  CharGptConfig m_base;  // compress.init_from's architecture (empty without one)
   TextCorpus m_corpus;
   uint64_t m_seed;
   int64_t m_eval_windows;

@@ -8,6 +8,8 @@
 #include "compress/compression.h"
 #include "config/compress_options.h"
 #include "config/device_options.h"
+#include "config/finetune_options.h"
+#include "finetune/finetune_run.h"
 #include "config/run_defaults.h"
 #include "config/train_options.h"
 #include "nn/model.h"
@@ -23,6 +25,7 @@
 #include "train/task.h"
 #include "train/training_step.h"
 #include "util/error.h"
+#include "util/safe_file.h"
 
 namespace trainlab {
 
@@ -46,6 +49,7 @@ struct Trainer::State {
   LrSchedule schedule;
   std::unique_ptr<LossScaler> scaler;
   std::unique_ptr<Compression> compress;  // QAT, pruning, distillation (compress/compression.h)
+  AdaptedModel* adapted = nullptr;  // finetune.method lora, qlora, dora: the model (finetune/adapters.h)
   const PrecisionPolicy* precision = nullptr;
   double clip_norm = 0.0;  // optim.clip_norm (0: off)
   int64_t batch = 0;
@@ -94,6 +98,19 @@ void check_offload(const Backend& be, const CompressOptions& co, const TrainerCa
 }
 
 }  // namespace
+
+// finetune.method lora, qlora, dora: what a run with adapters does not combine with (the adapters
+// own the weights the products read; attach_adapters checks the model and the device).
+void Trainer::check_adapter_run(const FinetuneOptions& fo) const {
+  const std::string m = std::string("finetune.method ") + finetune_method_name(fo.method);
+  const CompressOptions co = compress_options(m_config);
+  if (co.quant.qat() || co.prune.method != "none" || !co.distill.teacher.empty())
+    throw Error(m + " does not combine with QAT, pruning or distillation (quant.mode, prune.method, distill.teacher)");
+  if (m_config.get_int("dist.ranks") > 1) throw Error(m + " runs on one rank (dist.ranks 1)");
+  if (m_config.get_string("optim.offload") != "none") throw Error(m + " does not combine with optim.offload cpu");
+  if (m_config.get_int("run.checkpoint_every") > 0 || !m_resume_dir.empty())
+    throw Error(m + " does not write or resume checkpoints yet (run.checkpoint_every 0)");
+}
 
 Trainer::Trainer(Config config, TrainerCallbacks callbacks)
     : m_config(resolved_config(config)), m_callbacks(std::move(callbacks)) {}
@@ -230,7 +247,12 @@ void Trainer::setup() {
   s.model = s.task->build_model(*s.be, t.seed);
   apply_precision(*s.be, *s.model, *s.precision);
   s.compress = std::make_unique<Compression>(compress_options(m_config), *s.be);
+  const FinetuneOptions fo = finetune_options(m_config);
+  if (fo.adapters()) check_adapter_run(fo);
+  check_adapter_model(s.model->kind(), fo);
   s.model = s.compress->attach(std::move(s.model), s.batch, s.accumulate);
+  s.model = attach_adapters(*s.be, std::move(s.model), fo, t.seed);
+  s.adapted = dynamic_cast<AdaptedModel*>(s.model.get());
   s.model->set_matmul_mode(s.precision->matmul);  // a distillation teacher computes in the run's mode too
   const OptimOptions oo = optim_options(m_config);
   s.opt = make_optimizer(oo.optimizer);
@@ -241,6 +263,8 @@ void Trainer::setup() {
   if (oo.optimizer.offload != "none") check_offload(*s.be, compress_options(m_config), m_callbacks);
   s.step = s.task->make_step(*s.be, *s.model, *s.opt, s.dist->local_batch(s.batch), s.accumulate);
   s.opt_state_bytes = optimizer_state_bytes(oo.optimizer, param_shape_infos(s.step->params()));
+  if (s.adapted && m_callbacks.on_notice)
+    for (const std::string& line : s.adapted->memory(s.opt_state_bytes).lines()) m_callbacks.on_notice(line);
   const CompressOptions co = compress_options(m_config);
   s.dist->attach(*s.be, *s.model, *s.step, co.quant.qat() || co.prune.method != "none" || !co.distill.teacher.empty());
 
@@ -432,7 +456,15 @@ void Trainer::finish(RunSummary& sum, long steps, double last_loss) {
   // Tensor parallelism: the group assembles the whole model from its shards (collective).
   const std::unique_ptr<Model> whole = save ? s.dist->whole_model(*s.be, *s.model) : nullptr;
   if (!s.record) return;  // ranks other than 0 write nothing
-  if (save) save_model_weights(*s.be, whole ? *whole : *s.model, m_config, s.record->weights_path());
+  if (save && s.adapted) {  // the merged weights W' the run evaluated with, and the adapters beside them
+    s.adapted->fold(*s.be);
+    save_model_weights(*s.be, s.adapted->base(), m_config, s.record->weights_path());
+    save_adapters(*s.be, *s.adapted, sum.run_dir, m_config);
+    write_file_atomic(sum.run_dir + "/finetune_memory.json",
+                      s.adapted->memory(s.opt_state_bytes).to_json().dump(2) + "\n");
+  } else if (save) {
+    save_model_weights(*s.be, whole ? *whole : *s.model, m_config, s.record->weights_path());
+  }
   sum.wall_s = std::chrono::duration<double>(Clock::now() - s.t_start).count();
   s.compress->finish(sum.run_dir);
   s.record->write_summary(sum);

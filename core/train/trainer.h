@@ -21,6 +21,7 @@
 namespace trainlab {
 
 struct RunParts;
+struct FinetuneOptions;
 
 struct TrainerCallbacks {
   std::function<void(const StepMetrics&)> on_step;
@@ -88,6 +89,7 @@ class Trainer {
   // run()'s parts: everything that can fail on bad input (before any step); one optimizer step
   // and its metrics; the compression metrics of a step; the summary, weights and run record.
   void setup();
+  void check_adapter_run(const FinetuneOptions& fo) const;
   void calibrate_device();
   StepMetrics train_step(long step, std::string event);
   void compression_metrics();

@@ -51,4 +51,12 @@ std::string user_cache_dir() {
   return {};
 }
 
+std::string weights_file_of(const std::string& run_dir_or_file) {
+  std::error_code ec;
+  if (run_dir_or_file.empty() || !std::filesystem::is_directory(run_dir_or_file, ec)) return run_dir_or_file;
+  const std::filesystem::path weights = std::filesystem::path(run_dir_or_file) / "model.safetensors";
+  if (std::filesystem::exists(weights, ec)) return weights.string();
+  return run_dir_or_file;
+}
+
 }  // namespace trainlab

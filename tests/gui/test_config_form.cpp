@@ -3,6 +3,8 @@
 #include <QCheckBox>
 #include <QComboBox>
 #include <QFile>
+#include <QGroupBox>
+#include <QLineEdit>
 #include <QtTest>
 
 #include "config_form.h"
@@ -32,6 +34,32 @@ class TestConfigForm : public QObject {
       if (k.type == KeyType::Bool) QVERIFY(qobject_cast<QCheckBox*>(e));
     }
     QCOMPARE(f.keys().size(), static_cast<int>(config_schema().size()));
+  }
+
+  // The Fine-tune section: the run to start from, method, rank, alpha and targets, as keys.
+  void fineTuneSection() {
+    ConfigForm f;
+    auto* box = f.findChild<QGroupBox*>("section_finetune");
+    QVERIFY(box);
+    QVERIFY(box->title().startsWith("Fine-tune"));
+    for (const char* key : {"compress.init_from", "finetune.method", "finetune.rank", "finetune.alpha", "finetune.targets"})
+      QVERIFY2(box->isAncestorOf(f.editor(key)), key);
+    static_cast<QLineEdit*>(f.editor("compress.init_from"))->setText("runs/shakespeare");
+    auto* method = qobject_cast<QComboBox*>(f.editor("finetune.method"));
+    method->setCurrentText("qlora");
+    Config c;
+    c.set("compress.init_from", "runs/shakespeare");
+    c.set("finetune.method", "qlora");
+    c.set("finetune.rank", "4");
+    c.set("finetune.alpha", "8");
+    c.set("finetune.targets", "qkv,head");
+    f.set_config(c);
+    const Config back = f.config();
+    QCOMPARE(back.get_string("finetune.method"), std::string("qlora"));
+    QCOMPARE(back.get_int("finetune.rank"), int64_t{4});
+    QCOMPARE(back.get_float("finetune.alpha"), 8.0);
+    QCOMPARE(back.get_string("finetune.targets"), std::string("qkv,head"));
+    QCOMPARE(back.get_string("compress.init_from"), std::string("runs/shakespeare"));
   }
 
   void roundTrip() {
