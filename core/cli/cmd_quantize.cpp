@@ -60,9 +60,13 @@ Runner add_quantize_command(CLI::App& app) {
   cmd->add_option("--set", o->sets, "Override a config key of the data, e.g. --set data.path=FILE");
   return [o, cmd]() -> int {
     if (!cmd->parsed()) return -1;
+    PtqOptions po;
+    po.method.method = o->method;
+    po.method.damp = o->damp;
+    po.method.act_order = o->act_order;
+    po.method.validate();  // a bad method name before any file is read
     const SafeTensorsFile f = read_safetensors(o->weights);
     const Config c = weights_config(f, o->weights, [&](Config& user) { apply_sets(user, o->sets); });
-    PtqOptions po;
     po.spec.bits = o->bits;
     po.spec.granularity = granularity_from_name(o->granularity);
     po.spec.group = o->group;
@@ -71,11 +75,7 @@ Runner add_quantize_command(CLI::App& app) {
     po.w8a8 = o->w8a8;
     po.calibration_batches = o->calibration_batches;
     po.val_windows = o->val_windows;
-    po.method.method = o->method;
-    po.method.damp = o->damp;
-    po.method.act_order = o->act_order;
     po.calibration = o->calibration;
-    po.method.validate();  // a bad method name before any data is read
     auto be = create_backend(o->device, device_options(c));
     EvalData data;
     data.seed = static_cast<uint64_t>(c.get_int("train.seed"));

@@ -28,15 +28,17 @@ std::vector<float> awq_scales(const std::vector<float>& mean_abs, double alpha) 
 }  // namespace
 
 AwqResult awq_search(const float* w, int64_t rows, int64_t cols, const std::vector<float>& mean_abs,
-                     const std::vector<double>& gram, int64_t samples, const QuantSpec& spec, int grid) {
+                     const std::vector<double>& gram, int64_t samples, const QuantSpec& spec, int grid,
+                     double fixed_alpha) {
   if (samples < 1 || static_cast<int64_t>(mean_abs.size()) != cols || gram.size() != static_cast<size_t>(cols * cols))
     throw Error("AWQ needs calibration inputs of the layer (" + std::to_string(cols) + " input channels)");
   if (grid < 1) throw Error("AWQ: the alpha grid needs at least one step");
   const int64_t n = rows * cols, group = spec.group_size(rows, cols);
   std::vector<float> scaled(static_cast<size_t>(n));
   AwqResult best;
-  for (int k = 0; k <= grid; ++k) {
-    const double alpha = static_cast<double>(k) / grid;
+  const bool fixed = fixed_alpha >= 0.0;
+  for (int k = 0; k <= (fixed ? 1 : grid); ++k) {
+    const double alpha = fixed ? (k == 0 ? 0.0 : fixed_alpha) : static_cast<double>(k) / grid;
     std::vector<float> s = awq_scales(mean_abs, alpha);
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t j = 0; j < cols; ++j) scaled[static_cast<size_t>(r * cols + j)] = w[r * cols + j] * s[static_cast<size_t>(j)];
@@ -45,7 +47,7 @@ AwqResult awq_search(const float* w, int64_t rows, int64_t cols, const std::vect
       for (int64_t j = 0; j < cols; ++j) scaled[static_cast<size_t>(r * cols + j)] /= s[static_cast<size_t>(j)];
     const double e = output_error(w, scaled.data(), rows, cols, gram, samples);
     if (k == 0) best.rtn_error = e;
-    if (k == 0 || e < best.error) {
+    if (k == 0 || e < best.error || fixed) {
       best.error = e;
       best.alpha = alpha;
       best.scales = std::move(s);

@@ -63,9 +63,11 @@ struct AwqResult {
 
 // AWQ's search over alpha in {0, 1/grid, ..., 1} for W [rows, cols] with the inputs' mean |x| per
 // channel (`mean_abs`, [cols]) and `gram` = X^T X over `samples` inputs (the output error of a
-// weight change D is tr(D gram D^T) / samples).
+// weight change D is tr(D gram D^T) / samples). `fixed_alpha` >= 0 takes that alpha instead of the
+// search (rtn_error is still alpha = 0's).
 AwqResult awq_search(const float* w, int64_t rows, int64_t cols, const std::vector<float>& mean_abs,
-                     const std::vector<double>& gram, int64_t samples, const QuantSpec& spec, int grid = 20);
+                     const std::vector<double>& gram, int64_t samples, const QuantSpec& spec, int grid = 20,
+                     double fixed_alpha = -1.0);
 
 // Mean squared output error per output value of W' against W on inputs with `gram` over `samples`:
 // tr((W' - W) gram (W' - W)^T) / (samples * rows).

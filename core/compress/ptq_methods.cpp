@@ -24,7 +24,7 @@ void PtqMethodOptions::validate() const {
   check_ptq_method(method);
   if (!(damp > 0.0 && damp <= 1.0))
     throw Error("quant.damp (--damp): expected a fraction of the mean Hessian diagonal in (0, 1], got " + std::to_string(damp));
-  if (awq_grid < 1) throw Error("AWQ's alpha grid needs at least one step");
+  if (awq_grid < 1 || awq_alpha > 1.0) throw Error("AWQ: the alpha grid needs at least one step, a fixed alpha is in [0, 1]");
 }
 
 CalibrationSet classification_calibration(const ClassificationData& train, int64_t batch, int batches) {
@@ -254,7 +254,8 @@ Json awq_layers(Backend& be, SafeTensorsFile& file, const std::string& path, con
     const int64_t rows = t.shape[0], cols = t.shape[1];
     std::vector<float> w = tensor_f32(t), mean_abs(static_cast<size_t>(cols));
     for (int64_t j = 0; j < cols; ++j) mean_abs[static_cast<size_t>(j)] = static_cast<float>(s.abs_sum[static_cast<size_t>(j)] / s.samples);
-    const AwqResult r = awq_search(w.data(), rows, cols, mean_abs, s.gram, s.samples, plan.spec_for(name), o.awq_grid);
+    const AwqResult r = awq_search(w.data(), rows, cols, mean_abs, s.gram, s.samples, plan.spec_for(name), o.awq_grid,
+                                   o.awq_alpha);
     for (int64_t i = 0; i < rows * cols; ++i) w[static_cast<size_t>(i)] *= r.scales[static_cast<size_t>(i % cols)];
     set_f32(t, w);
     Json into = Json::array();
@@ -269,6 +270,16 @@ Json awq_layers(Backend& be, SafeTensorsFile& file, const std::string& path, con
 }
 
 }  // namespace
+
+SafeTensorsFile awq_scaled_weights(Backend& be, const SafeTensorsFile& fp32, const std::string& path, const QuantPlan& plan,
+                                   const PtqMethodOptions& o, const CalibrationSet& cal, Json* layers) {
+  o.validate();
+  if (cal.batches.empty()) throw Error("awq needs calibration data: no batch given");
+  SafeTensorsFile scaled = fp32;
+  Json l = awq_layers(be, scaled, path, plan, o, cal);
+  if (layers) *layers = std::move(l);
+  return scaled;
+}
 
 SafeTensorsFile quantize_by_method(Backend& be, const SafeTensorsFile& fp32, const std::string& path, const QuantPlan& plan,
                                    const PtqMethodOptions& o, const CalibrationSet& cal, QuantFileReport* report,
@@ -292,8 +303,9 @@ SafeTensorsFile quantize_by_method(Backend& be, const SafeTensorsFile& fp32, con
     j["layers"] = gptq_layers(be, fp32, path, plan, o, cal, codes);
     q = quantize_weights(fp32, [&plan](const std::string& n) { return plan.spec_for(n); }, report, codes);
   } else {
-    SafeTensorsFile scaled = fp32;
-    j["layers"] = awq_layers(be, scaled, path, plan, o, cal);
+    Json layers;
+    const SafeTensorsFile scaled = awq_scaled_weights(be, fp32, path, plan, o, cal, &layers);
+    j["layers"] = layers;
     q = quantize_weights(scaled, plan, report);
   }
   if (info) *info = j;

@@ -47,6 +47,7 @@ struct PtqMethodOptions {
   double damp = 0.01;          // quant.damp: GPTQ's dampening, a fraction of the mean Hessian diagonal, (0, 1]
   bool act_order = false;      // quant.act_order: GPTQ's columns by descending Hessian diagonal
   int awq_grid = 20;           // AWQ's alpha grid: 0, 1/grid, ..., 1
+  double awq_alpha = -1.0;     // AWQ with this alpha in [0, 1] instead of the search (< 0: search)
   void validate() const;       // method and damp, with the keys' names
 };
 
@@ -67,6 +68,12 @@ struct CalibrationSet {
 CalibrationSet classification_calibration(const ClassificationData& train, int64_t batch, int batches);
 // `windows` windows of `context` tokens of the training text, drawn from `seed`, 16 a batch.
 CalibrationSet text_calibration(const TokenSplit& train, int64_t context, int windows, uint64_t seed);
+
+// AWQ's first half: the fp32 file with each foldable layer's weight W diag(s) and 1/s folded into
+// the operation before it (the model computes the same function, up to rounding); `layers`
+// (optional) receives the per-layer report. quantize_by_method then rounds it to nearest.
+SafeTensorsFile awq_scaled_weights(Backend& be, const SafeTensorsFile& fp32, const std::string& path, const QuantPlan& plan,
+                                   const PtqMethodOptions& o, const CalibrationSet& cal, nlohmann::json* layers = nullptr);
 
 // Quantizes an fp32 weights file by the method; rtn needs no calibration. `info` (optional)
 // receives the method, the calibration data and per layer the output errors on the calibration
