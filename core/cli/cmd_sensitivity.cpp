@@ -122,7 +122,10 @@ Runner add_allocate_command(CLI::App& app) {
   struct Opts : SensitivityFlags {
     double budget_bits = 0, budget_sparsity = 0;
     int64_t budget_bytes = 0;
-    std::string out;
+    std::string out, method = "rtn";
+    int calibration = 16;
+    double damp = 0.01;
+    bool act_order = false;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* cmd = app.add_subcommand(
@@ -137,6 +140,12 @@ Runner add_allocate_command(CLI::App& app) {
   bb->excludes(by)->excludes(bs);
   by->excludes(bs);
   cmd->add_option("--out", o->out, "The allocated weights file (quantized, or pruned fp32)")->required();
+  cmd->add_option("--method", o->method, "How the allocated files are quantized: rtn, gptq or awq (quant.method)");
+  cmd->add_option("--calibration", o->calibration, "gptq / awq: batches or windows of the training split (quant.calibration)")
+      ->check(in_key_range("quant.calibration"));
+  cmd->add_option("--damp", o->damp, "gptq: dampening, a fraction of the mean Hessian diagonal (quant.damp)")
+      ->check(in_key_range("quant.damp"));
+  cmd->add_flag("--act-order", o->act_order, "gptq: columns by descending Hessian diagonal (quant.act_order)");
   return [o, cmd, bb, by, bs]() -> int {
     if (!cmd->parsed()) return -1;
     if (!bb->count() && !by->count() && !bs->count())
@@ -149,6 +158,11 @@ Runner add_allocate_command(CLI::App& app) {
     r.split = o->data;
     r.out = o->out;
     r.text_windows = o->val_windows;
+    r.method.method = o->method;
+    r.method.damp = o->damp;
+    r.method.act_order = o->act_order;
+    r.method.validate();
+    r.calibration = o->calibration;
     const SafeTensorsFile f = read_safetensors(o->weights);
     const Config c = weights_config(f, o->weights, [&](Config& user) { apply_sets(user, o->sets); });
     auto be = create_backend(o->device, device_options(c));
