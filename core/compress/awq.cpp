@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "compress/gptq.h"
+#include "tensor/dtype.h"
 #include "util/error.h"
 
 namespace trainlab {
@@ -54,6 +55,46 @@ AwqResult awq_search(const float* w, int64_t rows, int64_t cols, const std::vect
     }
   }
   return best;
+}
+
+QuantizedMatrix clip_quantize(const float* w, int64_t rows, int64_t cols, const std::vector<double>& gram,
+                              const QuantSpec& spec) {
+  QuantizedMatrix q = rtn_quantize(w, rows, cols, spec);
+  if (spec.granularity == QuantGranularity::Tensor) return q;
+  const int64_t g = q.group;
+  const float qmax = static_cast<float>(spec.qmax());
+  std::vector<double> d(static_cast<size_t>(g));
+  std::vector<int8_t> codes(static_cast<size_t>(g));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c0 = 0; c0 < cols; c0 += g) {
+      const float* wg = w + r * cols + c0;
+      float mx = 0.0f;
+      for (int64_t i = 0; i < g; ++i) mx = std::max(mx, std::fabs(wg[i]));
+      const size_t gi = static_cast<size_t>((r * cols + c0) / g);
+      double best = std::numeric_limits<double>::infinity();
+      for (int k = 0; k < 20; ++k) {  // k = 0 is round-to-nearest's scale
+        float s = round_to(DType::F16, mx * static_cast<float>(1.0 - 0.025 * k) / qmax);
+        if (!std::isfinite(s)) s = 65504.0f;
+        for (int64_t i = 0; i < g; ++i) {
+          const float c = s > 0.0f ? std::clamp(std::nearbyint(wg[i] / s), -qmax, qmax) : 0.0f;
+          codes[static_cast<size_t>(i)] = static_cast<int8_t>(c);
+          d[static_cast<size_t>(i)] = static_cast<double>(s) * c - wg[i];
+        }
+        double e = 0.0;  // d^T gram[c0:c0+g, c0:c0+g] d
+        for (int64_t i = 0; i < g; ++i) {
+          const double* gr = &gram[static_cast<size_t>((c0 + i) * cols + c0)];
+          double t = 0.0;
+          for (int64_t j = 0; j < g; ++j) t += gr[j] * d[static_cast<size_t>(j)];
+          e += d[static_cast<size_t>(i)] * t;
+        }
+        if (e < best) {
+          best = e;
+          q.scales[gi] = s;
+          std::copy(codes.begin(), codes.end(), q.codes.begin() + r * cols + c0);
+        }
+      }
+    }
+  return q;
 }
 
 }  // namespace trainlab

@@ -21,6 +21,7 @@
 // W diag(s) quantized to nearest, the layer's output X diag(1/s) (W diag(s))_q^T; the alpha with the
 // smallest output error over the calibration inputs wins (alpha = 0 is round-to-nearest itself, so
 // AWQ's calibration error is never above it). 1/s is folded into the operation before the layer.
+// Then each group's clipping range is searched on the output error (clip_quantize).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -68,6 +69,13 @@ struct AwqResult {
 AwqResult awq_search(const float* w, int64_t rows, int64_t cols, const std::vector<float>& mean_abs,
                      const std::vector<double>& gram, int64_t samples, const QuantSpec& spec, int grid = 20,
                      double fixed_alpha = -1.0);
+
+// AWQ's clipping search, after the scaling: per group inside a row (per channel, per group) the
+// scale fp16(c max|w| / qmax) for c in {1, 0.975, ..., 0.5} with the smallest output error of the
+// group's weights d^T gram[group cols] d (the reference's auto_clip: 20 steps down to half);
+// per tensor it is round-to-nearest.
+QuantizedMatrix clip_quantize(const float* w, int64_t rows, int64_t cols, const std::vector<double>& gram,
+                              const QuantSpec& spec);
 
 // Mean squared output error per output value of W' against W on inputs with `gram` over `samples`:
 // tr((W' - W) gram (W' - W)^T) / (samples * rows).

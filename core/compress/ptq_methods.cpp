@@ -229,15 +229,13 @@ struct AwqStats {
 // Searches every foldable layer's scale on the fp32 model's inputs, applies W diag(s) and the
 // folds to `file`.
 Json awq_layers(Backend& be, SafeTensorsFile& file, const std::string& path, const QuantPlan& plan,
-                const PtqMethodOptions& o, const CalibrationSet& cal) {
+                const PtqMethodOptions& o, const CalibrationSet& cal, std::map<std::string, QuantCodes>* codes) {
   auto model = model_from_file(be, file, path);
   const std::map<std::string, Fold> folds = awq_folds(*model);
   std::map<std::string, AwqStats> stats;
   std::vector<std::string> order;
   for (const CalibrationBatch& b : cal.batches)
     for (const LayerInput& in : capture_inputs(be, *model, b, "")) {
-      const auto f = folds.find(in.name);
-      if (f == folds.end() || f->second.targets.empty()) continue;
       if (!stats.count(in.name)) order.push_back(in.name);
       AwqStats& s = stats[in.name];
       accumulate_gram(in.x.data(), in.rows, in.cols, s.gram);
@@ -250,6 +248,7 @@ Json awq_layers(Backend& be, SafeTensorsFile& file, const std::string& path, con
     if (f.targets.empty()) layers.push_back({{"name", name}, {"folded", false}, {"reason", f.why_not}});
   for (const std::string& name : order) {
     const AwqStats& s = stats.at(name);
+    if (folds.at(name).targets.empty()) continue;
     SafeTensor& t = tensor_named(file, name);
     const int64_t rows = t.shape[0], cols = t.shape[1];
     std::vector<float> w = tensor_f32(t), mean_abs(static_cast<size_t>(cols));
@@ -264,19 +263,40 @@ Json awq_layers(Backend& be, SafeTensorsFile& file, const std::string& path, con
       into.push_back(target);
     }
     layers.push_back({{"name", name}, {"folded", true}, {"alpha", r.alpha}, {"rtn_error", r.rtn_error},
-                      {"error", r.error}, {"folded_into", into}});
+                      {"error", r.error}, {"folded_into", into}, {"scales", r.scales}});
   }
+  if (codes) {  // each group's clipping range on the (scaled) layer's output error; rows scaled by
+                // a later layer's fold scale their output error alike, so the choice stands
+    for (Json& l : layers) {
+      const std::string name = l["name"];
+      const AwqStats& s = stats.at(name);
+      const SafeTensor& t = tensor_named(file, name);
+      const int64_t rows = t.shape[0], cols = t.shape[1];
+      std::vector<float> w = tensor_f32(t);
+      std::vector<double> gram = s.gram;
+      if (l["folded"].get<bool>()) {  // the scaled layer's inputs are x / s
+        const auto& sc = l["scales"];
+        for (int64_t i = 0; i < cols; ++i)
+          for (int64_t j = 0; j < cols; ++j)
+            gram[static_cast<size_t>(i * cols + j)] /= sc[static_cast<size_t>(i)].get<double>() * sc[static_cast<size_t>(j)].get<double>();
+      }
+      QuantizedMatrix q = clip_quantize(w.data(), rows, cols, gram, plan.spec_for(name));
+      (*codes)[name] = QuantCodes{std::move(q.scales), std::move(q.codes)};
+    }
+  }
+  for (Json& l : layers) l.erase("scales");
   return layers;
 }
 
 }  // namespace
 
 SafeTensorsFile awq_scaled_weights(Backend& be, const SafeTensorsFile& fp32, const std::string& path, const QuantPlan& plan,
-                                   const PtqMethodOptions& o, const CalibrationSet& cal, Json* layers) {
+                                   const PtqMethodOptions& o, const CalibrationSet& cal, Json* layers,
+                                   std::map<std::string, QuantCodes>* codes) {
   o.validate();
   if (cal.batches.empty()) throw Error("awq needs calibration data: no batch given");
   SafeTensorsFile scaled = fp32;
-  Json l = awq_layers(be, scaled, path, plan, o, cal);
+  Json l = awq_layers(be, scaled, path, plan, o, cal, codes);
   if (layers) *layers = std::move(l);
   return scaled;
 }
@@ -304,9 +324,10 @@ SafeTensorsFile quantize_by_method(Backend& be, const SafeTensorsFile& fp32, con
     q = quantize_weights(fp32, [&plan](const std::string& n) { return plan.spec_for(n); }, report, codes);
   } else {
     Json layers;
-    const SafeTensorsFile scaled = awq_scaled_weights(be, fp32, path, plan, o, cal, &layers);
+    std::map<std::string, QuantCodes> codes;
+    const SafeTensorsFile scaled = awq_scaled_weights(be, fp32, path, plan, o, cal, &layers, &codes);
     j["layers"] = layers;
-    q = quantize_weights(scaled, plan, report);
+    q = quantize_weights(scaled, [&plan](const std::string& n) { return plan.spec_for(n); }, report, codes);
   }
   if (info) *info = j;
   return q;

@@ -22,7 +22,9 @@
 //             tensor that the file format and the decoders do not read: out is rounded to nearest.
 //   mlp       a layer after a ReLU (or no activation): the previous linear layer's rows and bias
 //             (relu(x)/s = relu(x/s) for s > 0). The first layer (the data) and a layer after a
-//             GELU are rounded to nearest.
+//             GELU are not scaled.
+// Then every linear weight (scaled or not) gets its groups' clipping ranges searched on its output
+// error over the calibration inputs (clip_quantize), the codes stored as chosen.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -33,6 +35,7 @@
 #include "compress/quant.h"
 #include "data/dataset.h"
 #include "data/text.h"
+#include "io/weights.h"
 #include "tensor/tensor.h"
 
 namespace trainlab {
@@ -69,11 +72,13 @@ CalibrationSet classification_calibration(const ClassificationData& train, int64
 // `windows` windows of `context` tokens of the training text, drawn from `seed`, 16 a batch.
 CalibrationSet text_calibration(const TokenSplit& train, int64_t context, int windows, uint64_t seed);
 
-// AWQ's first half: the fp32 file with each foldable layer's weight W diag(s) and 1/s folded into
+// AWQ's scaling: the fp32 file with each foldable layer's weight W diag(s) and 1/s folded into
 // the operation before it (the model computes the same function, up to rounding); `layers`
-// (optional) receives the per-layer report. quantize_by_method then rounds it to nearest.
+// (optional) receives the per-layer report; `codes` (optional) every linear weight's codes after
+// the clipping search (clip_quantize, on the scaled weights), which quantize_by_method stores.
 SafeTensorsFile awq_scaled_weights(Backend& be, const SafeTensorsFile& fp32, const std::string& path, const QuantPlan& plan,
-                                   const PtqMethodOptions& o, const CalibrationSet& cal, nlohmann::json* layers = nullptr);
+                                   const PtqMethodOptions& o, const CalibrationSet& cal, nlohmann::json* layers = nullptr,
+                                   std::map<std::string, QuantCodes>* codes = nullptr);
 
 // Quantizes an fp32 weights file by the method; rtn needs no calibration. `info` (optional)
 // receives the method, the calibration data and per layer the output errors on the calibration

@@ -480,7 +480,8 @@ class TestQuant : public QObject {
   }
 
   // AWQ on a layer whose inputs have outlier channels: its output error is below
-  // round-to-nearest's (alpha > 0 chosen), and at alpha = 0 it is round-to-nearest itself.
+  // round-to-nearest's (alpha > 0 chosen), and at alpha = 0 it is round-to-nearest itself; so is
+  // its clipping search's.
   void awqBelowRtnWithOutlierChannels() {
     const int64_t rows = 32, cols = 64, n = 256;
     const auto x = correlated_inputs(n, cols, 4, 31);
@@ -498,6 +499,9 @@ class TestQuant : public QObject {
       const double er = direct_output_error(x, w, wr, rows, cols);
       QVERIFY2(std::fabs(r.rtn_error - er) < 1e-6 * (1.0 + er), qPrintable(QString("%1 vs %2").arg(r.rtn_error).arg(er)));
       QVERIFY2(r.alpha > 0.0 && r.error < 0.8 * er, qPrintable(QString("%1 bits: awq %2 (alpha %3), rtn %4").arg(bits).arg(r.error).arg(r.alpha).arg(er)));
+      // The clipping search on the output error: below rtn's (whose scale is its first candidate).
+      const double ec = direct_output_error(x, w, clip_quantize(w.data(), rows, cols, gram, spec).dequantized(), rows, cols);
+      QVERIFY2(ec < er, qPrintable(QString("%1 bits: clipped %2, rtn %3").arg(bits).arg(ec).arg(er)));
     }
   }
 
