@@ -11,6 +11,7 @@
 #include "backend/backend.h"
 #include "cli/commands.h"
 #include "cli/option_ranges.h"
+#include "config/compress_options.h"
 #include "config/device_options.h"
 #include "compress/post_training.h"
 #include "data/text.h"
@@ -40,16 +41,19 @@ Runner add_quantize_command(CLI::App& app) {
   cmd->add_option("--group", o->group, "Weights per scale with --granularity group: 32, 64, 128 (quant.group)")
       ->check(in_key_range("quant.group"));
   cmd->add_option("--overrides", o->overrides, "Per-layer specs layer:bits[:granularity[:group]], e.g. net.4:8:channel");
-  cmd->add_option("--method", o->method,
-                  "rtn (round to nearest), gptq (second-order error feedback) or awq (activation-aware scales) "
-                  "(quant.method)");
-  cmd->add_option("--calibration", o->calibration,
-                  "gptq / awq: batches of train.batch rows (digits) or windows (char-gpt) of the training split "
-                  "(quant.calibration)")
-      ->check(in_key_range("quant.calibration"));
-  cmd->add_option("--damp", o->damp, "gptq: dampening, a fraction of the mean Hessian diagonal, (0, 1] (quant.damp)")
-      ->check(in_key_range("quant.damp"));
-  cmd->add_flag("--act-order", o->act_order, "gptq: columns by descending Hessian diagonal (quant.act_order)");
+  // The method's flags default to the run's quant.* keys (the Layer sensitivity view reads them too).
+  auto* method = cmd->add_option("--method", o->method,
+                                 "rtn (round to nearest), gptq (second-order error feedback) or awq (activation-aware "
+                                 "scales); default: the run's quant.method");
+  auto* calibration = cmd->add_option("--calibration", o->calibration,
+                                      "gptq / awq: batches of train.batch rows (digits) or windows (char-gpt) of the "
+                                      "training split; default: the run's quant.calibration")
+                          ->check(in_key_range("quant.calibration"));
+  auto* damp = cmd->add_option("--damp", o->damp,
+                               "gptq: dampening, a fraction of the mean Hessian diagonal, (0, 1]; default: the run's quant.damp")
+                   ->check(in_key_range("quant.damp"));
+  auto* act_order = cmd->add_flag("--act-order", o->act_order,
+                                  "gptq: columns by descending Hessian diagonal; default: the run's quant.act_order");
   cmd->add_option("--out", o->out, "Quantized weights file to write (packed codes + fp16 scales)");
   cmd->add_flag("--w8a8", o->w8a8, "Also evaluate W8A8: int8 weights and activations, int8 x int8 -> int32 products");
   cmd->add_option("--calibration-batches", o->calibration_batches, "W8A8: calibration batches of the training split")
@@ -58,15 +62,19 @@ Runner add_quantize_command(CLI::App& app) {
   cmd->add_option("--val-windows", o->val_windows, "char-gpt: validation windows for the loss of both files")
       ->check(in_key_range("train.eval_windows"));
   cmd->add_option("--set", o->sets, "Override a config key of the data, e.g. --set data.path=FILE");
-  return [o, cmd]() -> int {
+  return [o, cmd, method, calibration, damp, act_order]() -> int {
     if (!cmd->parsed()) return -1;
     PtqOptions po;
     po.method.method = o->method;
     po.method.damp = o->damp;
-    po.method.act_order = o->act_order;
     po.method.validate();  // a bad method name before any file is read
     const SafeTensorsFile f = read_safetensors(o->weights);
     const Config c = weights_config(f, o->weights, [&](Config& user) { apply_sets(user, o->sets); });
+    const QuantOptions run = quant_options(c);
+    if (!method->count()) po.method.method = run.method;
+    if (!calibration->count()) o->calibration = run.calibration;
+    if (!damp->count()) po.method.damp = run.damp;
+    po.method.act_order = act_order->count() ? o->act_order : run.act_order;
     po.spec.bits = o->bits;
     po.spec.granularity = granularity_from_name(o->granularity);
     po.spec.group = o->group;
