@@ -144,6 +144,15 @@ SensitivityView::SensitivityView(QWidget* parent) : QWidget(parent) {
   brow->addWidget(m_budget, 1);
   brow->addWidget(m_allocate);
   form->addRow("Budget", brow);
+  m_method = new QComboBox(this);
+  m_method->setObjectName("method");
+  m_method->addItems({"rtn", "gptq", "awq"});
+  m_method->setToolTip("How the allocated files are quantized (quant.method): rtn rounds to nearest; gptq spreads each "
+                       "rounding error over the columns not yet quantized (second-order, calibrated); awq scales the "
+                       "input channels by their mean |x|^alpha first. Calibration: quant.calibration batches or windows "
+                       "of the training split, with quant.damp and quant.act_order, from the run's config. The "
+                       "sensitivity table is measured by rounding to nearest.");
+  form->addRow("Quantized by", m_method);
   v->addLayout(form);
   auto* row = new QHBoxLayout;
   m_measure = new QPushButton("Measure sensitivity", this);
@@ -221,12 +230,17 @@ bool SensitivityView::allocate(const QString& kind, double value) {
   AllocateRequest r;
   r.budget = {kind == "bytes" ? BudgetKind::Bytes : kind == "sparsity" ? BudgetKind::Sparsity : BudgetKind::Bits, value};
   r.split = split;
+  r.method.method = m_method->currentText().toStdString();
   r.out = (QFileInfo(QString::fromStdString(path)).absolutePath() + QString("/allocated-%1-%2.safetensors").arg(kind).arg(value))
               .toStdString();
-  run("Allocating", [path, r] {
+  run("Allocating", [path, r]() mutable {
     const SafeTensorsFile f = read_safetensors(path);
     auto be = create_backend("cpu");
-    return allocation_report(*be, f, path, weights_config(f, path), r);
+    const Config c = weights_config(f, path);
+    r.calibration = static_cast<int>(c.get_int("quant.calibration"));  // the run's keys, as trainlab-cli's defaults
+    r.method.damp = c.get_float("quant.damp");
+    r.method.act_order = c.get_bool("quant.act_order");
+    return allocation_report(*be, f, path, c, r);
   });
   return true;
 }
@@ -245,13 +259,17 @@ void SensitivityView::done(bool ok, const QString& message, const Json& result, 
     m_allocation = result;
     show_table(result.at("sensitivity"));
     const Json &a = result.at("allocated_test"), &u = result.at("uniform_test");
-    text = QString("%1: allocated test accuracy %2, uniform %3 (kept: %4, held-out %5); wrote %6")
+    QString method = QString::fromStdString(result.value("method", std::string()));
+    if (result.contains("calibration"))
+      method += ", calibrated on " + QString::fromStdString(result.at("calibration").get<std::string>());
+    text = QString("%1%7: allocated test accuracy %2, uniform %3 (kept: %4, held-out %5); wrote %6")
                .arg(QString::fromStdString(result.at("budget").get<std::string>()))
                .arg(a.at("accuracy").get<double>(), 0, 'f', 4)
                .arg(u.at("accuracy").get<double>(), 0, 'f', 4)
                .arg(QString::fromStdString(result.at("kept").get<std::string>()))
                .arg(QString::fromStdString(result.at("held_out").get<std::string>()))
-               .arg(QString::fromStdString(result.at("out").get<std::string>()));
+               .arg(QString::fromStdString(result.at("out").get<std::string>()))
+               .arg(method.isEmpty() ? QString() : " (" + method + ")");
   } else {
     show_table(result);
     text = QString("fp32 held-out accuracy %1 (%2)")

@@ -52,7 +52,7 @@ class SensitivityView : public QWidget {
   void done(bool ok, const QString& message, const nlohmann::json& result, bool is_allocation);
 
   QLineEdit* m_weights = nullptr;
-  QComboBox *m_data = nullptr, *m_budget_kind = nullptr;
+  QComboBox *m_data = nullptr, *m_budget_kind = nullptr, *m_method = nullptr;
   QDoubleSpinBox* m_budget = nullptr;
   QPushButton *m_measure = nullptr, *m_allocate = nullptr;
   QLabel* m_status = nullptr;

@@ -57,7 +57,12 @@ bool is_quant(const SweepRow& r) { return r.method.contains("ptq") || r.method =
 bool is_prune(const SweepRow& r) { return r.method.startsWith("prune") || r.method == "lottery-ticket"; }
 bool is_baseline(const SweepRow& r) { return r.method == "fp32"; }
 
-QString quant_series(const SweepRow& r) { return r.method == "ptq" ? "ptq " + r.granularity : r.method; }
+// Post-training rows by method (rtn: "ptq", gptq: "ptq-gptq", awq: "ptq-awq") and granularity.
+QString quant_series(const SweepRow& r) {
+  if (r.method == "ptq") return "rtn " + r.granularity;
+  if (r.method == "ptq-gptq" || r.method == "ptq-awq") return r.method.mid(4) + " " + r.granularity;
+  return r.method;
+}
 QString prune_series(const SweepRow& r) { return r.granularity == "global" ? r.method + " (global)" : r.method; }
 QString bytes_series(const SweepRow& r) {
   if (is_quant(r)) return "quantization";

@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/option_ranges.h"
 #include "compress/held_out.h"
+#include "config/compress_options.h"
 #include "config/device_options.h"
 #include "io/weights.h"
 #include "util/error.h"
@@ -122,7 +123,10 @@ Runner add_allocate_command(CLI::App& app) {
   struct Opts : SensitivityFlags {
     double budget_bits = 0, budget_sparsity = 0;
     int64_t budget_bytes = 0;
-    std::string out;
+    std::string out, method = "rtn";
+    int calibration = 16;
+    double damp = 0.01;
+    bool act_order = false;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* cmd = app.add_subcommand(
@@ -137,7 +141,18 @@ Runner add_allocate_command(CLI::App& app) {
   bb->excludes(by)->excludes(bs);
   by->excludes(bs);
   cmd->add_option("--out", o->out, "The allocated weights file (quantized, or pruned fp32)")->required();
-  return [o, cmd, bb, by, bs]() -> int {
+  cmd->add_option("--method", o->method, "How the allocated files are quantized: rtn, gptq or awq (quant.method)");
+  // gptq / awq's settings default to the run's quant.* keys, as in the Layer sensitivity view.
+  auto* calibration = cmd->add_option("--calibration", o->calibration,
+                                      "gptq / awq: batches or windows of the training split; default: the run's "
+                                      "quant.calibration")
+                          ->check(in_key_range("quant.calibration"));
+  auto* damp = cmd->add_option("--damp", o->damp, "gptq: dampening, a fraction of the mean Hessian diagonal; default: "
+                                                  "the run's quant.damp")
+                   ->check(in_key_range("quant.damp"));
+  auto* act_order = cmd->add_flag("--act-order", o->act_order,
+                                  "gptq: columns by descending Hessian diagonal; default: the run's quant.act_order");
+  return [o, cmd, bb, by, bs, calibration, damp, act_order]() -> int {
     if (!cmd->parsed()) return -1;
     if (!bb->count() && !by->count() && !bs->count())
       throw Error("allocate needs one budget: --budget-bits B, --budget-bytes N or --budget-sparsity S");
@@ -149,8 +164,17 @@ Runner add_allocate_command(CLI::App& app) {
     r.split = o->data;
     r.out = o->out;
     r.text_windows = o->val_windows;
+    r.method.method = o->method;
+    r.method.damp = o->damp;
+    r.method.act_order = o->act_order;
+    r.method.validate();
+    r.calibration = o->calibration;
     const SafeTensorsFile f = read_safetensors(o->weights);
     const Config c = weights_config(f, o->weights, [&](Config& user) { apply_sets(user, o->sets); });
+    const QuantOptions run = quant_options(c);
+    if (!calibration->count()) r.calibration = run.calibration;
+    if (!damp->count()) r.method.damp = run.damp;
+    if (!act_order->count()) r.method.act_order = run.act_order;
     auto be = create_backend(o->device, device_options(c));
     Json j = allocation_report(*be, f, o->weights, c, r);
     if (!o->json) j.erase("sensitivity");  // the table is `trainlab-cli sensitivity`'s; --json keeps it

@@ -157,18 +157,18 @@ std::vector<LayerChoice> uniform_allocation(const SensitivityTable& t, const All
 }
 
 SafeTensorsFile apply_allocation(const SafeTensorsFile& fp32, const SensitivityTable& t, const std::vector<LayerChoice>& choice,
-                                 const AllocationBudget& b) {
+                                 const AllocationBudget& b, const FileQuantizer& quantize) {
   std::map<std::string, LayerChoice> by_name;
   for (const LayerChoice& c : choice) by_name[c.name] = c;
   if (b.kind != BudgetKind::Sparsity) {
-    return quantize_weights(
-        fp32,
-        [&](const std::string& name) {
-          const auto it = by_name.find(name);
-          if (it == by_name.end()) throw Error("allocation: no bits chosen for " + name);
-          return QuantSpec{it->second.bits, t.options.granularity, t.options.group};
-        },
-        nullptr);
+    QuantPlan plan;
+    for (const SafeTensor& tensor : fp32.tensors) {
+      if (!is_linear_weight(tensor.name, tensor.shape)) continue;
+      const auto it = by_name.find(tensor.name);
+      if (it == by_name.end()) throw Error("allocation: no bits chosen for " + tensor.name);
+      plan.overrides[tensor.name] = QuantSpec{it->second.bits, t.options.granularity, t.options.group};
+    }
+    return quantize ? quantize(fp32, plan) : quantize_weights(fp32, plan, nullptr);
   }
   SafeTensorsFile out = fp32;
   for (SafeTensor& tensor : out.tensors) {
@@ -184,13 +184,13 @@ SafeTensorsFile apply_allocation(const SafeTensorsFile& fp32, const SensitivityT
 }
 
 AllocationResult allocate(const SafeTensorsFile& fp32, const SensitivityTable& t, const AllocationBudget& b,
-                          const FileEvaluator& eval) {
+                          const FileEvaluator& eval, const FileQuantizer& quantize) {
   AllocationResult r;
   r.budget = b;
   r.allocated = allocate_layers(t, b, &r.predicted_loss);
   r.uniform = uniform_allocation(t, b);
-  r.allocated_held_out = eval(apply_allocation(fp32, t, r.allocated, b));
-  r.uniform_held_out = eval(apply_allocation(fp32, t, r.uniform, b));
+  r.allocated_held_out = eval(apply_allocation(fp32, t, r.allocated, b, quantize));
+  r.uniform_held_out = eval(apply_allocation(fp32, t, r.uniform, b, quantize));
   const EvalPoint &a = r.allocated_held_out, &u = r.uniform_held_out;
   r.kept_uniform = u.accuracy > a.accuracy || (u.accuracy == a.accuracy && u.loss < a.loss);
   const std::vector<LayerChoice> c = r.chosen();
@@ -203,7 +203,7 @@ AllocationResult allocate(const SafeTensorsFile& fp32, const SensitivityTable& t
   }
   r.average_bits = b.kind == BudgetKind::Sparsity ? 32.0 : bits / n;
   r.sparsity = zeros / n;
-  r.bytes = tensor_bytes(apply_allocation(fp32, t, c, b));
+  r.bytes = tensor_bytes(apply_allocation(fp32, t, c, b, quantize));
   return r;
 }
 

@@ -29,6 +29,12 @@ HeldOutData held_out_data(Backend& be, const Config& c, const std::string& split
     h.description = "validation: " + std::to_string(text_windows) + " windows of the text's validation split";
     h.eval = on(text_windows);
     h.test = on(windows);
+    h.calibration = [text, path, seed](const SafeTensorsFile& f, int n) {
+      EvalData d;
+      d.text_train = &text->train;
+      d.seed = seed;
+      return calibration_for(f, path, d, n);
+    };
     return h;
   }
   auto data = std::make_shared<TrainTestSplit>(load_classification_data(data_options(c)));
@@ -41,6 +47,12 @@ HeldOutData held_out_data(Backend& be, const Config& c, const std::string& split
       const WeightsEval e = evaluate_weights(be, f, path, *d);
       return EvalPoint{e.loss, e.accuracy};
     };
+  };
+  const int64_t batch = c.get_int("train.batch");
+  h.calibration = [data, batch, n, hold](const SafeTensorsFile&, int batches) {
+    // Only rows before the held-out 20 %.
+    const int usable = static_cast<int>(std::min<int64_t>(batches, (n - hold) / std::max<int64_t>(1, batch)));
+    return classification_calibration(data->train, batch, std::max(usable, batches > 0 ? 1 : 0));
   };
   const std::shared_ptr<const ClassificationData> test(data, &data->test);
   h.test = on(test, data);
@@ -66,14 +78,25 @@ nlohmann::json allocation_report(Backend& be, const SafeTensorsFile& f, const st
   SensitivityOptions o = r.options;
   o.measure_bits = r.budget.kind != BudgetKind::Sparsity;
   o.measure_sparsity = !o.measure_bits;
+  r.method.validate();
+  FileQuantizer quantize;
+  CalibrationSet cal;
+  if (r.method.method != "rtn" && o.measure_bits) {
+    cal = h.calibration(f, r.calibration);
+    quantize = [&](const SafeTensorsFile& fp32, const QuantPlan& plan) {
+      return quantize_by_method(be, fp32, path, plan, r.method, cal, nullptr);
+    };
+  }
   const SensitivityTable table = measure_sensitivity(f, path, h.eval, o);
-  const AllocationResult a = allocate(f, table, r.budget, h.eval);
-  const SafeTensorsFile allocated = apply_allocation(f, table, a.allocated, r.budget);
-  const SafeTensorsFile uniform = apply_allocation(f, table, a.uniform, r.budget);
+  const AllocationResult a = allocate(f, table, r.budget, h.eval, quantize);
+  const SafeTensorsFile allocated = apply_allocation(f, table, a.allocated, r.budget, quantize);
+  const SafeTensorsFile uniform = apply_allocation(f, table, a.uniform, r.budget, quantize);
   const EvalPoint at = h.test(allocated), ut = h.test(uniform), base = h.test(f);
   nlohmann::json out = a.to_json();
   out["weights"] = path;
   out["held_out"] = h.description;
+  if (o.measure_bits) out["method"] = r.method.method;
+  if (!cal.batches.empty()) out["calibration"] = cal.description;
   out["fp32_test"] = {{"loss", base.loss}, {"accuracy", base.accuracy}};
   out["allocated_test"] = {{"loss", at.loss}, {"accuracy", at.accuracy}};
   out["uniform_test"] = {{"loss", ut.loss}, {"accuracy", ut.accuracy}};

@@ -13,8 +13,10 @@
 // run's validation windows).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 
+#include "compress/ptq_methods.h"
 #include "compress/sensitivity.h"
 #include "config/config.h"
 
@@ -26,6 +28,9 @@ struct HeldOutData {
   std::string description;  // "validation: the last 20% of the training split (287 samples)"
   FileEvaluator eval;       // on the held-out data
   FileEvaluator test;       // what `trainlab-cli eval` reports
+  // gptq / awq calibration data of a weights file: n batches of train.batch rows from the start of
+  // the training split (before the held-out 20 %), or n windows of the training text.
+  std::function<CalibrationSet(const SafeTensorsFile& f, int n)> calibration;
 };
 
 // Throws Error naming the choice for a split other than validation or test. The evaluators keep
@@ -44,6 +49,8 @@ struct AllocateRequest {
   std::string split = "validation";
   std::string out;  // the allocated weights file ("" = none)
   int64_t text_windows = 32;
+  PtqMethodOptions method;  // how the allocation's quantized files are made (rtn, gptq, awq)
+  int calibration = 16;     // gptq / awq: batches or windows of the training split (quant.calibration)
 };
 
 // Measures the sensitivity table on the held-out data, allocates (compress/sensitivity.h), writes

@@ -13,17 +13,33 @@
 
 namespace trainlab {
 
+CalibrationSet calibration_for(const SafeTensorsFile& f, const std::string& path, const EvalData& data, int n) {
+  if (n <= 0) return {};
+  if (data.classes) return classification_calibration(data.classes->train, std::max<int64_t>(1, data.batch), n);
+  if (!data.text_train) throw Error(path + ": no training data to calibrate on");
+  const auto arch = f.metadata.find("trainlab_architecture");
+  if (arch == f.metadata.end()) throw Error(path + ": no trainlab_architecture metadata: the model's context is unknown");
+  const int64_t context = architecture_int(Json::parse(arch->second), "context", 1, int64_t{1} << 20);
+  return text_calibration(*data.text_train, context, n, data.seed);
+}
+
 Json quantize_report(Backend& be, const SafeTensorsFile& f, const std::string& path, const PtqOptions& o, const EvalData& data) {
   if (is_quantized_file(f)) throw Error(path + " is already quantized: give the fp32 weights of a run");
+  o.method.validate();
   QuantFileReport rep;
   const QuantPlan plan = QuantPlan::parse(o.spec, o.overrides);
+  const CalibrationSet cal = o.method.method == "rtn" ? CalibrationSet{} : calibration_for(f, path, data, o.calibration);
   SafeTensorsFile q;
+  Json method;
   try {
-    q = quantize_weights(f, plan, &rep);
-  } catch (const Error& e) {  // a weight that cannot be quantized (a NaN; a group for its shape)
+    q = quantize_by_method(be, f, path, plan, o.method, cal, &rep, &method);
+  } catch (const Error& e) {  // a weight that cannot be quantized (a NaN; a group for its shape); no calibration
     throw Error(path + ": " + e.what());
   }
   Json out = {{"weights", path}, {"spec", o.spec.to_json()}, {"fp32_bytes", tensor_bytes(f)}};
+  out["method"] = o.method.method;
+  if (cal.samples > 0) out["calibration"] = cal.description;
+  out["method_report"] = method;
   if (data.text_val) {  // the character model: validation loss of both files on the run's validation split
     const int64_t windows = o.val_windows, batch = std::min<int64_t>(windows, 32);
     out["val_windows"] = windows;

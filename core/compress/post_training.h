@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "compress/ptq_methods.h"
 #include "data/dataset.h"
 #include "data/text.h"
 #include "io/weights.h"
@@ -20,11 +21,14 @@ class Backend;
 struct EvalData {
   const TrainTestSplit* classes = nullptr;
   const TokenSplit* text_val = nullptr;
+  const TokenSplit* text_train = nullptr;  // the character model: gptq / awq calibration windows
   uint64_t seed = 0;  // train.seed of the run
   int64_t batch = 0;  // train.batch of the run (W8A8 calibration batch rows)
 };
 
 struct PtqOptions {
+  PtqMethodOptions method;    // rtn, gptq or awq, with gptq's damp and act-order
+  int calibration = 16;       // gptq / awq: batches of train.batch rows, or char-gpt windows (0 = none)
   QuantSpec spec;             // the default spec of every linear weight
   std::string overrides;      // per-layer specs (QuantPlan::parse)
   std::string out;            // quantized weights file to write ("" = none)
@@ -33,8 +37,13 @@ struct PtqOptions {
   int64_t val_windows = 64;   // text model: validation windows for the loss of both files
 };
 
-// Quantizes an fp32 weights file (`path` names it) and measures both files: test accuracy, or for
-// the character model the validation loss; sizes and bits a weight; optionally W8A8.
+// The calibration data of gptq / awq for a weights file: `n` batches of data.batch rows of the
+// classification training split, or `n` windows of the model's context of the training text.
+CalibrationSet calibration_for(const SafeTensorsFile& f, const std::string& path, const EvalData& data, int n);
+
+// Quantizes an fp32 weights file (`path` names it) by the method and measures both files: test
+// accuracy, or for the character model the validation loss; sizes and bits a weight; the method,
+// its calibration data and its per-layer output errors; optionally W8A8.
 nlohmann::json quantize_report(Backend& be, const SafeTensorsFile& f, const std::string& path, const PtqOptions& o,
                                const EvalData& data);
 

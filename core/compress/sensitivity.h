@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "compress/quant.h"
 #include "io/safetensors.h"
 #include "tensor/quant_format.h"
 
@@ -102,13 +103,19 @@ std::vector<LayerChoice> allocate_layers(const SensitivityTable& table, const Al
                                          double* predicted_loss = nullptr);
 // The uniform allocation at the budget (see above).
 std::vector<LayerChoice> uniform_allocation(const SensitivityTable& table, const AllocationBudget& budget);
+// How an allocation's quantized file is made from the fp32 file and its per-layer specs (a
+// QuantPlan whose overrides name every linear weight): round to nearest when empty, or GPTQ / AWQ
+// (compress/ptq_methods.h's quantize_by_method). The sensitivity table itself is always measured
+// by rounding to nearest.
+using FileQuantizer = std::function<SafeTensorsFile(const SafeTensorsFile& fp32, const QuantPlan& plan)>;
 // The weights file of an allocation: a quantized file (one spec a layer, the table's granularity)
 // for a bits or bytes budget, a dense fp32 file with the pruned weights zeroed for a sparsity
 // budget. Both evaluate with `trainlab-cli eval`.
 SafeTensorsFile apply_allocation(const SafeTensorsFile& fp32, const SensitivityTable& table,
-                                 const std::vector<LayerChoice>& choice, const AllocationBudget& budget);
+                                 const std::vector<LayerChoice>& choice, const AllocationBudget& budget,
+                                 const FileQuantizer& quantize = {});
 // allocate_layers + uniform_allocation, both applied and measured with `eval`; the better kept.
 AllocationResult allocate(const SafeTensorsFile& fp32, const SensitivityTable& table, const AllocationBudget& budget,
-                          const FileEvaluator& eval);
+                          const FileEvaluator& eval, const FileQuantizer& quantize = {});
 
 }  // namespace trainlab

@@ -9,6 +9,7 @@
 
 #include "backend/backend.h"
 #include "compress/compression.h"
+#include "compress/ptq_methods.h"
 #include "io/weights.h"
 #include "util/error.h"
 
@@ -142,6 +143,7 @@ struct Sweep {
   long baseline_steps_from_summary() const;
   void check_baseline_seed() const;
   void ptq();
+  void ptq_method(const std::string& method);
   void w8a8();
   void pruning();
   void prune_at(int pct);
@@ -241,6 +243,42 @@ void Sweep::ptq() {
       r.run_dir = dir(name);
       write_json(dir(name) + "/point.json",
                  {{"row", r.to_json()}, {"spec", spec.to_json()}, {"storage", rep.to_json()}, {"from", base_weights}});
+      add(r);
+    }
+}
+
+// GPTQ or AWQ at bits 2..8, per channel and per group of 32, beside the rounded-to-nearest rows.
+void Sweep::ptq_method(const std::string& method) {
+  log("sweep: post-training quantization by " + method);
+  const CalibrationSet cal = classification_calibration(data.train, o.batch, o.calibration);
+  PtqMethodOptions mo;
+  mo.method = method;
+  mo.damp = o.damp;
+  mo.act_order = o.act_order;
+  for (int bits = 2; bits <= 8; ++bits)
+    for (const char* gran : {"channel", "group"}) {
+      QuantSpec spec;
+      spec.bits = bits;
+      spec.granularity = granularity_from_name(gran);
+      spec.group = 32;
+      const bool grouped = spec.granularity == QuantGranularity::Group;
+      QuantFileReport rep;
+      Json info;
+      SafeTensorsFile q = quantize_by_method(be, base_file, base_weights, QuantPlan::parse(spec, ""), mo, cal, &rep, &info);
+      const std::string name = "ptq-" + method + "-int" + std::to_string(bits) + "-" + gran + (grouped ? "32" : "");
+      fs::create_directories(dir(name));
+      write_safetensors(dir(name) + "/model.quant.safetensors", q);
+      SweepRow r;
+      r.method = "ptq-" + method;
+      r.granularity = grouped ? "group32" : gran;
+      r.bits = bits;
+      r.test_accuracy = file_accuracy(be, q, data.test);
+      r.model_bytes = rep.model_bytes;
+      r.bits_per_weight = rep.bits_per_weight();
+      r.run_dir = dir(name);
+      r.note = "calibration: " + cal.description;
+      write_json(dir(name) + "/point.json", {{"row", r.to_json()}, {"spec", spec.to_json()}, {"storage", rep.to_json()},
+                                             {"from", base_weights}, {"method", info}});
       add(r);
     }
 }
@@ -477,6 +515,8 @@ SweepTable run_sweep(Backend& be, const TrainTestSplit& data, const SweepOptions
   Sweep sw(be, data, o, train, log);
   sw.baseline();
   sw.ptq();
+  if (o.calibration > 0)
+    for (const char* m : {"gptq", "awq"}) sw.ptq_method(m);
   sw.section("W8A8", {{Op::QuantizeI8, DType::F32, "quantize_i8"}, {Op::Int8Linear, DType::I8, "int8_linear"}},
              [&] { sw.w8a8(); });
   sw.section("pruning", {{Op::LinearForward, DType::F32, "linear_forward"}, {Op::LinearBackward, DType::F32, "linear_backward"}},

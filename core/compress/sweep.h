@@ -3,8 +3,10 @@
 //
 // 1. trains the fp32 baseline (<out>/runs/baseline, must reach min_accuracy), or takes trained
 //    weights (SweepOptions::baseline, e.g. to rerun one table on another device from the same start);
-// 2. PTQ: bits 2..8 x {per tensor, per channel, per group of 32} (+ W8A8 with calibrated int8
-//    activations), each a real quantized weights file;
+// 2. PTQ: bits 2..8 x {per tensor, per channel, per group of 32} rounded to nearest (method ptq),
+//    and per channel and per group of 32 by GPTQ and AWQ (methods ptq-gptq, ptq-awq, calibrated on
+//    quant.calibration batches of the training split) (+ W8A8 with calibrated int8 activations),
+//    each a real quantized weights file;
 // 3. pruning: sparsity {50, 75, 90, 95, 98}% x {one-shot, one-shot + fine-tune, gradual (cubic
 //    schedule over the fine-tune steps)} with the classifier kept dense, plus 2:4 + fine-tune,
 //    structured (hidden units removed, smaller dense MLP, fine-tuned) and a lottery ticket (rewound
@@ -52,6 +54,9 @@ struct SweepOptions {
   int64_t seed = 0;              // train.seed (checked against a --baseline run's config.json)
   int64_t batch = 0;             // train.batch (W8A8 calibration batch rows)
   int calibration_batches = 0;   // quant.calibration_batches
+  int calibration = 0;           // quant.calibration: gptq / awq batches of `batch` rows (0: no gptq / awq rows)
+  double damp = 0.01;            // quant.damp
+  bool act_order = false;        // quant.act_order
   bool include_output = false;   // prune.include_output
 };
 

@@ -10,6 +10,10 @@ QuantOptions quant_options(const Config& c) {
   q.group = static_cast<int>(c.get_int("quant.group"));
   q.overrides = c.get_string("quant.overrides");
   q.calibration_batches = static_cast<int>(c.get_int("quant.calibration_batches"));
+  q.method = c.get_string("quant.method");
+  q.calibration = static_cast<int>(c.get_int("quant.calibration"));
+  q.damp = c.get_float("quant.damp");
+  q.act_order = c.get_bool("quant.act_order");
   return q;
 }
 

@@ -18,6 +18,10 @@ struct QuantOptions {
   int group = 0;            // quant.group: weights per scale with granularity "group"
   std::string overrides;    // quant.overrides: "layer:bits[:granularity[:group]],..."
   int calibration_batches = 0;  // quant.calibration_batches (W8A8 activation scales)
+  std::string method;       // quant.method: "rtn", "gptq" or "awq" (post-training)
+  int calibration = 0;      // quant.calibration: batches (digits) or windows (char-gpt) for gptq / awq
+  double damp = 0.0;        // quant.damp: gptq's dampening, a fraction of the mean Hessian diagonal
+  bool act_order = false;   // quant.act_order: gptq's column order
   bool qat() const { return mode == "qat"; }
 };
 

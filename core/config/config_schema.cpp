@@ -234,6 +234,22 @@ void compress_keys(std::vector<ConfigKey>& s) {
   s.push_back(key_string("quant.overrides", "",
                          "Per-layer choices that replace the defaults: layer:bits[:granularity[:group]], comma separated, "
                          "e.g. net.4:8:channel keeps the classifier at 8 bits."));
+  s.push_back(key_enum("quant.method", "rtn", {"rtn", "gptq", "awq"},
+                       "Post-training quantization (trainlab-cli quantize, the sweep, the allocation, the quantize dialog): "
+                       "rtn rounds each weight to nearest; gptq (Frantar et al. 2023) quantizes column by column and "
+                       "spreads each rounding error over the columns not yet quantized through the Cholesky factor of "
+                       "the inverse Hessian 2 X X^T of the layer's calibration inputs; awq (Lin et al. 2024) scales each "
+                       "input channel by s = mean|x|^alpha (alpha searched in [0, 1] for the smallest output error), "
+                       "folds 1/s into the operation before the layer, then rounds to nearest. Same file format."));
+  s.push_back(key_int("quant.calibration", 16, 0, 1 << 16,
+                      "gptq and awq: calibration data from the training split, batches of train.batch rows (digits) or "
+                      "windows of the model's context (char-gpt). 0 = none (rtn needs none)."));
+  s.push_back(key_float_open("quant.damp", 0.01, 0, 1, true, false,
+                             "gptq: dampening added to the Hessian's diagonal, as a fraction of its mean diagonal "
+                             "(0.01 = the paper's 1%). Raise it when the Hessian is reported not positive definite."));
+  s.push_back(key_bool("quant.act_order", false,
+                       "gptq: quantize the columns by descending Hessian diagonal (the inputs with the most energy "
+                       "first); group scales are then taken from the original weights (static groups)."));
   s.push_back(key_int("quant.calibration_batches", 8, 1, 1 << 20,
                       "W8A8: batches of the training split used to calibrate the activation scales (max |x| / 127 per "
                       "layer input)."));

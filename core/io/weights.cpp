@@ -39,16 +39,34 @@ std::vector<float> as_f32(const SafeTensor& t) {
 }
 
 // W -> W.qweight (codes) + W.scales (fp16), appended to `out`; the entry of trainlab_quant returned.
-Json quantize_tensor(const SafeTensor& t, const QuantSpec& spec, SafeTensorsFile& out, QuantFileReport& r) {
+// The given codes of a weight, checked against its spec.
+void check_given(const SafeTensor& t, const QuantSpec& spec, int64_t group, const QuantCodes& g) {
+  const int64_t n = t.shape[0] * t.shape[1];
+  const auto bad = std::find_if(g.codes.begin(), g.codes.end(), [&](int8_t c) { return c > spec.qmax() || c < -spec.qmax(); });
+  if (static_cast<int64_t>(g.codes.size()) != n || static_cast<int64_t>(g.scales.size()) != (n + group - 1) / group ||
+      bad != g.codes.end())
+    throw Error("tensor " + printable_name(t.name) + ": the given codes do not fit " + spec.label() + " (" +
+                std::to_string(n) + " codes in [-" + std::to_string(spec.qmax()) + ", " + std::to_string(spec.qmax()) +
+                "], " + std::to_string((n + group - 1) / group) + " scales)");
+}
+
+Json quantize_tensor(const SafeTensor& t, const QuantSpec& spec, SafeTensorsFile& out, QuantFileReport& r,
+                     const QuantCodes* given) {
   const int64_t rows = t.shape[0], cols = t.shape[1], n = rows * cols;
   const int64_t group = spec.group_size(rows, cols);
-  const std::vector<float> w = as_f32(t);
   std::vector<float> scales(static_cast<size_t>((n + group - 1) / group));
   std::vector<int8_t> codes(static_cast<size_t>(n));
-  try {
-    quantize_groups(w.data(), n, spec.bits, group, scales.data(), codes.data());
-  } catch (const Error& e) {
-    throw Error("tensor " + printable_name(t.name) + ": " + e.what());
+  if (given) {
+    check_given(t, spec, group, *given);
+    scales = given->scales;
+    codes = given->codes;
+  } else {
+    const std::vector<float> w = as_f32(t);
+    try {
+      quantize_groups(w.data(), n, spec.bits, group, scales.data(), codes.data());
+    } catch (const Error& e) {
+      throw Error("tensor " + printable_name(t.name) + ": " + e.what());
+    }
   }
   SafeTensor q;
   q.name = t.name + ".qweight";
@@ -74,13 +92,19 @@ Json quantize_tensor(const SafeTensor& t, const QuantSpec& spec, SafeTensorsFile
 }  // namespace
 
 SafeTensorsFile quantize_weights(const SafeTensorsFile& in, const QuantSpecFor& spec_for, QuantFileReport* report) {
+  return quantize_weights(in, spec_for, report, {});
+}
+
+SafeTensorsFile quantize_weights(const SafeTensorsFile& in, const QuantSpecFor& spec_for, QuantFileReport* report,
+                                 const std::map<std::string, QuantCodes>& given) {
   SafeTensorsFile out;
   out.metadata = in.metadata;
   Json qmeta = Json::object();
   QuantFileReport r;
   for (const SafeTensor& t : in.tensors) {
     if (is_linear_weight(t.name, t.shape)) {
-      qmeta[t.name] = quantize_tensor(t, spec_for(t.name), out, r);
+      const auto g = given.find(t.name);
+      qmeta[t.name] = quantize_tensor(t, spec_for(t.name), out, r, g == given.end() ? nullptr : &g->second);
     } else {
       out.tensors.push_back(t);
       r.other_bytes += static_cast<int64_t>(t.bytes.size());

@@ -17,6 +17,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -100,6 +101,17 @@ bool is_linear_weight(const std::string& name, const Shape& shape);
 using QuantSpecFor = std::function<QuantSpec(const std::string& tensor_name)>;
 // fp32 weights file (as a run writes) -> quantized weights file (real low-bit storage).
 SafeTensorsFile quantize_weights(const SafeTensorsFile& fp32, const QuantSpecFor& spec_for, QuantFileReport* report);
+// Codes and scales of a weight computed by another method than rounding to nearest (GPTQ): the
+// file stores them as they are, in the same format (codes [rows * cols] in [-qmax, qmax], one
+// fp16-representable scale a group of the spec).
+struct QuantCodes {
+  std::vector<float> scales;
+  std::vector<int8_t> codes;
+};
+// As above; a weight named in `given` is stored with its codes (Error naming it when their sizes
+// or range do not fit its spec), every other one rounded to nearest.
+SafeTensorsFile quantize_weights(const SafeTensorsFile& fp32, const QuantSpecFor& spec_for, QuantFileReport* report,
+                                 const std::map<std::string, QuantCodes>& given);
 // Quantized weights file -> fp32 tensors (dequantized), same names as the original; a dense file is
 // returned as it is. Validates the metadata first.
 SafeTensorsFile dequantize_weights(const SafeTensorsFile& quantized, const std::string& path = "weights");

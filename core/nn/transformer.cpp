@@ -270,6 +270,23 @@ void CharGpt::block_forward_body(Backend& be, int64_t l, Acts& a, const Tensor& 
   row_parallel_forward(be, l, 1, f, p.out_w, p.out_b, a.x_mid, *x_out);
 }
 
+std::vector<std::pair<std::string, Tensor>> CharGpt::linear_inputs() const {
+  if (m_policy != CheckpointPolicy::Off || m_tp.active())
+    throw Error("char-gpt: the linear layers' inputs are kept only without checkpointing and tensor parallelism");
+  if (!m_x_final.defined() || m_acts.size() != m_blocks.size()) throw Error("char-gpt: linear_inputs before a forward");
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (size_t l = 0; l < m_blocks.size(); ++l) {
+    const Block& p = m_blocks[l];
+    const Acts& a = m_acts[l];
+    out.emplace_back(p.qkv_w.name, a.h1);
+    out.emplace_back(p.proj_w.name, a.att);
+    out.emplace_back(p.fc_w.name, a.h2);
+    out.emplace_back(p.out_w.name, a.f);
+  }
+  out.emplace_back(m_head.name, m_hf);
+  return out;
+}
+
 void CharGpt::recompute_selective(Backend& be, int64_t l, Acts& a) {
   const Block& p = m_blocks[static_cast<size_t>(l)];
   const int64_t N = m_B * m_T, R = stream_rows(), D = m_cfg.dim, Dl = D / m_tp.size();

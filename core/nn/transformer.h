@@ -53,6 +53,7 @@
 #pragma once
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nn/model.h"
@@ -101,6 +102,11 @@ class CharGpt final : public Model {
   const TensorParallel& tensor_parallel() const { return m_tp; }
 
   const CharGptConfig& config() const { return m_cfg; }
+  // The input of each linear weight in the last forward, by the weight's name, in the order of
+  // the forward (blocks.i.qkv: ln1's output, proj: the attention's, fc: ln2's, out: the GELU's;
+  // head: the final norm's): what post-training quantization calibrates on (compress/ptq_methods.h).
+  // Throws Error unless checkpointing is off and the model is whole (no tensor parallelism).
+  std::vector<std::pair<std::string, Tensor>> linear_inputs() const;
   void set_checkpointing(CheckpointPolicy p, int64_t k);  // k <= 0: round(sqrt(L))
   CheckpointPolicy checkpoint_policy() const { return m_policy; }
   int64_t checkpoint_k() const { return m_k; }

@@ -12,6 +12,9 @@ SweepTable run_training_sweep(const Config& base, SweepOptions o, const SweepLog
   o.seed = base.get_int("train.seed");
   o.batch = base.get_int("train.batch");
   o.calibration_batches = static_cast<int>(base.get_int("quant.calibration_batches"));
+  o.calibration = static_cast<int>(base.get_int("quant.calibration"));
+  o.damp = base.get_float("quant.damp");
+  o.act_order = base.get_bool("quant.act_order");
   o.include_output = base.get_bool("prune.include_output");
   auto be = create_backend(base.get_string("device.name"), device_options(base));
   const TrainTestSplit data = load_classification_data(data_options(base));

@@ -2,6 +2,7 @@
 // heat maps with the numbers `trainlab-cli sensitivity` computes (the library's table), saves
 // sensitivity.json in the run folder, and the report shows it; Allocate writes the weights file
 // and reports the allocation beside the uniform one; weights that are not there give a message.
+#include <QComboBox>
 #include <QFile>
 #include <QLabel>
 #include <QtTest>
@@ -73,11 +74,21 @@ class TestSensitivityView : public QObject {
     QVERIFY(a.at("average_bits").get<double>() <= 3.0 + 1e-9);
     QVERIFY(QFile::exists(QString::fromStdString(a.at("out").get<std::string>())));
     QVERIFY(v->findChild<QLabel*>("status")->text().contains("allocated test accuracy"));
+    QCOMPARE(a.at("method").get<std::string>(), std::string("rtn"));
+
+    // Quantized by GPTQ: the allocation's files come from the run's quant.calibration batches.
+    v->findChild<QComboBox*>("method")->setCurrentText("gptq");
+    QVERIFY(v->allocate("bits", 3.0));
+    QTRY_VERIFY_WITH_TIMEOUT(spy.count() == 3, 120000);
+    QVERIFY2(spy.at(2).at(0).toBool(), qPrintable(spy.at(2).at(1).toString()));
+    QCOMPARE(v->allocation().at("method").get<std::string>(), std::string("gptq"));
+    QVERIFY2(v->findChild<QLabel*>("status")->text().contains("gptq, calibrated on 16 batches"),
+             qPrintable(v->findChild<QLabel*>("status")->text()));
 
     v->set_weights(m_tmp.filePath("missing"));
     QVERIFY(v->measure());
-    QTRY_VERIFY_WITH_TIMEOUT(spy.count() == 3, 30000);
-    QVERIFY(!spy.at(2).at(0).toBool());
+    QTRY_VERIFY_WITH_TIMEOUT(spy.count() == 4, 30000);
+    QVERIFY(!spy.at(3).at(0).toBool());
     QVERIFY(v->findChild<QLabel*>("status")->text().startsWith("Cannot measure"));
   }
 };

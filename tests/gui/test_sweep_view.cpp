@@ -44,15 +44,15 @@ class TestSweepView : public QObject {
     QVERIFY2(v.load(csv_path()), qPrintable(v.error()));
     QCOMPARE(v.rows().size(), 56);
     QCOMPARE(v.table()->rowCount(), 56);
-    // bits: ptq tensor/channel/group32 (7 each, bits 2..8), ptq-w8a8, qat (3), ft+ptq (3) + baseline
+    // bits: rtn tensor/channel/group32 (method ptq, 7 each, bits 2..8), ptq-w8a8, qat (3), ft+ptq (3) + baseline
     QCustomPlot* bits = v.plot(SweepView::Bits);
     QCOMPARE(bits->graphCount(), 7);
-    QCOMPARE(v.graph(SweepView::Bits, "ptq tensor")->dataCount(), 7);
-    QCOMPARE(v.graph(SweepView::Bits, "ptq group32")->dataCount(), 7);
+    QCOMPARE(v.graph(SweepView::Bits, "rtn tensor")->dataCount(), 7);
+    QCOMPARE(v.graph(SweepView::Bits, "rtn group32")->dataCount(), 7);
     QCOMPARE(v.graph(SweepView::Bits, "ptq-w8a8")->dataCount(), 1);
     QCOMPARE(v.graph(SweepView::Bits, "qat")->dataCount(), 3);
     QCOMPARE(v.graph(SweepView::Bits, "ft+ptq")->dataCount(), 3);
-    QCPGraph* t = v.graph(SweepView::Bits, "ptq tensor");
+    QCPGraph* t = v.graph(SweepView::Bits, "rtn tensor");
     QCOMPARE(t->data()->at(0)->key, 2.0006);  // sorted by x
     QCOMPARE(t->data()->at(0)->value, 18.61);
     // sparsity: one series per pruning method
@@ -75,6 +75,27 @@ class TestSweepView : public QObject {
       QCOMPARE(b->data()->at(0)->value, 97.78);
       QVERIFY(p->legend->visible());
     }
+  }
+
+  // A sweep with GPTQ and AWQ rows: rtn, gptq and awq are series of their own, per granularity.
+  void methodsAsSeries() {
+    const QString path = m_tmp.filePath("methods.csv");
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Text));
+    f.write("method,granularity,bits,sparsity,test_accuracy,model_bytes,bits_per_weight,note\n"
+            "fp32,-,32,0,0.9778,340008,32,\n"
+            "ptq,channel,3,0,0.9722,33000,3.1,\n"
+            "ptq,channel,4,0,0.9750,43000,4.1,\n"
+            "ptq-gptq,channel,3,0,0.9750,33000,3.1,calibration: 16 batches\n"
+            "ptq-gptq,channel,4,0,0.9778,43000,4.1,calibration: 16 batches\n"
+            "ptq-awq,group32,3,0,0.9722,37000,3.5,calibration: 16 batches\n");
+    f.close();
+    SweepView v;
+    QVERIFY2(v.load(path), qPrintable(v.error()));
+    QCOMPARE(v.graph(SweepView::Bits, "rtn channel")->dataCount(), 2);
+    QCOMPARE(v.graph(SweepView::Bits, "gptq channel")->dataCount(), 2);
+    QCOMPARE(v.graph(SweepView::Bits, "awq group32")->dataCount(), 1);
+    QCOMPARE(v.graph(SweepView::Bits, "gptq channel")->data()->at(0)->value, 97.50);
   }
 
   void reportsGarbledFiles() {

@@ -148,7 +148,8 @@ class TestCli : public QObject {
     r = cli({"sweep", "--model", "digits-mlp", "--device", "cpu", "--baseline", run + "/model.safetensors", "--out", out});
     QVERIFY2(r.code != 0 && r.code != -2 && r.err.contains("--set train.seed=3"), qPrintable(describe(r)));
     r = cli({"sweep", "--model", "digits-mlp", "--device", "cpu", "--baseline", run + "/model.safetensors", "--set",
-             "train.seed=3", "--finetune-steps", "4", "--min-accuracy", "0", "--speed-rows", "64", "--out", out},
+             "train.seed=3", "--set", "quant.calibration=2", "--finetune-steps", "4", "--min-accuracy", "0", "--speed-rows", "64",
+             "--out", out},
             300000);
     QVERIFY2(r.code == 0, qPrintable(describe(r)));
     const Json table = read_json((out + "/sweep.json").toStdString());
@@ -165,6 +166,12 @@ class TestCli : public QObject {
         QVERIFY2(row.at("sparsity").get<double>() < 50.0 && row.at("sparsity").get<double>() > 45.0, row.dump().c_str());
       }
     QVERIFY(saw_prune);
+    // GPTQ and AWQ beside round-to-nearest: bits 2..8, per channel and per group of 32, each.
+    for (const char* m : {"ptq-gptq", "ptq-awq"}) {
+      int n = 0;
+      for (const Json& row : rows) n += row.at("method").get<std::string>() == m;
+      QVERIFY2(n == 14, qPrintable(QString("%1: %2 rows").arg(m).arg(n)));
+    }
   }
 
   void flagsReachTheConfig() {

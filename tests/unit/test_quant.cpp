@@ -1,7 +1,8 @@
 // Quantization (DOMAIN.md section 5): fake quantization against the formula, granularity on a
 // tensor with one huge row, packed int4 (and other widths) round trips, the quantized weights
 // file with its exact size (4-bit groups of 32 = 4.5 bits a weight), the straight-through
-// estimator of QAT, and QAT switched on mid-run through the trainer.
+// estimator of QAT, and QAT switched on mid-run through the trainer; GPTQ and AWQ (issue 40)
+// against round-to-nearest on a layer's calibration inputs, AWQ's folds, their bad input.
 #include <QtTest>
 #include <cmath>
 #include <cstdio>
@@ -12,17 +13,22 @@
 
 #include "backend/cpu_backend.h"
 #include "compress/compression.h"
+#include "compress/gptq.h"
+#include "compress/ptq_methods.h"
 #include "compress/quant.h"
 #include "io/safetensors.h"
 #include "io/weights.h"
 #include "nn/linear.h"
 #include "nn/model.h"
+#include "nn/transformer.h"
 #include "tensor/dtype.h"
 #include "config/train_options.h"
 #include "data/data_sources.h"
 #include "train/trainer.h"
+#include "cli_support.h"
 
 using namespace trainlab;
+using namespace trainlab::test;
 
 namespace {
 // The formula, written out independently of the library.
@@ -50,6 +56,63 @@ std::vector<float> huge_row_tensor(int64_t rows, int64_t cols) {
   for (auto& v : w) v = uniform_pm(rng, 0.1f);
   for (int64_t c = 0; c < cols; ++c) w[static_cast<size_t>(c)] *= 1000.0f;  // row 0 is huge
   return w;
+}
+
+// Calibration inputs X [n, cols] with correlated channels (X = Z A, Z normal): a Hessian that is
+// not diagonal, where GPTQ's error feedback has something to spread. `outliers` channels x 30.
+std::vector<float> correlated_inputs(int64_t n, int64_t cols, int outliers, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd;
+  std::vector<float> a(static_cast<size_t>(cols * cols)), z(static_cast<size_t>(cols)), x(static_cast<size_t>(n * cols));
+  for (auto& v : a) v = nd(rng) / std::sqrt(static_cast<float>(cols));
+  for (int64_t i = 0; i < cols; ++i) a[static_cast<size_t>(i * cols + i)] += 1.0f;
+  for (int64_t r = 0; r < n; ++r) {
+    for (auto& v : z) v = nd(rng);
+    for (int64_t j = 0; j < cols; ++j) {
+      float acc = 0.0f;
+      for (int64_t k = 0; k < cols; ++k) acc += z[static_cast<size_t>(k)] * a[static_cast<size_t>(k * cols + j)];
+      x[static_cast<size_t>(r * cols + j)] = acc * (j < outliers ? 30.0f : 1.0f);
+    }
+  }
+  return x;
+}
+
+std::vector<float> normal_weights(int64_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 0.1f);
+  std::vector<float> w(static_cast<size_t>(n));
+  for (auto& v : w) v = nd(rng);
+  return w;
+}
+
+// Mean squared output error of W' against W on X, computed directly: ||X (W' - W)^T||^2 / (n rows).
+double direct_output_error(const std::vector<float>& x, const std::vector<float>& w, const std::vector<float>& wq,
+                           int64_t rows, int64_t cols) {
+  const int64_t n = static_cast<int64_t>(x.size()) / cols;
+  double e = 0.0;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t r = 0; r < rows; ++r) {
+      double d = 0.0;
+      for (int64_t j = 0; j < cols; ++j)
+        d += static_cast<double>(x[static_cast<size_t>(i * cols + j)]) * (wq[static_cast<size_t>(r * cols + j)] - w[static_cast<size_t>(r * cols + j)]);
+      e += d * d;
+    }
+  return e / static_cast<double>(n * rows);
+}
+
+SafeTensorsFile random_model_file(Backend& be, Model& m) { return model_to_file(be, m); }
+
+std::vector<float> logits_of(Backend& be, const SafeTensorsFile& f, const CalibrationBatch& b) {
+  auto m = model_from_file(be, f, "weights");
+  Tensor x = be.empty(b.shape, b.tokens.empty() ? DType::F32 : DType::I32, MemCategory::Workspace);
+  if (b.tokens.empty())
+    be.upload(x, b.features.data(), DType::F32);
+  else
+    be.upload(x, b.tokens.data(), DType::I32);
+  Tensor y = m->forward(be, x, false);
+  std::vector<float> out(static_cast<size_t>(y.numel()));
+  be.download(y, out.data(), DType::F32);
+  return out;
 }
 
 double mean_abs_err_excluding_row0(const std::vector<float>& w, const std::vector<float>& q, int64_t cols) {
@@ -375,6 +438,155 @@ class TestQuant : public QObject {
     const TrainTestSplit data = load_classification_data(data_options(dc));
     QVERIFY(std::fabs(file_accuracy(be, q, data.test) - s.test_accuracy) <= 1.5 / data.test.size());
     std::filesystem::remove_all(dir);
+  }
+
+  // GPTQ's output error on its calibration inputs is below round-to-nearest's at 3 and 4 bits,
+  // per channel and in groups of 32, in column order and act-order; its codes are the lab's
+  // format (the file written with them decodes to GPTQ's values), and output_error is the direct
+  // ||X dW^T||^2.
+  void gptqBelowRtn() {
+    const int64_t rows = 48, cols = 128, n = 512;
+    const auto x = correlated_inputs(n, cols, 0, 21);
+    const auto w = normal_weights(rows * cols, 22);
+    std::vector<double> gram;
+    accumulate_gram(x.data(), n, cols, gram);
+    for (int bits : {3, 4})
+      for (QuantGranularity g : {QuantGranularity::Channel, QuantGranularity::Group})
+        for (bool act_order : {false, true}) {
+          QuantSpec spec;
+          spec.bits = bits;
+          spec.granularity = g;
+          GptqOptions o;
+          o.act_order = act_order;
+          const QuantizedMatrix q = gptq_quantize(w.data(), rows, cols, gram, n, spec, o);
+          const auto wq = q.dequantized(), wr = rtn_quantize(w.data(), rows, cols, spec).dequantized();
+          const double eg = direct_output_error(x, w, wq, rows, cols), er = direct_output_error(x, w, wr, rows, cols);
+          const QString what = QString("%1 bits %2 act-order %3: gptq %4, rtn %5").arg(bits).arg(granularity_name(g)).arg(act_order).arg(eg).arg(er);
+          QVERIFY2(eg < 0.7 * er, qPrintable(what));
+          QVERIFY2(std::fabs(output_error(w.data(), wq.data(), rows, cols, gram, n) - eg) < 1e-6 * (1.0 + eg), qPrintable(what));
+          SafeTensorsFile f;
+          SafeTensor t;
+          t.name = "net.0.weight";
+          t.dtype = "F32";
+          t.shape = {rows, cols};
+          t.bytes.resize(w.size() * 4);
+          std::memcpy(t.bytes.data(), w.data(), t.bytes.size());
+          f.tensors.push_back(t);
+          const auto spec_for = [&](const std::string&) { return spec; };
+          const SafeTensorsFile file = quantize_weights(f, spec_for, nullptr, {{"net.0.weight", QuantCodes{q.scales, q.codes}}});
+          const SafeTensorsFile back = dequantize_weights(file);
+          QVERIFY(std::memcmp(back.find("net.0.weight")->bytes.data(), wq.data(), wq.size() * 4) == 0);
+        }
+  }
+
+  // AWQ on a layer whose inputs have outlier channels: its output error is below
+  // round-to-nearest's (alpha > 0 chosen), and at alpha = 0 it is round-to-nearest itself; so is
+  // its clipping search's.
+  void awqBelowRtnWithOutlierChannels() {
+    const int64_t rows = 32, cols = 64, n = 256;
+    const auto x = correlated_inputs(n, cols, 4, 31);
+    const auto w = normal_weights(rows * cols, 32);
+    std::vector<double> gram;
+    accumulate_gram(x.data(), n, cols, gram);
+    std::vector<float> mean_abs(static_cast<size_t>(cols), 0.0f);
+    for (size_t i = 0; i < x.size(); ++i) mean_abs[i % static_cast<size_t>(cols)] += std::fabs(x[i]) / static_cast<float>(n);
+    for (int bits : {3, 4}) {
+      QuantSpec spec;
+      spec.bits = bits;
+      spec.granularity = QuantGranularity::Channel;
+      const AwqResult r = awq_search(w.data(), rows, cols, mean_abs, gram, n, spec);
+      const auto wr = rtn_quantize(w.data(), rows, cols, spec).dequantized();
+      const double er = direct_output_error(x, w, wr, rows, cols);
+      QVERIFY2(std::fabs(r.rtn_error - er) < 1e-6 * (1.0 + er), qPrintable(QString("%1 vs %2").arg(r.rtn_error).arg(er)));
+      QVERIFY2(r.alpha > 0.0 && r.error < 0.8 * er, qPrintable(QString("%1 bits: awq %2 (alpha %3), rtn %4").arg(bits).arg(r.error).arg(r.alpha).arg(er)));
+      // The clipping search on the output error: below rtn's (whose scale is its first candidate).
+      const double ec = direct_output_error(x, w, clip_quantize(w.data(), rows, cols, gram, spec).dequantized(), rows, cols);
+      QVERIFY2(ec < er, qPrintable(QString("%1 bits: clipped %2, rtn %3").arg(bits).arg(ec).arg(er)));
+    }
+  }
+
+  // AWQ's folds leave the model's function unchanged (the scaled fp32 file computes the same
+  // logits): the MLP's previous ReLU layer, char-gpt's LayerNorms and the v rows of qkv. GPTQ's
+  // layer errors on the calibration data (the layers quantized in order) are below rtn's.
+  void methodsOnModels() {
+    CpuBackend be(1);
+    Mlp mlp(be, {16, 32, 24, 4}, Activation::ReLU, 3);
+    CharGptConfig cfg;
+    cfg.vocab = 11;
+    cfg.layers = 2;
+    cfg.heads = 2;
+    cfg.dim = 32;
+    cfg.context = 8;
+    CharGpt gpt(be, cfg, 4);
+    std::mt19937_64 rng(5);
+    CalibrationSet mlp_cal, gpt_cal;
+    for (int b = 0; b < 3; ++b) {
+      CalibrationBatch fb{{64, 16}, std::vector<float>(64 * 16), {}};
+      for (auto& v : fb.features) v = uniform_pm(rng, 1.0f);
+      mlp_cal.batches.push_back(fb);
+      CalibrationBatch tb{{6, 8}, {}, std::vector<int32_t>(48)};
+      for (auto& t : tb.tokens) t = static_cast<int32_t>(rng() % 11);
+      gpt_cal.batches.push_back(tb);
+    }
+    QuantSpec spec;
+    spec.bits = 3;
+    const QuantPlan plan = QuantPlan::parse(spec, "");
+    PtqMethodOptions awq;
+    awq.method = "awq";
+    awq.awq_alpha = 0.5;  // every foldable layer scaled (a search may keep alpha 0 on a random model)
+    for (Model* m : {static_cast<Model*>(&mlp), static_cast<Model*>(&gpt)}) {
+      const CalibrationSet& cal = m == &mlp ? mlp_cal : gpt_cal;
+      const SafeTensorsFile f = random_model_file(be, *m);
+      Json layers;
+      const SafeTensorsFile scaled = awq_scaled_weights(be, f, "w", plan, awq, cal, &layers);
+      int folded = 0;
+      for (const Json& l : layers) folded += l["folded"].get<bool>() && l["alpha"].get<double>() == 0.5;
+      QVERIFY2(folded == (m == &mlp ? 2 : 7), layers.dump().c_str());  // mlp: net.2, net.4; gpt: 3 a block + head
+      const auto a = logits_of(be, f, cal.batches[0]), b = logits_of(be, scaled, cal.batches[0]);
+      for (size_t i = 0; i < a.size(); ++i) QVERIFY2(std::fabs(a[i] - b[i]) < 1e-4f * (1.0f + std::fabs(a[i])), m->kind().c_str());
+      PtqMethodOptions gptq;
+      gptq.method = "gptq";
+      Json info;
+      const SafeTensorsFile q = quantize_by_method(be, f, "w", plan, gptq, cal, nullptr, &info);
+      QVERIFY(is_quantized_file(q));
+      QVERIFY(!info["layers"].empty());
+      for (const Json& l : info["layers"]) QVERIFY2(l["error"].get<double>() < l["rtn_error"].get<double>(), l.dump().c_str());
+      logits_of(be, q, cal.batches[0]);  // the file loads as a model
+    }
+  }
+
+  // Bad input: gptq / awq without calibration data, an unknown method, damp outside (0, 1]: an
+  // Error naming what to give, from the library and from trainlab-cli.
+  void methodBadInput() {
+    CpuBackend be(1);
+    Mlp mlp(be, {8, 8, 2}, Activation::ReLU, 1);
+    const SafeTensorsFile f = model_to_file(be, mlp);
+    const QuantPlan plan = QuantPlan::parse(QuantSpec{}, "");
+    auto error_of = [&](const PtqMethodOptions& o) -> std::string {
+      try {
+        quantize_by_method(be, f, "w", plan, o, CalibrationSet{}, nullptr);
+      } catch (const Error& e) {
+        return e.what();
+      }
+      return "";
+    };
+    PtqMethodOptions o;
+    for (const char* m : {"gptq", "awq"}) {
+      o.method = m;
+      const std::string e = error_of(o);
+      QVERIFY2(e.find("needs calibration data") != std::string::npos && e.find("--calibration") != std::string::npos, e.c_str());
+    }
+    o.method = "gptx";
+    QVERIFY2(error_of(o).find("expected rtn, gptq or awq") != std::string::npos, error_of(o).c_str());
+    o.method = "gptq";
+    for (double d : {0.0, 1.5, -0.1}) {
+      o.damp = d;
+      QVERIFY2(error_of(o).find("quant.damp") != std::string::npos, error_of(o).c_str());
+    }
+    CliResult r = run_cli({"quantize", "--weights", "/nonexistent.safetensors", "--method", "gptx"}, 30000);
+    QVERIFY2(r.code > 0 && r.err.contains("expected rtn, gptq or awq"), qPrintable(describe(r)));
+    r = run_cli({"quantize", "--weights", "/nonexistent.safetensors", "--method", "gptq", "--damp", "0"}, 30000);
+    QVERIFY2(r.code > 0 && r.err.contains("--damp"), qPrintable(describe(r)));
   }
 };
 
