@@ -30,8 +30,9 @@ class CompactTicker : public QCPAxisTicker {
 void style_plot(QCustomPlot* p, const QPalette& palette);
 
 // Places the labels of a plot's markers (QCPItemText items named "marker") for its current layout:
-// left of their line near the right edge; overlapping labels in up to three rows, any further one
-// hidden.
+// left of their line near the right edge; overlapping labels in up to two rows, shortened first
+// where that makes them fit (no repeated parenthesis or "key: " prefix), else in three rows with
+// any further one hidden.
 void layout_marker_labels(QCustomPlot* p);
 
 // Draws a plot onto any painter (a PDF page, an SVG) at the target's size, as vector graphics.
