@@ -114,6 +114,14 @@ class TestRanksPanel : public QObject {
     const Json times = RunSeries::load(m_ranked_dir).summary.at("dist_times");
     QCOMPARE(times.at("ranks").size(), size_t(2));
     QVERIFY(times.at("efficiency_estimate").get<double>() > 0 && times.at("efficiency_estimate").get<double>() <= 1);
+    // Reopened in a window that has no live run (that crashed it: the dock read the live run's
+    // folder), the finished run's ranks show as they did live.
+    MainWindow again(m_tmp.filePath("runs"));
+    again.show();
+    again.reopen(m_ranked_dir);
+    QVERIFY(again.ranks_dock()->isVisible());
+    again.ranks_panel()->refresh();
+    QVERIFY2(again.ranks_panel()->message().isEmpty(), qPrintable(again.ranks_panel()->message()));
   }
 
   void tensorParallelGroups() {
