@@ -62,6 +62,9 @@ void style_plot(QCustomPlot* p, const QPalette& pal) {
   p->legend->setBrush(lb);
   p->legend->setBorderPen(QPen(grid));
   p->legend->setTextColor(fg);
+  // Titles in the plot's layout (the roofline's and the ranks' plots) were black on a dark Base.
+  for (QCPLayoutElement* e : p->plotLayout()->elements(true))
+    if (auto* t = qobject_cast<QCPTextElement*>(e)) t->setTextColor(fg);
 }
 
 // Marker labels near the right edge go to the left of their line, so that they are not clipped.

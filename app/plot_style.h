@@ -25,8 +25,8 @@ class CompactTicker : public QCPAxisTicker {
   QString getTickLabel(double tick, const QLocale& locale, QChar format, int precision) override;
 };
 
-// Background, axes, grid and legend in the palette's colours (text on Base), so that the plots
-// stay readable under a dark palette.
+// Background, axes, grid, legend and the layout's titles in the palette's colours (text on Base),
+// so that the plots stay readable under a dark palette.
 void style_plot(QCustomPlot* p, const QPalette& palette);
 
 // Places the labels of a plot's markers (QCPItemText items named "marker") for its current layout:

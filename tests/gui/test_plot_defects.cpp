@@ -145,6 +145,20 @@ class TestPlotDefects : public QObject {
     QCOMPARE(labels[1]->text(), QString(" prune: 46.2% (gradual, per layer)"));
   }
 
+  // A title in the plot's layout (the roofline's, the ranks') follows the palette: it was black
+  // on the dark palette's dark Base.
+  void titlesFollowADarkPalette() {
+    QCustomPlot p;
+    p.plotLayout()->insertRow(0);
+    auto* title = new QCPTextElement(&p, "Roofline");
+    p.plotLayout()->addElement(0, 0, title);
+    QPalette dark;
+    dark.setColor(QPalette::WindowText, QColor(230, 230, 230));
+    dark.setColor(QPalette::Base, QColor(30, 30, 30));
+    style_plot(&p, dark);
+    QCOMPARE(title->textColor(), QColor(230, 230, 230));
+  }
+
   // Before any run the plots say how they fill (they were empty axes from 0 to 5 with no word, and
   // the memory plot a stamp in its corner); the hint goes once a run is drawn.
   void emptyPlotsSayHowTheyFill() {
