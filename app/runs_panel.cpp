@@ -365,7 +365,7 @@ void RunsPanel::fill() {
 
 // The columns at their contents' widths where the table is wide enough. In a narrower one (a
 // 1280-wide window) the Differences column, what a comparison is read for, was pushed past the
-// right edge with its header cut ("Differen"): the run names and then the differences themselves
+// right edge with its header cut ("Differen"): the differences themselves and then the run names
 // give way (elided; their tooltips hold the whole text) until the Differences column ends inside
 // the table with its whole header. The Tags column (the last, stretched) takes what is left.
 void RunsPanel::fit_columns() {
@@ -376,7 +376,7 @@ void RunsPanel::fit_columns() {
   QVector<int> w = m_natural;
   int over = -m_table->viewport()->width();
   for (int c = 0; c <= CDiff; ++c) over += w[c];
-  for (const auto& [c, least] : {std::pair{int(CName), 80}, std::pair{int(CDiff), 0}}) {
+  for (const auto& [c, least] : {std::pair{int(CDiff), 0}, std::pair{int(CName), 80}}) {
     const int cut = std::clamp(over, 0, std::max(0, w[c] - std::max(least, header_width(c))));
     w[c] -= cut;
     over -= cut;
