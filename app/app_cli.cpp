@@ -7,6 +7,7 @@
 #include <QPalette>
 #include <QStyle>
 #include <QTimer>
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 
@@ -129,6 +130,26 @@ void schedule_changes(MainWindow& w, const QStringList& specs) {
   }
 }
 
+// --screenshot FILE: saved `ms` after the start and, with `steps` > 0, once the live run has that
+// many steps (a busy machine's run is slower: a time alone caught it before its markers); then
+// the run stops and the app quits. A dialog is modal: the one open then is saved.
+void schedule_screenshot(MainWindow& w, const QString& file, int ms, long steps, QWidget* target, bool of_dialog) {
+  auto* poll = new QTimer(&w);  // from `ms` on, every 200 ms until the run has its steps
+  poll->setInterval(200);
+  QObject::connect(poll, &QTimer::timeout, &w, [&w, poll, file, steps, target, of_dialog] {
+    if (steps > 0 && w.running() && (!w.live_run() || w.live_run()->size() < steps)) return;
+    poll->stop();
+    w.plots()->refresh();
+    QApplication::processEvents();
+    QWidget* shown = of_dialog && QApplication::activeModalWidget() ? QApplication::activeModalWidget() : target;
+    const bool ok = shown->grab().save(file);
+    std::fprintf(stderr, "%s %s\n", ok ? "saved" : "could not save", qPrintable(file));
+    if (w.running()) w.session()->stop();
+    QTimer::singleShot(100, qApp, [] { QApplication::exit(0); });
+  });
+  QTimer::singleShot(std::max(0, ms - 200), poll, [poll] { poll->start(); });
+}
+
 // --palette names system or dark (or is not given: the remembered View > Dark palette).
 bool palette_choice_valid(const QCommandLineParser& p, const QCommandLineOption& palette) {
   if (!p.isSet(palette) || p.value(palette) == "dark" || p.value(palette) == "system") return true;
@@ -164,6 +185,7 @@ int run_window(int argc, char** argv) {
   QCommandLineOption reopen("reopen", "show this run folder on the plots", "DIR");
   QCommandLineOption shot("screenshot", "save a PNG of the window, then quit", "FILE");
   QCommandLineOption shot_ms("screenshot-after-ms", "when to take the screenshot (default 2000)", "MS", "2000");
+  QCommandLineOption shot_steps("screenshot-after-steps", "and not before the started run has N steps", "N", "0");
   QCommandLineOption size("size", "window size", "WxH");
   QCommandLineOption quit_done("quit-when-done", "quit when the started run ends");
   QCommandLineOption palette("palette", "colours: system or dark (default: as View > Dark palette was left)", "NAME");
@@ -179,7 +201,7 @@ int run_window(int argc, char** argv) {
   QCommandLineOption dialog("dialog", "open this dialog at start: " + dialog_names().join(", ") +
                                           " (tags and rename: of the --reopen run); --screenshot then saves it",
                             "NAME");
-  for (const auto& o : {runs_dir, config, set, start, change, overlay, reopen, shot, shot_ms, size, quit_done, palette,
+  for (const auto& o : {runs_dir, config, set, start, change, overlay, reopen, shot, shot_ms, shot_steps, size, quit_done, palette,
                         lesson, sensitivity, view, dialog})
     p.addOption(o);
   p.process(app);
@@ -237,22 +259,9 @@ int run_window(int argc, char** argv) {
     if (p.isSet(quit_done))
       QObject::connect(w.session(), &TrainingSession::finished, &app, [] { QTimer::singleShot(300, qApp, &QApplication::quit); });
   }
-  if (p.isSet(shot)) {
-    const QString file = p.value(shot);
-    const bool of_dialog = p.isSet(dialog);
-    QTimer::singleShot(p.value(shot_ms).toInt(), &w, [&w, file, shot_target, of_dialog] {
-      w.plots()->refresh();
-      QApplication::processEvents();
-      // A dialog is modal: the one open now (a message box's or a file dialog's window).
-      QWidget* target = of_dialog && QApplication::activeModalWidget() ? QApplication::activeModalWidget() : shot_target;
-      const bool ok = target->grab().save(file);
-      std::fprintf(stderr, "%s %s\n", ok ? "saved" : "could not save", qPrintable(file));
-      if (w.running()) {
-        w.session()->stop();
-      }
-      QTimer::singleShot(100, qApp, [] { QApplication::exit(0); });
-    });
-  }
+  if (p.isSet(shot))
+    schedule_screenshot(w, p.value(shot), p.value(shot_ms).toInt(), p.value(shot_steps).toLong(), shot_target,
+                        p.isSet(dialog));
   const int rc = app.exec();
   w.session()->shutdown();
   return rc;
