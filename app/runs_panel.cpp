@@ -156,7 +156,9 @@ RunsPanel::RunsPanel(QWidget* parent) : QWidget(parent) {
     for (const auto& r : m_rows)
       if (r.dir == s.first()) cur = r.name;
     bool ok = false;
-    const QString n = QInputDialog::getText(this, "Rename run", "Label:", QLineEdit::Normal, cur, &ok);
+    const QString n = QInputDialog::getText(this, "Rename run",
+                                            "The run's name in the table, plots and reports\n(run.name in its config.json):",
+                                            QLineEdit::Normal, cur, &ok);
     if (ok) rename_run(s.first(), n);
   });
   button("Tags...", "Tags and notes of the selected run (notes.json in its folder; shown in reports)", [this] {

@@ -3,6 +3,7 @@
 // versions, and every view and dialog opened by name (trainlab --view / --dialog, what
 // tools/screenshots.sh renders).
 #include <QDialog>
+#include <QInputDialog>
 #include <QDockWidget>
 #include <QAbstractTextDocumentLayout>
 #include <QRegularExpression>
@@ -146,6 +147,8 @@ class TestWindowPanels : public QObject {
       QTimer::singleShot(300, &w, [&seen] {
         if (auto* d = qobject_cast<QDialog*>(QApplication::activeModalWidget())) {
           seen = d->windowTitle();
+          // Rename said only "Label:" (its title is not always shown): it says what the name is.
+          if (auto* in = qobject_cast<QInputDialog*>(d); in && !in->labelText().contains("run.name")) seen += " (no run.name)";
           d->reject();
         }
       });
