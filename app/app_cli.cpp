@@ -7,6 +7,7 @@
 #include <QPalette>
 #include <QStyle>
 #include <QTimer>
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 
@@ -17,6 +18,7 @@
 #include "sensitivity_view.h"
 #include "stop_signals.h"
 #include "util/error.h"
+#include "window_targets.h"
 
 namespace trainlab::app {
 
@@ -75,9 +77,11 @@ bool asks_for_help_or_version(int argc, char** argv) {
   return p.isSet(help) || p.isSet(help_all) || p.isSet(version);
 }
 
-// The window --lesson or --sensitivity opens (and --screenshot saves), else the main window.
+// The window --lesson, --sensitivity or --view opens (and --screenshot saves), else the main
+// window; null (the error printed) for a --view that cannot open.
 QWidget* window_to_show(MainWindow& w, const QCommandLineParser& p, const QCommandLineOption& lesson,
-                        const QCommandLineOption& sensitivity, const QCommandLineOption& size) {
+                        const QCommandLineOption& sensitivity, const QCommandLineOption& size,
+                        const QCommandLineOption& view) {
   if (p.isSet(lesson)) {
     w.findChild<QAction*>("action_lessons")->trigger();
     auto* v = w.findChild<LessonsView*>();
@@ -92,11 +96,60 @@ QWidget* window_to_show(MainWindow& w, const QCommandLineParser& p, const QComma
     v->measure();
     return v;
   }
+  if (p.isSet(view)) {
+    const QString spec = p.value(view);
+    const int eq = spec.indexOf('=');
+    QString error;
+    QWidget* v = open_view(w, eq < 0 ? spec : spec.left(eq), eq < 0 ? QString() : spec.mid(eq + 1), error);
+    if (!v) std::fprintf(stderr, "error: %s\n", qPrintable(error));
+    return v;
+  }
   return &w;
 }
 }  // namespace
 
 namespace {
+// --change-at MS:KEY=VALUE: each sets a live key in the form MS after the start.
+void schedule_changes(MainWindow& w, const QStringList& specs) {
+  for (const QString& spec : specs) {
+    const int colon = spec.indexOf(':'), eq = spec.indexOf('=');
+    if (colon < 0 || eq < colon) continue;
+    const int ms = spec.left(colon).toInt();
+    const std::string key = spec.mid(colon + 1, eq - colon - 1).toStdString();
+    const QString value = spec.mid(eq + 1);
+    QTimer::singleShot(ms, &w, [&w, key, value] {
+      const ConfigKey* k = find_config_key(key);
+      if (!k) return;
+      Json v;
+      if (k->type == KeyType::Int) v = value.toLongLong();
+      else if (k->type == KeyType::Float) v = value.toDouble();
+      else if (k->type == KeyType::Bool) v = value == "true" || value == "1";
+      else v = value.toStdString();
+      w.form()->set_value(key, v);
+    });
+  }
+}
+
+// --screenshot FILE: saved `ms` after the start and, with `steps` > 0, once the live run has that
+// many steps (a busy machine's run is slower: a time alone caught it before its markers); then
+// the run stops and the app quits. A dialog is modal: the one open then is saved.
+void schedule_screenshot(MainWindow& w, const QString& file, int ms, long steps, QWidget* target, bool of_dialog) {
+  auto* poll = new QTimer(&w);  // from `ms` on, every 200 ms until the run has its steps
+  poll->setInterval(200);
+  QObject::connect(poll, &QTimer::timeout, &w, [&w, poll, file, steps, target, of_dialog] {
+    if (steps > 0 && w.running() && (!w.live_run() || w.live_run()->size() < steps)) return;
+    poll->stop();
+    w.plots()->refresh();
+    QApplication::processEvents();
+    QWidget* shown = of_dialog && QApplication::activeModalWidget() ? QApplication::activeModalWidget() : target;
+    const bool ok = shown->grab().save(file);
+    std::fprintf(stderr, "%s %s\n", ok ? "saved" : "could not save", qPrintable(file));
+    if (w.running()) w.session()->stop();
+    QTimer::singleShot(100, qApp, [] { QApplication::exit(0); });
+  });
+  QTimer::singleShot(std::max(0, ms - 200), poll, [poll] { poll->start(); });
+}
+
 // --palette names system or dark (or is not given: the remembered View > Dark palette).
 bool palette_choice_valid(const QCommandLineParser& p, const QCommandLineOption& palette) {
   if (!p.isSet(palette) || p.value(palette) == "dark" || p.value(palette) == "system") return true;
@@ -132,6 +185,7 @@ int run_window(int argc, char** argv) {
   QCommandLineOption reopen("reopen", "show this run folder on the plots", "DIR");
   QCommandLineOption shot("screenshot", "save a PNG of the window, then quit", "FILE");
   QCommandLineOption shot_ms("screenshot-after-ms", "when to take the screenshot (default 2000)", "MS", "2000");
+  QCommandLineOption shot_steps("screenshot-after-steps", "and not before the started run has N steps", "N", "0");
   QCommandLineOption size("size", "window size", "WxH");
   QCommandLineOption quit_done("quit-when-done", "quit when the started run ends");
   QCommandLineOption palette("palette", "colours: system or dark (default: as View > Dark palette was left)", "NAME");
@@ -141,8 +195,14 @@ int run_window(int argc, char** argv) {
                                  "open View > Layer sensitivity on these weights (a run folder) and measure them "
                                  "(--screenshot then saves that window)",
                                  "WEIGHTS");
-  for (const auto& o : {runs_dir, config, set, start, change, overlay, reopen, shot, shot_ms, size, quit_done, palette,
-                        lesson, sensitivity})
+  QCommandLineOption view("view", "open this view at start: " + view_names().join(", ") +
+                                      " (sweep=FILE: a sweep.csv); --screenshot then saves its window",
+                          "NAME");
+  QCommandLineOption dialog("dialog", "open this dialog at start: " + dialog_names().join(", ") +
+                                          " (tags and rename: of the --reopen run); --screenshot then saves it",
+                            "NAME");
+  for (const auto& o : {runs_dir, config, set, start, change, overlay, reopen, shot, shot_ms, shot_steps, size, quit_done, palette,
+                        lesson, sensitivity, view, dialog})
     p.addOption(o);
   p.process(app);
   if (!palette_choice_valid(p, palette)) return 2;
@@ -186,42 +246,22 @@ int run_window(int argc, char** argv) {
     w.runs()->set_checked(dirs);
   }
   w.show();
-  QWidget* shot_target = window_to_show(w, p, lesson, sensitivity, size);
+  QWidget* shot_target = window_to_show(w, p, lesson, sensitivity, size, view);
+  if (!shot_target) return 2;
+  QString dialog_error;
+  if (p.isSet(dialog) && !open_dialog(w, p.value(dialog), dialog_error)) {
+    std::fprintf(stderr, "error: %s\n", qPrintable(dialog_error));
+    return 2;
+  }
   if (p.isSet(start)) {
     QTimer::singleShot(0, &w, [&w] { w.start_run(); });
-    for (const QString& spec : p.values(change)) {
-      const int colon = spec.indexOf(':'), eq = spec.indexOf('=');
-      if (colon < 0 || eq < colon) continue;
-      const int ms = spec.left(colon).toInt();
-      const std::string key = spec.mid(colon + 1, eq - colon - 1).toStdString();
-      const QString value = spec.mid(eq + 1);
-      QTimer::singleShot(ms, &w, [&w, key, value] {
-        const ConfigKey* k = find_config_key(key);
-        if (!k) return;
-        Json v;
-        if (k->type == KeyType::Int) v = value.toLongLong();
-        else if (k->type == KeyType::Float) v = value.toDouble();
-        else if (k->type == KeyType::Bool) v = value == "true" || value == "1";
-        else v = value.toStdString();
-        w.form()->set_value(key, v);
-      });
-    }
+    schedule_changes(w, p.values(change));
     if (p.isSet(quit_done))
       QObject::connect(w.session(), &TrainingSession::finished, &app, [] { QTimer::singleShot(300, qApp, &QApplication::quit); });
   }
-  if (p.isSet(shot)) {
-    const QString file = p.value(shot);
-    QTimer::singleShot(p.value(shot_ms).toInt(), &w, [&w, file, shot_target] {
-      w.plots()->refresh();
-      QApplication::processEvents();
-      const bool ok = shot_target->grab().save(file);
-      std::fprintf(stderr, "%s %s\n", ok ? "saved" : "could not save", qPrintable(file));
-      if (w.running()) {
-        w.session()->stop();
-      }
-      QTimer::singleShot(100, qApp, [] { QApplication::exit(0); });
-    });
-  }
+  if (p.isSet(shot))
+    schedule_screenshot(w, p.value(shot), p.value(shot_ms).toInt(), p.value(shot_steps).toLong(), shot_target,
+                        p.isSet(dialog));
   const int rc = app.exec();
   w.session()->shutdown();
   return rc;

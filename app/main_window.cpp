@@ -350,11 +350,12 @@ void MainWindow::on_metrics() {
   if (m_primary == m_live && m_live->has_ranks()) show_ranks();
 }
 
-// The ranks dock of a run over several ranks: shown once a run (closed by the user, it stays
-// closed), and redrawn from the run's latest figures.
+// The ranks dock of the shown run when it ran over several ranks (live, or reopened: there was no
+// live run then, and reading its folder crashed the window): shown once a run (closed by the
+// user, it stays closed), and redrawn from the run's latest figures.
 void MainWindow::show_ranks() {
-  if (m_ranks_opened_for != m_live->dir) {
-    m_ranks_opened_for = m_live->dir;
+  if (m_ranks_opened_for != m_primary->dir) {
+    m_ranks_opened_for = m_primary->dir;
     m_ranks_dock->show();
   }
   m_ranks->refresh();

@@ -30,6 +30,7 @@ class QVBoxLayout;
 
 namespace trainlab::app {
 class SensitivityView;
+class SweepView;
 
 // The folders that hold config presets (presets/ under each resource root), without repeats.
 QStringList preset_dirs();
@@ -90,9 +91,11 @@ class MainWindow : public QMainWindow {
   // Writes a report of run folders (PDF, HTML or CSV by extension); shows errors in the window.
   bool export_report(const QStringList& dirs, const QString& path);
   void about();
-  QString about_text() const;
+  QString about_text() const;  // versions of TrainLab, Qt, CUDA, the compiler, and the devices
   // The Layer sensitivity window (View menu), made on first use with the shown run's weights.
-  SensitivityView* show_sensitivity_view();  // versions of TrainLab, Qt, CUDA, the compiler, and the devices
+  SensitivityView* show_sensitivity_view();
+  // The Compression sweep window (View menu), made on first use and not yet shown.
+  SweepView* sweep_view();
 
  protected:
   void closeEvent(QCloseEvent* e) override;
@@ -135,7 +138,7 @@ class MainWindow : public QMainWindow {
   QDockWidget* m_roofline_dock = nullptr;
   RanksPanel* m_ranks = nullptr;
   QDockWidget* m_ranks_dock = nullptr;
-  QString m_ranks_opened_for;  // the live run whose ranks dock was opened by itself
+  QString m_ranks_opened_for;  // the run (live or reopened) whose ranks dock was opened by itself
   SystemView* m_system = nullptr;  // View > System metrics: the shown run's CPU / GPU utilisation
   QDockWidget* m_system_dock = nullptr;
   QPushButton *m_start = nullptr, *m_pause = nullptr, *m_stop = nullptr;

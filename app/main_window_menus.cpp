@@ -46,21 +46,23 @@ QStringList preset_dirs();  // main_window.cpp: the folders the preset list read
 
 void MainWindow::build_menus() {
   QMenu* file = menuBar()->addMenu("&File");
-  file->addAction("&Open config...", QKeySequence::Open, this, [this] {
+  QAction* open = file->addAction("&Open config...", QKeySequence::Open, this, [this] {
     const QString f = QFileDialog::getOpenFileName(this, "Open config", preset_dirs().value(0), "Config (*.json)");
     if (!f.isEmpty()) load_preset(f);
   });
+  open->setObjectName("action_open_config");
   file->addAction("&Save config...", QKeySequence::Save, this, [this] {
     const QString f = QFileDialog::getSaveFileName(this, "Save config", "preset.json", "Config (*.json)");
     if (!f.isEmpty()) save_preset(f);
   });
   file->addSeparator();
-  file->addAction("&Export report...", QKeySequence("Ctrl+E"), this, [this] {
+  QAction* report = file->addAction("&Export report...", QKeySequence("Ctrl+E"), this, [this] {
     QStringList d = m_runs->checked_dirs();
     if (d.isEmpty()) d = m_runs->selected_dirs();
     if (d.isEmpty() && m_primary && !m_primary->dir.isEmpty()) d << m_primary->dir;
     export_dialog(d);
   });
+  report->setObjectName("action_export_report");
   file->addAction("Runs &folder...", this, [this] {
     const QString d = QFileDialog::getExistingDirectory(this, "Runs folder", m_runs->root());
     if (!d.isEmpty()) m_runs->set_root(d);
@@ -136,12 +138,7 @@ void MainWindow::build_menus() {
 void MainWindow::add_view_windows(QMenu* view) {
   // The tables of `trainlab-cli sweep` (issue 5), in a window of their own, made on first use.
   QAction* sweep = view->addAction("Compression &sweep...", QKeySequence("Ctrl+Shift+S"), this, [this] {
-    auto* v = findChild<SweepView*>();
-    if (!v) {
-      v = new SweepView(this);
-      v->setWindowFlag(Qt::Window);
-      v->resize(1200, 800);
-    }
+    SweepView* v = sweep_view();
     v->open_with_dialog();
     if (!v->rows().isEmpty()) {
       v->show();
@@ -214,7 +211,7 @@ QString MainWindow::about_text() const {
   const QString cuda = built_with_cuda() ? QString("built in") : QString("not built (CPU only)");
 #endif
   return QString("<h3>TrainLab %1</h3><p>A desktop lab for training, compressing and measuring neural networks.</p>"
-                 "<table><tr><td>Qt</td><td>%2 (built with %3)</td></tr><tr><td>CUDA</td><td>%4</td></tr>"
+                 "<table cellspacing='0' cellpadding='4'><tr><td>Qt</td><td>%2 (built with %3)</td></tr><tr><td>CUDA</td><td>%4</td></tr>"
                  "<tr><td>Compiler</td><td>%5</td></tr><tr><td valign='top'>Devices</td><td>%6</td></tr></table>")
       .arg(TRAINLAB_VERSION, qVersion(), QT_VERSION_STR, cuda,
 #if defined(__clang__)
@@ -228,6 +225,16 @@ QString MainWindow::about_text() const {
 }
 
 void MainWindow::about() { QMessageBox::about(this, "About TrainLab", about_text()); }
+
+SweepView* MainWindow::sweep_view() {
+  auto* v = findChild<SweepView*>();
+  if (!v) {
+    v = new SweepView(this);
+    v->setWindowFlag(Qt::Window);
+    v->resize(1200, 800);
+  }
+  return v;
+}
 
 SensitivityView* MainWindow::show_sensitivity_view() {
   auto* v = findChild<SensitivityView*>();

@@ -251,6 +251,13 @@ QWidget* PlannerView::build_results() {
   m_check_table = new QTableWidget(w);
   m_check_table->setEditTriggers(QAbstractItemView::NoEditTriggers);
   m_check_table->verticalHeader()->setVisible(false);
+  // Empty, the tables say what fills them (two blank boxes said nothing).
+  for (const auto& [t, hint] : {std::pair{m_search_table, "Search layouts: each layout that fits, fastest first (a click applies it)"},
+                                std::pair{m_check_table, "Check on this machine: measured against predicted"}}) {
+    t->setColumnCount(1);
+    t->setHorizontalHeaderLabels({hint});
+    t->horizontalHeader()->setStretchLastSection(true);
+  }
   auto* tables = new QHBoxLayout;
   tables->addWidget(m_search_table, 3);
   tables->addWidget(m_check_table, 2);

@@ -62,13 +62,19 @@ void style_plot(QCustomPlot* p, const QPalette& pal) {
   p->legend->setBrush(lb);
   p->legend->setBorderPen(QPen(grid));
   p->legend->setTextColor(fg);
+  // Titles in the plot's layout (the roofline's and the ranks' plots) were black on a dark Base.
+  for (QCPLayoutElement* e : p->plotLayout()->elements(true))
+    if (auto* t = qobject_cast<QCPTextElement*>(e)) t->setTextColor(fg);
 }
 
 // Marker labels near the right edge go to the left of their line, so that they are not clipped.
-// Labels that would overlap go one row lower (up to kMarkerRows rows); one that finds no free row
-// is left out (its dashed line stays, and zooming in shows it), so that dense markers (a gradual
-// pruning schedule) stay readable. Runs after every layout of the plot (QCustomPlot::afterLayout),
-// so a resize or zoom places them again.
+// Labels that would overlap go one row lower; dense markers (a gradual pruning schedule: eight
+// "prune: 26.4% (gradual, per layer)" a few dozen pixels apart) first lose their repeated parts,
+// the parenthesis and then a prefix the label before already showed ("prune: 26.4%", "46.2%",
+// ...), so that each keeps a label in at most two rows (three stacked full labels read as one
+// block of text over the curves). Where even the short ones do not fit, one that finds no free row
+// of three is left out (its dashed line stays, and zooming in shows it). Runs after every layout of
+// the plot (QCustomPlot::afterLayout), so a resize or zoom places them again.
 namespace {
 // Points of `p`'s visible graphs inside `r` (pixels), from at most about 2,000 points a graph.
 int points_in(QCustomPlot* p, const QRectF& r) {
@@ -86,36 +92,86 @@ int points_in(QCustomPlot* p, const QRectF& r) {
   }
   return n;
 }
+
+struct MarkerLabel {
+  double px;  // the marker's x in pixels
+  QCPItemText* item;
+  QString full;
+};
+
+// The labels' texts at a level of shortening: 0 full, 1 without a trailing parenthesis, 2 also
+// without a "key: " prefix the label before (left of it) had.
+QStringList marker_texts(const QVector<MarkerLabel>& labels, int level) {
+  QStringList out;
+  QString last_prefix;
+  for (const MarkerLabel& l : labels) {
+    QString t = l.full;
+    if (level >= 1 && t.endsWith(')') && t.lastIndexOf(" (") > 0) t = t.left(t.lastIndexOf(" ("));
+    const int colon = t.lastIndexOf(": ");
+    const QString prefix = colon > 0 ? t.left(colon + 2) : QString();
+    if (level >= 2 && !prefix.trimmed().isEmpty() && prefix == last_prefix) t = " " + t.mid(colon + 2);
+    last_prefix = prefix;
+    out << t;
+  }
+  return out;
+}
+
+// Rows of the labels with `texts` placed left to right in `rows` rows (-1: no free row), and in
+// `left_of_line_out` whether each goes left of its line (near the right edge, so as not to be clipped).
+QVector<int> marker_rows(QCustomPlot* p, const QVector<MarkerLabel>& labels, const QStringList& texts, int rows,
+                         QVector<bool>* left_of_line_out = nullptr) {
+  QVector<double> row_right(rows, -1e9);
+  QVector<int> out;
+  for (int i = 0; i < labels.size(); ++i) {
+    QCPItemText* t = labels[i].item;
+    const QFontMetrics fm(t->font());
+    const double room = fm.horizontalAdvance(texts[i]) + t->padding().left() + t->padding().right() + 6;
+    const double px = labels[i].px;
+    const bool left_of_line = px + room > p->axisRect()->right();
+    const double start = left_of_line ? px - room : px;
+    int row = 0;
+    while (row < rows && start <= row_right[row]) ++row;
+    if (row < rows) row_right[row] = start + room;
+    out << (row < rows ? row : -1);
+    if (left_of_line_out) *left_of_line_out << left_of_line;
+  }
+  return out;
+}
 }  // namespace
 
 void layout_marker_labels(QCustomPlot* p) {
-  constexpr int kMarkerRows = 3;
-  QVector<QPair<double, QCPItemText*>> labels;
+  QVector<MarkerLabel> labels;
   for (int i = 0; i < p->itemCount(); ++i)
-    if (auto* t = qobject_cast<QCPItemText*>(p->item(i)); t && t->objectName() == "marker")
-      labels.push_back({p->xAxis->coordToPixel(t->position->key()), t});
-  std::stable_sort(labels.begin(), labels.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  double row_right[kMarkerRows];
-  std::fill(std::begin(row_right), std::end(row_right), -1e9);
+    if (auto* t = qobject_cast<QCPItemText*>(p->item(i)); t && t->objectName() == "marker") {
+      if (!t->property("full_text").isValid()) t->setProperty("full_text", t->text());
+      labels.push_back({p->xAxis->coordToPixel(t->position->key()), t, t->property("full_text").toString()});
+    }
+  std::stable_sort(labels.begin(), labels.end(), [](const auto& a, const auto& b) { return a.px < b.px; });
+  // The fullest texts that all fit in two rows; else the shortest in three, leaving out the rest.
+  QStringList texts;
+  QVector<int> rows;
+  for (int level = 0; level <= 2; ++level) {
+    texts = marker_texts(labels, level);
+    rows = marker_rows(p, labels, texts, 2);
+    if (!rows.contains(-1)) break;
+  }
+  QVector<bool> left_of_line;
+  if (rows.contains(-1)) rows = marker_rows(p, labels, texts, 3, &left_of_line);
+  else marker_rows(p, labels, texts, 2, &left_of_line);
   const double height = std::max(1, p->axisRect()->height());
   // The labels' rows go along the top of the plot, or along the bottom where the curves leave the
   // bottom freer (the accuracy rises to the top, where its labels were written over it).
   const QRect axes = p->axisRect()->rect();
-  const int band = kMarkerRows * (QFontMetrics(p->font()).height() + 4);
+  const int band = 3 * (QFontMetrics(p->font()).height() + 4);
   const bool bottom = !labels.isEmpty() && points_in(p, QRectF(axes.left(), axes.bottom() - band, axes.width(), band)) <
                                                points_in(p, QRectF(axes.left(), axes.top(), axes.width(), band)) / 2;
-  for (const auto& [px, t] : labels) {
-    const QFontMetrics fm(t->font());
-    const double room = fm.horizontalAdvance(t->text()) + t->padding().left() + t->padding().right() + 6;
-    const bool left_of_line = px + room > p->axisRect()->right();
-    t->setPositionAlignment((bottom ? Qt::AlignBottom : Qt::AlignTop) | (left_of_line ? Qt::AlignRight : Qt::AlignLeft));
-    const double start = left_of_line ? px - room : px;
-    int row = 0;
-    while (row < kMarkerRows && start <= row_right[row]) ++row;
-    t->setVisible(row < kMarkerRows);
-    if (row == kMarkerRows) continue;
-    row_right[row] = start + room;
-    const double offset = 0.03 + row * (fm.height() + 2) / height;
+  for (int i = 0; i < labels.size(); ++i) {
+    QCPItemText* t = labels[i].item;
+    t->setText(texts[i]);
+    t->setPositionAlignment((bottom ? Qt::AlignBottom : Qt::AlignTop) | (left_of_line[i] ? Qt::AlignRight : Qt::AlignLeft));
+    t->setVisible(rows[i] >= 0);
+    if (rows[i] < 0) continue;
+    const double offset = 0.03 + rows[i] * (QFontMetrics(t->font()).height() + 4) / height;
     t->position->setCoords(t->position->key(), bottom ? 1 - offset : offset);
   }
 }

@@ -25,13 +25,14 @@ class CompactTicker : public QCPAxisTicker {
   QString getTickLabel(double tick, const QLocale& locale, QChar format, int precision) override;
 };
 
-// Background, axes, grid and legend in the palette's colours (text on Base), so that the plots
-// stay readable under a dark palette.
+// Background, axes, grid, legend and the layout's titles in the palette's colours (text on Base),
+// so that the plots stay readable under a dark palette.
 void style_plot(QCustomPlot* p, const QPalette& palette);
 
 // Places the labels of a plot's markers (QCPItemText items named "marker") for its current layout:
-// left of their line near the right edge; overlapping labels in up to three rows, any further one
-// hidden.
+// left of their line near the right edge; overlapping labels in up to two rows, shortened first
+// where that makes them fit (no repeated parenthesis or "key: " prefix), else in three rows with
+// any further one hidden.
 void layout_marker_labels(QCustomPlot* p);
 
 // Draws a plot onto any painter (a PDF page, an SVG) at the target's size, as vector graphics.

@@ -173,6 +173,10 @@ void RanksPanel::draw_memory() {
   }
   stack_bars(p, measured_keys, measured, 255, true);
   stack_bars(p, predicted_keys, predicted, 90, false);
+  // Two columns: six categories in one column were taller than the room above the bars in a
+  // 1280-wide window's dock, and covered rank 0's bars.
+  p->legend->setWrap(2);
+  p->legend->setFillOrder(QCPLayoutGrid::foColumnsFirst, true);  // rearranges the items
   p->xAxis->setTicker(ticks);
   p->xAxis->setRange(0.4, rank_key(static_cast<int>(ranks.size()) - 1, tp) + 0.6);
   p->yAxis->setTicker(QSharedPointer<QCPAxisTicker>(new BytesTicker));

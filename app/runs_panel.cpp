@@ -20,6 +20,7 @@
 #include <QMessageBox>
 #include <QPushButton>
 #include <QTableWidget>
+#include <QStyle>
 #include <QToolButton>
 #include <QUrl>
 #include <QVBoxLayout>
@@ -155,7 +156,9 @@ RunsPanel::RunsPanel(QWidget* parent) : QWidget(parent) {
     for (const auto& r : m_rows)
       if (r.dir == s.first()) cur = r.name;
     bool ok = false;
-    const QString n = QInputDialog::getText(this, "Rename run", "Label:", QLineEdit::Normal, cur, &ok);
+    const QString n = QInputDialog::getText(this, "Rename run",
+                                            "The run's name in the table, plots and reports\n(run.name in its config.json):",
+                                            QLineEdit::Normal, cur, &ok);
     if (ok) rename_run(s.first(), n);
   });
   button("Tags...", "Tags and notes of the selected run (notes.json in its folder; shown in reports)", [this] {
@@ -190,6 +193,7 @@ RunsPanel::RunsPanel(QWidget* parent) : QWidget(parent) {
   m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::Interactive);
   m_table->setContextMenuPolicy(Qt::CustomContextMenu);
   m_table->setWordWrap(false);
+  m_table->viewport()->installEventFilter(this);  // fit_columns on each resize
   connect(m_table, &QTableWidget::customContextMenuRequested, this, &RunsPanel::context_menu);
   connect(m_table, &QTableWidget::itemChanged, this, [this](QTableWidgetItem* it) {
     if (m_filling || it->column() != CName) return;
@@ -352,11 +356,40 @@ void RunsPanel::fill() {
     if (!r.notes.isEmpty()) n->setToolTip(n->toolTip() + "\n\n" + r.notes);
   }
   m_table->resizeColumnsToContents();
-  for (int c = 0; c < CCount - 1; ++c) m_table->setColumnWidth(c, std::min(m_table->columnWidth(c) + 8, 260));
+  m_natural.clear();
+  for (int c = 0; c < CCount; ++c) m_natural << std::min(m_table->columnWidth(c) + 8, 260);
+  fit_columns();
   for (const QString& s : sel) select_dir(s);
   apply_filter();
   m_filling = false;
   update_resume_button();
+}
+
+// The columns at their contents' widths where the table is wide enough. In a narrower one (a
+// 1280-wide window) the Differences column, what a comparison is read for, was pushed past the
+// right edge with its header cut ("Differen"): the differences themselves and then the run names
+// give way (elided; their tooltips hold the whole text) until the Differences column ends inside
+// the table with its whole header. The Tags column (the last, stretched) takes what is left.
+void RunsPanel::fit_columns() {
+  if (m_natural.size() != CCount) return;
+  QHeaderView* h = m_table->horizontalHeader();
+  const int margin = 2 * h->style()->pixelMetric(QStyle::PM_HeaderMargin, nullptr, h) + 12;
+  auto header_width = [&](int c) { return h->fontMetrics().horizontalAdvance(kHeaders[c]) + margin; };
+  QVector<int> w = m_natural;
+  int over = -m_table->viewport()->width();
+  for (int c = 0; c <= CDiff; ++c) over += w[c];
+  for (const auto& [c, least] : {std::pair{int(CDiff), 0}, std::pair{int(CName), 80}}) {
+    const int cut = std::clamp(over, 0, std::max(0, w[c] - std::max(least, header_width(c))));
+    w[c] -= cut;
+    over -= cut;
+  }
+  for (int c = 0; c < CTags; ++c) m_table->setColumnWidth(c, w[c]);
+}
+
+// The table's viewport, not the panel: its width is known only once the table's layout has run.
+bool RunsPanel::eventFilter(QObject* o, QEvent* e) {
+  if (o == m_table->viewport() && e->type() == QEvent::Resize) fit_columns();
+  return QWidget::eventFilter(o, e);
 }
 
 bool RunsPanel::resumable(const QString& dir) const {

@@ -83,8 +83,12 @@ class RunsPanel : public QWidget {
   // set_run_notes wrote dir's notes.json.
   void notes_changed(const QString& dir);
 
+ protected:
+  bool eventFilter(QObject* o, QEvent* e) override;
+
  private:
   void fill();
+  void fit_columns();
   void context_menu(const QPoint& pos);
   void choose_root();
   void update_resume_button();
@@ -101,6 +105,7 @@ class RunsPanel : public QWidget {
   QFileSystemWatcher m_watcher;
   QTimer m_reload_timer;
   bool m_filling = false;
+  QVector<int> m_natural;  // each column's width for its contents (at most 260 px), from fill()
 };
 
 }  // namespace trainlab::app

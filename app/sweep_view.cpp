@@ -157,6 +157,8 @@ SweepView::SweepView(QWidget* parent) : QWidget(parent) {
     p->yAxis->setLabel("test accuracy (%)");
     p->legend->setVisible(true);
     p->legend->setFont(QFont(font().family(), 8));
+    // The accuracies sit near the top: a legend there covered them (to the emptiest corner).
+    connect(p, &QCustomPlot::afterReplot, p, [p] { place_legend_clear(p); });
     p->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
     p->setMouseTracking(true);
     p->installEventFilter(this);

@@ -103,6 +103,9 @@ TextPanel::TextPanel(QWidget* parent) : QWidget(parent) {
   m_out = new QPlainTextEdit(this);
   m_out->setReadOnly(true);
   m_out->setFont(QFont("Monospace"));
+  // An empty box said nothing of what fills it.
+  m_out->setPlaceholderText("Generate samples the model's continuation of the prompt here (a char-gpt run's "
+                            "weights: reopen one, or choose its model.safetensors with ...).");
   v->addWidget(m_out, 1);
   connect(m_go, &QPushButton::clicked, this, [this] { generate(); });
   connect(m_prompt, &QLineEdit::returnPressed, this, [this] { generate(); });

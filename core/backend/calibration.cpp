@@ -174,7 +174,7 @@ Calibration measure_calibration(Backend& be, int64_t size) {
     const DType stored = p.mode == MatmulMode::Fp8 ? DType::BF16 : p.dtype;
     const bool cuda_cores = p.dtype == DType::F32 && p.mode == MatmulMode::Native;
     p.size = size > 0 ? size : cpu ? 512 : cuda_cores ? 4096 : 8192;
-    p.tflops = cpu ? time_products(be, stored, p.mode, p.size, 1, 3, 1)
+    p.tflops = cpu ? time_products(be, stored, p.mode, p.size, 1, 6, 1)
                    : time_products(be, stored, p.mode, p.size, 3, 3, 10);
     if (!(p.tflops > 0)) throw Error("calibration: the " + Calibration::precision_label(p.dtype, p.mode) +
                                      " products on " + info.name + " took no measurable time");

@@ -93,6 +93,7 @@ class Trainer {
   void calibrate_device();
   StepMetrics train_step(long step, std::string event);
   void compression_metrics();
+  double measured_peak(double flops_per_s);
   void finish(RunSummary& sum, long steps, double last_loss);
   // The trainer's parts a checkpoint saves and restores (train/run_checkpoint.h).
   RunParts run_parts();

@@ -103,6 +103,62 @@ class TestPlotDefects : public QObject {
     QVERIFY(t->visible());
   }
 
+  // A gradual pruning schedule: eight markers a few dozen pixels apart, each labelled
+  // "prune: 26.4% (gradual, per layer)". The full labels stacked in three rows read as a block of
+  // text over the curves and half of them were left out; shortened ("prune: 26.4%", "46.2%", ...)
+  // each marker keeps its label, in at most two rows, none overlapping.
+  void denseMarkersKeepShortLabelsInTwoRows() {
+    QCustomPlot p;
+    p.resize(520, 240);
+    p.xAxis->setRange(0, 950);
+    const double sparsity[] = {26.4, 46.2, 60.5, 70.1, 75.8, 78.9, 79.9, 80.0};
+    QVector<QCPItemText*> labels;
+    for (int i = 0; i < 8; ++i) {
+      auto* t = new QCPItemText(&p);
+      t->setObjectName("marker");
+      t->setText(QString(" prune: %1% (gradual, per layer)").arg(sparsity[i]));
+      t->position->setTypeX(QCPItemPosition::ptPlotCoords);
+      t->position->setTypeY(QCPItemPosition::ptAxisRectRatio);
+      t->position->setCoords(200 + 100 * i, 0.03);
+      labels << t;
+    }
+    p.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&p));
+    p.replot(QCustomPlot::rpImmediateRefresh);
+    layout_marker_labels(&p);
+    p.replot(QCustomPlot::rpImmediateRefresh);
+    QSet<int> rows;
+    for (QCPItemText* t : labels) {
+      QVERIFY2(t->visible(), qPrintable(t->text() + " left out"));
+      rows << qRound(label_rect(t).top());
+    }
+    QVERIFY2(rows.size() <= 2, qPrintable(QString("%1 rows").arg(rows.size())));
+    for (int a = 0; a < labels.size(); ++a)
+      for (int b = a + 1; b < labels.size(); ++b)
+        QVERIFY2(!label_rect(labels[a]).intersects(label_rect(labels[b])), qPrintable(QString("%1 and %2").arg(a).arg(b)));
+    QCOMPARE(labels[0]->text(), QString(" prune: 26.4%"));  // the first says what; the others how much
+    QCOMPARE(labels[1]->text(), QString(" 46.2%"));
+    // Wide enough, the labels are whole again.
+    p.resize(2400, 240);
+    p.replot(QCustomPlot::rpImmediateRefresh);
+    layout_marker_labels(&p);
+    QCOMPARE(labels[1]->text(), QString(" prune: 46.2% (gradual, per layer)"));
+  }
+
+  // A title in the plot's layout (the roofline's, the ranks') follows the palette: it was black
+  // on the dark palette's dark Base.
+  void titlesFollowADarkPalette() {
+    QCustomPlot p;
+    p.plotLayout()->insertRow(0);
+    auto* title = new QCPTextElement(&p, "Roofline");
+    p.plotLayout()->addElement(0, 0, title);
+    QPalette dark;
+    dark.setColor(QPalette::WindowText, QColor(230, 230, 230));
+    dark.setColor(QPalette::Base, QColor(30, 30, 30));
+    style_plot(&p, dark);
+    QCOMPARE(title->textColor(), QColor(230, 230, 230));
+  }
+
   // Before any run the plots say how they fill (they were empty axes from 0 to 5 with no word, and
   // the memory plot a stamp in its corner); the hint goes once a run is drawn.
   void emptyPlotsSayHowTheyFill() {

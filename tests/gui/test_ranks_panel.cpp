@@ -61,6 +61,41 @@ class TestRanksPanel : public QObject {
     QVERIFY2(panel.message().contains("trained on one rank"), qPrintable(panel.message()));
   }
 
+  // In a 1280-wide window the dock is about 420 px wide and each plot about 300 px tall: the
+  // memory legend's six categories in one column covered rank 0's bars. (No MPI needed: the
+  // ranks' figures are given.)
+  void memoryLegendLeavesTheBars() {
+    auto run = std::make_shared<RunSeries>();
+    run->name = "two ranks";
+    for (int r = 0; r < 2; ++r) {
+      RankStepMetrics m;
+      m.rank = r;
+      m.step_ms = 7, m.compute_ms = 1, m.comm_ms = 5, m.wait_ms = 1;
+      for (size_t c = 0; c < kMemCategoryCount; ++c) {
+        m.mem_current.by_category[c] = static_cast<int64_t>(300000 * (c + 1));
+        m.mem_predicted.by_category[c] = static_cast<int64_t>(200000 * (c + 1));
+      }
+      m.mem_peak = m.mem_current;
+      run->last_ranks.push_back(m);
+    }
+    RanksPanel panel;
+    panel.resize(420, 640);
+    panel.set_run(run);
+    panel.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&panel));
+    panel.refresh();
+    QCustomPlot* mem = panel.plot(RanksPanel::Plot::Memory);
+    mem->replot(QCustomPlot::rpImmediateRefresh);
+    const QRect legend = mem->legend->outerRect();
+    QVERIFY(!legend.isEmpty());
+    for (double key : {1.0 - 0.18, 1.0 + 0.18, 2.0 - 0.18, 2.0 + 0.18}) {
+      const double x = mem->xAxis->coordToPixel(key), top = mem->yAxis->coordToPixel(stacked_at(mem, key));
+      const QRectF bar(QPointF(x - 10, top), QPointF(x + 10, mem->yAxis->coordToPixel(0)));
+      QVERIFY2(!legend.intersects(bar.toRect()),
+               qPrintable(QString("the legend (%1 px tall) covers the bar at %2").arg(legend.height()).arg(key)));
+    }
+  }
+
   void windowFollowsTheRanks() {
     if (!have_mpi()) QSKIP("mpirun or MPI is absent: several ranks are not tested");
     MainWindow w(m_tmp.filePath("runs"));
@@ -114,6 +149,14 @@ class TestRanksPanel : public QObject {
     const Json times = RunSeries::load(m_ranked_dir).summary.at("dist_times");
     QCOMPARE(times.at("ranks").size(), size_t(2));
     QVERIFY(times.at("efficiency_estimate").get<double>() > 0 && times.at("efficiency_estimate").get<double>() <= 1);
+    // Reopened in a window that has no live run (that crashed it: the dock read the live run's
+    // folder), the finished run's ranks show as they did live.
+    MainWindow again(m_tmp.filePath("runs"));
+    again.show();
+    again.reopen(m_ranked_dir);
+    QVERIFY(again.ranks_dock()->isVisible());
+    again.ranks_panel()->refresh();
+    QVERIFY2(again.ranks_panel()->message().isEmpty(), qPrintable(again.ranks_panel()->message()));
   }
 
   void tensorParallelGroups() {

@@ -1,12 +1,14 @@
 // The runs table: run records on disk with config differences from the baseline highlighted,
 // overlay of two runs on the plots, reopen, rename, delete, and runs surviving a restart.
 #include <QFile>
+#include <QHeaderView>
 #include <QTableWidget>
 #include <QtTest>
 #include <qcustomplot.h>
 
 #include "gui_support.h"
 #include "main_window.h"
+#include "runs_panel.h"
 
 using namespace trainlab::app;
 
@@ -47,6 +49,35 @@ class TestRunsOverlay : public QObject {
     QVERIFY(t->item(rb, 6)->text().endsWith("%"));
     QCOMPARE(t->item(rb, 1)->text(), QString("completed"));
     QCOMPARE(t->item(row_of(w, m_a), 3)->background().style(), Qt::NoBrush);
+  }
+
+  // In a 1280-wide window the table is about 940 px wide: the Differences column, what a
+  // comparison is read for, was pushed past the right edge with its header cut ("Differen").
+  // It ends inside the table with its whole header; in a wide table every column has its width.
+  void differencesFitANarrowTable() {
+    RunsPanel panel;
+    panel.set_root(m_root);
+    panel.set_baseline(m_a);
+    panel.resize(940, 300);
+    panel.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&panel));
+    QApplication::processEvents();
+    auto* t = panel.table();
+    const QHeaderView* h = t->horizontalHeader();
+    const int diff = 10, header = h->fontMetrics().horizontalAdvance("Differences from baseline");
+    QCOMPARE(t->horizontalHeaderItem(diff)->text(), QString("Differences from baseline"));
+    QVERIFY2(h->sectionViewportPosition(diff) + h->sectionSize(diff) <= t->viewport()->width(),
+             qPrintable(QString("Differences end at %1 px of %2")
+                            .arg(h->sectionViewportPosition(diff) + h->sectionSize(diff))
+                            .arg(t->viewport()->width())));
+    QVERIFY2(h->sectionSize(diff) >= header, qPrintable(QString("%1 < %2 px").arg(h->sectionSize(diff)).arg(header)));
+    // Wide: the columns keep their contents' widths (the run's name is not elided).
+    panel.resize(1800, 300);
+    QApplication::processEvents();
+    int row = 0;
+    while (row < t->rowCount() && t->item(row, 0)->data(Qt::UserRole).toString() != m_b) ++row;
+    QVERIFY(row < t->rowCount());
+    QVERIFY(h->sectionSize(0) >= t->fontMetrics().horizontalAdvance(t->item(row, 0)->text()));
   }
 
   void overlayTwoRuns() {

@@ -98,6 +98,27 @@ class TestSweepView : public QObject {
     QCOMPARE(v.graph(SweepView::Bits, "gptq channel")->data()->at(0)->value, 97.50);
   }
 
+  // The accuracies sit near 97 %: each legend, drawn in the top corner, covered them; it goes to
+  // a corner that the points leave free.
+  void legendsLeaveThePoints() {
+    SweepView v;
+    v.resize(1280, 800);
+    v.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&v));
+    QVERIFY2(v.load(csv_path()), qPrintable(v.error()));
+    for (auto k : {SweepView::Bits, SweepView::Sparsity, SweepView::Bytes}) {
+      QCustomPlot* p = v.plot(k);
+      for (int i = 0; i < 3; ++i) p->replot(QCustomPlot::rpImmediateRefresh);
+      const QRect legend = p->legend->outerRect();
+      int covered = 0;
+      for (int g = 0; g < p->graphCount(); ++g)
+        for (auto it = p->graph(g)->data()->constBegin(); it != p->graph(g)->data()->constEnd(); ++it)
+          covered += !p->graph(g)->property("baseline").toBool() &&
+                     legend.contains(QPoint(qRound(p->xAxis->coordToPixel(it->key)), qRound(p->yAxis->coordToPixel(it->value))));
+      QVERIFY2(covered <= 1, qPrintable(QString("plot %1: the legend covers %2 points").arg(int(k)).arg(covered)));
+    }
+  }
+
   void reportsGarbledFiles() {
     SweepView v;
     QVERIFY(!v.load(m_tmp.filePath("missing.csv")));

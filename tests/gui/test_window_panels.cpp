@@ -1,6 +1,15 @@
 // The side panels and boxes of the window: per-kernel times (sorted table when a run has them,
-// an explanation instead of an empty table for runs without kernel timing), and the About box's versions.
+// an explanation instead of an empty table for runs without kernel timing), the About box's
+// versions, and every view and dialog opened by name (trainlab --view / --dialog, what
+// tools/screenshots.sh renders).
+#include <QDialog>
+#include <QInputDialog>
 #include <QDockWidget>
+#include <QAbstractTextDocumentLayout>
+#include <QRegularExpression>
+#include <QTextBlock>
+#include <QTextDocument>
+#include <QTimer>
 #include <QProgressBar>
 #include <QTableWidget>
 #include <QtTest>
@@ -8,6 +17,7 @@
 #include "gui_support.h"
 #include "kernel_panel.h"
 #include "main_window.h"
+#include "window_targets.h"
 
 using namespace trainlab;
 using namespace trainlab::app;
@@ -83,6 +93,75 @@ class TestWindowPanels : public QObject {
     QVERIFY(a.contains(qVersion()));
     QVERIFY(a.contains("CUDA"));
     QVERIFY(a.contains("cpu: CPU"));
+    // The names and their values stand apart (the box read "Compilerg++ 12.2.0").
+    QTextDocument doc;
+    doc.setHtml(a);
+    doc.setTextWidth(600);
+    const QTextBlock name = doc.find("Compiler").block(), value = doc.find(QRegularExpression("^(g\\+\\+|clang|unknown)")).block();
+    QVERIFY(name.isValid() && value.isValid());
+    const QRectF n = doc.documentLayout()->blockBoundingRect(name), v = doc.documentLayout()->blockBoundingRect(value);
+    const double gap = v.left() - (n.left() + QFontMetricsF(doc.defaultFont()).horizontalAdvance("Compiler"));
+    QVERIFY2(gap >= 6, qPrintable(QString("%1 px between the name and its value").arg(gap)));
+  }
+
+  void everyViewOpensByName() {
+    const QString dir = gui_test::make_run(m_tmp.filePath("runs"), "views-run", "fp32", 10, "views run");
+    MainWindow w(m_tmp.filePath("runs"));
+    w.reopen(dir);
+    w.show();
+    QString error;
+    const QMap<QString, QString> docks = {{"kernels", "kernel_dock"}, {"roofline", "roofline_dock"}, {"text", "text_dock"},
+                                          {"ranks", "ranks_dock"},     {"system", "system_dock"}};
+    for (const QString& name : view_names()) {
+      if (name == "sweep") continue;  // needs its file: below
+      QWidget* v = open_view(w, name, {}, error);
+      QVERIFY2(v, qPrintable(name + ": " + error));
+      QVERIFY2(v->isVisible() && v->isWindow(), qPrintable(name));
+      if (!docks.contains(name)) continue;
+      QCOMPARE(v, &w);  // a dock: the window with it, alone among the docks
+      for (auto it = docks.begin(); it != docks.end(); ++it)
+        QVERIFY2(w.findChild<QDockWidget*>(it.value())->isVisible() == (it.key() == name), qPrintable(name + " " + it.value()));
+    }
+    QVERIFY(open_view(w, "planner", {}, error) != &w);  // a window of its own
+    QVERIFY(!open_view(w, "sweep", {}, error));
+    QVERIFY2(error.contains("--view sweep=FILE"), qPrintable(error));
+    QVERIFY(!open_view(w, "sweep", m_tmp.filePath("none.csv"), error));
+    QVERIFY2(error.contains("none.csv"), qPrintable(error));
+    QVERIFY(!open_view(w, "roofs", {}, error));
+    QVERIFY2(error.contains("expected one of main, kernels, roofline"), qPrintable(error));
+  }
+
+  // Each dialog opens modal (its title checked), and is closed by a timer as a user would.
+  void everyDialogOpensByName() {
+    const QString dir = gui_test::make_run(m_tmp.filePath("runs"), "dialog-run", "fp32", 10, "dialog run");
+    MainWindow w(m_tmp.filePath("runs"));
+    w.reopen(dir);
+    w.show();
+    const QMap<QString, QString> titles = {{"about", "About TrainLab"}, {"export", "Export report"},
+                                           {"tags", "Tags and notes"}, {"rename", "Rename run"},
+                                           {"open-config", "Open config"}};
+    const QStringList names = dialog_names();
+    QCOMPARE(QSet<QString>(titles.keyBegin(), titles.keyEnd()), QSet<QString>(names.begin(), names.end()));
+    for (const QString& name : names) {
+      QString seen, error;
+      QTimer::singleShot(300, &w, [&seen] {
+        if (auto* d = qobject_cast<QDialog*>(QApplication::activeModalWidget())) {
+          seen = d->windowTitle();
+          // Rename said only "Label:" (its title is not always shown): it says what the name is.
+          if (auto* in = qobject_cast<QInputDialog*>(d); in && !in->labelText().contains("run.name")) seen += " (no run.name)";
+          d->reject();
+        }
+      });
+      QVERIFY2(open_dialog(w, name, error), qPrintable(error));
+      QTRY_VERIFY2(seen.startsWith(titles[name]), qPrintable(name + ": '" + seen + "'"));
+    }
+    QString error;
+    QVERIFY(!open_dialog(w, "preferences", error));
+    QVERIFY2(error.contains("expected one of about, export"), qPrintable(error));
+    QSettings().clear();  // no run remembered as the last one shown
+    MainWindow empty(m_tmp.filePath("no-runs"));
+    QVERIFY(!open_dialog(empty, "tags", error));
+    QVERIFY2(error.contains("--reopen RUN_DIR"), qPrintable(error));
   }
 };
 
