@@ -4,6 +4,7 @@
 
 #include "config/compress_options.h"
 #include "config/train_options.h"
+#include "dist/pipeline_schedule.h"
 #include "dist/world.h"
 #include "nn/transformer.h"
 #include "util/error.h"
@@ -58,6 +59,49 @@ void check_tensor_parallel(const Config& config, const DistOptions& o, int ranks
 
 }  // namespace
 
+std::string check_pipeline_layout(const Config& config, const DistOptions& o, int ranks) {
+  const int p = o.pp, v = o.virtual_stages;
+  const std::string pp = "dist.pp " + std::to_string(p);
+  if (p == 1 && v == 1 && o.stage_layers.empty()) return "";
+  const dist::PipelineSchedule kind = dist::pipeline_schedule_from_name(o.schedule, "dist.schedule");
+  const ModelOptions mo = model_options(config);
+  if (mo.name != "char-gpt")
+    throw dist::CollectiveError(pp + " splits a transformer's blocks into pipeline stages; model.name " + mo.name +
+                                " has none (pipeline parallelism runs for char-gpt; use dist.pp 1 with " + mo.name + ")");
+  if (v > 1 && kind != dist::PipelineSchedule::Interleaved)
+    throw dist::CollectiveError("dist.virtual_stages " + std::to_string(v) + ": only dist.schedule interleaved splits a " +
+                                "rank's blocks into chunks; " + o.schedule + " needs 1");
+  const int m = micro_batches(config);
+  if (kind == dist::PipelineSchedule::Interleaved && m % p != 0)
+    throw dist::CollectiveError("dist.schedule interleaved sends the micro-batches round the " + std::to_string(p) +
+                                " stages in groups of " + std::to_string(p) + ": train.micro_batches " +
+                                std::to_string(m) + " must be a multiple of " + pp);
+  CharGptConfig c = CharGptConfig::preset(mo.preset);
+  if (mo.layers > 0) c.layers = mo.layers;
+  try {
+    dist::stage_layer_split(kind, c.layers, p, v, o.stage_layers);
+    dist::validate_pipeline(kind, p, m, v);
+  } catch (const dist::CollectiveError&) {
+    throw;
+  } catch (const Error& e) {
+    throw dist::CollectiveError(e.what());
+  }
+  if (ranks % (o.tp * p) != 0)
+    throw dist::CollectiveError("dist.tp " + std::to_string(o.tp) + " x " + pp + " = " + std::to_string(o.tp * p) +
+                                " does not divide the " + std::to_string(ranks) + " rank" + (ranks > 1 ? "s" : "") +
+                                ": the ranks are dist.tp x data-parallel replicas x dist.pp (start " +
+                                std::to_string(o.tp * p) + ", " + std::to_string(2 * o.tp * p) + ", ... ranks with --ranks)");
+  const CompressOptions co = compress_options(config);
+  if (co.quant.qat() || co.prune.method != "none" || !co.distill.teacher.empty())
+    throw dist::CollectiveError(pp + ": quantization-aware training, pruning and distillation need every weight on a "
+                                "rank; they run with dist.pp 1");
+  if (config.get_string("optim.offload") != "none")
+    throw dist::CollectiveError(pp + " with optim.offload " + config.get_string("optim.offload") +
+                                ": the offloaded update is not split into stages; use optim.offload none");
+  const std::string w = dist::pipeline_warning(kind, p, m, v);
+  return w.empty() ? w : "dist.schedule " + o.schedule + " with " + pp + " and train.micro_batches " + std::to_string(m) + ": " + w;
+}
+
 DistributedRun::DistributedRun(const Config& config)
     : m_place(dist::launch_info()), m_options(dist_options(config)) {
   if (m_place.launched() && m_options.ranks > 0 && m_options.ranks != m_place.size)
@@ -80,7 +124,14 @@ DistributedRun::DistributedRun(const Config& config)
     throw Error(std::string("dist.strategy ") + dist_strategy_name(m_options.strategy) +
                 " shards the masters and optimizer state that optim.offload cpu keeps in host memory: use "
                 "dist.strategy ddp or optim.offload none");
-  check_tensor_parallel(config, m_options, m_place.launched() ? m_place.size : std::max(1, m_options.ranks));
+  const int job_ranks = m_place.launched() ? m_place.size : std::max(1, m_options.ranks);
+  check_tensor_parallel(config, m_options, job_ranks);
+  m_pipeline_warning = check_pipeline_layout(config, m_options, job_ranks);
+  if (m_options.pp > 1)
+    throw dist::CollectiveError("dist.pp " + std::to_string(m_options.pp) + ": the layout checks out, but this build "
+                                "has no pipeline runtime yet (the schedules are planned: trainlab-cli plan --pp " +
+                                std::to_string(m_options.pp) + " --schedule " + m_options.schedule +
+                                " --print-schedule); train with dist.pp 1");
   if (m_options.tp > 1 && m_place.size / m_options.tp < 2 && zero_stage(m_options.strategy) > 0)
     throw dist::CollectiveError(std::string("dist.strategy ") + dist_strategy_name(m_options.strategy) +
                                 " shards over the data-parallel replicas, and with dist.tp " +
@@ -104,7 +155,7 @@ void DistributedRun::connect(Backend& be, const Config& config, int64_t batch) {
   if (!active()) return;
   m_groups = std::make_unique<dist::ProcessGroups>(
       dist::make_world(m_place, be, m_options.timeout_s, m_options.transport, &m_notice),
-      dist::ParallelDegrees{m_options.tp, 1}, be);
+      dist::ParallelDegrees{m_options.tp, m_options.pp}, be);
   if (m_options.tp > 1) m_tensor = std::make_unique<dist::CommTensorGroup>(m_groups->tensor_parallel());
   Json j = config.to_json();
   j.erase("run");  // the run record's folder and name are rank 0's business

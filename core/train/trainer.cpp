@@ -151,6 +151,9 @@ void Trainer::apply_setting(const std::string& key, const Json& value, std::stri
   // The offloaded optimizer's host masters and staging buffers are laid out for one format.
   if (key == "precision.dtype" && m_state->opt->host_step())
     throw Error("'precision.dtype' cannot change mid-run with optim.offload cpu");
+  if (key == "train.accumulate" && m_config.get_int("train.micro_batches") > 0)
+    throw Error("'train.accumulate' cannot change while train.micro_batches (" +
+                std::to_string(m_config.get_int("train.micro_batches")) + ") sets the micro-batches of this run");
   const Json old = m_config.at(key);
   m_config.set_json(key, value, "mid-run change");
   const Json now = m_config.at(key);
@@ -166,7 +169,7 @@ void Trainer::apply_setting(const std::string& key, const Json& value, std::stri
   } else if (key == "optim.lr") {
     s.schedule.base_lr = now.get<double>();
   } else if (key == "train.accumulate") {
-    s.accumulate = static_cast<int>(now.get<int64_t>());
+    s.accumulate = micro_batches(m_config);
     s.step->set_accumulate(s.accumulate);
   } else if (key == "checkpoint.policy" || key == "checkpoint.k") {
     s.task->set_checkpointing(checkpoint_options(m_config));
