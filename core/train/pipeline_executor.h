@@ -1,0 +1,55 @@
+// PipelineExecutor: one optimizer step of a pipeline stage (dist.pp, issue 39): this rank's list
+// of a dist::PipelineTable (gpipe or 1f1b: one chunk a rank, backward whole) run on its CharGpt
+// stage (nn/transformer.h, PipelineSlice), the activations sent forward and their gradients back
+// point to point over the pipeline group, posted asynchronously:
+//   Forward i    receives micro-batch i's activation from stage s-1 (the first stage reads the
+//                tokens), computes in activation slot i, posts the send of its output to s+1; the
+//                last stage computes the loss (its gradient multiplier is the one-rank run's) and
+//                the logits' gradient instead.
+//   Backward i   receives the output's gradient from s+1 (the last stage has the loss's), computes
+//                in slot i, adds the weight gradients (the first micro-batch writes them), posts
+//                the send of the input gradient to s-1 and frees the slot.
+// Sends never block (each has its own buffer until the step's end); a stage waits only for what
+// it receives, and messages between two stages go in the order both post them (ascending
+// micro-batch each way), so no schedule here deadlocks. The gradients are added in ascending
+// micro-batch order on every stage (the tables promise it), so p stages give the one-rank run's
+// gradients with train.accumulate m bit for bit (fp32, CPU).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "dist/communicator.h"
+#include "dist/pipeline_schedule.h"
+#include "nn/transformer.h"
+
+namespace trainlab {
+
+// One action as it ran on this stage: seconds from the step's start; `wait_s` of it spent waiting
+// for the received tensor.
+struct PipeEvent {
+  dist::PipeAction action;
+  double start_s = 0, end_s = 0, wait_s = 0;
+};
+
+class PipelineExecutor {
+ public:
+  // `pipe`: the pipeline group (rank = stage). Throws Error for a table with chunks or a split
+  // backward (interleaved, zb-h1: not run yet) or one of another number of stages.
+  PipelineExecutor(CharGpt& stage, dist::Communicator& pipe, dist::PipelineTable table);
+  // One step's forwards and backwards: micro-batch i's tokens xs[i] int32 [B, T] (read on the first
+  // stage) and labels ys[i] [B*T] (on the last); `mult` the loss gradient's multiplier; the last
+  // stage accumulates {loss sum, correct} of every micro-batch into `stats` (fp32 [2]).
+  void step(Backend& be, const std::vector<Tensor>& xs, const std::vector<Tensor>& ys, float mult, Tensor& stats);
+  const std::vector<PipeEvent>& events() const { return m_events; }  // the last step's, in order
+  // The most micro-batches whose activations this stage held at once in the last step.
+  int peak_in_flight() const { return m_peak; }
+
+ private:
+  CharGpt& m_stage;
+  dist::Communicator& m_pipe;
+  dist::PipelineTable m_table;
+  std::vector<PipeEvent> m_events;
+  int m_peak = 0;
+};
+
+}  // namespace trainlab

@@ -1,0 +1,135 @@
+// ctest-labels: unit;dist;no-asan
+// Pipeline parallelism's runtime (train/pipeline_executor.h) on CPU ranks through MPI: `mpirun
+// --allow-run-as-root --oversubscribe -np p` of this executable as a worker. Skipped when mpirun is
+// absent or the build has no MPI. Each rank holds its stage of a small char-gpt (the balanced
+// split, or a given one) and runs 5 optimizer steps of 4 micro-batches in the schedule's order,
+// the activations and gradients going point to point; beside it, the whole one-rank model
+// accumulates the same 4 micro-batches. Every step's loss (on the last stage) and every gradient
+// of the stage equal the one-rank run's bit for bit (fp32), with dropout in some cases; the
+// stage holds the table's peak count of micro-batches in flight.
+#include <QtTest>
+#include <random>
+
+#include "backend/cpu_backend.h"
+#include "dist/world.h"
+#include "rank_runs.h"
+#include "test_support.h"
+#include "train/pipeline_executor.h"
+
+using namespace trainlab;
+using namespace trainlab::test;
+
+namespace {
+
+// w -= 0.05 g on the host for every parameter (the same arithmetic on each element in both runs).
+void sgd(Backend& be, const std::vector<Parameter*>& params) {
+  for (Parameter* p : params) {
+    std::vector<float> w = download_f32(be, p->master);
+    const std::vector<float> g = download_f32(be, p->grad);
+    for (size_t j = 0; j < w.size(); ++j) w[j] -= 0.05f * g[j];
+    be.upload(p->master, w.data(), DType::F32);
+  }
+}
+
+int pipeline_worker(const std::string& schedule, double dropout, const std::vector<int64_t>& layers_given) {
+  CpuBackend be;
+  auto world = dist::make_world(dist::launch_info(), be, 60.0, "auto");
+  const int s = world->rank(), p = world->size(), m = 4;
+  CharGptConfig c;
+  c.vocab = 65;
+  c.layers = 4, c.heads = 2, c.dim = 32, c.context = 16;
+  c.dropout = dropout;
+  const dist::PipelineSchedule kind = dist::pipeline_schedule_from_name(schedule, "schedule");
+  const std::vector<int64_t> cut = dist::stage_layer_split(kind, c.layers, p, 1, layers_given);
+  int64_t first = 0;
+  for (int k = 0; k < s; ++k) first += cut[static_cast<size_t>(k)];
+  const int64_t last = first + cut[static_cast<size_t>(s)];
+  CharGpt whole(be, c, 7);
+  CharGpt stage(be, c, 7, TensorParallel{}, PipelineSlice{first, last, s == 0, s == p - 1});
+  PipelineExecutor exec(stage, *world, dist::build_schedule(kind, p, m));
+  std::map<std::string, Parameter*> by_name;
+  for (Parameter* q : whole.parameters()) by_name[q->name] = q;
+  const int64_t B = 2, T = c.context;
+  const float mult = 1.0f / static_cast<float>(m * B * T);
+  std::mt19937 g(11);
+  for (int step = 0; step < 5; ++step) {
+    std::vector<Tensor> xs, ys;
+    for (int i = 0; i < m; ++i) {
+      std::vector<int32_t> x(static_cast<size_t>(B * T)), y(x.size());
+      for (size_t j = 0; j < x.size(); ++j) x[j] = static_cast<int32_t>(g() % 65), y[j] = static_cast<int32_t>(g() % 65);
+      xs.push_back(be.empty({B, T}, DType::I32, MemCategory::Workspace));
+      ys.push_back(be.empty({B * T}, DType::I32, MemCategory::Workspace));
+      be.upload(xs.back(), x.data(), DType::I32);
+      be.upload(ys.back(), y.data(), DType::I32);
+    }
+    Tensor want = be.empty({2}, DType::F32, MemCategory::Workspace), got = be.empty({2}, DType::F32, MemCategory::Workspace);
+    for (int i = 0; i < m; ++i) {
+      Tensor logits = whole.forward(be, xs[static_cast<size_t>(i)], true);
+      Tensor dl = be.empty(logits.shape(), logits.dtype(), MemCategory::Activations);
+      whole.cross_entropy(be, logits, ys[static_cast<size_t>(i)], &dl, mult, want, i > 0);
+      whole.backward(be, dl, i > 0);
+    }
+    exec.step(be, xs, ys, mult, got);
+    if (s == p - 1 && download_f32(be, got) != download_f32(be, want))
+      return fail("step " + std::to_string(step) + ": loss sum " + std::to_string(download_f32(be, got)[0]) +
+                  " against one rank's " + std::to_string(download_f32(be, want)[0]));
+    for (Parameter* q : stage.parameters())
+      if (download_f32(be, q->grad) != download_f32(be, by_name.at(q->name)->grad))
+        return fail("step " + std::to_string(step) + ": " + q->name + "'s gradient is not one rank's");
+    sgd(be, whole.parameters());
+    sgd(be, stage.parameters());
+  }
+  const int64_t peak = dist::simulate(dist::build_schedule(kind, p, m)).peak_in_flight[static_cast<size_t>(s)];
+  if (exec.peak_in_flight() != peak)
+    return fail("held " + std::to_string(exec.peak_in_flight()) + " micro-batches at once, the table " +
+                std::to_string(peak));
+  std::printf("OK rank %d blocks [%ld, %ld) peak %d\n", s, static_cast<long>(first), static_cast<long>(last),
+              exec.peak_in_flight());
+  return 0;
+}
+
+}  // namespace
+
+class TestPipelineParallel : public QObject {
+  Q_OBJECT
+  bool no_mpi() { return mpirun_path().isEmpty() || !dist::built_with_mpi(); }
+
+ private slots:
+  void lossesAndGradientsMatchOneRank_data() {
+    QTest::addColumn<int>("ranks");
+    QTest::addColumn<QString>("schedule");
+    QTest::addColumn<QString>("dropout");
+    QTest::addColumn<QString>("layers");
+    QTest::newRow("pp 2, gpipe") << 2 << "gpipe" << "0" << "-";
+    QTest::newRow("pp 2, 1f1b") << 2 << "1f1b" << "0" << "-";
+    QTest::newRow("pp 2, 1f1b, dropout, blocks 3 + 1") << 2 << "1f1b" << "0.1" << "3,1";
+    QTest::newRow("pp 4, 1f1b, dropout") << 4 << "1f1b" << "0.1" << "-";
+  }
+  void lossesAndGradientsMatchOneRank() {
+    if (no_mpi()) QSKIP("mpirun or MPI is absent");
+    QFETCH(int, ranks);
+    QFETCH(QString, schedule);
+    QFETCH(QString, dropout);
+    QFETCH(QString, layers);
+    const Result r = run(mpirun_path(), mpirun_args(ranks) + QStringList{QCoreApplication::applicationFilePath(),
+                                                                       "--pipeline-worker", schedule, dropout, layers});
+    QVERIFY2(r.code == 0 && r.out.count("OK rank") == ranks, qPrintable(describe(r)));
+  }
+};
+
+int main(int argc, char** argv) {
+  if (argc > 4 && std::string(argv[1]) == "--pipeline-worker") {
+    try {
+      std::vector<int64_t> layers;
+      for (const QString& x : QString(argv[4]).remove(QChar(0x2d)).split(',', Qt::SkipEmptyParts)) layers.push_back(x.toLongLong());
+      return pipeline_worker(argv[2], std::stod(argv[3]), layers);
+    } catch (const std::exception& e) {
+      return fail(e.what());
+    }
+  }
+  QCoreApplication app(argc, argv);
+  TestPipelineParallel t;
+  return QTest::qExec(&t, argc, argv);
+}
+
+#include "test_pipeline_parallel.moc"
