@@ -9,38 +9,43 @@ namespace trainlab {
 namespace {
 using Clock = std::chrono::steady_clock;
 double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+// The message stream into virtual stage k: its activations (0) or its output's gradients (1).
+int stream_into(int k, bool gradient) { return 2 * k + (gradient ? 1 : 0); }
 }  // namespace
 
-PipelineExecutor::PipelineExecutor(CharGpt& stage, dist::Communicator& pipe, dist::PipelineTable table)
-    : m_stage(stage), m_pipe(pipe), m_table(std::move(table)) {
-  if (m_table.chunks != 1 || m_table.kind == dist::PipelineSchedule::ZbH1)
-    throw Error(std::string("pipeline runtime: dist.schedule ") + dist::pipeline_schedule_name(m_table.kind) +
-                " does not run yet (gpipe and 1f1b do)");
-  if (m_table.stages != pipe.size())
-    throw Error("pipeline runtime: a table of " + std::to_string(m_table.stages) + " stages for a pipeline group of " +
-                std::to_string(pipe.size()) + " ranks");
+PipelineExecutor::PipelineExecutor(std::vector<CharGpt*> chunks, dist::Communicator& pipe, dist::PipelineTable table)
+    : m_chunks(std::move(chunks)), m_pipe(pipe), m_table(std::move(table)) {
+  if (m_table.kind == dist::PipelineSchedule::ZbH1)
+    throw Error("pipeline runtime: dist.schedule zb-h1 does not run yet (gpipe, 1f1b and interleaved do)");
+  if (m_table.stages != pipe.size() || m_table.chunks != static_cast<int>(m_chunks.size()))
+    throw Error("pipeline runtime: a table of " + std::to_string(m_table.stages) + " stages x " +
+                std::to_string(m_table.chunks) + " chunks for a pipeline group of " + std::to_string(pipe.size()) +
+                " ranks with " + std::to_string(m_chunks.size()) + " chunks each");
+  if (2 * m_table.virtual_stages() > dist::Communicator::kMaxStream)
+    throw Error("pipeline runtime: " + std::to_string(m_table.virtual_stages()) + " virtual stages need more message "
+                "streams than a communicator has");
 }
 
 void PipelineExecutor::step(Backend& be, const std::vector<Tensor>& xs, const std::vector<Tensor>& ys, float mult,
                             Tensor& stats) {
-  const int s = m_pipe.rank(), p = m_pipe.size(), m = m_table.micro_batches;
+  const int s = m_pipe.rank(), m = m_table.micro_batches, V = m_table.virtual_stages();
   if (static_cast<int>(xs.size()) != m || static_cast<int>(ys.size()) != m)
     throw Error("pipeline runtime: " + std::to_string(xs.size()) + " micro-batches for a table of " + std::to_string(m));
-  const int64_t B = xs[0].dim(0), T = xs[0].dim(1), D = m_stage.config().dim;
-  const DType dt = parameter_storage_dtype(m_stage.compute_dtype());
+  const int64_t B = xs[0].dim(0), T = xs[0].dim(1), D = m_chunks[0]->config().dim;
+  const DType dt = parameter_storage_dtype(m_chunks[0]->compute_dtype());
   // Each send keeps its buffer until the step's end; a receive's buffer lives until its use.
   std::vector<Tensor> sent;
   std::vector<dist::CommHandle> sends;
-  std::vector<Tensor> grads(static_cast<size_t>(m));  // the last stage's logits gradients
-  auto post_send = [&](const Tensor& t, int peer) {
+  std::vector<Tensor> grads(static_cast<size_t>(m));  // the last virtual stage's logits gradients
+  auto post_send = [&](const Tensor& t, int peer, int stream) {
     sent.push_back(be.empty(t.shape(), t.dtype(), MemCategory::Communication));
     be.copy(t, sent.back());
-    sends.push_back(m_pipe.send(sent.back(), peer));
+    sends.push_back(m_pipe.send(sent.back(), peer, stream));
   };
-  auto receive = [&](int peer, double& wait) {
+  auto receive = [&](int peer, int stream, double& wait) {
     Tensor t = be.empty({B * T, D}, dt, MemCategory::Communication);
     const auto t0 = Clock::now();
-    m_pipe.recv(t, peer)->wait();
+    m_pipe.recv(t, peer, stream)->wait();
     wait = seconds(t0, Clock::now());
     return t;
   };
@@ -52,24 +57,27 @@ void PipelineExecutor::step(Backend& be, const std::vector<Tensor>& xs, const st
   for (const dist::PipeAction& a : m_table.actions[static_cast<size_t>(s)]) {
     PipeEvent ev{a, seconds(t_step, Clock::now()), 0, 0};
     const size_t i = static_cast<size_t>(a.micro_batch);
-    m_stage.select_slot(i);
+    const int k = m_table.virtual_stage(a);
+    CharGpt& chunk = *m_chunks[static_cast<size_t>(a.chunk)];
+    chunk.select_slot(i);
     if (a.op == dist::PipeOp::Forward) {
-      Tensor in = s == 0 ? xs[i] : receive(s - 1, ev.wait_s);
-      Tensor out = m_stage.stage_forward(be, in, B, T, true);
+      Tensor in = k == 0 ? xs[i] : receive(m_table.receives_from(a), stream_into(k, false), ev.wait_s);
+      Tensor out = chunk.stage_forward(be, in, B, T, true);
       m_peak = std::max(m_peak, ++in_flight);
-      if (s + 1 < p) {
-        post_send(out, s + 1);
+      if (k + 1 < V) {
+        post_send(out, m_table.sends_to(a), stream_into(k + 1, false));
       } else {
         grads[i] = be.empty(out.shape(), out.dtype(), MemCategory::Activations);
-        m_stage.cross_entropy(be, out, ys[i], &grads[i], mult, stats, !first_loss);
+        chunk.cross_entropy(be, out, ys[i], &grads[i], mult, stats, !first_loss);
         first_loss = false;
       }
     } else {
-      Tensor g = s + 1 < p ? receive(s + 1, ev.wait_s) : grads[i];
-      Tensor dx = m_stage.stage_backward(be, g, i > 0);
-      if (s > 0) post_send(dx, s - 1);
-      grads[i] = Tensor();
-      m_stage.release_slot(i);
+      Tensor g = k + 1 < V ? receive(m_table.receives_from(a), stream_into(k, true), ev.wait_s) : grads[i];
+      // Each chunk adds its micro-batches' weight gradients in ascending order, the first writes.
+      Tensor dx = chunk.stage_backward(be, g, i > 0);
+      if (k > 0) post_send(dx, m_table.sends_to(a), stream_into(k - 1, true));
+      if (k + 1 == V) grads[i] = Tensor();
+      chunk.release_slot(i);
       --in_flight;
     }
     ev.end_s = seconds(t_step, Clock::now());

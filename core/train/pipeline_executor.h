@@ -1,7 +1,8 @@
 // PipelineExecutor: one optimizer step of a pipeline stage (dist.pp, issue 39): this rank's list
-// of a dist::PipelineTable (gpipe or 1f1b: one chunk a rank, backward whole) run on its CharGpt
-// stage (nn/transformer.h, PipelineSlice), the activations sent forward and their gradients back
-// point to point over the pipeline group, posted asynchronously:
+// of a dist::PipelineTable (gpipe, 1f1b, or interleaved with one CharGpt a chunk; backward whole)
+// run on its CharGpt stages (nn/transformer.h, PipelineSlice: chunk c of rank s is virtual stage
+// k = c p + s), the activations sent forward and their gradients back point to point over the
+// pipeline group, posted asynchronously (s-1 and s+1 below are virtual stages k-1 and k+1):
 //   Forward i    receives micro-batch i's activation from stage s-1 (the first stage reads the
 //                tokens), computes in activation slot i, posts the send of its output to s+1; the
 //                last stage computes the loss (its gradient multiplier is the one-rank run's) and
@@ -11,7 +12,9 @@
 //                the send of the input gradient to s-1 and frees the slot.
 // Sends never block (each has its own buffer until the step's end); a stage waits only for what
 // it receives, and messages between two stages go in the order both post them (ascending
-// micro-batch each way), so no schedule here deadlocks. The gradients are added in ascending
+// micro-batch each way; each stream of messages its own, the receiving virtual stage and the kind,
+// so that a pair of ranks that carries activations and gradients the same way never mixes them),
+// so no schedule here deadlocks. The gradients are added in ascending
 // micro-batch order on every stage (the tables promise it), so p stages give the one-rank run's
 // gradients with train.accumulate m bit for bit (fp32, CPU).
 #pragma once
@@ -33,9 +36,10 @@ struct PipeEvent {
 
 class PipelineExecutor {
  public:
-  // `pipe`: the pipeline group (rank = stage). Throws Error for a table with chunks or a split
-  // backward (interleaved, zb-h1: not run yet) or one of another number of stages.
-  PipelineExecutor(CharGpt& stage, dist::Communicator& pipe, dist::PipelineTable table);
+  // `pipe`: the pipeline group (rank = stage); `chunks`: this rank's model chunks (one without
+  // interleaving). Throws Error for a split backward (zb-h1: not run yet) or a table of another
+  // number of stages or chunks.
+  PipelineExecutor(std::vector<CharGpt*> chunks, dist::Communicator& pipe, dist::PipelineTable table);
   // One step's forwards and backwards: micro-batch i's tokens xs[i] int32 [B, T] (read on the first
   // stage) and labels ys[i] [B*T] (on the last); `mult` the loss gradient's multiplier; the last
   // stage accumulates {loss sum, correct} of every micro-batch into `stats` (fp32 [2]).
@@ -45,7 +49,7 @@ class PipelineExecutor {
   int peak_in_flight() const { return m_peak; }
 
  private:
-  CharGpt& m_stage;
+  std::vector<CharGpt*> m_chunks;
   dist::Communicator& m_pipe;
   dist::PipelineTable m_table;
   std::vector<PipeEvent> m_events;

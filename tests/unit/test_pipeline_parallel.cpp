@@ -2,7 +2,7 @@
 // Pipeline parallelism's runtime (train/pipeline_executor.h) on CPU ranks through MPI: `mpirun
 // --allow-run-as-root --oversubscribe -np p` of this executable as a worker. Skipped when mpirun is
 // absent or the build has no MPI. Each rank holds its stage of a small char-gpt (the balanced
-// split, or a given one) and runs 5 optimizer steps of 4 micro-batches in the schedule's order,
+// split, or a given one; under interleaved two chunks of one block each) and runs 5 optimizer steps of 4 micro-batches in the schedule's order,
 // the activations and gradients going point to point; beside it, the whole one-rank model
 // accumulates the same 4 micro-batches. Every step's loss (on the last stage) and every gradient
 // of the stage equal the one-rank run's bit for bit (fp32), with dropout in some cases; the
@@ -40,13 +40,25 @@ int pipeline_worker(const std::string& schedule, double dropout, const std::vect
   c.layers = 4, c.heads = 2, c.dim = 32, c.context = 16;
   c.dropout = dropout;
   const dist::PipelineSchedule kind = dist::pipeline_schedule_from_name(schedule, "schedule");
-  const std::vector<int64_t> cut = dist::stage_layer_split(kind, c.layers, p, 1, layers_given);
-  int64_t first = 0;
-  for (int k = 0; k < s; ++k) first += cut[static_cast<size_t>(k)];
-  const int64_t last = first + cut[static_cast<size_t>(s)];
+  const int v = kind == dist::PipelineSchedule::Interleaved ? 2 : 1, V = p * v;
+  const std::vector<int64_t> cut = dist::stage_layer_split(kind, c.layers, p, v, layers_given);
   CharGpt whole(be, c, 7);
-  CharGpt stage(be, c, 7, TensorParallel{}, PipelineSlice{first, last, s == 0, s == p - 1});
-  PipelineExecutor exec(stage, *world, dist::build_schedule(kind, p, m));
+  // Chunk j of this rank: virtual stage k = j p + s, its blocks [first, last).
+  std::vector<std::unique_ptr<CharGpt>> chunks;
+  std::vector<CharGpt*> views;
+  std::vector<Parameter*> held;
+  std::string blocks;
+  for (int j = 0; j < v; ++j) {
+    const int k = j * p + s;
+    int64_t first = 0;
+    for (int q = 0; q < k; ++q) first += cut[static_cast<size_t>(q)];
+    const int64_t last = first + cut[static_cast<size_t>(k)];
+    chunks.push_back(std::make_unique<CharGpt>(be, c, 7, TensorParallel{}, PipelineSlice{first, last, k == 0, k == V - 1}));
+    views.push_back(chunks.back().get());
+    for (Parameter* q : chunks.back()->parameters()) held.push_back(q);
+    blocks += " [" + std::to_string(first) + ", " + std::to_string(last) + ")";
+  }
+  PipelineExecutor exec(views, *world, dist::build_schedule(kind, p, m, v));
   std::map<std::string, Parameter*> by_name;
   for (Parameter* q : whole.parameters()) by_name[q->name] = q;
   const int64_t B = 2, T = c.context;
@@ -73,18 +85,17 @@ int pipeline_worker(const std::string& schedule, double dropout, const std::vect
     if (s == p - 1 && download_f32(be, got) != download_f32(be, want))
       return fail("step " + std::to_string(step) + ": loss sum " + std::to_string(download_f32(be, got)[0]) +
                   " against one rank's " + std::to_string(download_f32(be, want)[0]));
-    for (Parameter* q : stage.parameters())
+    for (Parameter* q : held)
       if (download_f32(be, q->grad) != download_f32(be, by_name.at(q->name)->grad))
         return fail("step " + std::to_string(step) + ": " + q->name + "'s gradient is not one rank's");
     sgd(be, whole.parameters());
-    sgd(be, stage.parameters());
+    sgd(be, held);
   }
-  const int64_t peak = dist::simulate(dist::build_schedule(kind, p, m)).peak_in_flight[static_cast<size_t>(s)];
+  const int64_t peak = dist::simulate(dist::build_schedule(kind, p, m, v)).peak_in_flight[static_cast<size_t>(s)];
   if (exec.peak_in_flight() != peak)
     return fail("held " + std::to_string(exec.peak_in_flight()) + " micro-batches at once, the table " +
                 std::to_string(peak));
-  std::printf("OK rank %d blocks [%ld, %ld) peak %d\n", s, static_cast<long>(first), static_cast<long>(last),
-              exec.peak_in_flight());
+  std::printf("OK rank %d blocks%s peak %d\n", s, blocks.c_str(), exec.peak_in_flight());
   return 0;
 }
 
@@ -104,6 +115,8 @@ class TestPipelineParallel : public QObject {
     QTest::newRow("pp 2, 1f1b") << 2 << "1f1b" << "0" << "-";
     QTest::newRow("pp 2, 1f1b, dropout, blocks 3 + 1") << 2 << "1f1b" << "0.1" << "3,1";
     QTest::newRow("pp 4, 1f1b, dropout") << 4 << "1f1b" << "0.1" << "-";
+    QTest::newRow("pp 2, interleaved, 2 chunks") << 2 << "interleaved" << "0" << "-";
+    QTest::newRow("pp 2, interleaved, 2 chunks, dropout") << 2 << "interleaved" << "0.1" << "-";
   }
   void lossesAndGradientsMatchOneRank() {
     if (no_mpi()) QSKIP("mpirun or MPI is absent");
