@@ -84,6 +84,18 @@ void PipelineExecutor::step(Backend& be, const std::vector<Tensor>& xs, const st
     m_events.push_back(ev);
   }
   for (auto& h : sends) h->wait();
+  m_step_s = seconds(t_step, Clock::now());
+}
+
+PipelineStepTimes PipelineExecutor::times() const {
+  PipelineStepTimes t;
+  t.step_s = m_step_s;
+  for (const PipeEvent& e : m_events) {
+    const double compute = e.end_s - e.start_s - e.wait_s;
+    (e.action.op == dist::PipeOp::Forward ? t.forward_s : t.backward_s) += compute;
+    t.wait_s += e.wait_s;
+  }
+  return t;
 }
 
 }  // namespace trainlab

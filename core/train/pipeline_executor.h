@@ -34,6 +34,16 @@ struct PipeEvent {
   double start_s = 0, end_s = 0, wait_s = 0;
 };
 
+// A stage's step in parts (seconds): computing forwards and backwards (the loss with the last
+// forwards), waiting for received tensors, and the rest (posting sends, copies, the final wait for
+// the sends); bubble() = the share of the step not computing, the measured counterpart of the
+// schedule's idle fraction (dist::simulate).
+struct PipelineStepTimes {
+  double step_s = 0, forward_s = 0, backward_s = 0, wait_s = 0;
+  double other_s() const { return step_s - forward_s - backward_s - wait_s; }
+  double bubble() const { return step_s > 0 ? 1.0 - (forward_s + backward_s) / step_s : 0.0; }
+};
+
 class PipelineExecutor {
  public:
   // `pipe`: the pipeline group (rank = stage); `chunks`: this rank's model chunks (one without
@@ -45,6 +55,7 @@ class PipelineExecutor {
   // stage accumulates {loss sum, correct} of every micro-batch into `stats` (fp32 [2]).
   void step(Backend& be, const std::vector<Tensor>& xs, const std::vector<Tensor>& ys, float mult, Tensor& stats);
   const std::vector<PipeEvent>& events() const { return m_events; }  // the last step's, in order
+  PipelineStepTimes times() const;                                    // the last step's
   // The most micro-batches whose activations this stage held at once in the last step.
   int peak_in_flight() const { return m_peak; }
 
@@ -53,6 +64,7 @@ class PipelineExecutor {
   dist::Communicator& m_pipe;
   dist::PipelineTable m_table;
   std::vector<PipeEvent> m_events;
+  double m_step_s = 0;
   int m_peak = 0;
 };
 

@@ -6,7 +6,8 @@
 // the activations and gradients going point to point; beside it, the whole one-rank model
 // accumulates the same 4 micro-batches. Every step's loss (on the last stage) and every gradient
 // of the stage equal the one-rank run's bit for bit (fp32), with dropout in some cases; the
-// stage holds the table's peak count of micro-batches in flight.
+// stage holds the table's peak count of micro-batches in flight, and its measured step (each action
+// once, the parts within the step) adds up.
 #include <QtTest>
 #include <random>
 
@@ -29,6 +30,10 @@ void sgd(Backend& be, const std::vector<Parameter*>& params) {
     for (size_t j = 0; j < w.size(); ++j) w[j] -= 0.05f * g[j];
     be.upload(p->master, w.data(), DType::F32);
   }
+}
+
+size_t exec_actions(dist::PipelineSchedule kind, int p, int m, int v, int s) {
+  return dist::build_schedule(kind, p, m, v).actions[static_cast<size_t>(s)].size();
 }
 
 int pipeline_worker(const std::string& schedule, double dropout, const std::vector<int64_t>& layers_given) {
@@ -88,6 +93,13 @@ int pipeline_worker(const std::string& schedule, double dropout, const std::vect
     for (Parameter* q : held)
       if (download_f32(be, q->grad) != download_f32(be, by_name.at(q->name)->grad))
         return fail("step " + std::to_string(step) + ": " + q->name + "'s gradient is not one rank's");
+    // The step's events: every action of the list once, in order, within the step.
+    const PipelineStepTimes times = exec.times();
+    if (exec.events().size() != exec_actions(kind, p, m, v, s) || !(times.forward_s > 0 && times.backward_s > 0) ||
+        !(times.other_s() >= -1e-9) || !(times.bubble() >= 0.0 && times.bubble() < 1.0))
+      return fail("step " + std::to_string(step) + ": " + std::to_string(exec.events().size()) + " events, forward " +
+                  std::to_string(times.forward_s) + " s, backward " + std::to_string(times.backward_s) + " s of " +
+                  std::to_string(times.step_s) + " s");
     sgd(be, whole.parameters());
     sgd(be, held);
   }
@@ -95,7 +107,8 @@ int pipeline_worker(const std::string& schedule, double dropout, const std::vect
   if (exec.peak_in_flight() != peak)
     return fail("held " + std::to_string(exec.peak_in_flight()) + " micro-batches at once, the table " +
                 std::to_string(peak));
-  std::printf("OK rank %d blocks%s peak %d\n", s, blocks.c_str(), exec.peak_in_flight());
+  std::printf("OK rank %d blocks%s peak %d, last step %.2f ms, measured bubble %.3f\n", s, blocks.c_str(),
+              exec.peak_in_flight(), 1e3 * exec.times().step_s, exec.times().bubble());
   return 0;
 }
 
