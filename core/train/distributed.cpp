@@ -128,10 +128,11 @@ DistributedRun::DistributedRun(const Config& config)
   check_tensor_parallel(config, m_options, job_ranks);
   m_pipeline_warning = check_pipeline_layout(config, m_options, job_ranks);
   if (m_options.pp > 1)
-    throw dist::CollectiveError("dist.pp " + std::to_string(m_options.pp) + ": the layout checks out, but this build "
-                                "has no pipeline runtime yet (the schedules are planned: trainlab-cli plan --pp " +
-                                std::to_string(m_options.pp) + " --schedule " + m_options.schedule +
-                                " --print-schedule); train with dist.pp 1");
+    throw dist::CollectiveError("dist.pp " + std::to_string(m_options.pp) + ": the layout checks out, but trainlab-cli "
+                                "train does not drive the pipeline runtime yet (trainlab-cli plan --model char-gpt-small "
+                                "--gpus " + std::to_string(m_options.pp) + " --pp " + std::to_string(m_options.pp) +
+                                " --schedule " + m_options.schedule + " --print-schedule draws its schedule); train "
+                                "with dist.pp 1");
   if (m_options.tp > 1 && m_place.size / m_options.tp < 2 && zero_stage(m_options.strategy) > 0)
     throw dist::CollectiveError(std::string("dist.strategy ") + dist_strategy_name(m_options.strategy) +
                                 " shards over the data-parallel replicas, and with dist.tp " +
