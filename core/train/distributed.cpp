@@ -1,6 +1,8 @@
 #include "train/distributed.h"
 
 #include <cmath>
+#include <cstring>
+#include <map>
 
 #include "config/compress_options.h"
 #include "config/train_options.h"
@@ -55,6 +57,25 @@ void check_tensor_parallel(const Config& config, const DistOptions& o, int ranks
   if (config.get_string("optim.offload") != "none")
     throw dist::CollectiveError(tp + " with optim.offload " + config.get_string("optim.offload") +
                                 ": the offloaded update is not split; use optim.offload none");
+}
+
+// What trainlab-cli train drives of a layout that check_pipeline_layout accepts: one chunk a
+// rank under gpipe or 1f1b, without tensor parallelism, ZeRO or checkpoints (CollectiveErrors).
+void check_pipeline_training(const Config& config, const DistOptions& o) {
+  const std::string pp = "dist.pp " + std::to_string(o.pp);
+  if (o.schedule != "gpipe" && o.schedule != "1f1b")
+    throw dist::CollectiveError(pp + " with dist.schedule " + o.schedule + ": trainlab-cli train runs the schedules "
+                                "gpipe and 1f1b (trainlab-cli plan --schedule " + o.schedule + " --print-schedule "
+                                "draws this one); use dist.schedule 1f1b");
+  if (o.tp > 1)
+    throw dist::CollectiveError("dist.tp " + std::to_string(o.tp) + " x " + pp + ": tensor parallelism within "
+                                "pipeline stages does not train yet; use dist.tp 1 or dist.pp 1");
+  if (zero_stage(o.strategy) > 0)
+    throw dist::CollectiveError(pp + " with dist.strategy " + dist_strategy_name(o.strategy) +
+                                ": the stages' replicas reduce their gradients with ddp only; use dist.strategy ddp");
+  if (config.get_int("run.checkpoint_every") > 0)
+    throw dist::CollectiveError(pp + ": a pipelined run writes no checkpoints yet (it cannot be resumed); set "
+                                "run.checkpoint_every 0");
 }
 
 }  // namespace
@@ -127,12 +148,7 @@ DistributedRun::DistributedRun(const Config& config)
   const int job_ranks = m_place.launched() ? m_place.size : std::max(1, m_options.ranks);
   check_tensor_parallel(config, m_options, job_ranks);
   m_pipeline_warning = check_pipeline_layout(config, m_options, job_ranks);
-  if (m_options.pp > 1)
-    throw dist::CollectiveError("dist.pp " + std::to_string(m_options.pp) + ": the layout checks out, but trainlab-cli "
-                                "train does not drive the pipeline runtime yet (trainlab-cli plan --model char-gpt-small "
-                                "--gpus " + std::to_string(m_options.pp) + " --pp " + std::to_string(m_options.pp) +
-                                " --schedule " + m_options.schedule + " --print-schedule draws its schedule); train "
-                                "with dist.pp 1");
+  if (m_options.pp > 1) check_pipeline_training(config, m_options);
   if (m_options.tp > 1 && m_place.size / m_options.tp < 2 && zero_stage(m_options.strategy) > 0)
     throw dist::CollectiveError(std::string("dist.strategy ") + dist_strategy_name(m_options.strategy) +
                                 " shards over the data-parallel replicas, and with dist.tp " +
@@ -179,6 +195,14 @@ void DistributedRun::attach(Backend& be, Model& model, TrainingStep& step, bool 
   be.set_capture_enabled(false);
   step.set_ranks(data_ranks());
   m_dp = dist::DataParallel::create(m_options, m_groups->data_parallel(), be, model);
+  if (pipelined()) {
+    auto* gpt = dynamic_cast<CharGpt*>(&model);
+    if (!gpt) throw Error("internal: a pipeline stage is not a char-gpt");
+    const dist::PipelineSchedule kind = dist::pipeline_schedule_from_name(m_options.schedule, "dist.schedule");
+    m_exec = std::make_unique<PipelineExecutor>(std::vector<CharGpt*>{gpt}, m_groups->pipeline_parallel(),
+                                                dist::build_schedule(kind, m_options.pp, step.accumulate()));
+    step.set_pipeline(m_exec.get());
+  }
   if (m_tensor && m_tensor->rank() > 0) {
     // Whole parameters are equal on every rank of the group: the norm counts rank 0's.
     std::vector<bool> skip;
@@ -214,7 +238,11 @@ bool DistributedRun::step(Backend& be, TrainingStep& step, Optimizer& opt, LossS
   step.forward_backward();
   m_dp->finish_backward();
   bool finite = !scaler.enabled() || m_dp->grads_finite();
-  if (m_tensor && scaler.enabled()) {  // a rank of the group may hold the only overflow
+  if (pipelined() && scaler.enabled()) {  // each stage checks its own parameters
+    double bad = finite ? 0.0 : 1.0;
+    m_groups->world().all_reduce_host(std::span<double>(&bad, 1), dist::HostReduce::Max);
+    finite = bad == 0.0;
+  } else if (m_tensor && scaler.enabled()) {  // a rank of the group may hold the only overflow
     double bad = finite ? 0.0 : 1.0;
     m_tensor->all_reduce_host(std::span<double>(&bad, 1), true);
     finite = bad == 0.0;
@@ -225,6 +253,8 @@ bool DistributedRun::step(Backend& be, TrainingStep& step, Optimizer& opt, LossS
   if (applied && clip_norm > 0) {
     double ss = m_dp->grad_sum_squares();
     if (m_tensor) m_tensor->all_reduce_host(std::span<double>(&ss, 1), false);
+    // The stages hold disjoint parameters: their sums add up to the whole model's.
+    if (pipelined()) m_groups->pipeline_parallel().all_reduce_host(std::span<double>(&ss, 1), dist::HostReduce::Sum);
     grad_norm = clip_gradient(be, sc, ss, clip_norm);
   }
   if (applied) m_dp->optimizer_step(opt);
@@ -232,7 +262,37 @@ bool DistributedRun::step(Backend& be, TrainingStep& step, Optimizer& opt, LossS
 }
 
 void DistributedRun::sum(std::span<double> v) {
-  if (active()) m_dp->sum(v);
+  if (pipelined()) {  // the last stages hold the sums (the others' are zero)
+    m_groups->world().all_reduce_host(v, dist::HostReduce::Sum);
+  } else if (active()) {
+    m_dp->sum(v);
+  }
+}
+
+void DistributedRun::pipeline_result(double& loss, double& accuracy) {
+  if (!pipelined()) return;
+  const bool mine = stage() == m_options.pp - 1 && data_rank() == 0;  // every replica evaluated the same
+  double v[2] = {mine ? loss : 0.0, mine ? accuracy : 0.0};
+  m_groups->world().all_reduce_host(std::span<double>(v, 2), dist::HostReduce::Sum);
+  loss = v[0];
+  accuracy = v[1];
+}
+
+PipelineSlice DistributedRun::pipeline_slice(const Config& config) const {
+  if (!pipelined()) return {};
+  const dist::PipelineSchedule kind = dist::pipeline_schedule_from_name(m_options.schedule, "dist.schedule");
+  const ModelOptions mo = model_options(config);
+  CharGptConfig c = CharGptConfig::preset(mo.preset);
+  if (mo.layers > 0) c.layers = mo.layers;
+  const std::vector<int64_t> cut = dist::stage_layer_split(kind, c.layers, m_options.pp, 1, m_options.stage_layers);
+  const int s = stage();
+  PipelineSlice slice;
+  slice.first = 0;
+  for (int q = 0; q < s; ++q) slice.first += cut[static_cast<size_t>(q)];
+  slice.last = slice.first + cut[static_cast<size_t>(s)];
+  slice.embedding = s == 0;
+  slice.head = s == m_options.pp - 1;
+  return slice;
 }
 
 bool DistributedRun::keep_going(bool go) {
@@ -290,7 +350,76 @@ std::string DistributedRun::root_text(const std::string& text) {
   return std::string(bytes.begin(), bytes.end());
 }
 
+namespace {
+
+// A stage's parameters as bytes: per parameter its name's length (uint32), the name, its element
+// count (uint64) and its fp32 master values.
+std::vector<uint8_t> stage_bytes(Backend& be, Model& model) {
+  std::vector<uint8_t> out;
+  auto put = [&](const void* p, size_t n) {
+    const auto* b = static_cast<const uint8_t*>(p);
+    out.insert(out.end(), b, b + n);
+  };
+  std::vector<float> v;
+  for (Parameter* p : model.parameters()) {
+    const auto len = static_cast<uint32_t>(p->name.size());
+    const auto n = static_cast<uint64_t>(p->numel());
+    v.resize(static_cast<size_t>(n));
+    be.download(p->master, v.data(), DType::F32);
+    put(&len, sizeof len);
+    put(p->name.data(), len);
+    put(&n, sizeof n);
+    put(v.data(), v.size() * sizeof(float));
+  }
+  return out;
+}
+
+// stage_bytes read into the whole model's parameters of the same names; returns how many.
+size_t put_stage(Backend& be, const std::vector<uint8_t>& bytes, std::map<std::string, Parameter*>& by_name) {
+  size_t at = 0, count = 0;
+  auto take = [&](void* p, size_t n) {
+    if (at + n > bytes.size()) throw Error("internal: a pipeline stage's parameters arrived cut short");
+    std::memcpy(p, bytes.data() + at, n);
+    at += n;
+  };
+  while (at < bytes.size()) {
+    uint32_t len = 0;
+    uint64_t n = 0;
+    take(&len, sizeof len);
+    std::string name(len, '\0');
+    take(name.data(), len);
+    take(&n, sizeof n);
+    std::vector<float> v(static_cast<size_t>(n));
+    take(v.data(), v.size() * sizeof(float));
+    const auto it = by_name.find(name);
+    if (it == by_name.end() || it->second->numel() != static_cast<int64_t>(n))
+      throw Error("internal: pipeline stage parameter " + name + " is not one of the whole model's");
+    be.upload(it->second->master, v.data(), DType::F32);
+    ++count;
+  }
+  return count;
+}
+
+}  // namespace
+
 std::unique_ptr<Model> DistributedRun::whole_model(Backend& be, Model& model) {
+  if (pipelined()) {  // each stage's first rank (tp 1: data replica 0) sends its parameters to rank 0
+    std::unique_ptr<Model> out = is_root() ? build_model(be, model.architecture(), 0) : nullptr;
+    std::map<std::string, Parameter*> by_name;
+    if (out)
+      for (Parameter* p : out->parameters()) by_name[p->name] = p;
+    size_t filled = 0;
+    for (int s = 0; s < m_options.pp; ++s) {
+      const int root = s * data_ranks();
+      std::vector<uint8_t> bytes = m_place.rank == root ? stage_bytes(be, model) : std::vector<uint8_t>{};
+      if (root != 0) m_groups->world().broadcast_host(bytes, root);
+      if (out) filled += put_stage(be, bytes, by_name);
+    }
+    if (out && filled != by_name.size())
+      throw Error("internal: the pipeline stages hold " + std::to_string(filled) + " of the whole model's " +
+                  std::to_string(by_name.size()) + " parameters");
+    return out;
+  }
   if (!m_tensor) return nullptr;
   const std::vector<Parameter*> params = model.parameters();
   const std::vector<std::vector<float>> whole = dist::gather_whole_masters(be, m_tensor->comm(), params);

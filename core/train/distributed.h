@@ -30,6 +30,7 @@
 #include "dist/tensor_group.h"
 #include "optim/loss_scaler.h"
 #include "train/metrics.h"
+#include "train/pipeline_executor.h"
 #include "train/training_step.h"
 
 namespace trainlab {
@@ -69,6 +70,16 @@ class DistributedRun {
   // The tensor-parallel group the model splits over (none with dist.tp 1); valid after connect.
   TensorParallel tensor_parallel() const;
   dist::Communicator* tensor_group() const { return m_tensor ? &m_tensor->comm() : nullptr; }
+  // Pipeline parallelism (dist.pp > 1 over several ranks): this rank's stage (pp_rank = rank /
+  // (tp x data replicas)) and its blocks, from dist.stage_layers or the balanced split.
+  bool pipelined() const { return active() && m_options.pp > 1; }
+  int stage() const { return m_place.rank / (m_options.tp * data_ranks()); }
+  PipelineSlice pipeline_slice(const Config& config) const;
+  // The executor of this stage's schedule (valid after attach with pipelined()), else null.
+  PipelineExecutor* pipeline() const { return m_exec.get(); }
+  // Collective: an evaluation's loss and accuracy, which only the last stage computed, on every
+  // rank (no-op without a pipeline).
+  void pipeline_result(double& loss, double& accuracy);
   const DistOptions& options() const { return m_options; }
   // The device name this rank uses for the configured one (dist::rank_device).
   std::string device(const std::string& configured) const;
@@ -104,7 +115,9 @@ class DistributedRun {
                                             const std::array<int64_t, kMemCategoryCount>& predicted);
   void finish_training();
   // Collective over the tensor-parallel group: the whole model (every parameter's master values
-  // gathered from the group's shards) as a one-rank model on `be`; null without tensor parallelism.
+  // gathered from the group's shards) as a one-rank model on `be`; with a pipeline, over the world:
+  // every stage's parameters gathered into the whole model on rank 0 (null on the other ranks);
+  // null without either.
   std::unique_ptr<Model> whole_model(Backend& be, Model& model);
   // The data-parallel driver when it shards the masters and optimizer state (ZeRO), else null:
   // checkpoints then go by shard (train/run_shards.h).
@@ -118,6 +131,7 @@ class DistributedRun {
   std::unique_ptr<dist::ProcessGroups> m_groups;  // ranks = dist.tp x data replicas x dist.pp
   std::unique_ptr<dist::CommTensorGroup> m_tensor;  // the model's tensor-parallel collectives (tp > 1)
   std::unique_ptr<dist::DataParallel> m_dp;
+  std::unique_ptr<PipelineExecutor> m_exec;  // dist.pp > 1: this stage's schedule
   int64_t m_tp_bytes_at_take = 0;
   std::string m_notice;  // connect's word for the user (dist.transport auto chose MPI staging)
   std::string m_pipeline_warning;  // the schedule's note (pipeline_warning), "" for none

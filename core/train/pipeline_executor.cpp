@@ -87,6 +87,28 @@ void PipelineExecutor::step(Backend& be, const std::vector<Tensor>& xs, const st
   m_step_s = seconds(t_step, Clock::now());
 }
 
+Tensor PipelineExecutor::forward_only(Backend& be, const Tensor& x) {
+  const int s = m_pipe.rank(), p = m_pipe.size(), V = m_table.virtual_stages();
+  const int64_t B = x.dim(0), T = x.dim(1), D = m_chunks[0]->config().dim;
+  const DType dt = parameter_storage_dtype(m_chunks[0]->compute_dtype());
+  Tensor out;
+  for (size_t c = 0; c < m_chunks.size(); ++c) {
+    const int k = static_cast<int>(c) * p + s;
+    Tensor in = x;
+    if (k > 0) {
+      in = be.empty({B * T, D}, dt, MemCategory::Communication);
+      m_pipe.recv(in, (k - 1) % p, stream_into(k, false))->wait();
+    }
+    m_chunks[c]->select_slot(0);
+    out = m_chunks[c]->stage_forward(be, in, B, T, false);
+    if (k + 1 < V) {
+      m_pipe.send(out, (k + 1) % p, stream_into(k + 1, false))->wait();
+      out = Tensor();
+    }
+  }
+  return out;
+}
+
 PipelineStepTimes PipelineExecutor::times() const {
   PipelineStepTimes t;
   t.step_s = m_step_s;

@@ -54,6 +54,10 @@ class PipelineExecutor {
   // stage) and labels ys[i] [B*T] (on the last); `mult` the loss gradient's multiplier; the last
   // stage accumulates {loss sum, correct} of every micro-batch into `stats` (fp32 [2]).
   void step(Backend& be, const std::vector<Tensor>& xs, const std::vector<Tensor>& ys, float mult, Tensor& stats);
+  // Evaluation: the tokens x int32 [B, T] (read on the first stage) forward through the stages,
+  // one chunk after the other (no training: no dropout, no activations kept). Returns the logits
+  // on the last stage, an undefined tensor on the others.
+  Tensor forward_only(Backend& be, const Tensor& x);
   const std::vector<PipeEvent>& events() const { return m_events; }  // the last step's, in order
   PipelineStepTimes times() const;                                    // the last step's
   // The most micro-batches whose activations this stage held at once in the last step.

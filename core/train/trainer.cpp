@@ -230,6 +230,7 @@ void Trainer::setup() {
   require_precision(*s.be, *s.precision);
 
   s.task->set_tensor_parallel(s.dist->tensor_parallel());
+  s.task->set_pipeline_slice(s.dist->pipeline_slice(m_config));
   s.model = s.task->build_model(*s.be, t.seed);
   apply_precision(*s.be, *s.model, *s.precision);
   s.compress = std::make_unique<Compression>(compress_options(m_config), *s.be);
@@ -398,6 +399,7 @@ StepMetrics Trainer::train_step(long step, std::string event) {
   if (last || (s.eval_every > 0 ? (step + 1) % s.eval_every == 0 : s.task->end_of_epoch(need))) {
     double vl = 0, va = 0;
     s.task->evaluate(*s.be, *s.step, s.step->batch(), vl, va);
+    s.dist->pipeline_result(vl, va);  // the last stage's, on every rank
     m.val_loss = vl;
     m.val_accuracy = va;
   }
@@ -428,6 +430,7 @@ void Trainer::finish(RunSummary& sum, long steps, double last_loss) {
   if (sum.status != "diverged") {  // a diverged run has no test metrics: null in summary.json, not 0
     double vl = 0, va = 0;
     s.task->evaluate(*s.be, *s.step, s.step->batch(), vl, va);
+    s.dist->pipeline_result(vl, va);
     sum.test_loss = vl;
     sum.test_accuracy = va;
   }
