@@ -202,6 +202,8 @@ void DistributedRun::attach(Backend& be, Model& model, TrainingStep& step, bool 
     m_exec = std::make_unique<PipelineExecutor>(std::vector<CharGpt*>{gpt}, m_groups->pipeline_parallel(),
                                                 dist::build_schedule(kind, m_options.pp, step.accumulate()));
     step.set_pipeline(m_exec.get());
+    m_simulated_bubble = dist::simulate(m_exec->table()).idle_fraction;
+    m_formula_bubble = dist::pipeline_bubble(kind, m_options.pp, step.accumulate(), 1).fraction();
   }
   if (m_tensor && m_tensor->rank() > 0) {
     // Whole parameters are equal on every rank of the group: the norm counts rank 0's.
@@ -278,6 +280,41 @@ void DistributedRun::pipeline_result(double& loss, double& accuracy) {
   accuracy = v[1];
 }
 
+Json DistributedRun::pipeline_timeline(long step) {
+  if (!m_exec) return nullptr;
+  const dist::PipelineTable& t = m_exec->table();
+  size_t most = 0;  // every stage sends as many values: the longest list's
+  for (const auto& list : t.actions) most = std::max(most, list.size());
+  const PipelineStepTimes pt = m_exec->times();
+  const size_t fields = 6 + 5 * most;
+  std::vector<double> mine{static_cast<double>(m_place.rank), pt.step_s, pt.forward_s, pt.backward_s, pt.wait_s,
+                           static_cast<double>(m_exec->events().size())};
+  for (const PipeEvent& e : m_exec->events())
+    mine.insert(mine.end(), {static_cast<double>(e.action.op), static_cast<double>(e.action.micro_batch),
+                             static_cast<double>(e.action.chunk), e.start_s, e.end_s});
+  mine.resize(fields, 0.0);
+  const std::vector<double> all = m_groups->world().all_gather_host(mine);
+  if (!is_root()) return nullptr;
+  auto ms = [](double seconds) { return std::round(seconds * 1e6) / 1e3; };  // to the microsecond
+  Json stages = Json::array();
+  for (int s = 0; s < t.stages; ++s) {  // the stage's data replica 0 (tp 1: world rank s x replicas)
+    const double* v = all.data() + static_cast<size_t>(s * data_ranks()) * fields;
+    Json actions = Json::array();
+    for (size_t i = 0; i < static_cast<size_t>(v[5]); ++i) {
+      const double* a = v + 6 + 5 * i;
+      actions.push_back({dist::pipe_op_letter(static_cast<dist::PipeOp>(a[0])), static_cast<int>(a[1]),
+                         static_cast<int>(a[2]), ms(a[3]), ms(a[4])});
+    }
+    const double compute = v[2] + v[3];
+    stages.push_back({{"stage", s}, {"rank", static_cast<int>(v[0])}, {"step_ms", ms(v[1])},
+                      {"forward_ms", ms(v[2])}, {"backward_ms", ms(v[3])}, {"recv_wait_ms", ms(v[4])},
+                      {"bubble", v[1] > 0 ? 1.0 - compute / v[1] : 0.0}, {"actions", std::move(actions)}});
+  }
+  return {{"step", step}, {"schedule", m_options.schedule}, {"p", t.stages}, {"m", t.micro_batches},
+          {"v", t.chunks}, {"simulated_bubble", m_simulated_bubble}, {"formula_bubble", m_formula_bubble},
+          {"stages", std::move(stages)}};
+}
+
 PipelineSlice DistributedRun::pipeline_slice(const Config& config) const {
   if (!pipelined()) return {};
   const dist::PipelineSchedule kind = dist::pipeline_schedule_from_name(m_options.schedule, "dist.schedule");
@@ -314,15 +351,22 @@ std::vector<RankStepMetrics> DistributedRun::rank_metrics(double step_s, const M
     d.bytes_sent += bytes - m_tp_bytes_at_take;
     m_tp_bytes_at_take = bytes;
   }
-  constexpr size_t kFields = 5 + 3 * kMemCategoryCount;
+  PipelineStepTimes pt;
+  if (m_exec) {  // waiting for the stages' tensors is not computing
+    pt = m_exec->times();
+    d.wait_s += pt.wait_s;
+    d.compute_s = std::max(0.0, d.compute_s - pt.wait_s);
+  }
+  const size_t fields = 5 + 3 * kMemCategoryCount + (m_exec ? 5 : 0);
   std::vector<double> mine{step_s, d.compute_s, d.comm_s, d.wait_s, static_cast<double>(d.bytes_sent)};
   for (int64_t b : mem.current) mine.push_back(static_cast<double>(b));
   for (int64_t b : mem.peak) mine.push_back(static_cast<double>(b));
   for (int64_t b : predicted) mine.push_back(static_cast<double>(b));
+  if (m_exec) mine.insert(mine.end(), {static_cast<double>(stage()), pt.forward_s, pt.backward_s, pt.wait_s, pt.other_s()});
   const std::vector<double> all = m_groups->world().all_gather_host(mine);
   std::vector<RankStepMetrics> out(static_cast<size_t>(m_place.size));
   for (size_t r = 0; r < out.size(); ++r) {
-    const double* v = all.data() + r * kFields;
+    const double* v = all.data() + r * fields;
     RankStepMetrics& m = out[r];
     m.rank = static_cast<int>(r);
     m.step_ms = v[0] * 1e3;
@@ -334,6 +378,20 @@ std::vector<RankStepMetrics> DistributedRun::rank_metrics(double step_s, const M
       m.mem_current.by_category[c] = static_cast<int64_t>(v[5 + c]);
       m.mem_peak.by_category[c] = static_cast<int64_t>(v[5 + kMemCategoryCount + c]);
       m.mem_predicted.by_category[c] = static_cast<int64_t>(v[5 + 2 * kMemCategoryCount + c]);
+    }
+    if (m_exec) {
+      const double* q = v + 5 + 3 * kMemCategoryCount;
+      RankPipelineMetrics pm;
+      pm.stage = static_cast<int>(q[0]);
+      pm.forward_ms = q[1] * 1e3;
+      pm.backward_ms = q[2] * 1e3;
+      pm.recv_wait_ms = q[3] * 1e3;
+      pm.other_ms = q[4] * 1e3;
+      const double stage_ms = pm.forward_ms + pm.backward_ms + pm.recv_wait_ms + pm.other_ms;
+      pm.bubble = stage_ms > 0 ? 1.0 - (pm.forward_ms + pm.backward_ms) / stage_ms : 0.0;
+      pm.simulated_bubble = m_simulated_bubble;
+      pm.formula_bubble = m_formula_bubble;
+      m.pipeline = pm;
     }
   }
   return out;

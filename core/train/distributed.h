@@ -80,6 +80,9 @@ class DistributedRun {
   // Collective: an evaluation's loss and accuracy, which only the last stage computed, on every
   // rank (no-op without a pipeline).
   void pipeline_result(double& loss, double& accuracy);
+  // Collective over the world (pipelined runs): step `step`'s line of pipeline.jsonl
+  // (train/pipeline_record.h), every stage's measured actions; on rank 0, null elsewhere.
+  Json pipeline_timeline(long step);
   const DistOptions& options() const { return m_options; }
   // The device name this rank uses for the configured one (dist::rank_device).
   std::string device(const std::string& configured) const;
@@ -132,6 +135,7 @@ class DistributedRun {
   std::unique_ptr<dist::CommTensorGroup> m_tensor;  // the model's tensor-parallel collectives (tp > 1)
   std::unique_ptr<dist::DataParallel> m_dp;
   std::unique_ptr<PipelineExecutor> m_exec;  // dist.pp > 1: this stage's schedule
+  double m_simulated_bubble = 0, m_formula_bubble = 0;  // the schedule's idle fraction (unit costs)
   int64_t m_tp_bytes_at_take = 0;
   std::string m_notice;  // connect's word for the user (dist.transport auto chose MPI staging)
   std::string m_pipeline_warning;  // the schedule's note (pipeline_warning), "" for none

@@ -58,6 +58,7 @@ class PipelineExecutor {
   // one chunk after the other (no training: no dropout, no activations kept). Returns the logits
   // on the last stage, an undefined tensor on the others.
   Tensor forward_only(Backend& be, const Tensor& x);
+  const dist::PipelineTable& table() const { return m_table; }
   const std::vector<PipeEvent>& events() const { return m_events; }  // the last step's, in order
   PipelineStepTimes times() const;                                    // the last step's
   // The most micro-batches whose activations this stage held at once in the last step.

@@ -17,6 +17,7 @@
 #include "optim/optimizer.h"
 #include "plan/memory_model.h"
 #include "train/distributed.h"
+#include "train/pipeline_record.h"
 #include "train/precision.h"
 #include "train/run_checkpoint.h"
 #include "train/run_record.h"
@@ -375,6 +376,10 @@ StepMetrics Trainer::train_step(long step, std::string event) {
   const MemoryByCategory predicted = predict_rank_memory(mi, {stage, s.dist->data_ranks(), s.dist->data_rank()});
   m.mem_predicted = to_bytes(predicted);
   m.ranks = s.dist->rank_metrics(dt, snap, predicted);
+  if (s.dist->pipelined() && pipeline_timeline_due(step + 1)) {  // collective: every rank takes part
+    const Json line = s.dist->pipeline_timeline(step + 1);
+    if (s.record) append_pipeline_line(run_dir(), line);
+  }
   m.device_used_bytes = info.used_bytes;
   m.device_total_bytes = info.total_bytes;
   m.runtime_context_bytes = info.runtime_context_bytes;

@@ -21,6 +21,7 @@
 #include "rank_runs.h"
 #include "test_support.h"
 #include "train/pipeline_executor.h"
+#include "train/pipeline_record.h"
 
 using namespace trainlab;
 using namespace trainlab::test;
@@ -124,6 +125,40 @@ QStringList gpt(const QString& out, int steps, const QStringList& more = {}) {
                      "--set", "model.dropout=0.1", "--out", out} + more;
 }
 
+// pipeline.jsonl: every step (the first 8 are), each stage's actions in the table's order within
+// its step, the predictions the schedule's; each rank's metrics carry its stage's parts.
+void check_timeline(const QString& dir, const QString& schedule) {
+  const dist::PipelineSchedule kind = dist::pipeline_schedule_from_name(schedule.toStdString(), "schedule");
+  const dist::PipelineTable table = dist::build_schedule(kind, 2, 4);
+  const std::vector<PipelineStepRecord> steps = read_pipeline_timeline(dir.toStdString());
+  QCOMPARE(steps.size(), size_t(6));
+  for (size_t n = 0; n < steps.size(); ++n) {
+    const PipelineStepRecord& r = steps[n];
+    QVERIFY(r.step == static_cast<long>(n + 1) && r.schedule == schedule.toStdString() && r.p == 2 && r.m == 4 && r.v == 1);
+    QCOMPARE(r.simulated_bubble, dist::simulate(table).idle_fraction);
+    QCOMPARE(r.formula_bubble, dist::pipeline_bubble(kind, 2, 4, 1).fraction());
+    for (int s = 0; s < 2; ++s) {
+      const auto& acts = r.timing.stages[static_cast<size_t>(s)];
+      QCOMPARE(acts.size(), table.actions[static_cast<size_t>(s)].size());
+      double at = 0;
+      for (size_t i = 0; i < acts.size(); ++i) {
+        QVERIFY(acts[i].action == table.actions[static_cast<size_t>(s)][i]);
+        QVERIFY(acts[i].start >= at && acts[i].end >= acts[i].start);
+        at = acts[i].end;
+      }
+      const PipelineStageTimes& t = r.stages[static_cast<size_t>(s)];
+      QVERIFY(t.rank == s && at <= t.step_ms && t.forward_ms > 0 && t.backward_ms > 0 && t.bubble >= 0 && t.bubble < 1);
+    }
+  }
+  const Json ranks = last_metrics(dir).at("ranks");
+  QCOMPARE(ranks.size(), size_t(2));
+  for (int r = 0; r < 2; ++r) {
+    const RankPipelineMetrics pm = RankStepMetrics::from_json(ranks[static_cast<size_t>(r)]).pipeline.value();
+    QVERIFY(pm.stage == r && pm.forward_ms > 0 && pm.backward_ms > 0 && pm.bubble >= 0 && pm.bubble < 1);
+    QCOMPARE(pm.simulated_bubble, steps[0].simulated_bubble);
+  }
+}
+
 }  // namespace
 
 class TestPipelineParallel : public QObject {
@@ -182,6 +217,36 @@ class TestPipelineParallel : public QObject {
       const SafeTensor* u = wb.find(t.name);
       QVERIFY2(u && u->shape == t.shape && u->bytes == t.bytes, qPrintable(QString::fromStdString(t.name)));
     }
+    check_timeline(pp, schedule);
+  }
+
+  void timelineReaderNamesTheFault_data() {
+    QTest::addColumn<QString>("line");
+    QTest::addColumn<QString>("expected");
+    const QString stage = R"({"stage":0,"rank":0,"step_ms":2,"forward_ms":1,"backward_ms":1,"recv_wait_ms":0,"bubble":0,"actions":%1})";
+    const QString head = R"({"step":1,"schedule":"1f1b","p":1,"m":1,"v":1,"simulated_bubble":0,"formula_bubble":0,"stages":[%1]})";
+    QTest::newRow("no stages") << R"({"step":1,"schedule":"1f1b","p":1,"m":1,"v":1,"simulated_bubble":0,"formula_bubble":0})"
+                               << "line 1: field 'stages' is missing";
+    QTest::newRow("bad op") << head.arg(stage.arg(R"([["X",0,0,0,1]])")) << "op 'X'";
+    QTest::newRow("micro-batch past m") << head.arg(stage.arg(R"([["F",1,0,0,1]])")) << "outside m, v";
+    QTest::newRow("schedule") << R"({"step":1,"schedule":"2f2b","p":1})" << "field 'schedule'";
+  }
+  void timelineReaderNamesTheFault() {
+    QFETCH(QString, line);
+    QFETCH(QString, expected);
+    const QString dir = m_tmp.path() + "/bad-timeline";
+    QDir().mkpath(dir);
+    QFile f(dir + "/pipeline.jsonl");
+    QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+    f.write(line.toUtf8() + "\n");
+    f.close();
+    try {
+      read_pipeline_timeline(dir.toStdString());
+      QFAIL("no error");
+    } catch (const Error& e) {
+      QVERIFY2(QString(e.what()).contains(expected) && QString(e.what()).contains("pipeline.jsonl"), e.what());
+    }
+    QVERIFY(read_pipeline_timeline((m_tmp.path() + "/none").toStdString()).empty());
   }
 
   void trainerRefusesWhatItDoesNotRun_data() {
