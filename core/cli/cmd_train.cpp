@@ -60,7 +60,8 @@ std::string value_text(double v) {
 struct TrainFlags {
   std::string config_file, model, optimizer, offload, precision, device, out;
   std::string resume;  // --resume DIR
-  std::string epochs, steps, batch, accumulate, seed, lr, ranks, gpus, tp;
+  std::string epochs, steps, batch, accumulate, micro_batches, seed, lr, ranks, gpus, tp;
+  std::string pp, schedule, virtual_stages, stage_layers;  // the pipeline's layout
   std::string init_from, finetune, rank, alpha, targets;  // fine-tuning (docs/FINETUNE.md)
   bool sequence_parallel = false;
   std::vector<std::string> sets;
@@ -69,11 +70,17 @@ struct TrainFlags {
   bool overwrite = false;
 };
 
-// --tp and --sequence-parallel (dist.tp, dist.sequence_parallel): a new run's layout, or the one
-// a resumed run continues at (resharded).
+// --tp, --sequence-parallel, --pp, --schedule, --virtual-stages and --stage-layers (dist.tp,
+// dist.sequence_parallel, dist.pp, ...): a new run's layout, or the one a resumed run continues at.
 void set_layout(Config& c, const TrainFlags& o) {
   if (!o.tp.empty()) c.set("dist.tp", o.tp);
   if (o.sequence_parallel) c.set("dist.sequence_parallel", "true");
+  const std::pair<const char*, const std::string*> keys[] = {{"dist.pp", &o.pp},
+                                                             {"dist.schedule", &o.schedule},
+                                                             {"dist.virtual_stages", &o.virtual_stages},
+                                                             {"dist.stage_layers", &o.stage_layers}};
+  for (const auto& [key, text] : keys)
+    if (!text->empty()) c.set(key, *text);
 }
 
 // The config file (or the defaults), then the flags and --set. A flag or --set that switches the
@@ -85,6 +92,7 @@ Config build_config(const TrainFlags& o) {
   const std::pair<const char*, const std::string*> flags[] = {
       {"model.name", &o.model},          {"train.epochs", &o.epochs}, {"train.steps", &o.steps},
       {"train.batch", &o.batch},         {"train.accumulate", &o.accumulate}, {"train.seed", &o.seed},
+      {"train.micro_batches", &o.micro_batches},
       {"optim.lr", &o.lr},               {"optim.name", &o.optimizer}, {"precision.dtype", &o.precision},
       {"optim.offload", &o.offload},     {"compress.init_from", &o.init_from},
       {"finetune.method", &o.finetune},  {"finetune.rank", &o.rank},   {"finetune.alpha", &o.alpha},
@@ -205,7 +213,7 @@ int run_training(const Config& c, const TrainFlags& flags, const dist::LaunchInf
 // The flags that set how a run computes: refused with --resume (the run keeps its own settings).
 const char* const kSettingFlags[] = {"--config",    "--model",     "--epochs",     "--steps", "--batch",  "--lr",
                                      "--optimizer", "--precision", "--accumulate", "--seed",  "--device", "--out",
-                                     "--overwrite", "--offload"};
+                                     "--overwrite", "--offload", "--micro-batches"};
 
 std::string settable_on_resume() {
   std::string keys;
@@ -255,6 +263,8 @@ Runner add_train_command(CLI::App& app, std::vector<std::string> args) {
                   "CPU (optim.offload)");
   cmd->add_option("--precision", o->precision, "fp32, tf32, bf16, fp16 or fp8 (precision.dtype)");
   add_key_option(cmd, "--accumulate", o->accumulate, "train.accumulate", "Gradient accumulation: micro-batches per step");
+  add_key_option(cmd, "--micro-batches", o->micro_batches, "train.micro_batches",
+                 "Micro-batches per optimizer step, m (--accumulate under the pipeline's name; give one of the two)");
   add_key_option(cmd, "--seed", o->seed, "train.seed", "Seed");
   cmd->add_option("--device", o->device, "cpu, cuda, cuda:N or auto (device.name)");
   cmd->add_option("--set", o->sets, "Any config key: --set key=value (repeatable), e.g. --set data.path=FILE");
@@ -277,6 +287,14 @@ Runner add_train_command(CLI::App& app, std::vector<std::string> args) {
   cmd->add_flag("--sequence-parallel", o->sequence_parallel,
                 "With --tp: LayerNorm, dropout and the residual stream on 1/T of the tokens per rank "
                 "(dist.sequence_parallel)");
+  add_key_option(cmd, "--pp", o->pp, "dist.pp",
+                 "Pipeline-parallel degree: char-gpt's blocks split into P consecutive stages on P ranks (--ranks N: "
+                 "N/(T P) data-parallel replicas)");
+  cmd->add_option("--schedule", o->schedule, "Pipeline schedule: gpipe, 1f1b, interleaved or zb-h1 (dist.schedule)");
+  add_key_option(cmd, "--virtual-stages", o->virtual_stages, "dist.virtual_stages",
+                 "Model chunks per pipeline rank (--schedule interleaved)");
+  cmd->add_option("--stage-layers", o->stage_layers,
+                  "Blocks of each pipeline stage, e.g. 3,1 (dist.stage_layers; default balanced)");
   cmd->add_option("--resume", o->resume,
                   "Continue the run in DIR from its last checkpoint (it needs run.checkpoint_every > 0), after a "
                   "stop, a crash or kill -9: the run keeps its own config.json, so --config and the other setting "

@@ -1,5 +1,7 @@
 #include "config/compress_options.h"
 
+#include "config/train_options.h"
+
 namespace trainlab {
 
 QuantOptions quant_options(const Config& c) {
@@ -47,7 +49,7 @@ CompressOptions compress_options(const Config& c) {
   o.prune = prune_options(c);
   o.distill = distill_options(c);
   o.init_from = c.get_string("compress.init_from");
-  o.accumulate = static_cast<int>(c.get_int("train.accumulate"));
+  o.accumulate = micro_batches(c);
   o.run_config = c.to_json();
   return o;
 }

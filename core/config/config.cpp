@@ -131,7 +131,8 @@ std::string describe_expected(const ConfigKey& k) {
     case KeyType::String: return "a string of UTF-8 text";
     case KeyType::IntList: {
       const std::string items = number_range(k).describe();  // "an integer in [a, b]"
-      return "a list of 1 to " + std::to_string(kMaxListItems) + " integers" + items.substr(items.find(" in "));
+      return std::string("a list of ") + (k.empty_list_ok ? "0" : "1") + " to " + std::to_string(kMaxListItems) +
+             " integers" + items.substr(items.find(" in "));
     }
     case KeyType::Enum: {
       std::string s = "one of ";
@@ -169,7 +170,7 @@ Json validate_config_value(const ConfigKey& k, const Json& v, const std::string&
           if (c == v.get<std::string>()) return v;
       throw fail();
     case KeyType::IntList: {
-      if (!v.is_array() || v.empty() || v.size() > kMaxListItems) throw fail();
+      if (!v.is_array() || (v.empty() && !k.empty_list_ok) || v.size() > kMaxListItems) throw fail();
       Json out = Json::array();
       for (const auto& e : v) {
         const std::optional<int64_t> n = e.is_number_float() ? std::nullopt : as_whole(e);

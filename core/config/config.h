@@ -30,9 +30,11 @@ struct ConfigKey {
   std::string help;
   bool mid_run = false;  // may change while a run trains (applies at the next step)
   bool min_open = false, max_open = false;  // an open end excludes min or max: optim.lr is (0, 10]
+  bool empty_list_ok = false;  // IntList: the empty list is a value (dist.stage_layers: "balanced")
 };
 
-// An IntList holds 1 to this many items (model.hidden: layers of an MLP).
+// An IntList holds 1 to this many items (model.hidden: layers of an MLP), or none where the key
+// says so (empty_list_ok).
 constexpr size_t kMaxListItems = 64;
 
 const std::vector<ConfigKey>& config_schema();

@@ -77,6 +77,10 @@ void train_keys(std::vector<ConfigKey>& s) {
                       "Gradient accumulation: k micro-batches forward and backward (loss scaled by 1/k), then one "
                       "optimizer step. Same gradient as a k-times larger batch, activation memory of one micro-batch.",
                       true));
+  s.push_back(key_int("train.micro_batches", 0, 0, 1 << 16,
+                      "Micro-batches per optimizer step, m: the same quantity as train.accumulate under the name the "
+                      "pipeline schedules use (a pipeline step runs m micro-batches through its stages). 0: "
+                      "train.accumulate decides; set either one (both set to different values is an error)."));
   s.push_back(key_int("train.seed", 1, 0, 9.2e18, "Seed of the initial weights, the split and the shuffles. Same seed and "
                                                   "config on the CPU: bit-identical results."));
   s.push_back(key_int("train.eval_every", 0, 0, 1e9,
@@ -350,6 +354,31 @@ void dist_keys(std::vector<ConfigKey>& s) {
                        "tokens per rank (Korthikanti et al. 2022): all-gather before the column-parallel products "
                        "and reduce-scatter after the row-parallel ones instead of the all-reduces. The context must "
                        "divide by dist.tp."));
+  s.push_back(key_int("dist.pp", 1, 1, 1024,
+                      "Pipeline-parallel degree p (char-gpt only): the blocks split into p consecutive stages on p "
+                      "ranks (the embedding on the first, the final LayerNorm, the output layer and the loss on the "
+                      "last), activations sent forward and their gradients back point to point, train.micro_batches "
+                      "micro-batches a step in the order of dist.schedule. The ranks are dist.tp x data-parallel "
+                      "replicas x dist.pp (Megatron-LM's order: tensor innermost, pipeline outermost); p must not "
+                      "exceed model.layers."));
+  s.push_back(key_enum("dist.schedule", "1f1b", {"gpipe", "1f1b", "interleaved", "zb-h1"},
+                       "Pipeline schedule (with dist.pp > 1). gpipe: all forwards, then all backwards (holds every "
+                       "micro-batch's activations); 1f1b: warm-up, one forward one backward, cool-down (stage i holds "
+                       "min(p - i, m)); interleaved: dist.virtual_stages chunks of layers per rank, a bubble v times "
+                       "smaller (m a multiple of p, p x v dividing model.layers); zb-h1: 1f1b with each backward split "
+                       "into the input gradient and the weight gradient, which fills the bubble (Qi et al. 2023)."));
+  s.push_back(key_int("dist.virtual_stages", 1, 1, 1024,
+                      "Model chunks per pipeline rank, v (dist.schedule interleaved only; 1 otherwise): chunk c of "
+                      "rank s is virtual stage c p + s."));
+  {
+    ConfigKey k{"dist.stage_layers", KeyType::IntList, Json::array(), 0, 1024, {},
+                "Blocks of each pipeline stage, first to last (p entries, or p x v under interleaving, each at "
+                "least 1, summing to model.layers). Empty: balanced (model.layers / stages each, the first stages "
+                "one more where it does not divide).",
+                false};
+    k.empty_list_ok = true;
+    s.push_back(k);
+  }
   s.push_back(key_enum("dist.transport", "auto", {"auto", "nccl", "mpi"},
                        "How GPU ranks exchange tensors. nccl: device buffers through NCCL (one GPU a rank); mpi: "
                        "device buffers staged through host memory and sent with MPI (several ranks may share one GPU, "

@@ -34,12 +34,15 @@ int zero_stage(DistStrategy s) {
 }
 
 std::string dist_layout_text(const DistOptions& o, int ranks) {
-  const int t = std::max(1, o.tp), dp = std::max(1, ranks / t);
+  const int t = std::max(1, o.tp), p = std::max(1, o.pp), dp = std::max(1, ranks / (t * p));
   std::string s = std::to_string(ranks) + " rank" + (ranks == 1 ? "" : "s") + ": ";
   if (t > 1)
     s += "tensor-parallel groups of " + std::to_string(t) + (o.sequence_parallel ? " (sequence parallel)" : "") + " x ";
-  s += std::to_string(dp) + " data-parallel replica" + (dp == 1 ? "" : "s") + ", " + dist_strategy_name(o.strategy);
-  return s;
+  s += std::to_string(dp) + " data-parallel replica" + (dp == 1 ? "" : "s");
+  if (p > 1)
+    s += " x " + std::to_string(p) + " pipeline stages (" + o.schedule +
+         (o.virtual_stages > 1 ? ", " + std::to_string(o.virtual_stages) + " chunks a rank" : "") + ")";
+  return s + ", " + dist_strategy_name(o.strategy);
 }
 
 DistOptions dist_options(const Config& c) {
@@ -51,6 +54,10 @@ DistOptions dist_options(const Config& c) {
   o.tp = static_cast<int>(c.get_int("dist.tp"));
   o.sequence_parallel = c.get_bool("dist.sequence_parallel");
   o.transport = c.get_string("dist.transport");
+  o.pp = static_cast<int>(c.get_int("dist.pp"));
+  o.schedule = c.get_string("dist.schedule");
+  o.virtual_stages = static_cast<int>(c.get_int("dist.virtual_stages"));
+  o.stage_layers = c.get_int_list("dist.stage_layers");
   return o;
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace trainlab {
 
@@ -27,14 +28,19 @@ struct DistOptions {
   int tp = 1;                                 // dist.tp: tensor-parallel degree
   bool sequence_parallel = false;             // dist.sequence_parallel (with tp > 1)
   std::string transport = "auto";             // dist.transport: auto, nccl or mpi
+  int pp = 1;                                 // dist.pp: pipeline-parallel degree (stages)
+  std::string schedule = "1f1b";              // dist.schedule: gpipe, 1f1b, interleaved, zb-h1
+  int virtual_stages = 1;                     // dist.virtual_stages: chunks per pipeline rank
+  std::vector<int64_t> stage_layers;          // dist.stage_layers: blocks per (virtual) stage; empty: balanced
   bool operator==(const DistOptions&) const = default;
 };
 
 DistOptions dist_options(const Config& config);
 
 // A run's layout over `ranks` ranks in words, for the CLI, the summary, the Ranks dock and the
-// report: "2 ranks: tensor-parallel groups of 2 (sequence parallel) x 1 data-parallel replica, ddp"
-// or "4 ranks: 4 data-parallel replicas, zero2".
+// report: "2 ranks: tensor-parallel groups of 2 (sequence parallel) x 1 data-parallel replica, ddp",
+// "4 ranks: 4 data-parallel replicas, zero2" or "8 ranks: tensor-parallel groups of 2 x 2 data-parallel
+// replicas x 2 pipeline stages (1f1b), zero1".
 std::string dist_layout_text(const DistOptions& o, int ranks);
 
 }  // namespace trainlab

@@ -1,5 +1,7 @@
 #include "config/train_options.h"
 
+#include "util/error.h"
+
 namespace trainlab {
 
 DataOptions data_options(const Config& c) {
@@ -38,12 +40,22 @@ CheckpointOptions checkpoint_options(const Config& c) {
   return {c.get_string("checkpoint.policy"), c.get_int("checkpoint.k")};
 }
 
+int micro_batches(const Config& c) {
+  const int64_t m = c.get_int("train.micro_batches"), k = c.get_int("train.accumulate");
+  if (m == 0) return static_cast<int>(k);
+  if (k != 1 && k != m)
+    throw Error("train.micro_batches " + std::to_string(m) + " and train.accumulate " + std::to_string(k) +
+                " are the same quantity (micro-batches per optimizer step) and disagree: set one of them (or both to " +
+                std::to_string(m) + ")");
+  return static_cast<int>(m);
+}
+
 TrainOptions train_options(const Config& c) {
   TrainOptions o;
   o.epochs = c.get_int("train.epochs");
   o.steps = c.get_int("train.steps");
   o.batch = c.get_int("train.batch");
-  o.accumulate = static_cast<int>(c.get_int("train.accumulate"));
+  o.accumulate = micro_batches(c);
   o.eval_every = c.get_int("train.eval_every");
   o.eval_windows = c.get_int("train.eval_windows");
   o.seed = static_cast<uint64_t>(c.get_int("train.seed"));

@@ -52,7 +52,7 @@ struct CheckpointOptions {
 struct TrainOptions {
   int64_t epochs = 30, steps = 0;  // train.epochs, train.steps (steps > 0 overrides epochs)
   int64_t batch = 64;             // train.batch: samples (text: windows) per micro-batch
-  int accumulate = 1;             // train.accumulate: micro-batches per optimizer step
+  int accumulate = 1;             // micro-batches per optimizer step (micro_batches(): train.accumulate or train.micro_batches)
   int64_t eval_every = 0;         // train.eval_every: steps between evaluations (0: each epoch)
   int64_t eval_windows = 256;       // train.eval_windows (text: fixed validation windows)
   uint64_t seed = 1;              // train.seed
@@ -64,5 +64,8 @@ ModelOptions model_options(const Config& c);
 PrecisionOptions precision_options(const Config& c);
 CheckpointOptions checkpoint_options(const Config& c);
 TrainOptions train_options(const Config& c);
+// Micro-batches per optimizer step: train.micro_batches where set (> 0), else train.accumulate
+// (the same quantity under two names). Throws Error naming both values when both are set and differ.
+int micro_batches(const Config& c);
 
 }  // namespace trainlab

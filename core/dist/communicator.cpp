@@ -69,6 +69,11 @@ void Communicator::check_peer(int peer, const char* what) const {
                 " of a group of " + std::to_string(m_size) + ": expected another rank of the group");
 }
 
+void Communicator::check_stream(int stream) const {
+  if (stream < 0 || stream > kMaxStream)
+    throw Error("point-to-point stream " + std::to_string(stream) + ": expected 0 to " + std::to_string(kMaxStream));
+}
+
 void Communicator::count_bytes(Collective c, int64_t bytes) {
   if (m_size <= 1) return;
   const double n = m_size;
@@ -124,11 +129,11 @@ class SingleRank final : public Communicator {
     if (root != 0) throw Error("internal: broadcast from rank " + std::to_string(root) + " of 1");
     return completed_request();
   }
-  CommHandle send(const Tensor& t, int peer) override {
+  CommHandle send(const Tensor& t, int peer, int) override {
     check_peer(peer, "a send");  // one rank has no other
     return completed_request();
   }
-  CommHandle recv(Tensor& t, int peer) override {
+  CommHandle recv(Tensor& t, int peer, int) override {
     check_peer(peer, "a receive");
     return completed_request();
   }

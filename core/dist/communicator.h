@@ -87,9 +87,14 @@ class Communicator {
 
   // --- point to point (pipeline stages, asynchronous) ----------------------------------------
   // t to rank `peer` of this group; t from it (the same element count and format). Messages
-  // between two ranks are matched in the order each side posts them. A send counts t's bytes.
-  virtual CommHandle send(const Tensor& t, int peer) = 0;
-  virtual CommHandle recv(Tensor& t, int peer) = 0;
+  // between two ranks are matched per `stream` (0 to kMaxStream: the MPI tag) in the order each
+  // side posts them; NCCL has no streams (its messages between two ranks match in posting order
+  // alone). A send counts t's bytes.
+  static constexpr int kMaxStream = 32767;
+  virtual CommHandle send(const Tensor& t, int peer, int stream) = 0;
+  virtual CommHandle recv(Tensor& t, int peer, int stream) = 0;
+  CommHandle send(const Tensor& t, int peer) { return send(t, peer, 0); }
+  CommHandle recv(Tensor& t, int peer) { return recv(t, peer, 0); }
 
   // --- host values (blocking, with the timeout) ---------------------------------------------
   virtual void barrier() = 0;
@@ -116,6 +121,8 @@ class Communicator {
   void check_tensor(const Tensor& t, const char* what) const;
   // Throws Error unless `peer` is another rank of this group.
   void check_peer(int peer, const char* what) const;
+  // Throws Error unless 0 <= stream <= kMaxStream.
+  void check_stream(int stream) const;
   void count_bytes(Collective c, int64_t bytes);
   // "rank 1 of 2: all-reduce of 1.5 MiB did not complete within 300 s ..." for a timeout.
   std::string timeout_message(const std::string& what) const;

@@ -173,22 +173,24 @@ class MpiComm final : public Communicator {
     return r;
   }
 
-  // Tag 0 on this communicator: MPI keeps each pair's messages in the order they were posted.
-  CommHandle send(const Tensor& t, int peer) override {
+  // The stream is the tag: MPI keeps each pair's messages of a tag in the order they were posted.
+  CommHandle send(const Tensor& t, int peer, int stream) override {
     check_tensor(t, "send");
     check_peer(peer, "a send");
+    check_stream(stream);
     auto r = start(Collective::Send, t.bytes());
-    check(MPI_Isend(t.raw(), as_int(mpi_elems(t.dtype(), t.numel()), "send"), mpi_type(t.dtype()), peer, 0, m_comm,
+    check(MPI_Isend(t.raw(), as_int(mpi_elems(t.dtype(), t.numel()), "send"), mpi_type(t.dtype()), peer, stream, m_comm,
                     &r->req),
           "MPI_Isend");
     return r;
   }
 
-  CommHandle recv(Tensor& t, int peer) override {
+  CommHandle recv(Tensor& t, int peer, int stream) override {
     check_tensor(t, "receive");
     check_peer(peer, "a receive");
+    check_stream(stream);
     auto r = start(Collective::Recv, t.bytes());
-    check(MPI_Irecv(t.raw(), as_int(mpi_elems(t.dtype(), t.numel()), "receive"), mpi_type(t.dtype()), peer, 0, m_comm,
+    check(MPI_Irecv(t.raw(), as_int(mpi_elems(t.dtype(), t.numel()), "receive"), mpi_type(t.dtype()), peer, stream, m_comm,
                     &r->req),
           "MPI_Irecv");
     return r;

@@ -53,13 +53,13 @@ class NcclComm final : public HostBackedCommunicator {
     return started(Collective::Broadcast, m_rank == root ? t.bytes() : 0, m_dc->broadcast(t, root));
   }
 
-  CommHandle send(const Tensor& t, int peer) override {
+  CommHandle send(const Tensor& t, int peer, int) override {  // no streams: posting order
     check_tensor(t, "send");
     check_peer(peer, "a send");
     return started(Collective::Send, t.bytes(), m_dc->send(t, peer));
   }
 
-  CommHandle recv(Tensor& t, int peer) override {
+  CommHandle recv(Tensor& t, int peer, int) override {
     check_tensor(t, "receive");
     check_peer(peer, "a receive");
     return started(Collective::Recv, t.bytes(), m_dc->recv(t, peer));

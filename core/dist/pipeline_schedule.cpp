@@ -171,6 +171,42 @@ PipelineTable build_schedule(PipelineSchedule kind, int p, int m, int v) {
   return t;
 }
 
+std::vector<int64_t> stage_layer_split(PipelineSchedule kind, int64_t layers, int64_t p, int64_t v,
+                                       const std::vector<int64_t>& given) {
+  const std::string pp = "dist.pp " + std::to_string(p), nl = "model.layers " + std::to_string(layers);
+  if (p > layers)
+    throw Error(pp + " is more than " + nl + ": each pipeline stage holds at least one block (use dist.pp <= " +
+                std::to_string(layers) + ")");
+  const int64_t n = p * v;
+  if (!given.empty()) {
+    std::string list;
+    int64_t sum = 0;
+    for (int64_t x : given) list += (list.empty() ? "" : ", ") + std::to_string(x), sum += x;
+    list = "dist.stage_layers [" + list + "]";
+    if (static_cast<int64_t>(given.size()) != n)
+      throw Error(list + " has " + std::to_string(given.size()) + (given.size() == 1 ? " entry" : " entries") + " for " + pp +
+                  (v > 1 ? " x dist.virtual_stages " + std::to_string(v) : "") + ": expected " + std::to_string(n) +
+                  " (one per stage, first to last)");
+    for (size_t k = 0; k < given.size(); ++k)
+      if (given[k] < 1)
+        throw Error(list + ": stage " + std::to_string(k) + " has no blocks; each stage holds at least one");
+    if (sum != layers)
+      throw Error(list + " sums to " + std::to_string(sum) + " blocks, but " + nl + ": expected entries summing to " +
+                  std::to_string(layers));
+    return given;
+  }
+  if (kind == PipelineSchedule::Interleaved && layers % n != 0)
+    throw Error("dist.schedule interleaved cuts the model into dist.pp " + std::to_string(p) +
+                " x dist.virtual_stages " + std::to_string(v) + " = " + std::to_string(n) + " equal chunks, but " + nl +
+                " is not a multiple of " + std::to_string(n));
+  if (n > layers)
+    throw Error(pp + " x dist.virtual_stages " + std::to_string(v) + " = " + std::to_string(n) + " chunks is more than " +
+                nl + ": each chunk holds at least one block");
+  std::vector<int64_t> out(static_cast<size_t>(n), layers / n);
+  for (int64_t k = 0; k < layers % n; ++k) ++out[static_cast<size_t>(k)];
+  return out;
+}
+
 std::vector<int> weight_gradient_order(const PipelineTable& t, int stage, int chunk) {
   std::vector<int> out;
   for (const PipeAction& a : t.actions.at(static_cast<size_t>(stage)))

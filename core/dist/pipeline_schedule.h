@@ -110,6 +110,15 @@ std::string pipeline_warning(PipelineSchedule kind, int64_t p, int64_t m, int64_
 
 PipelineTable build_schedule(PipelineSchedule kind, int p, int m, int v = 1);
 
+// The blocks of each virtual stage k = c p + s (p v entries, in the order a micro-batch visits
+// them): `given` (dist.stage_layers) when not empty, checked (p v entries, none zero, summing to
+// `layers`), else a balanced split: layers / (p v) each, the first layers mod (p v) one more;
+// interleaved needs p v to divide the layers there (Megatron's equal chunks). Throws Error naming
+// the keys and values (dist.pp larger than model.layers, a list of the wrong length, a zero entry,
+// a wrong sum).
+std::vector<int64_t> stage_layer_split(PipelineSchedule kind, int64_t layers, int64_t p, int64_t v,
+                                       const std::vector<int64_t>& given);
+
 // The micro-batches in the order a stage adds their weight gradients into chunk `chunk`'s
 // accumulated gradient (Backward or BackwardWeight actions): ascending for every table here.
 std::vector<int> weight_gradient_order(const PipelineTable& t, int stage, int chunk);

@@ -97,7 +97,7 @@ class StagedComm final : public HostBackedCommunicator {
   }
 
   // The message leaves from staging; nothing comes back to the device.
-  CommHandle send(const Tensor& t, int peer) override {
+  CommHandle send(const Tensor& t, int peer, int stream) override {
     check_tensor(t, "send");
     check_peer(peer, "a send");
     const size_t s = acquire(t.bytes());
@@ -105,17 +105,17 @@ class StagedComm final : public HostBackedCommunicator {
     to_host(t, h);
     count_bytes(Collective::Send, static_cast<int64_t>(t.bytes()));
     Tensor nothing = element_range(h, 0, 0);
-    return started(s, [&] { return m_host->send(h, peer); }, h, nothing);
+    return started(s, [&] { return m_host->send(h, peer, stream); }, h, nothing);
   }
 
   // t is copied to staging first only as to_host's fence before MPI writes the buffer.
-  CommHandle recv(Tensor& t, int peer) override {
+  CommHandle recv(Tensor& t, int peer, int stream) override {
     check_tensor(t, "receive");
     check_peer(peer, "a receive");
     const size_t s = acquire(t.bytes());
     Tensor h = view(s, 0, t.dtype(), t.numel());
     to_host(t, h);
-    return started(s, [&] { return m_host->recv(h, peer); }, h, t);
+    return started(s, [&] { return m_host->recv(h, peer, stream); }, h, t);
   }
 
   std::unique_ptr<Communicator> split(int color, int key) override {

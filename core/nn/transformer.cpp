@@ -1,6 +1,8 @@
 #include "nn/transformer.h"
 
+#include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "nn/linear.h"
 #include "util/error.h"
@@ -34,6 +36,23 @@ void declare_split(FlatParamsBuilder& params, Parameter& p, std::string name, Sh
     return take_shard(all, whole, s, t, r);
   });
 }
+
+// The random draws of parameters another pipeline stage holds: made (and dropped) just before the
+// next held parameter's, so that every stage's values are the whole model's.
+class SkippedDraws {
+ public:
+  void skip(FlatParamsBuilder::Init init) { m_pending.push_back(std::move(init)); }
+  FlatParamsBuilder::Init before(FlatParamsBuilder::Init init) {
+    if (m_pending.empty()) return init;
+    return [pending = std::exchange(m_pending, {}), init = std::move(init)] {
+      for (const auto& f : pending) f();
+      return init();
+    };
+  }
+
+ private:
+  std::vector<FlatParamsBuilder::Init> m_pending;
+};
 
 std::vector<float> uniform_init(std::mt19937_64& rng, int64_t n, float bound) {
   std::vector<float> v(static_cast<size_t>(n));
@@ -127,76 +146,97 @@ void CharGptConfig::validate() const {
                   " repeats or is out of order (expected distinct characters in ascending code point order)");
 }
 
-CharGpt::CharGpt(Backend& be, CharGptConfig cfg, uint64_t seed, TensorParallel tp)
-    : m_cfg(std::move(cfg)), m_tp(tp), m_seed(seed) {
+CharGpt::CharGpt(Backend& be, CharGptConfig cfg, uint64_t seed, TensorParallel tp, PipelineSlice slice)
+    : m_cfg(std::move(cfg)), m_tp(tp), m_slice(slice), m_seed(seed) {
   m_cfg.validate();
   const int t = m_tp.size();
   if (m_cfg.heads % t != 0)
     throw Error("dist.tp " + std::to_string(t) + " does not divide model.heads " + std::to_string(m_cfg.heads) +
                 ": each tensor-parallel rank computes heads/tp whole heads");
+  const int64_t V = m_cfg.padded_vocab(), D = m_cfg.dim, L = m_cfg.layers, C = m_cfg.context;
+  if (m_slice.last < 0) m_slice.last = L;
+  if (m_slice.first < 0 || m_slice.first >= m_slice.last || m_slice.last > L ||
+      m_slice.embedding != (m_slice.first == 0) || m_slice.head != (m_slice.last == L))
+    throw Error("char-gpt pipeline stage: blocks [" + std::to_string(m_slice.first) + ", " +
+                std::to_string(m_slice.last) + ") of " + std::to_string(L) +
+                " (expected a non-empty range, the embedding with block 0 and the head with the last block)");
   // The generators run at finish(), in this declaration order (the order of the random draws).
   std::mt19937_64 rng(seed);
   FlatParamsBuilder params;
-  const int64_t V = m_cfg.padded_vocab(), D = m_cfg.dim, L = m_cfg.layers, C = m_cfg.context;
+  SkippedDraws skipped;
   m_vocab_first = split_range(V, t, m_tp.rank()).begin;
   const ShardSpec rows{0, 1}, qkv_rows{0, 3}, cols{1, 1};
-  declare_split(params, m_tok, "tok.weight", {V, D}, rows, m_tp, [&rng, V, D] { return normal_init(rng, V * D); });
-  declare(params, m_pos, "pos.weight", {C, D}, [&rng, C, D] { return normal_init(rng, C * D); });
+  // A parameter of this stage (declared), or another stage's (its draws made, its values dropped).
+  auto hold = [&](bool held, Parameter& p, std::string name, Shape whole, ShardSpec sp, FlatParamsBuilder::Init init) {
+    if (held)
+      declare_split(params, p, std::move(name), std::move(whole), sp, m_tp, skipped.before(std::move(init)));
+    else
+      skipped.skip(std::move(init));
+  };
+  const bool emb = m_slice.embedding, head = m_slice.head;
+  hold(emb, m_tok, "tok.weight", {V, D}, rows, [&rng, V, D] { return normal_init(rng, V * D); });
+  hold(emb, m_pos, "pos.weight", {C, D}, {}, [&rng, C, D] { return normal_init(rng, C * D); });
   m_tok.embedding = m_pos.embedding = true;
   auto ones = [D] { return std::vector<float>(static_cast<size_t>(D), 1.0f); };
   auto zeros = [D] { return std::vector<float>(static_cast<size_t>(D), 0.0f); };
   // `ws`: how the weight [out, in] splits; the bias follows a row split and is whole otherwise.
-  auto linear = [&](const std::string& name, int64_t in, int64_t out, Parameter& w, Parameter* b, ShardSpec ws) {
+  auto linear = [&](bool held, const std::string& name, int64_t in, int64_t out, Parameter& w, Parameter* b,
+                    ShardSpec ws) {
     const float bound = 1.0f / std::sqrt(static_cast<float>(in));
-    declare_split(params, w, name + ".weight", {out, in}, ws, m_tp,
-                  [&rng, out, in, bound] { return uniform_init(rng, out * in, bound); });
+    hold(held, w, name + ".weight", {out, in}, ws, [&rng, out, in, bound] { return uniform_init(rng, out * in, bound); });
     if (b)
-      declare_split(params, *b, name + ".bias", {out}, ws.axis == 0 ? ws : ShardSpec{}, m_tp,
-                    [&rng, out, bound] { return uniform_init(rng, out, bound); });
+      hold(held, *b, name + ".bias", {out}, ws.axis == 0 ? ws : ShardSpec{},
+           [&rng, out, bound] { return uniform_init(rng, out, bound); });
   };
   m_blocks.resize(static_cast<size_t>(L));  // not resized again: the builder holds addresses
   for (int64_t l = 0; l < L; ++l) {
     Block& b = m_blocks[static_cast<size_t>(l)];
+    const bool held = l >= m_slice.first && l < m_slice.last;
     const std::string p = "blocks." + std::to_string(l) + ".";
-    declare(params, b.ln1_w, p + "ln1.weight", {D}, ones);
-    declare(params, b.ln1_b, p + "ln1.bias", {D}, zeros);
-    declare(params, b.ln2_w, p + "ln2.weight", {D}, ones);
-    declare(params, b.ln2_b, p + "ln2.bias", {D}, zeros);
-    linear(p + "qkv", D, 3 * D, b.qkv_w, &b.qkv_b, qkv_rows);
-    linear(p + "proj", D, D, b.proj_w, &b.proj_b, cols);
-    linear(p + "fc", D, 4 * D, b.fc_w, &b.fc_b, rows);
-    linear(p + "out", 4 * D, D, b.out_w, &b.out_b, cols);
+    hold(held, b.ln1_w, p + "ln1.weight", {D}, {}, ones);
+    hold(held, b.ln1_b, p + "ln1.bias", {D}, {}, zeros);
+    hold(held, b.ln2_w, p + "ln2.weight", {D}, {}, ones);
+    hold(held, b.ln2_b, p + "ln2.bias", {D}, {}, zeros);
+    linear(held, p + "qkv", D, 3 * D, b.qkv_w, &b.qkv_b, qkv_rows);
+    linear(held, p + "proj", D, D, b.proj_w, &b.proj_b, cols);
+    linear(held, p + "fc", D, 4 * D, b.fc_w, &b.fc_b, rows);
+    linear(held, p + "out", 4 * D, D, b.out_w, &b.out_b, cols);
   }
-  declare(params, m_ln_w, "ln.weight", {D}, ones);
-  declare(params, m_ln_b, "ln.bias", {D}, zeros);
-  linear("head", D, V, m_head, nullptr, rows);
+  hold(head, m_ln_w, "ln.weight", {D}, {}, ones);
+  hold(head, m_ln_b, "ln.bias", {D}, {}, zeros);
+  linear(head, "head", D, V, m_head, nullptr, rows);
   params.finish(be, parameters());
 }
 
 std::vector<Parameter*> CharGpt::parameters() {
-  std::vector<Parameter*> out{&m_tok, &m_pos};
-  for (Block& b : m_blocks)
+  std::vector<Parameter*> out;
+  if (m_slice.embedding) out = {&m_tok, &m_pos};
+  for (int64_t l = m_slice.first; l < m_slice.last; ++l) {
+    Block& b = m_blocks[static_cast<size_t>(l)];
     for (Parameter* p : {&b.ln1_w, &b.ln1_b, &b.ln2_w, &b.ln2_b, &b.qkv_w, &b.qkv_b, &b.proj_w, &b.proj_b, &b.fc_w,
                          &b.fc_b, &b.out_w, &b.out_b})
       out.push_back(p);
-  out.push_back(&m_ln_w);
-  out.push_back(&m_ln_b);
-  out.push_back(&m_head);
+  }
+  if (m_slice.head) {
+    out.push_back(&m_ln_w);
+    out.push_back(&m_ln_b);
+    out.push_back(&m_head);
+  }
   return out;
 }
 
 nlohmann::json CharGpt::architecture() const { return m_cfg.to_json(); }
 
-nlohmann::json CharGpt::random_state() const { return {{"dropout_forwards", m_forwards}}; }
+nlohmann::json CharGpt::random_state() const { return {{"dropout_forwards", m_forwards_drawn}}; }
 
 void CharGpt::set_random_state(const nlohmann::json& state) {
   const auto it = state.is_object() && state.size() == 1 ? state.find("dropout_forwards") : state.end();
   if (it == state.end() || !it->is_number_unsigned())
     throw Error("random state of char-gpt: expected {\"dropout_forwards\": an integer >= 0}");
-  m_forwards = it->get<uint64_t>();
+  m_forwards = m_forwards_drawn = it->get<uint64_t>();
 }
 
-int64_t CharGpt::non_embedding_params() { return parameter_count() - m_pos.numel(); }
+int64_t CharGpt::non_embedding_params() { return parameter_count() - (m_slice.embedding ? m_pos.numel() : 0); }
 
 void CharGpt::set_checkpointing(CheckpointPolicy p, int64_t k) {
   const int64_t L = m_cfg.layers;
@@ -217,6 +257,8 @@ void CharGpt::release_buffers() {
   m_dx = m_dh = m_df = Tensor();
   m_gather = m_gather_grad = m_partial = Tensor();
   m_idx_local = m_tok_ext = m_dtok_ext = m_dpos = m_ln_scratch = Tensor();
+  m_slots.clear();
+  m_slot = 0;
 }
 
 Tensor& CharGpt::buf(Backend& be, Tensor& t, const Shape& s, DType dt) {
@@ -329,7 +371,7 @@ void CharGpt::block_backward_body(Backend& be, int64_t l, Acts& a, Tensor& dx, b
   // bias-gradient epilogue (tools/gemm_lab, H200: 0.058 -> 0.043 and 0.138 -> 0.119 ms): proj's by
   // this block's second LayerNorm backward, out's -- the column sums of dx as it arrives here -- by
   // the next block's first LayerNorm backward (or the final one).
-  const bool fused = fused_bias_sums();
+  const bool fused = fused_bias_sums(), fused_out = fused_out_bias(l);
   // Sequence parallel: the LayerNorm gradients of this rank's rows go to scratch (ln2, ln1), summed
   // over the group at the end; otherwise straight into the parameters' gradients.
   const bool sp = seq_split();
@@ -350,8 +392,10 @@ void CharGpt::block_backward_body(Backend& be, int64_t l, Acts& a, Tensor& dx, b
   } else {
     // Weight gradient first (reads f; without an activation it leaves g as it was), then
     // d(f) = g W over f: the same product linear_backward's dx is.
-    be.linear_backward(f, p.out_w.value, gg, Activation::None, nullptr, p.out_w.grad, fused ? nullptr : &p.out_b.grad,
-                       nullptr, acc, mm);
+    // (At a pipeline stage's cut the gradient arrived from the next stage: its column sums are
+    // taken here, by the routine the next LayerNorm backward would have used.)
+    be.linear_backward(f, p.out_w.value, gg, Activation::None, nullptr, p.out_w.grad,
+                       fused_out ? nullptr : &p.out_b.grad, nullptr, acc, mm);
     df = &f;
     be.gemm(gg, false, p.out_w.value, false, *df, 1.0f, 0.0f, mm);
   }
@@ -377,7 +421,7 @@ void CharGpt::block_backward_body(Backend& be, int64_t l, Acts& a, Tensor& dx, b
   be.linear_backward(gathered_input(be, h1), p.qkv_w.value, dqkv, Activation::None, nullptr, p.qkv_w.grad,
                      &p.qkv_b.grad, &input_grad_buffer(be, dh), acc, mm);
   reduce_input_grad(dh);
-  Tensor* prev_out_b = fused && l > 0 ? &m_blocks[static_cast<size_t>(l - 1)].out_b.grad : nullptr;
+  Tensor* prev_out_b = fused && l > m_slice.first ? &m_blocks[static_cast<size_t>(l - 1)].out_b.grad : nullptr;
   be.layernorm_backward(a.x_in, p.ln1_w.value, a.mean1, a.rstd1, dh, dx, g1w, g1b, true, acc && !sp, prev_out_b);
   if (sp) reduce_ln_grads(be, {&p.ln2_w, &p.ln2_b, &p.ln1_w, &p.ln1_b}, acc);
 }
@@ -386,74 +430,124 @@ Tensor CharGpt::forward(Backend& be, const Tensor& x, bool training) {
   if (x.dtype() != DType::I32 || x.rank() != 2)
     throw Error("char-gpt expects int32 tokens [batch, time], got " + std::string(dtype_name(x.dtype())) + " " +
                 shape_str(x.shape()));
-  if (x.dim(1) > m_cfg.context || x.dim(1) < 1)
-    throw Error("char-gpt: a window of " + std::to_string(x.dim(1)) + " tokens does not fit the context of " +
+  return stage_forward(be, x, x.dim(0), x.dim(1), training);
+}
+
+Tensor CharGpt::stage_forward(Backend& be, const Tensor& in, int64_t B, int64_t T, bool training) {
+  if (T > m_cfg.context || T < 1)
+    throw Error("char-gpt: a window of " + std::to_string(T) + " tokens does not fit the context of " +
                 std::to_string(m_cfg.context));
-  if (m_tp.sequence_parallel && (x.dim(0) * x.dim(1)) % m_tp.size() != 0)
+  if (m_tp.sequence_parallel && (B * T) % m_tp.size() != 0)
     throw Error("sequence parallelism over " + std::to_string(m_tp.size()) + " ranks: a batch of " +
-                std::to_string(x.dim(0) * x.dim(1)) + " tokens does not split into equal parts");
-  m_B = x.dim(0);
-  m_T = x.dim(1);
+                std::to_string(B * T) + " tokens does not split into equal parts");
+  m_B = B;
+  m_T = T;
   // N tokens; R of them in this rank's residual stream (all, or N/t with sequence parallelism).
-  const int64_t N = m_B * m_T, R = stream_rows(), D = m_cfg.dim, L = m_cfg.layers;
+  const int64_t N = m_B * m_T, R = stream_rows(), D = m_cfg.dim;
   const DType dt = parameter_storage_dtype(m_dtype);
-  m_idx = x.reshape({N});
   m_drop = training && m_cfg.dropout > 0.0;
-  if (m_drop) ++m_forwards;
-  unit_begins(0, block_first(0), false);
-  if (m_tp.active())
-    parallel_embedding_forward(be, buf(be, m_x0, {R, D}, dt));
-  else
-    be.embedding_forward(m_tok.value, m_pos.value, m_idx, m_T, buf(be, m_x0, {N, D}, dt));
-  unit_ends(0, block_first(0), false);
-  if (m_drop) branch_dropout(be, m_x0, drop_seed(-1, 0), m_x0);
-  Tensor h = m_x0;
+  if (m_drop) m_forwards = ++m_forwards_drawn;
+  if (!m_slice.embedding) {
+    if (in.numel() != R * D)
+      throw Error("char-gpt pipeline stage: an input of " + shape_str(in.shape()) + " for " + std::to_string(R) +
+                  " rows of " + std::to_string(D));
+    blocks_forward(be, in);
+  } else {
+    if (in.dtype() != DType::I32 || in.numel() != N)
+      throw Error("char-gpt expects int32 tokens [batch, time], got " + std::string(dtype_name(in.dtype())) + " " +
+                  shape_str(in.shape()));
+    m_idx = in.reshape({N});
+    unit_begins(0, block_first(m_slice.first), false);
+    if (m_tp.active())
+      parallel_embedding_forward(be, buf(be, m_x0, {R, D}, dt));
+    else
+      be.embedding_forward(m_tok.value, m_pos.value, m_idx, m_T, buf(be, m_x0, {N, D}, dt));
+    unit_ends(0, block_first(m_slice.first), false);
+    if (m_drop) branch_dropout(be, m_x0, drop_seed(-1, 0), m_x0);
+    blocks_forward(be, m_x0);
+  }
+  if (!m_slice.head) return m_x_final;
+  head_forward(be);
+  return m_logits;
+}
+
+void CharGpt::blocks_forward(Backend& be, Tensor h) {
+  const int64_t R = stream_rows(), D = m_cfg.dim, first = m_slice.first, L = m_slice.last - first;
+  const DType dt = parameter_storage_dtype(m_dtype);
   if (m_policy == CheckpointPolicy::EveryK || m_policy == CheckpointPolicy::EveryBlock) {
     const int64_t segs = (L + m_k - 1) / m_k;
     m_acts.resize(static_cast<size_t>(m_k));
     m_seg_in.resize(static_cast<size_t>(segs));
-    m_seg_in[0] = m_x0;
-    for (int64_t l = 0; l < L; ++l) {
-      const int64_t s = l / m_k, j = l % m_k;
+    m_seg_in[0] = h;
+    for (int64_t i = 0; i < L; ++i) {
+      const int64_t s = i / m_k, j = i % m_k;
       Acts& a = m_acts[static_cast<size_t>(j)];
       // A segment's last block writes its output straight into the next segment's kept input.
       const bool seg_end = j == m_k - 1 && s + 1 < segs;
       Tensor& out = seg_end ? buf(be, m_seg_in[static_cast<size_t>(s + 1)], {R, D}, dt) : buf(be, a.x_out, {R, D}, dt);
-      block_forward(be, l, a, h, &out);
+      block_forward(be, first + i, a, h, &out);
       h = out;
     }
   } else {
     m_acts.resize(static_cast<size_t>(L));
-    for (int64_t l = 0; l < L; ++l) {
-      Acts& a = m_acts[static_cast<size_t>(l)];
-      block_forward(be, l, a, h, &buf(be, a.x_out, {R, D}, dt));
+    for (int64_t i = 0; i < L; ++i) {
+      Acts& a = m_acts[static_cast<size_t>(i)];
+      block_forward(be, first + i, a, h, &buf(be, a.x_out, {R, D}, dt));
       h = a.x_out;
     }
   }
   m_x_final = h;
-  const size_t head_first = block_first(L), head_last = head_first + 3;  // ln.weight, ln.bias, head.weight
+}
+
+void CharGpt::head_forward(Backend& be) {
+  const int64_t N = m_B * m_T, R = stream_rows(), D = m_cfg.dim;
+  const DType dt = parameter_storage_dtype(m_dtype);
+  const size_t head_first = block_first(m_slice.last), head_last = head_first + 3;  // ln.weight, ln.bias, head.weight
   unit_begins(head_first, head_last, false);
-  be.layernorm_forward(h, m_ln_w.value, m_ln_b.value, kLnEps, buf(be, m_hf, {R, D}, dt), f32(be, m_meanf, R),
+  be.layernorm_forward(m_x_final, m_ln_w.value, m_ln_b.value, kLnEps, buf(be, m_hf, {R, D}, dt), f32(be, m_meanf, R),
                        f32(be, m_rstdf, R));
   // This rank's rows of the (padded) vocabulary: all of it with one rank.
   be.linear_forward(gathered_input(be, m_hf), m_head.value, nullptr, Activation::None,
                     buf(be, m_logits, {N, m_head.shape[0]}, dt), nullptr, m_matmul_mode);
   unit_ends(head_first, head_last, false);
-  return m_logits;
 }
 
-void CharGpt::backward(Backend& be, Tensor& dlogits, bool acc) {
+void CharGpt::backward(Backend& be, Tensor& dlogits, bool acc) { stage_backward(be, dlogits, acc); }
+
+Tensor CharGpt::stage_backward(Backend& be, Tensor& grad, bool acc) {
   if (!m_x_final.defined()) throw Error("char-gpt: backward without a forward");
-  const int64_t R = stream_rows(), D = m_cfg.dim, L = m_cfg.layers;
+  const int64_t R = stream_rows(), D = m_cfg.dim;
+  const DType dt = parameter_storage_dtype(m_dtype);
+  Tensor& dx = buf(be, m_dx, {R, D}, dt);
+  if (m_slice.head) {
+    head_backward(be, grad, dx, acc);
+  } else {
+    if (grad.numel() != R * D)
+      throw Error("char-gpt pipeline stage: an output gradient of " + shape_str(grad.shape()) + " for " +
+                  std::to_string(R) + " rows of " + std::to_string(D));
+    be.copy(grad, dx);
+  }
+  blocks_backward(be, dx, acc);
+  if (m_drop && m_slice.embedding) branch_dropout(be, dx, drop_seed(-1, 0), dx);
+  if (!m_slice.embedding) return dx;
+  if (m_tp.active())
+    parallel_embedding_backward(be, gathered_grad(be, dx), acc);
+  else
+    be.embedding_backward(dx, m_idx, m_T, m_tok.grad, m_pos.grad, acc);  // reads no parameter
+  grads_ready(0);
+  return Tensor();
+}
+
+void CharGpt::head_backward(Backend& be, Tensor& dlogits, Tensor& dx, bool acc) {
+  const int64_t R = stream_rows(), D = m_cfg.dim;
   const DType dt = parameter_storage_dtype(m_dtype);
   Tensor& dh = buf(be, m_dh, {R, D}, dt);
-  const size_t head_first = block_first(L), head_last = head_first + 3;
+  const size_t head_first = block_first(m_slice.last), head_last = head_first + 3;
   unit_begins(head_first, head_last, true);
   be.linear_backward(gathered_input(be, m_hf), m_head.value, dlogits, Activation::None, nullptr, m_head.grad, nullptr,
                      &input_grad_buffer(be, dh), acc, m_matmul_mode);
   reduce_input_grad(dh);
-  Tensor& dx = buf(be, m_dx, {R, D}, dt);
-  Tensor* last_out_b = fused_bias_sums() && L > 0 ? &m_blocks.back().out_b.grad : nullptr;
+  Tensor* last_out_b = fused_bias_sums() ? &m_blocks[static_cast<size_t>(m_slice.last - 1)].out_b.grad : nullptr;
   const bool sp = seq_split();
   Tensor lns = sp ? ln_grad_scratch(be, 4 * D) : Tensor();
   Tensor gw = sp ? lns.slice_rows(0, D) : m_ln_w.grad, gb = sp ? lns.slice_rows(D, 2 * D) : m_ln_b.grad;
@@ -461,30 +555,61 @@ void CharGpt::backward(Backend& be, Tensor& dlogits, bool acc) {
   if (sp) reduce_ln_grads(be, {&m_ln_w, &m_ln_b}, acc);
   unit_ends(head_first, head_last, true);
   grads_ready(head_first);
+}
+
+void CharGpt::blocks_backward(Backend& be, Tensor& dx, bool acc) {
+  const int64_t R = stream_rows(), D = m_cfg.dim, first = m_slice.first, L = m_slice.last - first;
+  const DType dt = parameter_storage_dtype(m_dtype);
   if (m_policy == CheckpointPolicy::EveryK || m_policy == CheckpointPolicy::EveryBlock) {
     const int64_t segs = (L + m_k - 1) / m_k;
     for (int64_t s = segs - 1; s >= 0; --s) {
-      const int64_t first = s * m_k, last = std::min(L, first + m_k);  // [first, last)
+      const int64_t lo = s * m_k, hi = std::min(L, lo + m_k);  // [lo, hi) of this stage's blocks
       if (s != segs - 1) {  // the last segment is still resident from the forward
         Tensor h = m_seg_in[static_cast<size_t>(s)];
-        for (int64_t l = first; l < last; ++l) {
-          Acts& a = m_acts[static_cast<size_t>(l - first)];
+        for (int64_t i = lo; i < hi; ++i) {
+          Acts& a = m_acts[static_cast<size_t>(i - lo)];
           // The segment's last output (the next segment's kept input) is not recomputed.
-          block_forward(be, l, a, h, l + 1 < last ? &buf(be, a.x_out, {R, D}, dt) : nullptr);
+          block_forward(be, first + i, a, h, i + 1 < hi ? &buf(be, a.x_out, {R, D}, dt) : nullptr);
           h = a.x_out;
         }
       }
-      for (int64_t l = last - 1; l >= first; --l) block_backward(be, l, m_acts[static_cast<size_t>(l - first)], dx, acc);
+      for (int64_t i = hi - 1; i >= lo; --i) block_backward(be, first + i, m_acts[static_cast<size_t>(i - lo)], dx, acc);
     }
   } else {
-    for (int64_t l = L - 1; l >= 0; --l) block_backward(be, l, m_acts[static_cast<size_t>(l)], dx, acc);
+    for (int64_t i = L - 1; i >= 0; --i) block_backward(be, first + i, m_acts[static_cast<size_t>(i)], dx, acc);
   }
-  if (m_drop) branch_dropout(be, dx, drop_seed(-1, 0), dx);
-  if (m_tp.active())
-    parallel_embedding_backward(be, gathered_grad(be, dx), acc);
-  else
-    be.embedding_backward(dx, m_idx, m_T, m_tok.grad, m_pos.grad, acc);  // reads no parameter
-  grads_ready(0);
+}
+
+void CharGpt::swap_set(ActivationSet& o) {
+  std::swap(o.B, m_B);
+  std::swap(o.T, m_T);
+  std::swap(o.forwards, m_forwards);
+  std::swap(o.drop, m_drop);
+  std::swap(o.idx, m_idx);
+  std::swap(o.x0, m_x0);
+  std::swap(o.x_final, m_x_final);
+  std::swap(o.hf, m_hf);
+  std::swap(o.meanf, m_meanf);
+  std::swap(o.rstdf, m_rstdf);
+  std::swap(o.logits, m_logits);
+  std::swap(o.acts, m_acts);
+  std::swap(o.seg_in, m_seg_in);
+}
+
+void CharGpt::select_slot(size_t k) {
+  if (k == m_slot) return;
+  m_slots.resize(std::max({m_slots.size(), k + 1, m_slot + 1}));
+  swap_set(m_slots[m_slot]);  // the current set back into its slot
+  swap_set(m_slots[k]);       // slot k's set in (its place left empty)
+  m_slot = k;
+}
+
+void CharGpt::release_slot(size_t k) {
+  ActivationSet empty;
+  if (k == m_slot)
+    swap_set(empty);
+  else if (k < m_slots.size())
+    m_slots[k] = ActivationSet();
 }
 
 void visit_char_gpt(const nlohmann::json& arch, const ParameterVisitor& visit) {

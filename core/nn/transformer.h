@@ -50,6 +50,17 @@
 // after each row-parallel one, and the mirror images in backward; the LayerNorms' gradients are
 // then partial sums over the rank's rows, reduced over the group. Dropout masks are the unsplit
 // run's (Backend::dropout's `first`). With t = 1 every pass is the one-rank code, bit for bit.
+//
+// Pipeline stages (PipelineSlice, dist.pp; the runtime drives them): a stage holds blocks
+// [first, last), the embedding when it is the first stage and the final LayerNorm with the head
+// when it is the last. Its parameters start from the whole model's values (every random draw of
+// the whole model is made, the stage keeps its own), so p stages together are the one-rank model.
+// stage_forward takes the tokens (first stage) or the previous stage's output and returns the
+// logits (last stage) or its own output; stage_backward takes their gradient and returns the
+// input gradient to send back. The last block's proj and out bias gradients at a cut are the
+// column sums of the received gradient, taken by the same routine the fused LayerNorm backward
+// uses (bit-identical on the CPU). Several micro-batches in flight: swap_activations keeps each
+// one's activations and dropout index in a slot of its own.
 #pragma once
 #include <random>
 #include <string>
@@ -79,11 +90,34 @@ struct CharGptConfig {
   void validate() const;  // throws Error naming the bad dimension
 };
 
+// A pipeline stage's share of the blocks (the whole model by default).
+struct PipelineSlice {
+  int64_t first = 0, last = -1;  // blocks [first, last); last -1: to the end
+  bool embedding = true;         // tok and pos (the first stage)
+  bool head = true;              // the final LayerNorm, the head and the loss (the last stage)
+};
+
 class CharGpt final : public Model {
  public:
-  // `tp`: the tensor-parallel group this rank is in (none: the whole model). Throws Error when t
-  // does not divide the heads.
-  CharGpt(Backend& be, CharGptConfig cfg, uint64_t seed, TensorParallel tp = {});
+  // `tp`: the tensor-parallel group this rank is in (none: the whole model); `slice`: the pipeline
+  // stage's blocks. Throws Error when t does not divide the heads or the slice is empty or outside
+  // the layers.
+  CharGpt(Backend& be, CharGptConfig cfg, uint64_t seed, TensorParallel tp = {}, PipelineSlice slice = {});
+  const PipelineSlice& slice() const { return m_slice; }
+  // A pipeline stage's forward: `in` is the tokens int32 [B, T] (first stage) or the previous
+  // stage's output [B*T, d]. Returns the logits [B*T, padded vocab] (last stage) or this stage's
+  // output [B*T, d] (valid until the next forward or swap_activations).
+  Tensor stage_forward(Backend& be, const Tensor& in, int64_t B, int64_t T, bool training);
+  // `grad`: the logits' gradient (last stage) or the output's [B*T, d]. Returns the input gradient
+  // [B*T, d] for the previous stage (undefined on the first stage).
+  Tensor stage_backward(Backend& be, Tensor& grad, bool accumulate);
+  // Several micro-batches in flight: the activation set (the last forward's tensors, shape and
+  // dropout index) that forward writes and backward reads is slot k's from now on (slot 0 at
+  // first; the others start empty). The count of dropout forwards is shared: a forward in any slot
+  // draws the next masks, and its backward (or recomputation) uses that forward's.
+  void select_slot(size_t k);
+  // Frees slot k's activations (after its backward).
+  void release_slot(size_t k);
   std::string kind() const override { return "char-gpt"; }
   // x: int32 tokens [B, T] (T <= context). Returns logits [B*T, padded vocab].
   Tensor forward(Backend& be, const Tensor& x, bool training) override;
@@ -128,8 +162,18 @@ class CharGpt final : public Model {
   // The two above without the unit hooks (Model::unit_begins/unit_ends) around them.
   void block_forward_body(Backend& be, int64_t l, Acts& a, const Tensor& x_in, Tensor* x_out);
   void block_backward_body(Backend& be, int64_t l, Acts& a, Tensor& dx, bool accumulate);
-  // Position in parameters() of block l's first parameter (l = layers: the final norm's).
-  static size_t block_first(int64_t l) { return 2 + 12 * static_cast<size_t>(l); }
+  // Position in parameters() of block l's first parameter (l = the slice's last: the final norm's).
+  size_t block_first(int64_t l) const {
+    return (m_slice.embedding ? 2 : 0) + 12 * static_cast<size_t>(l - m_slice.first);
+  }
+  // The blocks of this stage, and the parts of forward and backward around them.
+  void blocks_forward(Backend& be, Tensor h);
+  void blocks_backward(Backend& be, Tensor& dx, bool acc);
+  void head_forward(Backend& be);
+  void head_backward(Backend& be, Tensor& dlogits, Tensor& dx, bool acc);
+  // Whether block l's out bias gradient comes from the fused sums of the next LayerNorm backward
+  // (on this stage), and block l's ln1 backward takes block l-1's.
+  bool fused_out_bias(int64_t l) const { return fused_bias_sums() && (l + 1 < m_slice.last || m_slice.head); }
   void recompute_selective(Backend& be, int64_t l, Acts& a);
   Tensor& buf(Backend& be, Tensor& t, const Shape& s, DType dt);
   Tensor& f32(Backend& be, Tensor& t, int64_t n);
@@ -165,13 +209,14 @@ class CharGpt final : public Model {
 
   CharGptConfig m_cfg;
   TensorParallel m_tp;
+  PipelineSlice m_slice;  // last resolved (never -1)
   int64_t m_vocab_first = 0;  // this rank's first vocabulary row
   Parameter m_tok, m_pos, m_ln_w, m_ln_b, m_head;
   std::vector<Block> m_blocks;
   CheckpointPolicy m_policy = CheckpointPolicy::Off;
   int64_t m_k = 1;
   uint64_t m_seed = 0;          // construction seed (dropout seeds derive from it)
-  uint64_t m_forwards = 0;      // training forwards so far: one dropout draw each
+  uint64_t m_forwards = 0;      // the current activation set's dropout forward (its masks' seeds)
   bool m_drop = false;          // the last forward applied dropout
   // Whether the proj and out bias gradients are the column sums of the residual-stream gradient
   // dx, taken by the LayerNorm backwards that write it: without dropout (whose mask makes the
@@ -198,6 +243,19 @@ class CharGpt final : public Model {
   Tensor m_gather, m_gather_grad, m_partial;
   Tensor m_idx_local, m_tok_ext, m_dtok_ext, m_dpos;
   Tensor m_ln_scratch;
+  // Pipeline: the activation sets of micro-batches in flight (swap_activations).
+  struct ActivationSet {
+    int64_t B = 0, T = 0;
+    uint64_t forwards = 0;
+    bool drop = false;
+    Tensor idx, x0, x_final, hf, meanf, rstdf, logits;
+    std::vector<Acts> acts;
+    std::vector<Tensor> seg_in;
+  };
+  void swap_set(ActivationSet& o);
+  std::vector<ActivationSet> m_slots;  // the sets of the slots other than the current one
+  size_t m_slot = 0;                   // the current slot
+  uint64_t m_forwards_drawn = 0;  // training forwards with dropout so far (random_state): one draw each
 };
 
 // Builds a CharGpt from an architecture object (CharGpt::architecture()).

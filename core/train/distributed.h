@@ -30,6 +30,7 @@
 #include "dist/tensor_group.h"
 #include "optim/loss_scaler.h"
 #include "train/metrics.h"
+#include "train/pipeline_executor.h"
 #include "train/training_step.h"
 
 namespace trainlab {
@@ -39,6 +40,15 @@ namespace trainlab {
 // is sqrt(sum_squares) * sc.grad_unscale. Above `clip`, grad_unscale is scaled by clip / (norm +
 // 1e-6) (PyTorch's clip_grad_norm_) and the scalars are set again. Returns the norm before.
 double clip_gradient(Backend& be, StepScalars& sc, double sum_squares, double clip);
+
+// dist.pp, dist.schedule, dist.virtual_stages, dist.stage_layers and the micro-batches
+// (train.micro_batches or train.accumulate) against the model and `ranks` ranks: throws
+// dist::CollectiveError naming the keys and values (dist.pp above model.layers, a stage_layers list
+// of the wrong length, with a zero entry or the wrong sum, interleaved with model.layers not a
+// multiple of dist.pp x dist.virtual_stages or micro-batches not a multiple of dist.pp, a model
+// other than char-gpt, dist.tp x dist.pp not dividing the ranks). Returns the schedule's warning ("" for
+// none): micro-batches below dist.pp under 1f1b or zb-h1 run, with a bubble that grows.
+std::string check_pipeline_layout(const Config& config, const DistOptions& o, int ranks);
 
 class DistributedRun {
  public:
@@ -53,12 +63,26 @@ class DistributedRun {
   int rank() const { return m_place.rank; }
   int ranks() const { return m_place.size; }
   bool is_root() const { return m_place.rank == 0; }
-  // Data-parallel replicas (ranks / dist.tp) and this rank's place among them.
-  int data_ranks() const { return m_place.size / m_options.tp; }
+  // Data-parallel replicas (ranks / (dist.tp x dist.pp)) and this rank's place among them
+  // (rank = tp_rank + tp (dp_rank + dp pp_rank), dist/process_groups.h).
+  int data_ranks() const { return m_place.size / (m_options.tp * m_options.pp); }
   int data_rank() const { return (m_place.rank / m_options.tp) % data_ranks(); }
   // The tensor-parallel group the model splits over (none with dist.tp 1); valid after connect.
   TensorParallel tensor_parallel() const;
   dist::Communicator* tensor_group() const { return m_tensor ? &m_tensor->comm() : nullptr; }
+  // Pipeline parallelism (dist.pp > 1 over several ranks): this rank's stage (pp_rank = rank /
+  // (tp x data replicas)) and its blocks, from dist.stage_layers or the balanced split.
+  bool pipelined() const { return active() && m_options.pp > 1; }
+  int stage() const { return m_place.rank / (m_options.tp * data_ranks()); }
+  PipelineSlice pipeline_slice(const Config& config) const;
+  // The executor of this stage's schedule (valid after attach with pipelined()), else null.
+  PipelineExecutor* pipeline() const { return m_exec.get(); }
+  // Collective: an evaluation's loss and accuracy, which only the last stage computed, on every
+  // rank (no-op without a pipeline).
+  void pipeline_result(double& loss, double& accuracy);
+  // Collective over the world (pipelined runs): step `step`'s line of pipeline.jsonl
+  // (train/pipeline_record.h), every stage's measured actions; on rank 0, null elsewhere.
+  Json pipeline_timeline(long step);
   const DistOptions& options() const { return m_options; }
   // The device name this rank uses for the configured one (dist::rank_device).
   std::string device(const std::string& configured) const;
@@ -67,7 +91,10 @@ class DistributedRun {
   // micro-batch) does not divide by the ranks.
   void connect(Backend& be, const Config& config, int64_t batch);
   // What connect chose that the user should hear of (empty: nothing), for rank 0 to show.
-  const std::string& notice() const { return m_notice; }
+  // (Also the pipeline schedule's warning: train.micro_batches below dist.pp under 1f1b.)
+  std::string notice() const {
+    return m_notice + (m_notice.empty() || m_pipeline_warning.empty() ? "" : "\n") + m_pipeline_warning;
+  }
   // This rank's samples of each micro-batch of `batch` (the ranks of a tensor-parallel group share them).
   int64_t local_batch(int64_t batch) const { return batch / data_ranks(); }
   // Collective. The data-parallel driver for `model`, which `step` trains; `compressing` (QAT,
@@ -91,7 +118,9 @@ class DistributedRun {
                                             const std::array<int64_t, kMemCategoryCount>& predicted);
   void finish_training();
   // Collective over the tensor-parallel group: the whole model (every parameter's master values
-  // gathered from the group's shards) as a one-rank model on `be`; null without tensor parallelism.
+  // gathered from the group's shards) as a one-rank model on `be`; with a pipeline, over the world:
+  // every stage's parameters gathered into the whole model on rank 0 (null on the other ranks);
+  // null without either.
   std::unique_ptr<Model> whole_model(Backend& be, Model& model);
   // The data-parallel driver when it shards the masters and optimizer state (ZeRO), else null:
   // checkpoints then go by shard (train/run_shards.h).
@@ -102,11 +131,14 @@ class DistributedRun {
  private:
   dist::LaunchInfo m_place;
   DistOptions m_options;
-  std::unique_ptr<dist::ProcessGroups> m_groups;  // data x tensor: ranks = dist.tp x data replicas
+  std::unique_ptr<dist::ProcessGroups> m_groups;  // ranks = dist.tp x data replicas x dist.pp
   std::unique_ptr<dist::CommTensorGroup> m_tensor;  // the model's tensor-parallel collectives (tp > 1)
   std::unique_ptr<dist::DataParallel> m_dp;
+  std::unique_ptr<PipelineExecutor> m_exec;  // dist.pp > 1: this stage's schedule
+  double m_simulated_bubble = 0, m_formula_bubble = 0;  // the schedule's idle fraction (unit costs)
   int64_t m_tp_bytes_at_take = 0;
   std::string m_notice;  // connect's word for the user (dist.transport auto chose MPI staging)
+  std::string m_pipeline_warning;  // the schedule's note (pipeline_warning), "" for none
 };
 
 }  // namespace trainlab

@@ -91,10 +91,32 @@ std::vector<KernelTime> kernels_from_json(const Json& j) {
 
 }  // namespace
 
+Json RankPipelineMetrics::to_json() const {
+  return {{"stage", stage},   {"forward_ms", forward_ms}, {"backward_ms", backward_ms},
+          {"recv_wait_ms", recv_wait_ms}, {"other_ms", other_ms}, {"bubble", bubble},
+          {"simulated_bubble", simulated_bubble}, {"formula_bubble", formula_bubble}};
+}
+
+RankPipelineMetrics RankPipelineMetrics::from_json(const Json& j) {
+  if (!j.is_object()) throw Error("field 'pipeline': expected an object");
+  RankPipelineMetrics r;
+  r.stage = static_cast<int>(whole_field(j, "stage", 0));
+  r.forward_ms = number_field(j, "forward_ms", 0.0);
+  r.backward_ms = number_field(j, "backward_ms", 0.0);
+  r.recv_wait_ms = number_field(j, "recv_wait_ms", 0.0);
+  r.other_ms = number_field(j, "other_ms", 0.0);
+  r.bubble = number_field(j, "bubble", 0.0);
+  r.simulated_bubble = number_field(j, "simulated_bubble", 0.0);
+  r.formula_bubble = number_field(j, "formula_bubble", 0.0);
+  return r;
+}
+
 Json RankStepMetrics::to_json() const {
-  return {{"rank", rank},       {"step_ms", step_ms},       {"compute_ms", compute_ms}, {"comm_ms", comm_ms},
-          {"wait_ms", wait_ms}, {"bytes_sent", bytes_sent}, {"mem", mem_current.to_json()},
-          {"mem_peak", mem_peak.to_json()}, {"mem_predicted", mem_predicted.to_json()}};
+  Json j = {{"rank", rank},       {"step_ms", step_ms},       {"compute_ms", compute_ms}, {"comm_ms", comm_ms},
+            {"wait_ms", wait_ms}, {"bytes_sent", bytes_sent}, {"mem", mem_current.to_json()},
+            {"mem_peak", mem_peak.to_json()}, {"mem_predicted", mem_predicted.to_json()}};
+  if (pipeline) j["pipeline"] = pipeline->to_json();
+  return j;
 }
 
 RankStepMetrics RankStepMetrics::from_json(const Json& j) {
@@ -109,6 +131,7 @@ RankStepMetrics RankStepMetrics::from_json(const Json& j) {
   r.mem_current = mem_from_json(j, "mem");
   r.mem_peak = mem_from_json(j, "mem_peak");
   r.mem_predicted = mem_from_json(j, "mem_predicted");
+  if (const auto it = j.find("pipeline"); it != j.end()) r.pipeline = RankPipelineMetrics::from_json(*it);
   return r;
 }
 

@@ -24,12 +24,26 @@ struct MemoryBytes {
 // into compute, exposed communication (waits for gradient and parameter collectives after the
 // work that overlaps them) and waiting (the per-step host collectives, where ranks wait for the
 // slowest), the bytes it sent (ring model, dist/communicator.h), and its own memory ledger.
+// A pipeline stage's part of a rank's step (dist.pp > 1; train/pipeline_executor.h), milliseconds:
+// computing forwards and backwards, waiting for received activations and gradients, the rest
+// (posting sends, copies, the last wait for the sends), the measured bubble (1 - compute / step of
+// the stage) beside the schedule's idle fraction at unit costs (dist::simulate) and its closed form
+// (dist::pipeline_bubble).
+struct RankPipelineMetrics {
+  int stage = 0;
+  double forward_ms = 0, backward_ms = 0, recv_wait_ms = 0, other_ms = 0;
+  double bubble = 0, simulated_bubble = 0, formula_bubble = 0;
+  Json to_json() const;
+  static RankPipelineMetrics from_json(const Json& j);
+};
+
 struct RankStepMetrics {
   int rank = 0;
   double step_ms = 0.0, compute_ms = 0.0, comm_ms = 0.0, wait_ms = 0.0;
   int64_t bytes_sent = 0;
   MemoryBytes mem_current, mem_peak;
   MemoryBytes mem_predicted;  // plan/memory_model.h's predict_rank_memory for this rank
+  std::optional<RankPipelineMetrics> pipeline;  // "pipeline" (only in a pipelined run)
   Json to_json() const;
   static RankStepMetrics from_json(const Json& j);
 };

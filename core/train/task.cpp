@@ -180,7 +180,7 @@ class TextTask final : public Task {
   }
 
   std::unique_ptr<Model> build_model(Backend& be, uint64_t seed) override {
-    auto gpt = std::make_unique<CharGpt>(be, m_cfg, seed, m_tp);
+    auto gpt = std::make_unique<CharGpt>(be, m_cfg, seed, m_tp, m_slice);
     m_gpt = gpt.get();
     set_checkpointing(m_checkpoint);
     return gpt;
@@ -257,6 +257,7 @@ class TextTask final : public Task {
     return char_gpt_linear_shapes(m_cfg, m_cfg.layers, true, batch, m_ctx);
   }
   void set_tensor_parallel(const TensorParallel& tp) override { m_tp = tp; }
+  void set_pipeline_slice(const PipelineSlice& slice) override { m_slice = slice; }
   void set_checkpointing(const CheckpointOptions& ck) override {
     m_checkpoint = ck;
     if (m_gpt) m_gpt->set_checkpointing(checkpoint_policy_from_name(ck.policy), ck.k);
@@ -274,6 +275,7 @@ class TextTask final : public Task {
   int64_t m_eval_windows;
   CheckpointOptions m_checkpoint;
   CharGptConfig m_cfg;
+  PipelineSlice m_slice;  // the whole model unless a pipeline stage
   int64_t m_ctx = 0;
   CharGpt* m_gpt = nullptr;  // owned by the trainer (through the model it runs)
   TensorParallel m_tp;

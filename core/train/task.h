@@ -19,6 +19,7 @@
 #include "data/data_sources.h"
 #include "nn/model.h"
 #include "nn/tensor_split.h"
+#include "nn/transformer.h"
 #include "optim/optimizer.h"
 #include "plan/memory_model.h"
 #include "train/training_step.h"
@@ -70,6 +71,8 @@ class Task {
   // The tensor-parallel group the next build_model splits its blocks over (char-gpt only; the
   // trainer's checks refuse it for the others before the task sees it).
   virtual void set_tensor_parallel(const TensorParallel&) {}
+  // The pipeline stage's blocks the next build_model holds (char-gpt only, as above).
+  virtual void set_pipeline_slice(const PipelineSlice&) {}
 };
 
 // ClassificationTask for model.name digits-mlp and mlp, TextTask for char-gpt. Loads the data

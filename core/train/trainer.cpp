@@ -19,6 +19,7 @@
 #include "optim/optimizer.h"
 #include "plan/memory_model.h"
 #include "train/distributed.h"
+#include "train/pipeline_record.h"
 #include "train/precision.h"
 #include "train/run_checkpoint.h"
 #include "train/run_record.h"
@@ -168,6 +169,9 @@ void Trainer::apply_setting(const std::string& key, const Json& value, std::stri
   // The offloaded optimizer's host masters and staging buffers are laid out for one format.
   if (key == "precision.dtype" && m_state->opt->host_step())
     throw Error("'precision.dtype' cannot change mid-run with optim.offload cpu");
+  if (key == "train.accumulate" && m_config.get_int("train.micro_batches") > 0)
+    throw Error("'train.accumulate' cannot change while train.micro_batches (" +
+                std::to_string(m_config.get_int("train.micro_batches")) + ") sets the micro-batches of this run");
   const Json old = m_config.at(key);
   m_config.set_json(key, value, "mid-run change");
   const Json now = m_config.at(key);
@@ -183,7 +187,7 @@ void Trainer::apply_setting(const std::string& key, const Json& value, std::stri
   } else if (key == "optim.lr") {
     s.schedule.base_lr = now.get<double>();
   } else if (key == "train.accumulate") {
-    s.accumulate = static_cast<int>(now.get<int64_t>());
+    s.accumulate = micro_batches(m_config);
     s.step->set_accumulate(s.accumulate);
   } else if (key == "checkpoint.policy" || key == "checkpoint.k") {
     s.task->set_checkpointing(checkpoint_options(m_config));
@@ -267,6 +271,7 @@ void Trainer::setup() {
   require_precision(*s.be, *s.precision);
 
   s.task->set_tensor_parallel(s.dist->tensor_parallel());
+  s.task->set_pipeline_slice(s.dist->pipeline_slice(m_config));
   s.model = s.task->build_model(*s.be, t.seed);
   apply_precision(*s.be, *s.model, *s.precision);
   s.compress = std::make_unique<Compression>(compress_options(m_config), *s.be);
@@ -418,6 +423,10 @@ StepMetrics Trainer::train_step(long step, std::string event) {
   const MemoryByCategory predicted = predict_rank_memory(mi, {stage, s.dist->data_ranks(), s.dist->data_rank()});
   m.mem_predicted = to_bytes(predicted);
   m.ranks = s.dist->rank_metrics(dt, snap, predicted);
+  if (s.dist->pipelined() && pipeline_timeline_due(step + 1)) {  // collective: every rank takes part
+    const Json line = s.dist->pipeline_timeline(step + 1);
+    if (s.record) append_pipeline_line(run_dir(), line);
+  }
   m.device_used_bytes = info.used_bytes;
   m.device_total_bytes = info.total_bytes;
   m.runtime_context_bytes = info.runtime_context_bytes;
@@ -442,6 +451,7 @@ StepMetrics Trainer::train_step(long step, std::string event) {
   if (last || (s.eval_every > 0 ? (step + 1) % s.eval_every == 0 : s.task->end_of_epoch(need))) {
     double vl = 0, va = 0;
     s.task->evaluate(*s.be, *s.step, s.step->batch(), vl, va);
+    s.dist->pipeline_result(vl, va);  // the last stage's, on every rank
     m.val_loss = vl;
     m.val_accuracy = va;
   }
@@ -472,6 +482,7 @@ void Trainer::finish(RunSummary& sum, long steps, double last_loss) {
   if (sum.status != "diverged") {  // a diverged run has no test metrics: null in summary.json, not 0
     double vl = 0, va = 0;
     s.task->evaluate(*s.be, *s.step, s.step->batch(), vl, va);
+    s.dist->pipeline_result(vl, va);
     sum.test_loss = vl;
     sum.test_accuracy = va;
   }

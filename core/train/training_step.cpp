@@ -1,5 +1,6 @@
 #include "train/training_step.h"
 
+#include "train/pipeline_executor.h"
 #include "util/error.h"
 
 namespace trainlab {
@@ -107,8 +108,37 @@ void TrainingStep::micro_batch(const Tensor& x_src, const Tensor& y_src, const T
   }
 }
 
+void TrainingStep::set_pipeline(PipelineExecutor* exec) {
+  if (exec && m_ctx <= 0) throw Error("internal: a pipeline runs token windows only");
+  m_pipeline = exec;
+  m_be.fill(m_stats, 0.0f);
+}
+
 void TrainingStep::forward_backward() {
   const int64_t per = m_batch * tokens_per_sample();
+  if (m_pipeline) {  // every micro-batch's tokens and labels first: the schedule interleaves them
+    const int64_t n = m_data_x.numel();
+    Tensor next = m_data_x.slice_rows(1, n).reshape({n - 1, 1});
+    m_pipe_x.resize(static_cast<size_t>(m_k));
+    m_pipe_y.resize(static_cast<size_t>(m_k));
+    for (int j = 0; j < m_k; ++j) {
+      Tensor& x = m_pipe_x[static_cast<size_t>(j)];
+      Tensor& y = m_pipe_y[static_cast<size_t>(j)];
+      if (!x.defined()) x = m_be.empty({per, 1}, DType::I32, MemCategory::Activations);
+      if (!y.defined()) y = m_be.empty({per, 1}, DType::I32, MemCategory::Activations);
+      Tensor idx = m_idx.slice_rows(j * per, (j + 1) * per);
+      m_be.gather_rows(m_data_x.reshape({n, 1}), idx, x);
+      m_be.gather_rows(next, idx, y);
+    }
+    std::vector<Tensor> xs, ys;
+    for (int j = 0; j < m_k; ++j) {
+      xs.push_back(m_pipe_x[static_cast<size_t>(j)].reshape({m_batch, m_ctx}));
+      ys.push_back(m_pipe_y[static_cast<size_t>(j)].reshape({per}));
+    }
+    const float mult = 1.0f / static_cast<float>(m_batch * m_ranks * m_ctx * m_k);
+    m_pipeline->step(m_be, xs, ys, mult, m_stats);
+    return;
+  }
   for (int j = 0; j < m_k; ++j) {
     Tensor idx = m_idx.slice_rows(j * per, (j + 1) * per);
     micro_batch(m_data_x, m_data_y, idx, j == 0, true);
@@ -158,7 +188,9 @@ void TrainingStep::eval_windows(const Tensor& tokens, const std::vector<int64_t>
   m_be.gather_rows(tokens.reshape({n, 1}), m_eval_idx, m_tok_x);
   Tensor next = tokens.slice_rows(1, n).reshape({n - 1, 1});
   m_be.gather_rows(next, m_eval_idx, m_y);
-  Tensor logits = m_model.forward(m_be, m_tok_x.reshape({m_batch, m_ctx}), false);
+  Tensor logits = m_pipeline ? m_pipeline->forward_only(m_be, m_tok_x.reshape({m_batch, m_ctx}))
+                             : m_model.forward(m_be, m_tok_x.reshape({m_batch, m_ctx}), false);
+  if (!logits.defined()) return;  // a pipeline stage before the last: the sums are the last's
   m_model.cross_entropy(m_be, logits.slice_rows(0, rows * m_ctx), m_y.reshape({m_batch * m_ctx}).slice_rows(0, rows * m_ctx), nullptr,
                     1.0f, acc, !first);
 }

@@ -12,6 +12,8 @@
 
 namespace trainlab {
 
+class PipelineExecutor;
+
 class TrainingStep {
  public:
   // `data_x` [n, features] fp32 and `data_y` [n] int32 live on the backend.
@@ -46,6 +48,11 @@ class TrainingStep {
   // micro-batch's batch * ranks samples, and the loss gradient is divided by the global batch, so
   // that the sum of the ranks' gradients is the global batch's.
   void set_ranks(int ranks) { m_ranks = ranks; }
+  // Pipeline parallelism (dist.pp, token windows only): forward_backward gathers the step's
+  // micro-batches and runs this stage's part of the schedule through `exec` (the loss sums land in
+  // stats() on the last stage only, zero elsewhere); eval_windows sends the windows forward
+  // through the stages (their sums on the last stage). Null: the model is whole.
+  void set_pipeline(PipelineExecutor* exec);
   // Call after the model's compute format changed: re-creates the batch buffers.
   void on_format_changed();
   std::vector<Parameter*>& params() { return m_params; }
@@ -73,6 +80,8 @@ class TrainingStep {
   int64_t m_ctx = 0;  // token mode: window length (0: classification)
   int m_ranks = 1;    // data-parallel ranks sharing each micro-batch
   Tensor m_tok_x;     // token mode: int32 [batch * ctx, 1] inputs
+  PipelineExecutor* m_pipeline = nullptr;
+  std::vector<Tensor> m_pipe_x, m_pipe_y;  // pipeline: each micro-batch's tokens and labels
 };
 
 }  // namespace trainlab

@@ -126,8 +126,8 @@ class RecordingComm final : public Communicator {
   CommHandle reduce_scatter(const Tensor&, Tensor&, std::span<const int64_t>) override { return completed_request(); }
   CommHandle all_gather(const Tensor&, Tensor&, std::span<const int64_t>) override { return completed_request(); }
   CommHandle broadcast(Tensor&, int) override { return completed_request(); }
-  CommHandle send(const Tensor&, int) override { return completed_request(); }
-  CommHandle recv(Tensor&, int) override { return completed_request(); }
+  CommHandle send(const Tensor&, int, int) override { return completed_request(); }
+  CommHandle recv(Tensor&, int, int) override { return completed_request(); }
   void barrier() override {}
   void all_reduce_host(std::span<double>, HostReduce) override {}
   std::vector<uint64_t> all_gather_host(uint64_t v) override { return {v, v}; }

@@ -5,7 +5,10 @@
 // 1F1B (p-1)/(m+p-1) with backward 2x forward; interleaved (p-1)/(v m+p-1) with a chunk's costs
 // 1/v of the stage's; ZB-H1 below 1F1B), the peak in-flight activations, the weight-gradient order
 // (ascending micro-batch on every stage and chunk), the sends and receives, the text table, and
-// errors for bad input.
+// errors for bad input; the stages' blocks (dist.stage_layers, balanced by default) and a run's
+// pipeline layout checks (dist.pp, dist.schedule, dist.virtual_stages, train.micro_batches as the
+// synonym of train.accumulate), each bad value a clear error naming it, m < p a warning, and
+// trainlab-cli train refusing dist.pp above the layers.
 #include <QtTest>
 
 #include <algorithm>
@@ -13,11 +16,16 @@
 #include <map>
 #include <utility>
 
+#include "cli_support.h"
+#include "config/dist_options.h"
+#include "config/train_options.h"
 #include "dist/pipeline_schedule.h"
+#include "train/distributed.h"
 #include "util/error.h"
 
 using namespace trainlab;
 using namespace trainlab::dist;
+using namespace trainlab::test;
 
 namespace {
 
@@ -193,6 +201,87 @@ class TestPipelineSchedule : public QObject {
     PipelineTable d = build_schedule(PipelineSchedule::OneFOneB, 2, 1);
     d.actions[0] = {{0, PipeOp::Backward, 0, 0}, {0, PipeOp::Forward, 0, 0}};
     QVERIFY(throws_with([&] { simulate(d); }, "deadlocks: stage 0 waits forever at B of micro-batch 0"));
+  }
+
+  // The blocks of each stage: balanced by default (the first stages one more), or as listed.
+  void stageLayers() {
+    using V = std::vector<int64_t>;
+    QCOMPARE(stage_layer_split(PipelineSchedule::OneFOneB, 6, 2, 1, {}), (V{3, 3}));
+    QCOMPARE(stage_layer_split(PipelineSchedule::GPipe, 7, 3, 1, {}), (V{3, 2, 2}));
+    QCOMPARE(stage_layer_split(PipelineSchedule::Interleaved, 8, 2, 2, {}), (V{2, 2, 2, 2}));
+    QCOMPARE(stage_layer_split(PipelineSchedule::OneFOneB, 4, 2, 1, {3, 1}), (V{3, 1}));
+    QVERIFY(throws_with([] { stage_layer_split(PipelineSchedule::OneFOneB, 2, 4, 1, {}); },
+                        "dist.pp 4 is more than model.layers 2"));
+    QVERIFY(throws_with([] { stage_layer_split(PipelineSchedule::OneFOneB, 4, 2, 1, {1, 2}); },
+                        "dist.stage_layers [1, 2] sums to 3 blocks, but model.layers 4"));
+    QVERIFY(throws_with([] { stage_layer_split(PipelineSchedule::OneFOneB, 4, 2, 1, {1, 1, 2}); },
+                        "dist.stage_layers [1, 1, 2] has 3 entries for dist.pp 2: expected 2"));
+    QVERIFY(throws_with([] { stage_layer_split(PipelineSchedule::OneFOneB, 4, 2, 1, {4, 0}); },
+                        "dist.stage_layers [4, 0]: stage 1 has no blocks"));
+    QVERIFY(throws_with([] { stage_layer_split(PipelineSchedule::Interleaved, 6, 2, 2, {}); },
+                        "dist.pp 2 x dist.virtual_stages 2 = 4 equal chunks, but model.layers 6 is not a multiple of 4"));
+  }
+
+  // A run's layout: each bad value an error naming the keys and values, m < p a warning.
+  void layoutChecks() {
+    auto config = [](const std::vector<std::pair<const char*, const char*>>& sets) {
+      Config c;
+      c.set("model.name", "char-gpt");
+      c.set("model.layers", "4");
+      for (const auto& [k, v] : sets) c.set(k, v);
+      return c;
+    };
+    auto check = [&](const std::vector<std::pair<const char*, const char*>>& sets, int ranks) {
+      const Config c = config(sets);
+      return check_pipeline_layout(c, dist_options(c), ranks);
+    };
+    QCOMPARE(check({{"dist.pp", "2"}, {"train.micro_batches", "4"}}, 2), std::string());
+    QCOMPARE(check({{"dist.pp", "2"}, {"dist.schedule", "interleaved"}, {"dist.virtual_stages", "2"},
+                    {"train.micro_batches", "4"}}, 4), std::string());
+    QVERIFY(throws_with([&] { check({{"dist.pp", "8"}}, 8); }, "dist.pp 8 is more than model.layers 4"));
+    QVERIFY(throws_with([&] { check({{"dist.pp", "2"}, {"dist.stage_layers", "2,1"}}, 2); },
+                        "dist.stage_layers [2, 1] sums to 3 blocks, but model.layers 4"));
+    QVERIFY(throws_with([&] { check({{"dist.pp", "2"}, {"dist.schedule", "interleaved"}, {"dist.virtual_stages", "3"},
+                                     {"train.micro_batches", "4"}}, 2); },
+                        "model.layers 4 is not a multiple of 6"));
+    QVERIFY(throws_with([&] { check({{"dist.pp", "2"}, {"dist.schedule", "interleaved"}, {"dist.virtual_stages", "2"},
+                                     {"train.micro_batches", "3"}}, 2); },
+                        "train.micro_batches 3 must be a multiple of dist.pp 2"));
+    QVERIFY(throws_with([&] { check({{"dist.pp", "2"}, {"dist.virtual_stages", "2"}}, 2); },
+                        "dist.virtual_stages 2: only dist.schedule interleaved"));
+    QVERIFY(throws_with([&] { check({{"dist.pp", "2"}, {"model.name", "digits-mlp"}}, 2); },
+                        "model.name digits-mlp has none"));
+    QVERIFY(throws_with([&] { check({{"dist.pp", "2"}, {"dist.tp", "2"}}, 6); },
+                        "dist.tp 2 x dist.pp 2 = 4 does not divide the 6 ranks"));
+    QVERIFY(throws_with([&] { check({{"dist.pp", "2"}, {"train.micro_batches", "4"}, {"train.accumulate", "2"}}, 2); },
+                        "train.micro_batches 4 and train.accumulate 2 are the same quantity"));
+    // m < p under 1f1b runs, with the warning that the bubble grows.
+    const std::string w = check({{"dist.pp", "4"}, {"train.micro_batches", "2"}}, 4);
+    QVERIFY2(QString::fromStdString(w).contains("dist.pp 4 and train.micro_batches 2: the bubble grows"), w.c_str());
+    QCOMPARE(check({{"dist.pp", "4"}, {"train.micro_batches", "2"}, {"dist.schedule", "gpipe"}}, 4), std::string());
+  }
+
+  // train.micro_batches is train.accumulate under the pipeline's name.
+  void microBatchesSynonym() {
+    Config c;
+    QCOMPARE(micro_batches(c), 1);
+    c.set("train.accumulate", "3");
+    QCOMPARE(micro_batches(c), 3);
+    QCOMPARE(train_options(c).accumulate, 3);
+    c.set("train.micro_batches", "3");
+    QCOMPARE(train_options(c).accumulate, 3);
+    c.set("train.accumulate", "1");
+    c.set("train.micro_batches", "5");
+    QCOMPARE(train_options(c).accumulate, 5);
+    c.set("train.accumulate", "2");
+    QVERIFY(throws_with([&] { micro_batches(c); }, "train.micro_batches 5 and train.accumulate 2"));
+  }
+
+  // trainlab-cli train checks the layout before it starts anything.
+  void cliRefusesBadLayout() {
+    const CliResult r = run_cli({"train", "--model", "char-gpt", "--pp", "4", "--steps", "1", "--quiet", "--out",
+                                 QDir::tempPath() + "/trainlab-pp-refused"}, 60000);
+    QVERIFY2(r.code != 0 && r.err.contains("dist.pp 4 is more than model.layers 2"), qPrintable(describe(r)));
   }
 
   // The table a learner reads: 2 stages, 4 micro-batches under 1F1B.
