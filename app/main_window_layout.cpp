@@ -208,7 +208,9 @@ void MainWindow::build_docks() {
     if (shown) m_roofline->refresh();
   });
   m_ranks = new RanksPanel(this);
-  m_ranks->setMinimumWidth(420);  // two ranks' bars and their labels side by side
+  // Two ranks' bars and their labels side by side; 420 px made the window wider than a 1280 px
+  // screen (issue 41).
+  m_ranks->setMinimumWidth(340);
   m_ranks_dock = new QDockWidget("Ranks", this);
   m_ranks_dock->setObjectName("ranks_dock");
   m_ranks_dock->setWidget(m_ranks);

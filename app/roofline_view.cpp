@@ -126,7 +126,7 @@ RooflineView::RooflineView(QWidget* parent) : QWidget(parent) {
   m_empty->setAlignment(Qt::AlignTop | Qt::AlignLeft);
   m_plot = new QCustomPlot(holder);
   m_plot->setObjectName("roofline_plot");
-  m_plot->setMinimumSize(420, 300);
+  m_plot->setMinimumSize(320, 280);  // 420 px made the window wider than a 1280 px screen (issue 41)
   m_plot->plotLayout()->insertRow(0);
   auto* title = new QCPTextElement(m_plot, "Roofline", QFont(font().family(), font().pointSize(), QFont::DemiBold));
   m_plot->plotLayout()->addElement(0, 0, title);

@@ -133,10 +133,6 @@ RunsPanel::RunsPanel(QWidget* parent) : QWidget(parent) {
   hint->set_full_text("tick runs to overlay them on the plots");
   hint->setEnabled(false);
   bar->addWidget(hint);
-  button("Baseline", "Compare every run with the selected one (differences are highlighted)", [this] {
-    const auto s = selected_dirs();
-    if (!s.isEmpty()) set_baseline(s.first());
-  });
   button("Reopen", "Show the selected run on the plots and load its settings into the controls", [this] {
     const auto s = selected_dirs();
     if (!s.isEmpty()) emit reopen_requested(s.first());
@@ -149,29 +145,16 @@ RunsPanel::RunsPanel(QWidget* parent) : QWidget(parent) {
                       if (!s.isEmpty() && resumable(s.first())) emit resume_requested(s.first());
                     });
   m_resume->setObjectName("resume_button");
-  button("Rename...", "Give the selected run a label (run.name in its config.json)", [this] {
-    const auto s = selected_dirs();
-    if (s.isEmpty()) return;
-    QString cur;
-    for (const auto& r : m_rows)
-      if (r.dir == s.first()) cur = r.name;
-    bool ok = false;
-    const QString n = QInputDialog::getText(this, "Rename run",
-                                            "The run's name in the table, plots and reports\n(run.name in its config.json):",
-                                            QLineEdit::Normal, cur, &ok);
-    if (ok) rename_run(s.first(), n);
-  });
   button("Tags...", "Tags and notes of the selected run (notes.json in its folder; shown in reports)", [this] {
     const auto s = selected_dirs();
     if (!s.isEmpty()) edit_notes(s.first());
   })->setObjectName("tags_button");
-  button("Delete...", "Delete the selected run folders (asks first)", [this] { delete_runs(selected_dirs(), true); });
   button("Export...", "Export a report (PDF or HTML) of the ticked runs, or of the selected ones", [this] {
     QStringList d = checked_dirs();
     if (d.isEmpty()) d = selected_dirs();
     emit export_requested(d);
   });
-  button("Folder...", "Choose the folder that holds the run records", [this] { choose_root(); });
+  bar->addWidget(more_button());
   v->addLayout(bar);
   m_filter = new QLineEdit(this);
   m_filter->setObjectName("runs_filter");
@@ -560,6 +543,41 @@ int RunsPanel::delete_runs(const QStringList& dirs, bool confirm) {
   reload();
   emit overlay_changed(checked_dirs());
   return n;
+}
+
+// The rarer actions in a menu: as eight buttons in a row the panel was 635 px wide at least, and the
+// window with a dock wider than a 1280 px screen (issue 41).
+QToolButton* RunsPanel::more_button() {
+  auto* more = new QToolButton(this);
+  more->setObjectName("runs_more_button");
+  more->setText("More");
+  more->setToolTip("Baseline, rename, delete, and the folder of the runs");
+  more->setAutoRaise(true);
+  more->setPopupMode(QToolButton::InstantPopup);
+  auto* menu = new QMenu(more);
+  menu->addAction("Baseline", this, [this] {
+    const auto s = selected_dirs();
+    if (!s.isEmpty()) set_baseline(s.first());
+  })->setToolTip("Compare every run with the selected one (differences are highlighted)");
+  menu->addAction("Rename...", this, [this] {
+    const auto s = selected_dirs();
+    if (s.isEmpty()) return;
+    QString cur;
+    for (const auto& r : m_rows)
+      if (r.dir == s.first()) cur = r.name;
+    bool ok = false;
+    const QString n = QInputDialog::getText(this, "Rename run",
+                                            "The run's name in the table, plots and reports\n(run.name in its config.json):",
+                                            QLineEdit::Normal, cur, &ok);
+    if (ok) rename_run(s.first(), n);
+  })->setToolTip("Give the selected run a label (run.name in its config.json)");
+  menu->addAction("Delete...", this, [this] { delete_runs(selected_dirs(), true); })
+      ->setToolTip("Delete the selected run folders (asks first)");
+  menu->addSeparator();
+  menu->addAction("Folder...", this, [this] { choose_root(); })->setToolTip("Choose the folder that holds the run records");
+  menu->setToolTipsVisible(true);
+  more->setMenu(menu);
+  return more;
 }
 
 void RunsPanel::context_menu(const QPoint& pos) {

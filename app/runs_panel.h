@@ -89,6 +89,7 @@ class RunsPanel : public QWidget {
  private:
   void fill();
   void fit_columns();
+  QToolButton* more_button();
   void context_menu(const QPoint& pos);
   void choose_root();
   void update_resume_button();

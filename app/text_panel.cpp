@@ -89,7 +89,7 @@ TextPanel::TextPanel(QWidget* parent) : QWidget(parent) {
   drow->addWidget(dbrowse);
   drow->addWidget(m_speculate);
   form->addRow("Draft", drow);
-  form->addRow("Device", device_row());
+  device_rows(form);
   v->addLayout(form);
   auto* row = new QHBoxLayout;
   m_go = new QPushButton("Generate", this);
@@ -111,8 +111,9 @@ TextPanel::TextPanel(QWidget* parent) : QWidget(parent) {
   connect(m_prompt, &QLineEdit::returnPressed, this, [this] { generate(); });
 }
 
-// Device, weight format and, on a GPU, how a token runs (the options of `trainlab-cli generate`).
-QHBoxLayout* TextPanel::device_row() {
+// Device, weight format and, on a GPU, how a token runs (the options of `trainlab-cli generate`), in
+// two rows: in one the dock was 588 px at least, too wide beside the window on a 1280 px screen.
+void TextPanel::device_rows(QFormLayout* form) {
   auto* frow = new QHBoxLayout;
   m_device = new QComboBox(this);
   m_device->setObjectName("device");
@@ -139,12 +140,16 @@ QHBoxLayout* TextPanel::device_row() {
   const auto follow = [this] { m_gpu_decoder->setEnabled(m_device->currentData().toString() != "cpu"); };
   connect(m_device, &QComboBox::currentIndexChanged, this, follow);
   follow();
+  // Both shrink to a few characters (elided) in a narrow dock; their items show in full when opened.
+  for (QComboBox* c : {m_device, m_gpu_decoder}) {
+    c->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+    c->setMinimumContentsLength(6);
+  }
   frow->addWidget(m_device, 1);
-  frow->addWidget(new QLabel("Format", this));
-  frow->addWidget(m_format);
   frow->addWidget(new QLabel("GPU", this));
-  frow->addWidget(m_gpu_decoder);
-  return frow;
+  frow->addWidget(m_gpu_decoder, 1);
+  form->addRow("Device", frow);
+  form->addRow("Format", m_format);
 }
 
 // The generation thread reads the weights and calls back through qApp: it must not run on while

@@ -17,7 +17,7 @@
 #include <atomic>
 
 class QComboBox;
-class QHBoxLayout;
+class QFormLayout;
 class QLineEdit;
 class QPlainTextEdit;
 class QDoubleSpinBox;
@@ -60,7 +60,7 @@ class TextPanel : public QWidget {
   void generated(bool ok, const QString& text_or_error);
 
  private:
-  QHBoxLayout* device_row();
+  void device_rows(QFormLayout* form);
 
   QLineEdit *m_weights = nullptr, *m_prompt = nullptr, *m_draft = nullptr;
   QSpinBox* m_speculate = nullptr;

@@ -28,7 +28,8 @@ QWidget* at_window_size(MainWindow& w, QWidget* v) {
   return v;
 }
 
-// Selects the shown run in the runs table and presses its button `text` ("Tags...").
+// Selects the shown run in the runs table and presses its button `text` ("Tags...") or triggers the
+// item of its More menu ("Rename...").
 bool press_run_button(MainWindow& w, const QString& text, const QString& name, QString& error) {
   if (!w.primary_run() || w.primary_run()->dir.isEmpty()) {
     error = "--dialog " + name + ": needs a run shown (--reopen RUN_DIR)";
@@ -40,7 +41,13 @@ bool press_run_button(MainWindow& w, const QString& text, const QString& name, Q
       QTimer::singleShot(0, b, &QAbstractButton::click);
       return true;
     }
-  error = "--dialog " + name + ": the runs table has no " + text + " button";
+  for (auto* a : w.runs()->findChildren<QAction*>())
+    if (a->text() == text) {
+      w.runs()->select_dir(w.primary_run()->dir);
+      QTimer::singleShot(0, a, &QAction::trigger);
+      return true;
+    }
+  error = "--dialog " + name + ": the runs table has no " + text + " button or menu item";
   return false;
 }
 }  // namespace

@@ -25,11 +25,13 @@ if command -v mpirun >/dev/null; then
     --set run.name="digits 2 ranks zero1" --set run.save_weights=false --out "$ranks"
 fi
 
-# shot NAME SIZE PALETTE ARGS...: one PNG of the app started with ARGS.
+# shot NAME SIZE PALETTE ARGS...: one PNG of the app started with ARGS, in a settings profile of
+# its own: the window state the 1600x1000 shot before it saved made a 1280x800 one 1007 px tall.
 shot() {
   local name=$1 size=$2 palette=$3
   shift 3
-  "${xvfb[@]}" "$app" --size "$size" --palette "$palette" --screenshot "$out/$name.png" "$@"
+  XDG_CONFIG_HOME=$work/config-$name "${xvfb[@]}" "$app" --size "$size" --palette "$palette" \
+    --screenshot "$out/$name.png" "$@"
 }
 both() {  # NAME ARGS...: at 1600x1000 light and at 1280x800 dark
   local name=$1

@@ -1,7 +1,7 @@
 // The side panels and boxes of the window: per-kernel times (sorted table when a run has them,
 // an explanation instead of an empty table for runs without kernel timing), the About box's
-// versions, and every view and dialog opened by name (trainlab --view / --dialog, what
-// tools/screenshots.sh renders).
+// versions, every view and dialog opened by name (trainlab --view / --dialog, what
+// tools/screenshots.sh renders), and the window fitting a 1280x800 screen with any one dock open.
 #include <QDialog>
 #include <QInputDialog>
 #include <QDockWidget>
@@ -129,6 +129,34 @@ class TestWindowPanels : public QObject {
     QVERIFY2(error.contains("none.csv"), qPrintable(error));
     QVERIFY(!open_view(w, "roofs", {}, error));
     QVERIFY2(error.contains("expected one of main, kernels, roofline"), qPrintable(error));
+  }
+
+  // Issue 41: with any one dock open the window's minimum fits a 1280x800 screen. It was 1388 px wide
+  // with Ranks and 1556 px with Roofline or Kernel times: the runs panel's eight buttons in a row
+  // (635 px) and the text dock's device row (588 px) were the widest parts.
+  void windowFitsA1280x800ScreenWithAnyDock() {
+    const QString dir = gui_test::make_run(m_tmp.filePath("runs"), "fit-run", "fp32", 10, "fit run");
+    MainWindow w(m_tmp.filePath("runs"));
+    w.reopen(dir);
+    w.resize(1280, 800);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    qInfo("runs panel %d px, centre %d px at least", w.runs()->minimumSizeHint().width(),
+          w.centralWidget()->minimumSizeHint().width());
+    for (const char* name : {"main", "kernels", "roofline", "text", "ranks", "system"}) {
+      QString error;
+      QVERIFY2(open_view(w, name, {}, error), qPrintable(error));
+      QCoreApplication::processEvents();
+      const QSize m = w.minimumSizeHint();
+      int dock = 0;
+      for (auto* d : w.findChildren<QDockWidget*>())
+        if (d->isVisible()) dock = d->minimumSizeHint().width();
+      qInfo("%s: the window %dx%d px at least, its dock %d px", name, m.width(), m.height(), dock);
+      QVERIFY2(m.width() <= 1280 && m.height() <= 800,
+               qPrintable(QString("%1: the window is %2x%3 px at least").arg(name).arg(m.width()).arg(m.height())));
+      QVERIFY2(w.width() <= 1280 && w.height() <= 800,
+               qPrintable(QString("%1: the window grew to %2x%3 px").arg(name).arg(w.width()).arg(w.height())));
+    }
   }
 
   // Each dialog opens modal (its title checked), and is closed by a timer as a user would.
