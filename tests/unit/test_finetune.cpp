@@ -139,18 +139,14 @@ class TestFinetune : public QObject {
     be.set_step_scalars(sc);
     const double l0 = loss_of(be, m, x, y, true);
     opt->step(be, ps);
-    for (Parameter* p : base_params) QVERIFY2(!p->m.defined() && !p->v.defined(), p->name.c_str());
-    // Every base parameter but the targeted weights (which hold W') keeps its value; the frozen
-    // copies are the original weights.
+    // The base is frozen: no optimizer state, no gradient buffer, every value as it was (the
+    // adapter products never form W' = W + s B A).
     for (size_t i = 0; i < base_params.size(); ++i) {
-      bool target = false;
-      for (Adapter& ad : m.adapters())
-        if (ad.weight == base_params[i]) {
-          target = true;
-          QCOMPARE(download_f32(be, ad.frozen), before[i]);
-        }
-      if (!target) QCOMPARE(download_f32(be, base_params[i]->master), before[i]);
+      Parameter* p = base_params[i];
+      QVERIFY2(!p->m.defined() && !p->v.defined() && !p->grad.defined(), p->name.c_str());
+      QCOMPARE(download_f32(be, p->master), before[i]);
     }
+    for (Adapter& ad : m.adapters()) QVERIFY(!ad.frozen.defined());
     double l1 = l0;
     for (int s = 2; s < 8; ++s) {
       sc.step = static_cast<float>(s);
@@ -164,6 +160,7 @@ class TestFinetune : public QObject {
   void adapter_gradients_match_finite_differences_data() {
     QTest::addColumn<int>("method");
     QTest::newRow("lora") << static_cast<int>(FinetuneMethod::Lora);
+    QTest::newRow("qlora") << static_cast<int>(FinetuneMethod::Qlora);
     QTest::newRow("dora") << static_cast<int>(FinetuneMethod::Dora);
   }
   void adapter_gradients_match_finite_differences() {
@@ -239,7 +236,12 @@ class TestFinetune : public QObject {
     const FinetuneMemory predicted =
         predict_finetune_memory(finetune_targets(cfg.layers, cfg.dim, cfg.padded_vocab(), o), params, o, {}, 4);
     QCOMPARE(measured, predicted.to_json());
+    // Adapter products: no W' and no base gradient, in the ledger and its lines.
+    QCOMPARE(measured.at("effective_weight_bytes").get<int64_t>(), int64_t{0});
+    QCOMPARE(measured.at("product_grad_workspace_bytes").get<int64_t>(), int64_t{0});
     QVERIFY(!notices.empty());
+    for (const std::string& n : notices)
+      QVERIFY2(n.find("W'") == std::string::npos && n.find("dL/dW") == std::string::npos, n.c_str());
   }
 
   void qlora_base_in_nf4() {
@@ -254,6 +256,17 @@ class TestFinetune : public QObject {
     QCOMPARE(m.at("base_format").get<std::string>(), std::string("nf4"));
     // fc [128, 32] and out [32, 128]: 4096 weights each, 64 blocks, one scale block, one offset.
     QCOMPARE(m.at("base_bytes").get<int64_t>(), 2 * (2048 + 64 + 4 + 4));
+    // The targets' weights exist only as NF4: one fp32 scratch of one [128, 32] product, no W', no
+    // base gradient; the other frozen weights are every parameter but the two targets.
+    QCOMPARE(m.at("dequant_scratch_bytes").get<int64_t>(), int64_t{4096 * 4});
+    QCOMPARE(m.at("effective_weight_bytes").get<int64_t>(), int64_t{0});
+    QCOMPARE(m.at("product_grad_workspace_bytes").get<int64_t>(), int64_t{0});
+    CpuBackend be(1);
+    const SafeTensorsFile f = read_safetensors(out + "/model.safetensors");
+    const Json arch = Json::parse(f.metadata.at("trainlab_architecture"));
+    int64_t params = 0;
+    visit_architecture(arch, [&](const std::string&, const Shape& s) { params += shape_numel(s); });
+    QCOMPARE(m.at("other_frozen_bytes").get<int64_t>(), 4 * (params - 2 * 4096));
   }
 
   void bad_input() {
