@@ -199,6 +199,59 @@ class TestFinetune : public QObject {
     }
   }
 
+  // The adapter products against the effective-weight path they replaced: a plain copy of the base
+  // with W' = W + s B A folded in, its dL/dW' = G, and dB = s G A^T, dA = s B^T G on the host.
+  void lora_gradients_equal_the_folded_path() {
+    CpuBackend be(1);
+    FinetuneOptions o;
+    o.method = FinetuneMethod::Lora;
+    o.rank = 3;
+    o.alpha = 6.0;
+    o.targets = {"qkv", "proj", "fc1", "fc2", "head"};
+    AdaptedModel m(be, std::make_unique<CharGpt>(be, micro_config(), 5), o, 9);
+    const Tensor x = tokens(be, 2, 8, 3), y = tokens(be, 16, 1, 4).reshape({16});
+    for (Parameter* p : m.parameters()) {
+      std::vector<float> v = download_f32(be, p->master);
+      const std::vector<float> r = random_vector(v.size(), 13, -0.3f, 0.3f);
+      for (size_t i = 0; i < v.size(); ++i) v[i] += r[i];
+      be.upload(p->master, v.data(), DType::F32);
+    }
+    const double loss = loss_of(be, m, x, y, true);
+    CharGpt ref(be, micro_config(), 5);
+    for (Adapter& ad : m.adapters()) {
+      const std::vector<float> w = m.effective_weight(be, ad);
+      be.upload(ref.find_parameter(ad.target.module + ".weight")->master, w.data(), DType::F32);
+    }
+    const double ref_loss = loss_of(be, ref, x, y, true);
+    QVERIFY2(std::fabs(loss - ref_loss) < 1e-6, qPrintable(QString("%1 vs %2").arg(loss).arg(ref_loss)));
+    const float s = static_cast<float>(o.scale());
+    const int64_t r = o.rank;
+    for (Adapter& ad : m.adapters()) {
+      const int64_t out = ad.target.out, in = ad.target.in;
+      const std::vector<float> g = download_f32(be, ref.find_parameter(ad.target.module + ".weight")->grad);
+      const std::vector<float> a = download_f32(be, ad.a.master), b = download_f32(be, ad.b.master);
+      const std::vector<float> da = download_f32(be, ad.a.grad), db = download_f32(be, ad.b.grad);
+      double worst = 0.0, scale = 0.0;
+      for (int64_t k = 0; k < r; ++k) {
+        for (int64_t o2 = 0; o2 < out; ++o2) {  // dB[o2, k] = s sum_i G[o2, i] A[k, i]
+          double acc = 0.0;
+          for (int64_t i = 0; i < in; ++i) acc += double(g[size_t(o2 * in + i)]) * a[size_t(k * in + i)];
+          worst = std::max(worst, std::fabs(s * acc - db[size_t(o2 * r + k)]));
+          scale = std::max(scale, std::fabs(s * acc));
+        }
+        for (int64_t i = 0; i < in; ++i) {  // dA[k, i] = s sum_o B[o, k] G[o, i]
+          double acc = 0.0;
+          for (int64_t o2 = 0; o2 < out; ++o2) acc += double(b[size_t(o2 * r + k)]) * g[size_t(o2 * in + i)];
+          worst = std::max(worst, std::fabs(s * acc - da[size_t(k * in + i)]));
+          scale = std::max(scale, std::fabs(s * acc));
+        }
+      }
+      QVERIFY2(scale > 1e-4, ad.target.module.c_str());  // a gradient that can fail the comparison
+      QVERIFY2(worst < 1e-5 * scale + 1e-7,
+               qPrintable(QString("%1: worst %2 of %3").arg(q(ad.target.module)).arg(worst).arg(scale)));
+    }
+  }
+
   void pretrain_adapt_merge() {
     const std::string base = (m_dir / "base").string(), lora = (m_dir / "lora").string();
     Trainer(micro_run(base, "tinyshakespeare", 3)).run();
