@@ -213,7 +213,7 @@ const Tensor& AdaptedModel::weight(Backend& be, const Parameter& w) {
   return m_deq_view;
 }
 
-void AdaptedModel::forward(Backend& be, const Parameter& w, const Tensor& x, Tensor& y) {
+void AdaptedModel::adapter_forward(Backend& be, const Parameter& w, const Tensor& x, Tensor& y) {
   const Adapter* ad = adapter_of(w);
   if (!ad) return;
   Tensor& u = rank_scratch(be, m_u, x);
@@ -221,7 +221,7 @@ void AdaptedModel::forward(Backend& be, const Parameter& w, const Tensor& x, Ten
   be.gemm(u, false, ad->b.value, true, y, static_cast<float>(m_opt.scale()), 1.0f, m_matmul_mode);  // y += s u B^T
 }
 
-void AdaptedModel::backward(Backend& be, const Parameter& w, const Tensor& x, const Tensor& dy) {
+void AdaptedModel::adapter_backward(Backend& be, const Parameter& w, const Tensor& x, const Tensor& dy) {
   const Adapter* ad = adapter_of(w);
   if (!ad) return;
   const float s = static_cast<float>(m_opt.scale()), beta = m_accumulate ? 1.0f : 0.0f;
@@ -234,7 +234,7 @@ void AdaptedModel::backward(Backend& be, const Parameter& w, const Tensor& x, co
   be.gemm(t, true, x, false, mut.a.grad, s, beta, m_matmul_mode);   // dA = s t^T x
 }
 
-void AdaptedModel::backward_dx(Backend& be, const Parameter& w, Tensor& dx) {
+void AdaptedModel::adapter_backward_dx(Backend& be, const Parameter& w, Tensor& dx) {
   const Adapter* ad = adapter_of(w);
   if (!ad) return;
   be.gemm(m_t, false, ad->a.value, false, dx, static_cast<float>(m_opt.scale()), 1.0f, m_matmul_mode);  // dx += s t A

@@ -84,9 +84,9 @@ class AdaptedModel final : public Model, private ProductHook {
  private:
   // ProductHook (nn/transformer.h): the adapter products of lora and qlora.
   const Tensor& weight(Backend& be, const Parameter& w) override;
-  void forward(Backend& be, const Parameter& w, const Tensor& x, Tensor& y) override;
-  void backward(Backend& be, const Parameter& w, const Tensor& x, const Tensor& dy) override;
-  void backward_dx(Backend& be, const Parameter& w, Tensor& dx) override;
+  void adapter_forward(Backend& be, const Parameter& w, const Tensor& x, Tensor& y) override;
+  void adapter_backward(Backend& be, const Parameter& w, const Tensor& x, const Tensor& dy) override;
+  void adapter_backward_dx(Backend& be, const Parameter& w, Tensor& dx) override;
   const Adapter* adapter_of(const Parameter& w) const;
   bool is_target(const Parameter* p) const;
   Tensor& rank_scratch(Backend& be, Tensor& t, const Tensor& x);

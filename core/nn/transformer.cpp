@@ -241,14 +241,14 @@ uint64_t CharGpt::drop_seed(int64_t l, int site) const {
 void CharGpt::product_forward(Backend& be, const Tensor& x, const Parameter& w, const Parameter* b, Tensor& y) {
   be.linear_forward(x, m_hook ? m_hook->weight(be, w) : w.value, b ? &b->value : nullptr, Activation::None, y,
                     nullptr, m_matmul_mode);
-  if (m_hook) m_hook->forward(be, w, x, y);
+  if (m_hook) m_hook->adapter_forward(be, w, x, y);
 }
 
 void CharGpt::frozen_backward(Backend& be, const Tensor& x, const Parameter& w, Tensor& dy, Tensor* dx) {
-  m_hook->backward(be, w, x, dy);
+  m_hook->adapter_backward(be, w, x, dy);
   if (!dx) return;
   be.gemm(dy, false, m_hook->weight(be, w), false, *dx, 1.0f, 0.0f, m_matmul_mode);
-  m_hook->backward_dx(be, w, *dx);
+  m_hook->adapter_backward_dx(be, w, *dx);
 }
 
 void CharGpt::block_forward(Backend& be, int64_t l, Acts& a, const Tensor& x_in, Tensor* x_out) {

@@ -88,12 +88,12 @@ class ProductHook {
   // The operand of w's product: w.value, or (QLoRA) a scratch the hook fills now.
   virtual const Tensor& weight(Backend& be, const Parameter& w) = 0;
   // y += s (x A^T) B^T when w carries an adapter.
-  virtual void forward(Backend& be, const Parameter& w, const Tensor& x, Tensor& y) = 0;
+  virtual void adapter_forward(Backend& be, const Parameter& w, const Tensor& x, Tensor& y) = 0;
   // Called before the product's dx (which may overwrite x or dy): the adapter's gradients from
-  // x and dy, keeping dy B for backward_dx.
-  virtual void backward(Backend& be, const Parameter& w, const Tensor& x, const Tensor& dy) = 0;
+  // x and dy, keeping dy B for adapter_backward_dx.
+  virtual void adapter_backward(Backend& be, const Parameter& w, const Tensor& x, const Tensor& dy) = 0;
   // dx += s (dy B) A.
-  virtual void backward_dx(Backend& be, const Parameter& w, Tensor& dx) = 0;
+  virtual void adapter_backward_dx(Backend& be, const Parameter& w, Tensor& dx) = 0;
 };
 
 class CharGpt final : public Model {

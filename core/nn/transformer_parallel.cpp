@@ -39,7 +39,7 @@ void CharGpt::row_parallel_forward(Backend& be, int64_t l, int site, const Tenso
     // A frozen model's adapter term (ProductHook) joins the product after it.
     if (!m_drop) {
       be.linear_forward_residual(x, m_hook ? m_hook->weight(be, w) : w.value, &b.value, residual, y, mm);
-      if (m_hook) m_hook->forward(be, w, x, y);
+      if (m_hook) m_hook->adapter_forward(be, w, x, y);
       return;
     }
     Tensor& tmp = buf(be, m_tmp, {N, D}, dt);
