@@ -1,5 +1,6 @@
 #include "finetune/adapters.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "nn/linear.h"
@@ -70,6 +71,7 @@ void put_grad(Backend& be, Tensor& grad, std::vector<float> v, bool acc) {
 }
 
 int64_t param_bytes(const Parameter& p) {
+  if (!p.master.defined()) return 0;
   int64_t b = static_cast<int64_t>(p.master.bytes());
   if (p.value.defined() && !p.value.same_storage(p.master)) b += static_cast<int64_t>(p.value.bytes());
   return b;
@@ -109,7 +111,7 @@ AdaptedModel::AdaptedModel(Backend& be, std::unique_ptr<CharGpt> base, const Fin
       scales.push_back(q.offset);
       ad.nf4_scales = be.empty({static_cast<int64_t>(scales.size())}, DType::F32, MemCategory::Weights);
       be.upload(ad.nf4_scales, scales.data(), DType::F32);
-    } else {
+    } else if (o.method == FinetuneMethod::Dora) {
       ad.frozen = be.empty({out, in}, DType::F32, MemCategory::Weights);
       be.upload(ad.frozen, w.data(), DType::F32);
     }
@@ -136,12 +138,106 @@ AdaptedModel::AdaptedModel(Backend& be, std::unique_ptr<CharGpt> base, const Fin
   }
   params.finish(be, order);
   if (m_dtype != DType::F32) FlatParams(order).set_compute_dtype(be, m_dtype);
-  // The base's gradient buffer is the products' dL/dW' scratch now, and its masters (the
-  // optimizer's in a 16-bit run) hold the frozen weights and W'.
   FlatParams base_flat = m_base->flat_params();
-  base_flat.buffer(ParamBuffer::Grad).set_category(MemCategory::Workspace);
-  base_flat.buffer(ParamBuffer::Master).set_category(MemCategory::Weights);
-  fold(be);
+  base_flat.buffer(ParamBuffer::Master).set_category(MemCategory::Weights);  // frozen: weights, not optimizer
+  if (!adapter_products()) {
+    // dora: the base's gradient buffer is the products' dL/dW' scratch, its masters hold W'.
+    base_flat.buffer(ParamBuffer::Grad).set_category(MemCategory::Workspace);
+    fold_effective(be);
+    return;
+  }
+  for (const Adapter& ad : m_adapters) m_by_weight[ad.weight] = &ad;
+  for (Parameter* p : m_base->parameters()) p->grad = Tensor();  // frozen: no gradient buffer
+  if (o.method == FinetuneMethod::Qlora) drop_target_weights(be);
+  m_base->set_product_hook(this);
+}
+
+void AdaptedModel::drop_target_weights(Backend& be) {
+  std::vector<Parameter*> keep;
+  std::vector<std::vector<float>> values;
+  for (Parameter* p : m_base->parameters()) {
+    if (!m_by_weight.count(p)) {
+      keep.push_back(p);
+      values.push_back(host(be, p->master));
+    }
+    p->master = Tensor();
+    p->value = Tensor();
+  }
+  FlatParams flat(keep);
+  flat.allocate(be, ParamBuffer::Master, DType::F32, MemCategory::Weights);
+  for (size_t i = 0; i < keep.size(); ++i) {
+    be.upload(keep[i]->master, values[i].data(), DType::F32);
+    keep[i]->value = keep[i]->master;
+  }
+  if (m_dtype != DType::F32) {
+    flat.set_compute_dtype(be, m_dtype);
+    flat.buffer(ParamBuffer::Master).set_category(MemCategory::Weights);
+    for (Parameter* p : keep) p->grad = Tensor();
+  }
+  int64_t largest = 0;
+  for (const Adapter& ad : m_adapters) largest = std::max(largest, ad.target.out * ad.target.in);
+  m_deq = be.empty({largest}, parameter_storage_dtype(m_dtype), MemCategory::Workspace);
+}
+
+void AdaptedModel::on_matmul_mode() {
+  if (adapter_products() && m_matmul_mode == MatmulMode::Fp8)
+    throw Error("finetune.method " + std::string(finetune_method_name(m_opt.method)) +
+                " computes its adapter products in bf16 or fp32: use precision.compute bf16 (fp8 products keep "
+                "per-weight scales, which a shared dequantized or adapted operand does not have)");
+  m_base->set_matmul_mode(m_matmul_mode);
+}
+
+const Adapter* AdaptedModel::adapter_of(const Parameter& w) const {
+  const auto it = m_by_weight.find(&w);
+  return it == m_by_weight.end() ? nullptr : it->second;
+}
+
+Tensor& AdaptedModel::rank_scratch(Backend& be, Tensor& t, const Tensor& x) {
+  const Shape s{x.dim(0), m_opt.rank};
+  if (!t.defined() || t.shape() != s || t.dtype() != x.dtype()) {
+    t = Tensor();
+    t = be.empty(s, x.dtype(), MemCategory::Activations);
+  }
+  return t;
+}
+
+const Tensor& AdaptedModel::weight(Backend& be, const Parameter& w) {
+  const Adapter* ad = m_opt.method == FinetuneMethod::Qlora ? adapter_of(w) : nullptr;
+  if (!ad) return w.value;
+  if (m_deq_of != ad) {  // one product's W at a time, dequantized from NF4
+    const std::vector<float> v = frozen_weight(be, *ad);
+    m_deq_view = m_deq.slice_rows(0, ad->target.out * ad->target.in).reshape({ad->target.out, ad->target.in});
+    be.upload(m_deq_view, v.data(), DType::F32);
+    m_deq_of = ad;
+  }
+  return m_deq_view;
+}
+
+void AdaptedModel::adapter_forward(Backend& be, const Parameter& w, const Tensor& x, Tensor& y) {
+  const Adapter* ad = adapter_of(w);
+  if (!ad) return;
+  Tensor& u = rank_scratch(be, m_u, x);
+  be.gemm(x, false, ad->a.value, true, u, 1.0f, 0.0f, m_matmul_mode);  // u = x A^T
+  be.gemm(u, false, ad->b.value, true, y, static_cast<float>(m_opt.scale()), 1.0f, m_matmul_mode);  // y += s u B^T
+}
+
+void AdaptedModel::adapter_backward(Backend& be, const Parameter& w, const Tensor& x, const Tensor& dy) {
+  const Adapter* ad = adapter_of(w);
+  if (!ad) return;
+  const float s = static_cast<float>(m_opt.scale()), beta = m_accumulate ? 1.0f : 0.0f;
+  Tensor& u = rank_scratch(be, m_u, x);
+  Tensor& t = rank_scratch(be, m_t, x);
+  be.gemm(x, false, ad->a.value, true, u, 1.0f, 0.0f, m_matmul_mode);   // u = x A^T
+  be.gemm(dy, false, ad->b.value, false, t, 1.0f, 0.0f, m_matmul_mode);  // t = dy B
+  Adapter& mut = const_cast<Adapter&>(*ad);
+  be.gemm(dy, true, u, false, mut.b.grad, s, beta, m_matmul_mode);  // dB = s dy^T u
+  be.gemm(t, true, x, false, mut.a.grad, s, beta, m_matmul_mode);   // dA = s t^T x
+}
+
+void AdaptedModel::adapter_backward_dx(Backend& be, const Parameter& w, Tensor& dx) {
+  const Adapter* ad = adapter_of(w);
+  if (!ad) return;
+  be.gemm(m_t, false, ad->a.value, false, dx, static_cast<float>(m_opt.scale()), 1.0f, m_matmul_mode);  // dx += s t A
 }
 
 std::vector<Parameter*> AdaptedModel::parameters() {
@@ -156,6 +252,7 @@ std::vector<Parameter*> AdaptedModel::parameters() {
 
 std::vector<float> AdaptedModel::frozen_weight(Backend& be, const Adapter& ad) const {
   if (ad.frozen.defined()) return host(be, ad.frozen);
+  if (!ad.nf4_bytes.defined()) return host(be, ad.weight->master);  // lora: the base's own W
   const int64_t n = ad.target.out * ad.target.in;
   Nf4Tensor q;
   q.n = n;
@@ -185,7 +282,7 @@ std::vector<float> AdaptedModel::effective_weight(Backend& be, const Adapter& ad
   return w;
 }
 
-void AdaptedModel::fold(Backend& be) {
+void AdaptedModel::fold_effective(Backend& be) {
   for (Adapter& ad : m_adapters) {
     const std::vector<float> w = effective_weight(be, ad);
     Parameter& p = *ad.weight;
@@ -194,37 +291,66 @@ void AdaptedModel::fold(Backend& be) {
   }
 }
 
+void AdaptedModel::fold(Backend& be) {
+  if (!adapter_products()) return fold_effective(be);
+  if (m_merged) return;
+  for (Adapter& ad : m_adapters) {
+    const std::vector<float> w = effective_weight(be, ad);
+    Parameter& p = *ad.weight;
+    if (!p.master.defined()) p.master = be.empty(p.shape, DType::F32, MemCategory::Weights);  // qlora
+    be.upload(p.master, w.data(), DType::F32);
+    const DType dt = parameter_storage_dtype(m_dtype);
+    if (dt == DType::F32) {
+      p.value = p.master;
+    } else {
+      if (!p.value.defined()) p.value = be.empty(p.shape, dt, MemCategory::Weights);
+      be.copy(p.master, p.value);
+    }
+  }
+  m_base->set_product_hook(nullptr);
+  m_merged = true;
+  m_deq = m_deq_view = Tensor();
+  m_deq_of = nullptr;
+}
+
 Tensor AdaptedModel::forward(Backend& be, const Tensor& x, bool training) {
-  fold(be);
+  if (!adapter_products()) fold_effective(be);
   return m_base->forward(be, x, training);
 }
 
 void AdaptedModel::backward(Backend& be, Tensor& dlogits, bool accumulate) {
-  m_base->backward(be, dlogits, false);
+  if (m_merged) throw Error("internal: a backward through adapters already merged into the base (fold)");
+  m_accumulate = accumulate;
+  if (!adapter_products()) {
+    m_base->backward(be, dlogits, false);
+    return backward_folded(be, accumulate);
+  }
+  m_base->backward(be, dlogits, false);  // the hook writes the adapters' gradients
+}
+
+void AdaptedModel::backward_folded(Backend& be, bool accumulate) {
   const float s = static_cast<float>(m_opt.scale());
   const int64_t r = m_opt.rank;
   for (Adapter& ad : m_adapters) {
     const int64_t out = ad.target.out, in = ad.target.in;
     std::vector<float> g = host(be, ad.weight->grad);
     const std::vector<float> a = host(be, ad.a.master), b = host(be, ad.b.master);
-    if (m_opt.method == FinetuneMethod::Dora) {
-      std::vector<float> v = frozen_weight(be, ad);
-      add_low_rank(v, b, a, out, in, r, s);
-      const std::vector<float> n = row_norms(v, out, in), m = host(be, ad.m.master);
-      std::vector<float> dm(static_cast<size_t>(out));
-      for (int64_t o = 0; o < out; ++o) {
-        float* go = g.data() + o * in;
-        const float* vo = v.data() + o * in;
-        double gv = 0.0;
-        for (int64_t i = 0; i < in; ++i) gv += static_cast<double>(go[i]) * vo[i];
-        const double no = n[static_cast<size_t>(o)];
-        dm[static_cast<size_t>(o)] = static_cast<float>(gv / no);
-        // dV = (m/n) (G - (G.V / n^2) V): the norm's own derivative included.
-        const float k = static_cast<float>(m[static_cast<size_t>(o)] / no), c = static_cast<float>(gv / (no * no));
-        for (int64_t i = 0; i < in; ++i) go[i] = k * (go[i] - c * vo[i]);
-      }
-      put_grad(be, ad.m.grad, std::move(dm), accumulate);
+    std::vector<float> v = frozen_weight(be, ad);
+    add_low_rank(v, b, a, out, in, r, s);
+    const std::vector<float> n = row_norms(v, out, in), m = host(be, ad.m.master);
+    std::vector<float> dm(static_cast<size_t>(out));
+    for (int64_t o = 0; o < out; ++o) {
+      float* go = g.data() + o * in;
+      const float* vo = v.data() + o * in;
+      double gv = 0.0;
+      for (int64_t i = 0; i < in; ++i) gv += static_cast<double>(go[i]) * vo[i];
+      const double no = n[static_cast<size_t>(o)];
+      dm[static_cast<size_t>(o)] = static_cast<float>(gv / no);
+      // dV = (m/n) (G - (G.V / n^2) V): the norm's own derivative included.
+      const float k = static_cast<float>(m[static_cast<size_t>(o)] / no), c = static_cast<float>(gv / (no * no));
+      for (int64_t i = 0; i < in; ++i) go[i] = k * (go[i] - c * vo[i]);
     }
+    put_grad(be, ad.m.grad, std::move(dm), accumulate);
     std::vector<float> db, da;
     low_rank_grads(g, b, a, out, in, r, s, db, da);
     put_grad(be, ad.a.grad, std::move(da), accumulate);
@@ -238,9 +364,13 @@ FinetuneMemory AdaptedModel::memory(int64_t optimizer_bytes) const {
   mem.base_format = m_opt.method == FinetuneMethod::Qlora ? "nf4" : "fp32";
   for (const Adapter& ad : m_adapters) {
     mem.base_weights += ad.target.out * ad.target.in;
-    mem.base_bytes += ad.frozen.defined() ? static_cast<int64_t>(ad.frozen.bytes())
-                                          : static_cast<int64_t>(ad.nf4_bytes.bytes() + ad.nf4_scales.bytes());
-    mem.effective_bytes += param_bytes(*ad.weight);
+    if (m_opt.method == FinetuneMethod::Qlora)
+      mem.base_bytes += static_cast<int64_t>(ad.nf4_bytes.bytes() + ad.nf4_scales.bytes());
+    else if (m_opt.method == FinetuneMethod::Lora)
+      mem.base_bytes += param_bytes(*ad.weight);  // the base's own W (+ its compute copy)
+    else
+      mem.base_bytes += static_cast<int64_t>(ad.frozen.bytes());
+    if (!adapter_products()) mem.effective_bytes += param_bytes(*ad.weight);
     for (const Parameter* p : {&ad.a, &ad.b, &ad.m}) {
       if (!p->master.defined()) continue;
       mem.adapter_params += p->numel();
@@ -249,12 +379,18 @@ FinetuneMemory AdaptedModel::memory(int64_t optimizer_bytes) const {
     }
   }
   for (Parameter* p : m_base->parameters()) {
-    mem.product_grad_bytes += static_cast<int64_t>(p->grad.bytes());
-    mem.other_bytes += param_bytes(*p);
+    if (p->grad.defined()) mem.product_grad_bytes += static_cast<int64_t>(p->grad.bytes());
+    if (!is_target(p)) mem.other_bytes += param_bytes(*p);
   }
-  mem.other_bytes -= mem.effective_bytes;
+  if (m_deq.defined()) mem.dequant_scratch_bytes = static_cast<int64_t>(m_deq.bytes());
   mem.optimizer_bytes = optimizer_bytes;
   return mem;
+}
+
+bool AdaptedModel::is_target(const Parameter* p) const {
+  for (const Adapter& ad : m_adapters)
+    if (ad.weight == p) return true;
+  return false;
 }
 
 }  // namespace trainlab

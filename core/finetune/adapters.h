@@ -10,18 +10,23 @@
 //           derivative too (PEFT and the paper's section 4.3 detach it to save the memory of its
 //           graph; here it costs nothing, and the gradient is the exact one)
 //
-// How the products see it: before each forward the adapters are folded into the base model's
-// weight W' (its master, and its compute copy in 16-bit runs), so the model's own products (every
-// precision, checkpoint policy and backend product) compute y = W' x = W x + s B A x. The base's
-// backward then leaves dL/dW' = G in the weight's gradient slot (a workspace here: the base's
-// gradient buffer is relabelled so in the ledger), from which the adapters' gradients follow:
-//   dB = s G A^T,  dA = s B^T G                               (lora, qlora)
-//   dV = (m/n) (G - (G.V / n^2) V) row-wise (n = ||V||), dB, dA from dV, dm = G.V / n   (dora)
-// The adapter arithmetic is host code in fp32 (the CPU backend's reference); a device backend is
-// refused for now (docs/FINETUNE.md). A merged model's weights are exactly the W' the run used.
+// lora and qlora run as adapter products (the model's ProductHook, nn/transformer.h), W' never
+// formed and the base taking no gradient at all (no gradient buffer):
+//   forward   y = x W^T + b + s (x A^T) B^T
+//   backward  dx = dy W + s (dy B) A;  dB = s dy^T (x A^T);  dA = s (dy B)^T x;  no dW
+// all of them the backend's gemm and linear products (CPU and CUDA alike). qlora keeps the
+// targets' weights only as NF4 (the base's flat buffers are rebuilt without them) and
+// dequantizes one product's W at a time into one shared scratch buffer in the compute format
+// (on the host, then uploaded).
+// dora keeps the effective-weight path: before each forward W' is folded into the base's
+// weight (its master, and its compute copy in 16-bit runs), the base's backward leaves dL/dW' = G
+// in the weight's gradient slot (a workspace in the ledger), and on the host in fp32:
+//   dV = (m/n) (G - (G.V / n^2) V) row-wise (n = ||V||), dB = s dV A^T, dA = s B^T dV, dm = G.V / n
+// A merged model's weights are exactly the W' the run computed with (fold()).
 #pragma once
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "config/finetune_options.h"
@@ -33,14 +38,15 @@ namespace trainlab {
 
 struct Adapter {
   FinetuneTarget target;
-  Parameter* weight = nullptr;  // the base model's weight [out, in]: holds W' during the run
-  Tensor frozen;                // lora, dora: W fp32 [out, in] (ledger: weights)
+  Parameter* weight = nullptr;  // the base model's weight [out, in]: W (lora), undefined (qlora),
+                                // W' during the run (dora); W' after fold()
+  Tensor frozen;                // dora: W fp32 [out, in] (ledger: weights)
   Tensor nf4_bytes;             // qlora: codes and block-scale codes, I8 (ledger: weights)
   Tensor nf4_scales;            // qlora: the block-scale scales and the offset, F32
   Parameter a, b, m;            // A [r, in], B [out, r], m [out] (dora)
 };
 
-class AdaptedModel final : public Model {
+class AdaptedModel final : public Model, private ProductHook {
  public:
   // `base`: the trained char-gpt (its weights loaded); `seed` draws A. Throws Error for a rank
   // larger than a target's smaller dimension.
@@ -58,8 +64,12 @@ class AdaptedModel final : public Model {
     m_base->cross_entropy(be, logits, labels, dlogits, mult, stats, acc);
   }
 
-  // Folds the adapters into the base's weights (W' above); forward() does it each time.
+  // Folds the adapters into the base's weights (W' above): dora's forward() does it each time;
+  // for lora and qlora it merges for good (the base's products read W' from then on, the
+  // adapters no longer take part; a second call does nothing).
   void fold(Backend& be);
+  // lora and qlora: the adapter products (no W', no base gradient); dora: the folded W'.
+  bool adapter_products() const { return m_opt.method != FinetuneMethod::Dora; }
   CharGpt& base() { return *m_base; }
   const FinetuneOptions& options() const { return m_opt; }
   std::vector<Adapter>& adapters() { return m_adapters; }
@@ -69,13 +79,32 @@ class AdaptedModel final : public Model {
   std::vector<float> effective_weight(Backend& be, const Adapter& ad) const;
 
  protected:
-  void on_matmul_mode() override { m_base->set_matmul_mode(m_matmul_mode); }
+  void on_matmul_mode() override;
 
  private:
+  // ProductHook (nn/transformer.h): the adapter products of lora and qlora.
+  const Tensor& weight(Backend& be, const Parameter& w) override;
+  void adapter_forward(Backend& be, const Parameter& w, const Tensor& x, Tensor& y) override;
+  void adapter_backward(Backend& be, const Parameter& w, const Tensor& x, const Tensor& dy) override;
+  void adapter_backward_dx(Backend& be, const Parameter& w, Tensor& dx) override;
+  const Adapter* adapter_of(const Parameter& w) const;
+  bool is_target(const Parameter* p) const;
+  Tensor& rank_scratch(Backend& be, Tensor& t, const Tensor& x);
+  // qlora: the base's flat buffers rebuilt without the targeted weights (kept as NF4 only).
+  void drop_target_weights(Backend& be);
+  void fold_effective(Backend& be);  // dora: W' into the base's weights
+  void backward_folded(Backend& be, bool accumulate);  // dora: adapter gradients from dL/dW'
   std::vector<float> frozen_weight(Backend& be, const Adapter& ad) const;
   std::unique_ptr<CharGpt> m_base;
   FinetuneOptions m_opt;
   std::vector<Adapter> m_adapters;  // not resized after construction (the builder holds addresses)
+  std::unordered_map<const Parameter*, const Adapter*> m_by_weight;
+  bool m_merged = false;            // lora, qlora: fold() ran
+  bool m_accumulate = false;        // the current backward's
+  Tensor m_deq;                     // qlora: the dequantization scratch (largest target, compute format)
+  const Adapter* m_deq_of = nullptr;  // whose W m_deq holds now
+  Tensor m_deq_view;
+  Tensor m_u, m_t;                  // [N, r] scratch: x A^T, dy B
 };
 
 // The PEFT tensor names of an adapter file: base_model.model.<module>.lora_A.weight, .lora_B.weight

@@ -32,9 +32,10 @@ std::unique_ptr<Model> attach_adapters(Backend& be, std::unique_ptr<Model> model
   check_adapter_model(model->kind(), o);
   auto* gpt = dynamic_cast<CharGpt*>(model.get());
   if (!gpt) throw Error("internal: a char-gpt model that is not a CharGpt");
-  if (be.info().kind != DeviceKind::Cpu)
-    throw Error("finetune.method " + m + " runs on the CPU device in this version (device.name cpu): the adapters' "
-                "arithmetic is the CPU reference (docs/FINETUNE.md)");
+  if (be.info().kind != DeviceKind::Cpu && o.method != FinetuneMethod::Lora)
+    throw Error("finetune.method " + m + " runs on the CPU device in this version (device.name cpu): " +
+                (o.method == FinetuneMethod::Qlora ? "its NF4 dequantization" : "DoRA's adapter arithmetic") +
+                " is host code (docs/FINETUNE.md; finetune.method lora runs on every device)");
   if (gpt->tensor_parallel().active()) throw Error("finetune.method " + m + " does not combine with dist.tp > 1");
   model.release();
   return std::make_unique<AdaptedModel>(be, std::unique_ptr<CharGpt>(gpt), o, seed);

@@ -23,7 +23,7 @@ namespace trainlab {
 // Wraps the model a run starts from (its init_from weights loaded) in an AdaptedModel for lora,
 // qlora and dora (full: returned as it is). Error naming the option and the reason for: no
 // compress.init_from, a model other than char-gpt (the digits MLP: no named products, and for qlora
-// its tiny layers), a device other than the CPU, a rank above a target's smaller dimension.
+// its tiny layers), qlora or dora on a device other than the CPU, a rank above a target's smaller dimension.
 // Error for lora, qlora and dora on a model other than char-gpt (with the reason; checked before
 // any weights are read).
 void check_adapter_model(const std::string& kind, const FinetuneOptions& o);

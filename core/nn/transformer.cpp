@@ -280,6 +280,19 @@ uint64_t CharGpt::drop_seed(int64_t l, int site) const {
   return z ^ (z >> 31);
 }
 
+void CharGpt::product_forward(Backend& be, const Tensor& x, const Parameter& w, const Parameter* b, Tensor& y) {
+  be.linear_forward(x, m_hook ? m_hook->weight(be, w) : w.value, b ? &b->value : nullptr, Activation::None, y,
+                    nullptr, m_matmul_mode);
+  if (m_hook) m_hook->adapter_forward(be, w, x, y);
+}
+
+void CharGpt::frozen_backward(Backend& be, const Tensor& x, const Parameter& w, Tensor& dy, Tensor* dx) {
+  m_hook->adapter_backward(be, w, x, dy);
+  if (!dx) return;
+  be.gemm(dy, false, m_hook->weight(be, w), false, *dx, 1.0f, 0.0f, m_matmul_mode);
+  m_hook->adapter_backward_dx(be, w, *dx);
+}
+
 void CharGpt::block_forward(Backend& be, int64_t l, Acts& a, const Tensor& x_in, Tensor* x_out) {
   unit_begins(block_first(l), block_first(l + 1), false);
   block_forward_body(be, l, a, x_in, x_out);
@@ -297,16 +310,14 @@ void CharGpt::block_forward_body(Backend& be, int64_t l, Acts& a, const Tensor& 
   Tensor& h1 = buf(be, sel ? m_shared.h1 : a.h1, {R, D}, dt);
   be.layernorm_forward(x_in, p.ln1_w.value, p.ln1_b.value, kLnEps, h1, f32(be, a.mean1, R), f32(be, a.rstd1, R));
   const MatmulMode mm = m_matmul_mode;
-  be.linear_forward(gathered_input(be, h1), p.qkv_w.value, &p.qkv_b.value, Activation::None,
-                    buf(be, a.qkv, {N, 3 * Dl}, dt), nullptr, mm);
+  product_forward(be, gathered_input(be, h1), p.qkv_w, &p.qkv_b, buf(be, a.qkv, {N, 3 * Dl}, dt));
   be.attention_forward(a.qkv, m_B, m_T, Hl, buf(be, a.att, {N, Dl}, dt), f32(be, a.lse, m_B * Hl * m_T), mm);
   row_parallel_forward(be, l, 0, a.att, p.proj_w, p.proj_b, x_in, buf(be, a.x_mid, {R, D}, dt));
   Tensor& h2 = buf(be, sel ? m_shared.h2 : a.h2, {R, D}, dt);
   be.layernorm_forward(a.x_mid, p.ln2_w.value, p.ln2_b.value, kLnEps, h2, f32(be, a.mean2, R), f32(be, a.rstd2, R));
   Tensor& f = buf(be, sel ? m_shared.f : a.f, {N, 4 * Dl}, dt);
   // fc and GELU apart: the pre-activation is the product's own output (no copy), GELU vectorised.
-  be.linear_forward(gathered_input(be, h2), p.fc_w.value, &p.fc_b.value, Activation::None,
-                    buf(be, a.pre, {N, 4 * Dl}, dt), nullptr, mm);
+  product_forward(be, gathered_input(be, h2), p.fc_w, &p.fc_b, buf(be, a.pre, {N, 4 * Dl}, dt));
   be.gelu_forward(a.pre, f);
   if (!x_out) return;  // a recomputed segment's last block: its output is not needed again
   row_parallel_forward(be, l, 1, f, p.out_w, p.out_b, a.x_mid, *x_out);
@@ -375,8 +386,10 @@ void CharGpt::block_backward_body(Backend& be, int64_t l, Acts& a, Tensor& dx, b
   // Sequence parallel: the LayerNorm gradients of this rank's rows go to scratch (ln2, ln1), summed
   // over the group at the end; otherwise straight into the parameters' gradients.
   const bool sp = seq_split();
-  Tensor lns = sp ? ln_grad_scratch(be, 4 * D) : Tensor();
-  auto ln_grad = [&](Parameter& q, int slot) { return sp ? lns.slice_rows(slot * D, (slot + 1) * D) : q.grad; };
+  // (A frozen model's go to scratch too, and stay there.)
+  const bool scratch = sp || m_hook;
+  Tensor lns = scratch ? ln_grad_scratch(be, 4 * D) : Tensor();
+  auto ln_grad = [&](Parameter& q, int slot) { return scratch ? lns.slice_rows(slot * D, (slot + 1) * D) : q.grad; };
   Tensor g2w = ln_grad(p.ln2_w, 0), g2b = ln_grad(p.ln2_b, 1), g1w = ln_grad(p.ln1_w, 2), g1b = ln_grad(p.ln1_b, 3);
   Tensor& g = own_g ? buf(be, m_tmp, {R, D}, dt) : dx;
   if (m_drop)
@@ -385,7 +398,10 @@ void CharGpt::block_backward_body(Backend& be, int64_t l, Acts& a, Tensor& dx, b
     be.copy(dx, g);
   Tensor* df = nullptr;
   Tensor& gg = gathered_grad(be, g);
-  if (fp8) {
+  if (m_hook) {
+    df = &f;  // the hook reads f before d(f) = g W overwrites it
+    frozen_backward(be, f, p.out_w, gg, df);
+  } else if (fp8) {
     // fp8 runs keep linear_backward's own (fp8) dx product, written to a buffer of its own.
     df = &buf(be, m_df, {N, 4 * Dl}, dt);
     be.linear_backward(f, p.out_w.value, gg, Activation::None, nullptr, p.out_w.grad, &p.out_b.grad, df, acc, mm);
@@ -401,8 +417,11 @@ void CharGpt::block_backward_body(Backend& be, int64_t l, Acts& a, Tensor& dx, b
   }
   Tensor& dh = buf(be, m_dh, {R, D}, dt);
   be.gelu_backward(a.pre, *df, *df);  // d(pre), in place
-  be.linear_backward(gathered_input(be, h2), p.fc_w.value, *df, Activation::None, nullptr, p.fc_w.grad, &p.fc_b.grad,
-                     &input_grad_buffer(be, dh), acc, mm);
+  if (m_hook)
+    frozen_backward(be, gathered_input(be, h2), p.fc_w, *df, &input_grad_buffer(be, dh));
+  else
+    be.linear_backward(gathered_input(be, h2), p.fc_w.value, *df, Activation::None, nullptr, p.fc_w.grad,
+                       &p.fc_b.grad, &input_grad_buffer(be, dh), acc, mm);
   reduce_input_grad(dh);
   be.layernorm_backward(a.x_mid, p.ln2_w.value, a.mean2, a.rstd2, dh, dx, g2w, g2b, true, acc && !sp,
                         fused ? &p.proj_b.grad : nullptr);
@@ -414,12 +433,18 @@ void CharGpt::block_backward_body(Backend& be, int64_t l, Acts& a, Tensor& dx, b
   Tensor& gg0 = gathered_grad(be, g);
   // d(att) [N, Dl] in dh's storage (R d >= N Dl elements), dead between the LayerNorm backwards.
   Tensor datt = dh.reshape({R * D}).slice_rows(0, N * Dl).reshape({N, Dl});
-  be.linear_backward(a.att, p.proj_w.value, gg0, Activation::None, nullptr, p.proj_w.grad,
-                     fused ? nullptr : &p.proj_b.grad, &datt, acc, mm);
+  if (m_hook)
+    frozen_backward(be, a.att, p.proj_w, gg0, &datt);
+  else
+    be.linear_backward(a.att, p.proj_w.value, gg0, Activation::None, nullptr, p.proj_w.grad,
+                       fused ? nullptr : &p.proj_b.grad, &datt, acc, mm);
   Tensor dqkv = df->reshape({N * 4 * Dl}).slice_rows(0, N * 3 * Dl).reshape({N, 3 * Dl});
   be.attention_backward(a.qkv, a.att, a.lse, datt, m_B, m_T, Hl, dqkv, mm);
-  be.linear_backward(gathered_input(be, h1), p.qkv_w.value, dqkv, Activation::None, nullptr, p.qkv_w.grad,
-                     &p.qkv_b.grad, &input_grad_buffer(be, dh), acc, mm);
+  if (m_hook)
+    frozen_backward(be, gathered_input(be, h1), p.qkv_w, dqkv, &input_grad_buffer(be, dh));
+  else
+    be.linear_backward(gathered_input(be, h1), p.qkv_w.value, dqkv, Activation::None, nullptr, p.qkv_w.grad,
+                       &p.qkv_b.grad, &input_grad_buffer(be, dh), acc, mm);
   reduce_input_grad(dh);
   Tensor* prev_out_b = fused && l > m_slice.first ? &m_blocks[static_cast<size_t>(l - 1)].out_b.grad : nullptr;
   be.layernorm_backward(a.x_in, p.ln1_w.value, a.mean1, a.rstd1, dh, dx, g1w, g1b, true, acc && !sp, prev_out_b);
@@ -507,8 +532,7 @@ void CharGpt::head_forward(Backend& be) {
   be.layernorm_forward(m_x_final, m_ln_w.value, m_ln_b.value, kLnEps, buf(be, m_hf, {R, D}, dt), f32(be, m_meanf, R),
                        f32(be, m_rstdf, R));
   // This rank's rows of the (padded) vocabulary: all of it with one rank.
-  be.linear_forward(gathered_input(be, m_hf), m_head.value, nullptr, Activation::None,
-                    buf(be, m_logits, {N, m_head.shape[0]}, dt), nullptr, m_matmul_mode);
+  product_forward(be, gathered_input(be, m_hf), m_head, nullptr, buf(be, m_logits, {N, m_head.shape[0]}, dt));
   unit_ends(head_first, head_last, false);
 }
 
@@ -530,6 +554,10 @@ Tensor CharGpt::stage_backward(Backend& be, Tensor& grad, bool acc) {
   blocks_backward(be, dx, acc);
   if (m_drop && m_slice.embedding) branch_dropout(be, dx, drop_seed(-1, 0), dx);
   if (!m_slice.embedding) return dx;
+  if (m_hook) {  // a frozen model (adapters): the embedding takes no gradient
+    grads_ready(0);
+    return Tensor();
+  }
   if (m_tp.active())
     parallel_embedding_backward(be, gathered_grad(be, dx), acc);
   else
@@ -544,13 +572,17 @@ void CharGpt::head_backward(Backend& be, Tensor& dlogits, Tensor& dx, bool acc) 
   Tensor& dh = buf(be, m_dh, {R, D}, dt);
   const size_t head_first = block_first(m_slice.last), head_last = head_first + 3;
   unit_begins(head_first, head_last, true);
-  be.linear_backward(gathered_input(be, m_hf), m_head.value, dlogits, Activation::None, nullptr, m_head.grad, nullptr,
-                     &input_grad_buffer(be, dh), acc, m_matmul_mode);
+  if (m_hook)
+    frozen_backward(be, gathered_input(be, m_hf), m_head, dlogits, &input_grad_buffer(be, dh));
+  else
+    be.linear_backward(gathered_input(be, m_hf), m_head.value, dlogits, Activation::None, nullptr, m_head.grad,
+                       nullptr, &input_grad_buffer(be, dh), acc, m_matmul_mode);
   reduce_input_grad(dh);
   Tensor* last_out_b = fused_bias_sums() ? &m_blocks[static_cast<size_t>(m_slice.last - 1)].out_b.grad : nullptr;
   const bool sp = seq_split();
-  Tensor lns = sp ? ln_grad_scratch(be, 4 * D) : Tensor();
-  Tensor gw = sp ? lns.slice_rows(0, D) : m_ln_w.grad, gb = sp ? lns.slice_rows(D, 2 * D) : m_ln_b.grad;
+  const bool scratch = sp || m_hook;  // a frozen model's go to scratch and stay there
+  Tensor lns = scratch ? ln_grad_scratch(be, 4 * D) : Tensor();
+  Tensor gw = scratch ? lns.slice_rows(0, D) : m_ln_w.grad, gb = scratch ? lns.slice_rows(D, 2 * D) : m_ln_b.grad;
   be.layernorm_backward(m_x_final, m_ln_w.value, m_meanf, m_rstdf, dh, dx, gw, gb, false, acc && !sp, last_out_b);
   if (sp) reduce_ln_grads(be, {&m_ln_w, &m_ln_b}, acc);
   unit_ends(head_first, head_last, true);

@@ -97,6 +97,23 @@ struct PipelineSlice {
   bool head = true;              // the final LayerNorm, the head and the loss (the last stage)
 };
 
+// A frozen base whose products carry adapters beside them (finetune/adapters.h: LoRA, QLoRA).
+// With a hook set (CharGpt::set_product_hook) the model computes no parameter gradient at all:
+// each product's backward is dx = dy W plus the hook's terms, its weight gradient never formed.
+class ProductHook {
+ public:
+  virtual ~ProductHook() = default;
+  // The operand of w's product: w.value, or (QLoRA) a scratch the hook fills now.
+  virtual const Tensor& weight(Backend& be, const Parameter& w) = 0;
+  // y += s (x A^T) B^T when w carries an adapter.
+  virtual void adapter_forward(Backend& be, const Parameter& w, const Tensor& x, Tensor& y) = 0;
+  // Called before the product's dx (which may overwrite x or dy): the adapter's gradients from
+  // x and dy, keeping dy B for adapter_backward_dx.
+  virtual void adapter_backward(Backend& be, const Parameter& w, const Tensor& x, const Tensor& dy) = 0;
+  // dx += s (dy B) A.
+  virtual void adapter_backward_dx(Backend& be, const Parameter& w, Tensor& dx) = 0;
+};
+
 class CharGpt final : public Model {
  public:
   // `tp`: the tensor-parallel group this rank is in (none: the whole model); `slice`: the pipeline
@@ -147,6 +164,9 @@ class CharGpt final : public Model {
   // Parameters without the position embedding (the peer's n_nonemb; plan/memory_model.h counts
   // the training FLOPs per token from it).
   int64_t non_embedding_params();
+  // Freezes the whole model and routes its products through `hook` (null: back to a trainable
+  // model). The hook must outlive its use; dist.tp must be 1.
+  void set_product_hook(ProductHook* hook) { m_hook = hook; }
 
  private:
   struct Block {
@@ -157,6 +177,10 @@ class CharGpt final : public Model {
   };
   // x_out: where the block's output goes; null skips the MLP's output product and residual add
   // (a recomputed segment's last block, whose output backward never reads).
+  // y = x W^T + b through the hook when one is set; the frozen products' backward (dx = dy W and
+  // the hook's terms; dx null: the hook's gradients only).
+  void product_forward(Backend& be, const Tensor& x, const Parameter& w, const Parameter* b, Tensor& y);
+  void frozen_backward(Backend& be, const Tensor& x, const Parameter& w, Tensor& dy, Tensor* dx);
   void block_forward(Backend& be, int64_t l, Acts& a, const Tensor& x_in, Tensor* x_out);
   void block_backward(Backend& be, int64_t l, Acts& a, Tensor& dx, bool accumulate);
   // The two above without the unit hooks (Model::unit_begins/unit_ends) around them.
@@ -215,6 +239,7 @@ class CharGpt final : public Model {
   std::vector<Block> m_blocks;
   CheckpointPolicy m_policy = CheckpointPolicy::Off;
   int64_t m_k = 1;
+  ProductHook* m_hook = nullptr;  // set: the model is frozen (set_product_hook)
   uint64_t m_seed = 0;          // construction seed (dropout seeds derive from it)
   uint64_t m_forwards = 0;      // the current activation set's dropout forward (its masks' seeds)
   bool m_drop = false;          // the last forward applied dropout
@@ -222,7 +247,7 @@ class CharGpt final : public Model {
   // dx, taken by the LayerNorm backwards that write it: without dropout (whose mask makes the
   // branch gradient differ from dx) and outside fp8 runs (whose products take their own).
   // (Sequence parallel: dx holds this rank's rows only, so the products take their own.)
-  bool fused_bias_sums() const { return !m_drop && m_matmul_mode != MatmulMode::Fp8 && !seq_split(); }
+  bool fused_bias_sums() const { return !m_drop && m_matmul_mode != MatmulMode::Fp8 && !seq_split() && !m_hook; }
 
   // Activations of the last forward.
   int64_t m_B = 0, m_T = 0;

@@ -36,12 +36,14 @@ void CharGpt::row_parallel_forward(Backend& be, int64_t l, int site, const Tenso
   const MatmulMode mm = m_matmul_mode;
   if (!m_tp.active()) {
     // Without dropout the residual add is the projection's epilogue (one rounding, no add pass).
+    // A frozen model's adapter term (ProductHook) joins the product after it.
     if (!m_drop) {
-      be.linear_forward_residual(x, w.value, &b.value, residual, y, mm);
+      be.linear_forward_residual(x, m_hook ? m_hook->weight(be, w) : w.value, &b.value, residual, y, mm);
+      if (m_hook) m_hook->adapter_forward(be, w, x, y);
       return;
     }
     Tensor& tmp = buf(be, m_tmp, {N, D}, dt);
-    be.linear_forward(x, w.value, &b.value, Activation::None, tmp, nullptr, mm);
+    product_forward(be, x, w, &b, tmp);
     be.dropout(tmp, static_cast<float>(m_cfg.dropout), drop_seed(l, site), tmp);
     be.add(residual, tmp, y);
     return;

@@ -51,12 +51,20 @@ FinetuneMemory predict_finetune_memory(const std::vector<FinetuneTarget>& target
     if (o.method == FinetuneMethod::Dora) adapters.push_back({{t.out}});
   }
   for (const ParamShapeInfo& a : adapters) m.adapter_params += shape_numel(a.shape);
-  m.effective_bytes = m.base_weights * per;
   m.other_bytes = (model_params - m.base_weights) * per;
   m.adapter_bytes = m.adapter_params * per;
   m.adapter_grad_bytes = m.adapter_params * eb;
   m.optimizer_bytes = optimizer_state_bytes(opt, adapters);
-  m.product_grad_bytes = model_params * eb;
+  if (o.method == FinetuneMethod::Dora) {  // the folded W' and the base's full gradient
+    m.effective_bytes = m.base_weights * per;
+    m.product_grad_bytes = model_params * eb;
+  } else if (o.method == FinetuneMethod::Lora) {
+    m.base_bytes = m.base_weights * per;  // the base's own W (+ its compute copy)
+  } else {
+    int64_t largest = 0;
+    for (const FinetuneTarget& t : targets) largest = std::max(largest, t.out * t.in);
+    m.dequant_scratch_bytes = largest * eb;
+  }
   return m;
 }
 
@@ -67,6 +75,7 @@ nlohmann::json FinetuneMemory::to_json() const {
           {"base_bytes", base_bytes},
           {"base_bits_per_weight", base_bits()},
           {"effective_weight_bytes", effective_bytes},
+          {"dequant_scratch_bytes", dequant_scratch_bytes},
           {"other_frozen_bytes", other_bytes},
           {"adapter_params", adapter_params},
           {"adapter_bytes", adapter_bytes},
@@ -87,12 +96,13 @@ std::vector<std::string> FinetuneMemory::lines() const {
   std::snprintf(buf, sizeof buf, "  (%s, %.4f bits a weight over %lld weights)", base_format.c_str(), base_bits(),
                 static_cast<long long>(base_weights));
   line("frozen base (targets)", base_bytes, buf);
-  line("effective weights W'", effective_bytes, "  (the products' operand)");
+  if (effective_bytes) line("effective weights W'", effective_bytes, "  (the products' operand)");
+  if (dequant_scratch_bytes) line("NF4 dequantization scratch", dequant_scratch_bytes, "  (one product's W at a time)");
   line("other frozen weights", other_bytes, "");
   line("adapters", adapter_bytes, "  (" + std::to_string(adapter_params) + " parameters)");
   line("adapter gradients", adapter_grad_bytes, "");
   line("adapter optimizer state", optimizer_bytes, "");
-  line("dL/dW' workspace", product_grad_bytes, "");
+  if (product_grad_bytes) line("dL/dW' workspace", product_grad_bytes, "");
   return out;
 }
 

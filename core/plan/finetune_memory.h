@@ -1,11 +1,13 @@
 // The memory of a fine-tuning run with adapters (core/finetune/, docs/FINETUNE.md) as lines of
 // their own: the frozen base of the targeted products in its format (fp32, or NF4 with double-
-// quantized scales for qlora), the effective weights W' = W + (alpha/r) B A (DoRA: m (W + sBA) /
-// ||W + sBA||_row) that the products read, the other frozen weights, the adapters, their gradients
-// and their optimizer state, and the products' weight-gradient scratch dL/dW' from which the
-// adapters' gradients are taken. The trainer measures these from the tensors it allocates and the
-// planner (`trainlab-cli plan --finetune lora --rank 8`) predicts them from the shape alone: the
-// same numbers (tests/unit/test_finetune.cpp).
+// quantized scales for qlora), the other frozen weights, the adapters, their gradients and their
+// optimizer state; qlora's one dequantization scratch (the largest target's W in the compute
+// format); and for dora only, the effective weights W' = m (W + sBA) / ||W + sBA||_row that its
+// products read and the products' weight-gradient scratch dL/dW' from which the adapters'
+// gradients are taken (lora and qlora form neither: adapter products, finetune/adapters.h). The
+// trainer measures these from the tensors it allocates and the planner (`trainlab-cli plan
+// --finetune lora --rank 8`) predicts them from the shape alone: the same numbers
+// (tests/unit/test_finetune.cpp).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -32,13 +34,14 @@ struct FinetuneMemory {
   std::string method, base_format;  // base_format: "fp32" or "nf4"
   int64_t base_weights = 0;         // weights of the targeted products
   int64_t base_bytes = 0;           // their frozen copy in base_format
-  int64_t effective_bytes = 0;      // W' of the targets (fp32 master + compute copy in 16-bit runs)
+  int64_t effective_bytes = 0;      // dora: W' of the targets (fp32 master + compute copy in 16-bit runs)
+  int64_t dequant_scratch_bytes = 0;  // qlora: one target's W dequantized, the largest
   int64_t other_bytes = 0;          // the other frozen parameters (embeddings, norms, biases, ...)
   int64_t adapter_params = 0;
   int64_t adapter_bytes = 0;        // masters (+ compute copies in 16-bit runs)
   int64_t adapter_grad_bytes = 0;
   int64_t optimizer_bytes = 0;      // the optimizer's state over the adapters only
-  int64_t product_grad_bytes = 0;   // dL/dW' of every base parameter (workspace)
+  int64_t product_grad_bytes = 0;   // dora: dL/dW' of every base parameter (workspace)
   double base_bits() const {
     return base_weights ? 8.0 * static_cast<double>(base_bytes) / static_cast<double>(base_weights) : 0.0;
   }

@@ -491,11 +491,11 @@ void Trainer::finish(RunSummary& sum, long steps, double last_loss) {
   const std::unique_ptr<Model> whole = save ? s.dist->whole_model(*s.be, *s.model) : nullptr;
   if (!s.record) return;  // ranks other than 0 write nothing
   if (save && s.adapted) {  // the merged weights W' the run evaluated with, and the adapters beside them
+    const std::string memory = s.adapted->memory(s.opt_state_bytes).to_json().dump(2) + "\n";  // as it ran
     s.adapted->fold(*s.be);
     save_model_weights(*s.be, s.adapted->base(), m_config, s.record->weights_path());
     save_adapters(*s.be, *s.adapted, sum.run_dir, m_config);
-    write_file_atomic(sum.run_dir + "/finetune_memory.json",
-                      s.adapted->memory(s.opt_state_bytes).to_json().dump(2) + "\n");
+    write_file_atomic(sum.run_dir + "/finetune_memory.json", memory);
   } else if (save) {
     save_model_weights(*s.be, whole ? *whole : *s.model, m_config, s.record->weights_path());
   }

@@ -139,18 +139,14 @@ class TestFinetune : public QObject {
     be.set_step_scalars(sc);
     const double l0 = loss_of(be, m, x, y, true);
     opt->step(be, ps);
-    for (Parameter* p : base_params) QVERIFY2(!p->m.defined() && !p->v.defined(), p->name.c_str());
-    // Every base parameter but the targeted weights (which hold W') keeps its value; the frozen
-    // copies are the original weights.
+    // The base is frozen: no optimizer state, no gradient buffer, every value as it was (the
+    // adapter products never form W' = W + s B A).
     for (size_t i = 0; i < base_params.size(); ++i) {
-      bool target = false;
-      for (Adapter& ad : m.adapters())
-        if (ad.weight == base_params[i]) {
-          target = true;
-          QCOMPARE(download_f32(be, ad.frozen), before[i]);
-        }
-      if (!target) QCOMPARE(download_f32(be, base_params[i]->master), before[i]);
+      Parameter* p = base_params[i];
+      QVERIFY2(!p->m.defined() && !p->v.defined() && !p->grad.defined(), p->name.c_str());
+      QCOMPARE(download_f32(be, p->master), before[i]);
     }
+    for (Adapter& ad : m.adapters()) QVERIFY(!ad.frozen.defined());
     double l1 = l0;
     for (int s = 2; s < 8; ++s) {
       sc.step = static_cast<float>(s);
@@ -164,6 +160,7 @@ class TestFinetune : public QObject {
   void adapter_gradients_match_finite_differences_data() {
     QTest::addColumn<int>("method");
     QTest::newRow("lora") << static_cast<int>(FinetuneMethod::Lora);
+    QTest::newRow("qlora") << static_cast<int>(FinetuneMethod::Qlora);
     QTest::newRow("dora") << static_cast<int>(FinetuneMethod::Dora);
   }
   void adapter_gradients_match_finite_differences() {
@@ -199,6 +196,59 @@ class TestFinetune : public QObject {
         QVERIFY2(std::fabs(fd - g[i]) < 2e-3 + 0.05 * std::fabs(fd),
                  qPrintable(QString("%1[%2]: fd %3, backward %4").arg(q(p->name)).arg(i).arg(fd).arg(g[i])));
       }
+    }
+  }
+
+  // The adapter products against the effective-weight path they replaced: a plain copy of the base
+  // with W' = W + s B A folded in, its dL/dW' = G, and dB = s G A^T, dA = s B^T G on the host.
+  void lora_gradients_equal_the_folded_path() {
+    CpuBackend be(1);
+    FinetuneOptions o;
+    o.method = FinetuneMethod::Lora;
+    o.rank = 3;
+    o.alpha = 6.0;
+    o.targets = {"qkv", "proj", "fc1", "fc2", "head"};
+    AdaptedModel m(be, std::make_unique<CharGpt>(be, micro_config(), 5), o, 9);
+    const Tensor x = tokens(be, 2, 8, 3), y = tokens(be, 16, 1, 4).reshape({16});
+    for (Parameter* p : m.parameters()) {
+      std::vector<float> v = download_f32(be, p->master);
+      const std::vector<float> r = random_vector(v.size(), 13, -0.3f, 0.3f);
+      for (size_t i = 0; i < v.size(); ++i) v[i] += r[i];
+      be.upload(p->master, v.data(), DType::F32);
+    }
+    const double loss = loss_of(be, m, x, y, true);
+    CharGpt ref(be, micro_config(), 5);
+    for (Adapter& ad : m.adapters()) {
+      const std::vector<float> w = m.effective_weight(be, ad);
+      be.upload(ref.find_parameter(ad.target.module + ".weight")->master, w.data(), DType::F32);
+    }
+    const double ref_loss = loss_of(be, ref, x, y, true);
+    QVERIFY2(std::fabs(loss - ref_loss) < 1e-6, qPrintable(QString("%1 vs %2").arg(loss).arg(ref_loss)));
+    const float s = static_cast<float>(o.scale());
+    const int64_t r = o.rank;
+    for (Adapter& ad : m.adapters()) {
+      const int64_t out = ad.target.out, in = ad.target.in;
+      const std::vector<float> g = download_f32(be, ref.find_parameter(ad.target.module + ".weight")->grad);
+      const std::vector<float> a = download_f32(be, ad.a.master), b = download_f32(be, ad.b.master);
+      const std::vector<float> da = download_f32(be, ad.a.grad), db = download_f32(be, ad.b.grad);
+      double worst = 0.0, scale = 0.0;
+      for (int64_t k = 0; k < r; ++k) {
+        for (int64_t o2 = 0; o2 < out; ++o2) {  // dB[o2, k] = s sum_i G[o2, i] A[k, i]
+          double acc = 0.0;
+          for (int64_t i = 0; i < in; ++i) acc += double(g[size_t(o2 * in + i)]) * a[size_t(k * in + i)];
+          worst = std::max(worst, std::fabs(s * acc - db[size_t(o2 * r + k)]));
+          scale = std::max(scale, std::fabs(s * acc));
+        }
+        for (int64_t i = 0; i < in; ++i) {  // dA[k, i] = s sum_o B[o, k] G[o, i]
+          double acc = 0.0;
+          for (int64_t o2 = 0; o2 < out; ++o2) acc += double(b[size_t(o2 * r + k)]) * g[size_t(o2 * in + i)];
+          worst = std::max(worst, std::fabs(s * acc - da[size_t(k * in + i)]));
+          scale = std::max(scale, std::fabs(s * acc));
+        }
+      }
+      QVERIFY2(scale > 1e-4, ad.target.module.c_str());  // a gradient that can fail the comparison
+      QVERIFY2(worst < 1e-5 * scale + 1e-7,
+               qPrintable(QString("%1: worst %2 of %3").arg(q(ad.target.module)).arg(worst).arg(scale)));
     }
   }
 
@@ -239,7 +289,12 @@ class TestFinetune : public QObject {
     const FinetuneMemory predicted =
         predict_finetune_memory(finetune_targets(cfg.layers, cfg.dim, cfg.padded_vocab(), o), params, o, {}, 4);
     QCOMPARE(measured, predicted.to_json());
+    // Adapter products: no W' and no base gradient, in the ledger and its lines.
+    QCOMPARE(measured.at("effective_weight_bytes").get<int64_t>(), int64_t{0});
+    QCOMPARE(measured.at("product_grad_workspace_bytes").get<int64_t>(), int64_t{0});
     QVERIFY(!notices.empty());
+    for (const std::string& n : notices)
+      QVERIFY2(n.find("W'") == std::string::npos && n.find("dL/dW") == std::string::npos, n.c_str());
   }
 
   void qlora_base_in_nf4() {
@@ -254,6 +309,17 @@ class TestFinetune : public QObject {
     QCOMPARE(m.at("base_format").get<std::string>(), std::string("nf4"));
     // fc [128, 32] and out [32, 128]: 4096 weights each, 64 blocks, one scale block, one offset.
     QCOMPARE(m.at("base_bytes").get<int64_t>(), 2 * (2048 + 64 + 4 + 4));
+    // The targets' weights exist only as NF4: one fp32 scratch of one [128, 32] product, no W', no
+    // base gradient; the other frozen weights are every parameter but the two targets.
+    QCOMPARE(m.at("dequant_scratch_bytes").get<int64_t>(), int64_t{4096 * 4});
+    QCOMPARE(m.at("effective_weight_bytes").get<int64_t>(), int64_t{0});
+    QCOMPARE(m.at("product_grad_workspace_bytes").get<int64_t>(), int64_t{0});
+    CpuBackend be(1);
+    const SafeTensorsFile f = read_safetensors(out + "/model.safetensors");
+    const Json arch = Json::parse(f.metadata.at("trainlab_architecture"));
+    int64_t params = 0;
+    visit_architecture(arch, [&](const std::string&, const Shape& s) { params += shape_numel(s); });
+    QCOMPARE(m.at("other_frozen_bytes").get<int64_t>(), 4 * (params - 2 * 4096));
   }
 
   void bad_input() {
