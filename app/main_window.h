@@ -29,6 +29,7 @@ class QDockWidget;
 class QVBoxLayout;
 
 namespace trainlab::app {
+class PipelineView;
 class SensitivityView;
 class SweepView;
 
@@ -94,6 +95,9 @@ class MainWindow : public QMainWindow {
   QString about_text() const;  // versions of TrainLab, Qt, CUDA, the compiler, and the devices
   // The Layer sensitivity window (View menu), made on first use with the shown run's weights.
   SensitivityView* show_sensitivity_view();
+  // The Pipeline schedule window (View menu) with the shown run's measured timeline; a message box
+  // says why when the shown run has none.
+  PipelineView* show_pipeline_view();
   // The Compression sweep window (View menu), made on first use and not yet shown.
   SweepView* sweep_view();
 

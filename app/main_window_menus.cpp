@@ -32,6 +32,7 @@
 #include "lessons_view.h"
 #include "parallel_coords_view.h"
 #include "palette.h"
+#include "pipeline_view.h"
 #include "planner_view.h"
 #include "report.h"
 #include "sensitivity_view.h"
@@ -188,6 +189,11 @@ void MainWindow::add_view_windows(QMenu* view) {
     v->raise();
   });
   parallel->setObjectName("action_parallel_coords");
+  // A pipelined run's schedule as it ran (issue 39), from the shown run's pipeline.jsonl.
+  QAction* pipeline = view->addAction("&Pipeline schedule...", this, [this] { show_pipeline_view(); });
+  pipeline->setObjectName("action_pipeline");
+  pipeline->setToolTip("The shown run's pipeline stages over time, step by step, beside the ideal schedule "
+                       "(a run with dist.pp > 1)");
   parallel->setToolTip("Config keys against final metrics for the selected (or ticked) runs");
   planner->setToolTip("Memory per GPU and time per step of a model on a layout of GPUs (trainlab-cli plan)");
 }
@@ -233,6 +239,28 @@ SweepView* MainWindow::sweep_view() {
     v->setWindowFlag(Qt::Window);
     v->resize(1200, 800);
   }
+  return v;
+}
+
+PipelineView* MainWindow::show_pipeline_view() {
+  auto* v = findChild<PipelineView*>();
+  if (!v) {
+    v = new PipelineView(this);
+    v->setWindowFlag(Qt::Window);
+    v->resize(1200, 850);
+  }
+  if (!m_primary || m_primary->dir.isEmpty()) {
+    QMessageBox::information(this, "Pipeline schedule",
+                             "Show a run over pipeline stages first (a run with dist.pp > 1: Parallelism section, "
+                             "or trainlab-cli train --pp 2 under mpirun).");
+    return v;
+  }
+  if (!v->load(m_primary->dir)) {
+    QMessageBox::information(this, "Pipeline schedule", v->error());
+    return v;
+  }
+  v->show();
+  v->raise();
   return v;
 }
 

@@ -1,6 +1,8 @@
 #include "pipeline_chart.h"
 
 #include <QLabel>
+#include <algorithm>
+#include <cmath>
 #include <QVBoxLayout>
 #include <qcustomplot.h>
 
@@ -14,6 +16,8 @@ namespace {
 QCPTextElement* title_of(QCustomPlot* p) { return qobject_cast<QCPTextElement*>(p->plotLayout()->element(0, 0)); }
 
 QString percent(double f) { return QString::number(100.0 * f, 'f', 1) + " %"; }
+
+const char* kIdealAxis = "time (one forward = 1; a backward 2: input and weight gradient 1 each)";
 
 // A block's colour: its micro-batch's, lighter for a forward, darker for a weight gradient.
 QColor block_color(const PipelineChart::Block& b) {
@@ -46,7 +50,7 @@ PipelineChart::PipelineChart(QWidget* parent) : QWidget(parent) {
   m_plot->plotLayout()->insertRow(0);
   auto* t = new QCPTextElement(m_plot, "Pipeline schedule", QFont(font().family(), font().pointSize(), QFont::DemiBold));
   m_plot->plotLayout()->addElement(0, 0, t);
-  m_plot->xAxis->setLabel("time (one forward = 1; a backward 2: input and weight gradient 1 each)");
+  m_plot->xAxis->setLabel(kIdealAxis);
   m_plot->yAxis->setRangeReversed(true);
   style_plot(m_plot, palette());
   m_note = new QLabel(this);
@@ -74,7 +78,8 @@ void PipelineChart::show_schedule(dist::PipelineSchedule kind, int p, int m, int
     dist::validate_pipeline(kind, p, m, v);
     const dist::PipelineTable t = dist::build_schedule(kind, p, m, v);
     m_timing = dist::simulate(t, dist::chunk_costs({}, v));
-    draw(t);
+    m_plot->xAxis->setLabel(kIdealAxis);
+    draw(t.stages, t.chunks);
     const QString formula = bubble_formula(kind, p, m, v);
     title_of(m_plot)->setText(QString("%1, %2 stages, %3 micro-batches%4: idle %5%6")
                                   .arg(dist::pipeline_schedule_name(kind))
@@ -94,13 +99,67 @@ void PipelineChart::show_schedule(dist::PipelineSchedule kind, int p, int m, int
   }
 }
 
-void PipelineChart::draw(const dist::PipelineTable& t) {
+double measured_idle_fraction(const dist::PipelineTiming& t) {
+  double first = INFINITY, last = -INFINITY, busy = 0;
+  for (const auto& stage : t.stages)
+    for (const dist::TimedAction& a : stage) {
+      first = std::min(first, a.start);
+      last = std::max(last, a.end);
+      busy += a.end - a.start;
+    }
+  const double span = last - first;
+  if (t.stages.empty() || !(span > 0)) return 0.0;
+  return std::max(0.0, 1.0 - busy / (span * static_cast<double>(t.stages.size())));
+}
+
+void PipelineChart::show_measured(const dist::PipelineTiming& measured, dist::PipelineSchedule kind, int p, int m,
+                                  int v, const QString& what) {
+  if (measured.stages.empty()) {
+    show_none("The step has no recorded actions.");
+    return;
+  }
+  m_timing = measured;
+  double first = INFINITY;
+  for (const auto& stage : m_timing.stages)
+    for (const dist::TimedAction& a : stage) first = std::min(first, a.start);
+  m_timing.makespan = 0;
+  for (auto& stage : m_timing.stages)
+    for (dist::TimedAction& a : stage) {
+      a.start -= first;
+      a.end -= first;
+      m_timing.makespan = std::max(m_timing.makespan, a.end);
+    }
+  m_timing.idle_fraction = measured_idle_fraction(m_timing);
+  m_plot->xAxis->setLabel("time in the step (ms)");
+  draw(static_cast<int>(m_timing.stages.size()), v);
+  QString schedule_idle;
+  try {
+    const dist::PipelineTiming ideal = dist::simulate(dist::build_schedule(kind, p, m, v), dist::chunk_costs({}, v));
+    schedule_idle = QString(", the schedule's %1").arg(percent(ideal.idle_fraction));
+  } catch (const Error&) {
+  }
+  const QString formula = bubble_formula(kind, p, m, v);
+  title_of(m_plot)->setText(QString("%1, measured: idle %2%3%4")
+                                .arg(what)
+                                .arg(percent(m_timing.idle_fraction))
+                                .arg(schedule_idle)
+                                .arg(formula.isEmpty() ? QString() : ", formula " + formula));
+  m_note->setText(QString("Measured %1, %2 stages, %3 micro-batches%4: %5 ms from the first action to the last. "
+                          "Blocks are where each stage computed; the shaded gaps are where it waited.")
+                      .arg(dist::pipeline_schedule_name(kind))
+                      .arg(p)
+                      .arg(m)
+                      .arg(v > 1 ? QString(", %1 chunks a stage").arg(v) : QString())
+                      .arg(m_timing.makespan, 0, 'f', 2));
+}
+
+void PipelineChart::draw(int stages, int chunks) {
   m_plot->clearItems();
   m_plot->clearPlottables();
   m_blocks.clear();
   const QColor idle = palette().color(QPalette::Mid);
   QSharedPointer<QCPAxisTickerText> rows(new QCPAxisTickerText);
-  for (int s = 0; s < t.stages; ++s) {
+  for (int s = 0; s < stages; ++s) {
     rows->addTick(s, QString("stage %1").arg(s));
     auto* bg = new QCPItemRect(m_plot);  // the row's idle time shows through between blocks
     bg->topLeft->setCoords(0, s - 0.4);
@@ -122,14 +181,14 @@ void PipelineChart::draw(const dist::PipelineTable& t) {
       auto* label = new QCPItemText(m_plot);
       label->position->setCoords((b.start + b.end) / 2, b.stage);
       QString text = QString("%1%2").arg(dist::pipe_op_letter(b.op)).arg(b.micro_batch);
-      if (t.chunks > 1) text += QString(".%1").arg(b.chunk);
+      if (chunks > 1) text += QString(".%1").arg(b.chunk);
       label->setText(text);
       label->setFont(QFont(font().family(), std::max(6, font().pointSize() - 2)));
       label->setColor(b.op == dist::PipeOp::Forward ? Qt::black : Qt::white);
     }
   m_plot->yAxis->setTicker(rows);
-  m_plot->yAxis->setRange(-0.6, t.stages - 0.4);
-  m_plot->xAxis->setRange(0, std::max(1.0, m_timing.makespan));
+  m_plot->yAxis->setRange(-0.6, stages - 0.4);
+  m_plot->xAxis->setRange(0, m_timing.makespan > 0 ? m_timing.makespan : 1.0);
   m_plot->replot();
 }
 

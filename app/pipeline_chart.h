@@ -24,6 +24,11 @@ class PipelineChart : public QWidget {
   // Builds and simulates the schedule (F = B = W = 1, a chunk 1/v of that) and draws it; a layout
   // the schedule does not suit draws nothing and says why.
   void show_schedule(dist::PipelineSchedule kind, int p, int m, int v);
+  // A run's measured step (the run record's pipeline timeline): the same blocks at the times the
+  // stages took, in milliseconds from the step's start, `chunks` (v) for the labels; the title
+  // gives the measured idle fraction beside the schedule's and the formula's.
+  void show_measured(const dist::PipelineTiming& measured, dist::PipelineSchedule kind, int p, int m, int v,
+                     const QString& what);
   // Nothing to draw (no pipeline): `why` instead.
   void show_none(const QString& why);
 
@@ -40,13 +45,17 @@ class PipelineChart : public QWidget {
   QCustomPlot* plot() const { return m_plot; }
 
  private:
-  void draw(const dist::PipelineTable& t);
+  void draw(int stages, int chunks);
 
   QCustomPlot* m_plot = nullptr;
   QLabel* m_note = nullptr;
   std::vector<Block> m_blocks;
   dist::PipelineTiming m_timing;
 };
+
+// The idle fraction of a timing as the schedule's simulation counts it: each stage's idle time
+// (the step's span less its busy time) over p spans; the span from the earliest start to the last end.
+double measured_idle_fraction(const dist::PipelineTiming& t);
 
 // "(p-1)/(m+p-1) = 27.3 %" and the like: the textbook's closed form of a schedule's idle fraction
 // at backward = 2 x forward ("" for zero-bubble, which has none of its own in the textbook).

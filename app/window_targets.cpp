@@ -8,6 +8,7 @@
 
 #include "main_window.h"
 #include "parallel_coords_view.h"
+#include "pipeline_view.h"
 #include "planner_view.h"
 #include "sweep_view.h"
 
@@ -55,7 +56,7 @@ bool press_run_button(MainWindow& w, const QString& text, const QString& name, Q
 QStringList view_names() {
   QStringList n{"main"};
   for (const auto& [name, dock] : docks()) n << name;
-  return n << "planner" << "sweep" << "parallel";
+  return n << "planner" << "sweep" << "parallel" << "pipeline";
 }
 
 QStringList dialog_names() { return {"about", "export", "tags", "rename", "open-config"}; }
@@ -76,6 +77,19 @@ QWidget* open_view(MainWindow& w, const QString& name, const QString& arg, QStri
   if (name == "parallel") {
     w.findChild<QAction*>("action_parallel_coords")->trigger();
     return at_window_size(w, w.findChild<ParallelCoordsView*>());
+  }
+  if (name == "pipeline") {
+    // The shown run's (--reopen RUN_DIR) measured schedule; a run without one is an error here.
+    auto* v = new PipelineView(&w);
+    v->setWindowFlag(Qt::Window);
+    if (!w.primary_run() || w.primary_run()->dir.isEmpty() || !v->load(w.primary_run()->dir)) {
+      error = "--view pipeline: " + (v->error().isEmpty() ? QString("needs a pipelined run shown (--reopen RUN_DIR)")
+                                                           : v->error());
+      delete v;
+      return nullptr;
+    }
+    v->show();
+    return at_window_size(w, v);
   }
   if (name == "sweep") {
     if (arg.isEmpty()) {

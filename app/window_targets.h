@@ -11,7 +11,7 @@ namespace trainlab::app {
 class MainWindow;
 
 // The names --view takes: main (the window itself), the docks (kernels, roofline, text, ranks,
-// system) and the windows (planner, sweep, parallel).
+// system) and the windows (planner, sweep, parallel, pipeline: the shown run's measured schedule).
 QStringList view_names();
 // The names --dialog takes: about, export (File > Export report), tags (the runs table's Tags...
 // of the shown run), rename (its Rename...), open-config (File > Open config).

@@ -274,8 +274,8 @@ Runner add_train_command(CLI::App& app, std::vector<std::string> args) {
                   "(compress.init_from); a text model keeps their vocabulary and must have their shape");
   cmd->add_option("--finetune", o->finetune,
                   "full, lora, qlora or dora (finetune.method): how --init-from's weights are adapted");
-  add_key_option(cmd, "--rank", o->rank, "finetune.rank", "Adapter rank r (finetune.rank)");
-  add_key_option(cmd, "--alpha", o->alpha, "finetune.alpha", "Adapter scale numerator: alpha / r (finetune.alpha)");
+  add_key_option(cmd, "--rank", o->rank, "finetune.rank", "Adapter rank r");
+  add_key_option(cmd, "--alpha", o->alpha, "finetune.alpha", "Adapter scale numerator: alpha / r");
   cmd->add_option("--targets", o->targets,
                   "Products the adapters wrap, comma-separated: qkv, proj, fc1, fc2, head (finetune.targets)");
   add_key_option(cmd, "--ranks", o->ranks, "dist.ranks",
