@@ -31,7 +31,7 @@ else
   C=$B/core/trainlab-cli
   T=$B/tests
 fi
-timeout 200 "$T/test_cuda_pipeline" > "$LOG/test_cuda_pipeline.log" 2>&1
+timeout 120 "$T/test_cuda_pipeline" > "$LOG/test_cuda_pipeline.log" 2>&1
 echo "test_cuda_pipeline exit=$?"
 grep -E "FAIL|largest|passed|SKIP" "$LOG/test_cuda_pipeline.log" | tail -12
 
@@ -42,9 +42,9 @@ rm -rf $R && mkdir -p $R
 timeout 120 "$C" train --device cuda --quiet --model char-gpt --set model.preset=gpt2 --precision bf16 --steps 2 \
   --batch 2 --set train.eval_windows=4 --out $R/gpt2 > "$LOG/gpt2_train.log" 2>&1
 echo "gpt2 train exit=$?"
-for m in rtn gptq awq; do
+for m in gptq rtn awq; do
   s=$(date +%s.%N)
-  timeout 150 "$C" quantize --device cuda --weights $R/gpt2/model.safetensors --bits 4 --granularity group --group 32 \
+  timeout 70 "$C" quantize --device cuda --weights $R/gpt2/model.safetensors --bits 4 --granularity group --group 32 \
     --method $m --calibration 16 --val-windows 16 --out $R/gpt2-$m.safetensors > "$LOG/quant_$m.json" 2> "$LOG/quant_$m.err"
   rc=$?
   echo "quantize gpt2 $m exit=$rc wall $(echo "$(date +%s.%N) - $s" | bc) s"

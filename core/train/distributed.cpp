@@ -289,9 +289,10 @@ Json DistributedRun::pipeline_timeline(long step) {
   const size_t fields = 6 + 5 * most;
   std::vector<double> mine{static_cast<double>(m_place.rank), pt.step_s, pt.forward_s, pt.backward_s, pt.wait_s,
                            static_cast<double>(m_exec->events().size())};
+  // An action is drawn from the moment its input has arrived: the wait for it is the stage's idle time.
   for (const PipeEvent& e : m_exec->events())
     mine.insert(mine.end(), {static_cast<double>(e.action.op), static_cast<double>(e.action.micro_batch),
-                             static_cast<double>(e.action.chunk), e.start_s, e.end_s});
+                             static_cast<double>(e.action.chunk), e.start_s + e.wait_s, e.end_s});
   mine.resize(fields, 0.0);
   const std::vector<double> all = m_groups->world().all_gather_host(mine);
   if (!is_root()) return nullptr;
