@@ -43,11 +43,11 @@ timeout 120 "$C" train --device cuda --quiet --model char-gpt --set model.preset
   --batch 2 --set train.eval_windows=4 --out $R/gpt2 > "$LOG/gpt2_train.log" 2>&1
 echo "gpt2 train exit=$?"
 for m in gptq rtn awq; do
-  s=$(date +%s.%N)
-  timeout 70 "$C" quantize --device cuda --weights $R/gpt2/model.safetensors --bits 4 --granularity group --group 32 \
+  s=$(date +%s%N)
+  timeout "${QUANT_TIMEOUT:-150}" "$C" quantize --device cuda --weights $R/gpt2/model.safetensors --bits 4 --granularity group --group 32 \
     --method $m --calibration 16 --val-windows 16 --out $R/gpt2-$m.safetensors > "$LOG/quant_$m.json" 2> "$LOG/quant_$m.err"
   rc=$?
-  echo "quantize gpt2 $m exit=$rc wall $(echo "$(date +%s.%N) - $s" | bc) s"
+  echo "quantize gpt2 $m exit=$rc wall $(( ($(date +%s%N) - s) / 1000000 )) ms"
   [ $rc -eq 0 ] || tail -3 "$LOG/quant_$m.err"
 done
 # 3. Full fine-tuning on the GPU from the tiny preset's weights, on the second text.
