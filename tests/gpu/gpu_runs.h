@@ -77,4 +77,20 @@ inline void compare(const std::string& what, const std::vector<double>& one, con
   expect(what, worst <= tol);
 }
 
+// The first 5 training losses within `first`, every loss (training and evaluation) within `all`,
+// relative: the tolerances of runs whose sums are added in another order (tensor and pipeline
+// parallelism against one rank).
+inline void compare_first_and_all(const std::string& what, const std::vector<double>& one,
+                                  const std::vector<double>& two, double first, double all) {
+  double worst5 = one.size() == two.size() && one.size() > 5 ? 0.0 : INFINITY, worst = worst5;
+  for (size_t i = 0; i < one.size() && i < two.size(); ++i) {
+    const double d = std::fabs(two[i] - one[i]) / std::fabs(one[i]);
+    if (i < 5) worst5 = std::max(worst5, d);
+    worst = std::max(worst, d);
+  }
+  std::printf("  %s: %zu losses, largest relative difference %.3g in the first 5 (tol %.0e), %.3g overall (tol %.0e)\n",
+              what.c_str(), one.size(), worst5, first, worst, all);
+  expect(what, worst5 <= first && worst <= all);
+}
+
 }  // namespace trainlab::parity

@@ -35,19 +35,6 @@ std::vector<std::string> pp_args(const std::string& precision, const std::string
   return a;
 }
 
-void compare_pp(const std::string& what, const std::vector<double>& one, const std::vector<double>& two, double first,
-                double all) {
-  double worst5 = one.size() == two.size() && one.size() > 5 ? 0.0 : INFINITY, worst = worst5;
-  for (size_t i = 0; i < one.size() && i < two.size(); ++i) {
-    const double d = std::fabs(two[i] - one[i]) / std::fabs(one[i]);
-    if (i < 5) worst5 = std::max(worst5, d);
-    worst = std::max(worst, d);
-  }
-  std::printf("  %s: %zu losses, largest relative difference %.3g in the first 5 (tol %.0e), %.3g overall (tol %.0e)\n",
-              what.c_str(), one.size(), worst5, first, worst, all);
-  expect(what, worst5 <= first && worst <= all);
-}
-
 void pp_matches_one_rank(const std::string& tmp, const std::string& precision, const std::string& schedule,
                          double first, double all) {
   const std::string tag = precision + "-" + schedule;
@@ -63,7 +50,7 @@ void pp_matches_one_rank(const std::string& tmp, const std::string& precision, c
     std::printf("%s\n", read_all(err).c_str());
     return;
   }
-  compare_pp(tag + ": pp 2 gives the one-rank losses", losses(one), losses(two), first, all);
+  compare_first_and_all(tag + ": pp 2 gives the one-rank losses", losses(one), losses(two), first, all);
 }
 
 }  // namespace

@@ -40,20 +40,6 @@ std::vector<std::string> tp_args(const std::string& precision, const std::string
   return a;
 }
 
-// The first 5 training losses within `first`, every loss (training and evaluation) within `all`.
-void compare_tp(const std::string& what, const std::vector<double>& one, const std::vector<double>& two, double first,
-                double all) {
-  double worst5 = one.size() == two.size() && one.size() > 5 ? 0.0 : INFINITY, worst = worst5;
-  for (size_t i = 0; i < one.size() && i < two.size(); ++i) {
-    const double d = std::fabs(two[i] - one[i]) / std::fabs(one[i]);
-    if (i < 5) worst5 = std::max(worst5, d);
-    worst = std::max(worst, d);
-  }
-  std::printf("  %s: %zu losses, largest relative difference %.3g in the first 5 (tol %.0e), %.3g overall (tol %.0e)\n",
-              what.c_str(), one.size(), worst5, first, worst, all);
-  expect(what, worst5 <= first && worst <= all);
-}
-
 void tp_matches_one_rank(const std::string& tmp, const std::string& precision, bool sp, double first, double all) {
   const std::string tag = precision + (sp ? "-sp" : "");
   const std::string one = tmp + "/one-" + tag, two = tmp + "/tp-" + tag, err = tmp + "/err.txt";
@@ -69,7 +55,7 @@ void tp_matches_one_rank(const std::string& tmp, const std::string& precision, b
     std::printf("%s\n", read_all(err).c_str());
     return;
   }
-  compare_tp(tag + ": tp 2 gives the one-rank losses", losses(one), losses(two), first, all);
+  compare_first_and_all(tag + ": tp 2 gives the one-rank losses", losses(one), losses(two), first, all);
   if (precision != "fp32" || sp) return;
   // The weights file is the whole model: one rank evaluates it to the run's own test loss.
   const std::string eval_out = tmp + "/eval.json";
