@@ -142,8 +142,7 @@ struct Sweep {
   void baseline();
   long baseline_steps_from_summary() const;
   void check_baseline_seed() const;
-  void ptq();
-  void ptq_method(const std::string& method);
+  void ptq(const std::string& method);
   void w8a8();
   void pruning();
   void prune_at(int pct);
@@ -218,45 +217,20 @@ void Sweep::baseline() {
     throw Error(fmt("the fp32 baseline reached %.4f test accuracy, below --min-accuracy %.4f", s.test_accuracy, o.min_accuracy));
 }
 
-void Sweep::ptq() {
-  log("sweep: post-training quantization");
-  for (int bits = 2; bits <= 8; ++bits)
-    for (const char* gran : {"tensor", "channel", "group"}) {
-      QuantSpec spec;
-      spec.bits = bits;
-      spec.granularity = granularity_from_name(gran);
-      spec.group = 32;
-      const bool grouped = spec.granularity == QuantGranularity::Group;
-      QuantFileReport rep;
-      SafeTensorsFile q = quantize_weights(base_file, QuantPlan::parse(spec, ""), &rep);
-      const std::string name = "ptq-int" + std::to_string(bits) + "-" + gran + (grouped ? "32" : "");
-      fs::create_directories(dir(name));
-      write_safetensors(dir(name) + "/model.quant.safetensors", q);
-      rep.file_bytes = static_cast<int64_t>(fs::file_size(dir(name) + "/model.quant.safetensors"));
-      SweepRow r;
-      r.method = "ptq";
-      r.granularity = grouped ? "group32" : gran;
-      r.bits = bits;
-      r.test_accuracy = file_accuracy(be, q, data.test);
-      r.model_bytes = rep.model_bytes;
-      r.bits_per_weight = rep.bits_per_weight();
-      r.run_dir = dir(name);
-      write_json(dir(name) + "/point.json",
-                 {{"row", r.to_json()}, {"spec", spec.to_json()}, {"storage", rep.to_json()}, {"from", base_weights}});
-      add(r);
-    }
-}
-
-// GPTQ or AWQ at bits 2..8, per channel and per group of 32, beside the rounded-to-nearest rows.
-void Sweep::ptq_method(const std::string& method) {
-  log("sweep: post-training quantization by " + method);
-  const CalibrationSet cal = classification_calibration(data.train, o.batch, o.calibration);
+// Post-training quantization at bits 2..8: rtn per tensor, channel and group of 32; gptq or awq
+// (calibrated on the training split) per channel and group of 32, beside the rtn rows.
+void Sweep::ptq(const std::string& method) {
+  const bool rtn = method == "rtn";
+  log(rtn ? "sweep: post-training quantization" : "sweep: post-training quantization by " + method);
+  const CalibrationSet cal = rtn ? CalibrationSet{} : classification_calibration(data.train, o.batch, o.calibration);
   PtqMethodOptions mo;
   mo.method = method;
   mo.damp = o.damp;
   mo.act_order = o.act_order;
+  const std::vector<const char*> grans = rtn ? std::vector<const char*>{"tensor", "channel", "group"}
+                                             : std::vector<const char*>{"channel", "group"};
   for (int bits = 2; bits <= 8; ++bits)
-    for (const char* gran : {"channel", "group"}) {
+    for (const char* gran : grans) {
       QuantSpec spec;
       spec.bits = bits;
       spec.granularity = granularity_from_name(gran);
@@ -265,20 +239,23 @@ void Sweep::ptq_method(const std::string& method) {
       QuantFileReport rep;
       Json info;
       SafeTensorsFile q = quantize_by_method(be, base_file, base_weights, QuantPlan::parse(spec, ""), mo, cal, &rep, &info);
-      const std::string name = "ptq-" + method + "-int" + std::to_string(bits) + "-" + gran + (grouped ? "32" : "");
+      const std::string name = std::string(rtn ? "ptq" : "ptq-" + method) + "-int" + std::to_string(bits) + "-" + gran +
+                               (grouped ? "32" : "");
       fs::create_directories(dir(name));
       write_safetensors(dir(name) + "/model.quant.safetensors", q);
+      rep.file_bytes = static_cast<int64_t>(fs::file_size(dir(name) + "/model.quant.safetensors"));
       SweepRow r;
-      r.method = "ptq-" + method;
+      r.method = rtn ? "ptq" : "ptq-" + method;
       r.granularity = grouped ? "group32" : gran;
       r.bits = bits;
       r.test_accuracy = file_accuracy(be, q, data.test);
       r.model_bytes = rep.model_bytes;
       r.bits_per_weight = rep.bits_per_weight();
       r.run_dir = dir(name);
-      r.note = "calibration: " + cal.description;
-      write_json(dir(name) + "/point.json", {{"row", r.to_json()}, {"spec", spec.to_json()}, {"storage", rep.to_json()},
-                                             {"from", base_weights}, {"method", info}});
+      if (!rtn) r.note = "calibration: " + cal.description;
+      Json point = {{"row", r.to_json()}, {"spec", spec.to_json()}, {"storage", rep.to_json()}, {"from", base_weights}};
+      if (!rtn) point["method"] = info;
+      write_json(dir(name) + "/point.json", point);
       add(r);
     }
 }
@@ -514,9 +491,9 @@ SweepTable run_sweep(Backend& be, const TrainTestSplit& data, const SweepOptions
   fs::create_directories(o.out + "/runs");
   Sweep sw(be, data, o, train, log);
   sw.baseline();
-  sw.ptq();
+  sw.ptq("rtn");
   if (o.calibration > 0)
-    for (const char* m : {"gptq", "awq"}) sw.ptq_method(m);
+    for (const char* m : {"gptq", "awq"}) sw.ptq(m);
   sw.section("W8A8", {{Op::QuantizeI8, DType::F32, "quantize_i8"}, {Op::Int8Linear, DType::I8, "int8_linear"}},
              [&] { sw.w8a8(); });
   sw.section("pruning", {{Op::LinearForward, DType::F32, "linear_forward"}, {Op::LinearBackward, DType::F32, "linear_backward"}},
