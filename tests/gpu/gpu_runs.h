@@ -7,11 +7,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "dist/launch.h"
+#include "dist/world.h"
 #include "parity_support.h"
 #include "train/run_record.h"
 
@@ -91,6 +93,30 @@ inline void compare_first_and_all(const std::string& what, const std::vector<dou
   std::printf("  %s: %zu losses, largest relative difference %.3g in the first 5 (tol %.0e), %.3g overall (tol %.0e)\n",
               what.c_str(), one.size(), worst5, first, worst, all);
   expect(what, worst5 <= first && worst <= all);
+}
+
+// The part of a test that runs trainlab-cli on several ranks: a SKIP without MPI in the build or
+// mpirun on the PATH, else `body` in a fresh temporary folder (/tmp/NAME.XXXXXX, removed after),
+// an exception counted as a failure. Returns the test's exit code (finish()).
+inline int with_ranks_folder(const std::string& name, const std::function<void(const std::string&)>& body) {
+  if (!dist::built_with_mpi() || std::system("command -v mpirun > /dev/null 2>&1") != 0) {
+    std::printf("SKIP (several ranks): this build has no MPI or mpirun is not on the PATH\n");
+    return finish();
+  }
+  std::string tmpl = "/tmp/" + name + ".XXXXXX";
+  if (!mkdtemp(tmpl.data())) {
+    std::printf("FAIL: no temporary folder\n");
+    return 1;
+  }
+  const std::string tmp = tmpl;
+  try {
+    body(tmp);
+  } catch (const std::exception& e) {
+    std::printf("FAIL: exception: %s\n", e.what());
+    ++g_fail;
+  }
+  if (std::system(("rm -rf " + quoted(tmp)).c_str()) != 0) std::printf("note: %s is left behind\n", tmp.c_str());
+  return finish();
 }
 
 }  // namespace trainlab::parity

@@ -61,24 +61,9 @@ int main() {
     std::unique_ptr<Backend> gpu = cuda_or_skip();  // released before the ranks start
     if (!gpu) return 77;
   }
-  if (!dist::built_with_mpi() || std::system("command -v mpirun > /dev/null 2>&1") != 0) {
-    std::printf("SKIP: this build has no MPI or mpirun is not on the PATH\n");
-    return finish();
-  }
-  char tmpl[] = "/tmp/test_cuda_pp.XXXXXX";
-  if (!mkdtemp(tmpl)) {
-    std::printf("FAIL: no temporary folder\n");
-    return 1;
-  }
-  const std::string tmp = tmpl;
-  try {
+  return with_ranks_folder("test_cuda_pp", [](const std::string& tmp) {
     pp_matches_one_rank(tmp, "fp32", "gpipe", 1e-5, 1e-2);
     pp_matches_one_rank(tmp, "fp32", "1f1b", 1e-5, 1e-2);
     pp_matches_one_rank(tmp, "bf16", "1f1b", 5e-3, 3e-2);
-  } catch (const std::exception& e) {
-    std::printf("FAIL: exception: %s\n", e.what());
-    ++g_fail;
-  }
-  if (std::system(("rm -rf " + quoted(tmp)).c_str()) != 0) std::printf("note: %s is left behind\n", tmp.c_str());
-  return finish();
+  });
 }

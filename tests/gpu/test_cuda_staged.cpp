@@ -116,24 +116,9 @@ int main() {
       ++g_fail;
     }
   }
-  if (!dist::built_with_mpi() || std::system("command -v mpirun > /dev/null 2>&1") != 0) {
-    std::printf("SKIP (two ranks): this build has no MPI or mpirun is not on the PATH\n");
-    return finish();
-  }
-  char tmpl[] = "/tmp/test_cuda_staged.XXXXXX";
-  if (!mkdtemp(tmpl)) {
-    std::printf("FAIL: no temporary folder\n");
-    return 1;
-  }
-  const std::string tmp = tmpl;
-  try {
+  return with_ranks_folder("test_cuda_staged", [](const std::string& tmp) {
     staged_matches_one_rank(tmp, "fp32", 1e-6);
     staged_matches_one_rank(tmp, "bf16", kBf16Tolerance);
     if (available_devices().size() == 2) nccl_refuses_a_shared_gpu(tmp);
-  } catch (const std::exception& e) {
-    std::printf("FAIL: exception: %s\n", e.what());
-    ++g_fail;
-  }
-  if (std::system(("rm -rf " + quoted(tmp)).c_str()) != 0) std::printf("note: %s is left behind\n", tmp.c_str());
-  return finish();
+  });
 }

@@ -77,24 +77,9 @@ int main() {
     std::unique_ptr<Backend> gpu = cuda_or_skip();  // released before the ranks start
     if (!gpu) return 77;
   }
-  if (!dist::built_with_mpi() || std::system("command -v mpirun > /dev/null 2>&1") != 0) {
-    std::printf("SKIP: this build has no MPI or mpirun is not on the PATH\n");
-    return finish();
-  }
-  char tmpl[] = "/tmp/test_cuda_tp.XXXXXX";
-  if (!mkdtemp(tmpl)) {
-    std::printf("FAIL: no temporary folder\n");
-    return 1;
-  }
-  const std::string tmp = tmpl;
-  try {
+  return with_ranks_folder("test_cuda_tp", [](const std::string& tmp) {
     tp_matches_one_rank(tmp, "fp32", false, 1e-5, 1e-2);
     tp_matches_one_rank(tmp, "fp32", true, 1e-5, 1e-2);
     tp_matches_one_rank(tmp, "bf16", false, kBf16First, kBf16All);
-  } catch (const std::exception& e) {
-    std::printf("FAIL: exception: %s\n", e.what());
-    ++g_fail;
-  }
-  if (std::system(("rm -rf " + quoted(tmp)).c_str()) != 0) std::printf("note: %s is left behind\n", tmp.c_str());
-  return finish();
+  });
 }
