@@ -78,13 +78,12 @@ int tensor_parallel_degree(const RunSeries& run) {
 }
 
 QString layout_text(const RunSeries& run) {
+  // The record's dist.* keys as the trainer read them (a record of another build: its defaults).
   DistOptions o;
-  const Json flat = flatten_config(run.config);
-  o.tp = tensor_parallel_degree(run);
-  o.sequence_parallel = flat.value("dist.sequence_parallel", false);
   try {
-    o.strategy = dist_strategy_from_name(flat.value("dist.strategy", std::string("ddp")));
+    o = dist_options(Config::from_record(run.config));
   } catch (const Error&) {
+    o.tp = tensor_parallel_degree(run);
   }
   return QString::fromStdString(dist_layout_text(o, static_cast<int>(std::max<size_t>(1, run.last_ranks.size()))));
 }
